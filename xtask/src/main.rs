@@ -1,0 +1,187 @@
+//! `cargo xtask`: the one entry point that makes a fresh clone work.
+//!
+//! csam links libtorch through tch. libtorch ships inside the PyTorch wheel, so
+//! set-up is: a project-local virtual environment `.venv` holding exactly
+//! `torch==2.11.0` (the version torch-sys 0.24.0 is built against), and a link
+//! `.venv/libtorch` to the wheel's `torch` directory, which `.cargo/config.toml`
+//! names as `LIBTORCH`. The build script of `csam-train` then bakes an rpath to
+//! that directory into every binary, so nothing needs `LD_LIBRARY_PATH`.
+//!
+//! ```text
+//! cargo xtask setup            # create .venv and install PyTorch if missing
+//! cargo xtask test [ARGS]      # setup, then cargo test --workspace [ARGS]
+//! cargo xtask bench [ARGS]     # setup, then cargo bench --workspace [ARGS]
+//! cargo xtask <csam args>      # setup, then cargo run --release -p csam-cli -- <csam args>
+//! ```
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, ExitCode};
+
+/// The PyTorch release whose libtorch tch 0.24.0 expects.
+const TORCH_VERSION: &str = "2.11.0";
+
+fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    match run(&args) {
+        Ok(code) => code,
+        Err(message) => {
+            eprintln!("xtask: {message}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn run(args: &[String]) -> Result<ExitCode, String> {
+    let root = workspace_root();
+    let (task, rest) = match args.split_first() {
+        Some((task, rest)) => (task.as_str(), rest),
+        None => ("help", &[][..]),
+    };
+    match task {
+        "help" | "--help" | "-h" => {
+            println!("{}", usage());
+            Ok(ExitCode::SUCCESS)
+        }
+        "setup" => {
+            ensure_libtorch(&root)?;
+            Ok(ExitCode::SUCCESS)
+        }
+        "test" => {
+            ensure_libtorch(&root)?;
+            cargo(&root, &["test", "--workspace"], rest)
+        }
+        "bench" => {
+            ensure_libtorch(&root)?;
+            cargo(&root, &["bench", "--workspace"], rest)
+        }
+        _ => {
+            ensure_libtorch(&root)?;
+            cargo(
+                &root,
+                &["run", "--release", "--quiet", "-p", "csam-cli", "--"],
+                args,
+            )
+        }
+    }
+}
+
+fn usage() -> &'static str {
+    "usage: cargo xtask setup | test [ARGS] | bench [ARGS] | <csam subcommand> [ARGS]\n\
+     \n\
+     setup   create .venv with torch==2.11.0 (libtorch) if it is missing\n\
+     test    set up, then run the whole test suite\n\
+     bench   set up, then run the benchmarks\n\
+     other   set up, build csam in release mode and run it with these arguments,\n\
+     \x20       e.g. `cargo xtask compare` or `cargo xtask metrics --help`"
+}
+
+fn workspace_root() -> PathBuf {
+    // xtask/Cargo.toml lives one level below the workspace root.
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .map(Path::to_path_buf)
+        .unwrap_or_else(|| PathBuf::from("."))
+}
+
+/// Makes `.venv/libtorch` point at a PyTorch `TORCH_VERSION` installation,
+/// installing it with pip when the venv or the right version is missing.
+fn ensure_libtorch(root: &Path) -> Result<(), String> {
+    let venv = root.join(".venv");
+    let python = venv.join("bin").join("python");
+    if !python.exists() {
+        eprintln!("xtask: creating the project venv {}", venv.display());
+        let python3 = std::env::var("PYTHON").unwrap_or_else(|_| "python3".to_string());
+        check(
+            Command::new(&python3).args(["-m", "venv"]).arg(&venv),
+            &format!("{python3} -m venv (is python3 with the venv module installed?)"),
+        )?;
+    }
+    if installed_torch_version(&python).as_deref() != Some(TORCH_VERSION) {
+        eprintln!(
+            "xtask: installing torch=={TORCH_VERSION} into .venv (about 5 GB, a few minutes)"
+        );
+        check(
+            Command::new(&python).args([
+                "-m",
+                "pip",
+                "install",
+                "--quiet",
+                "--disable-pip-version-check",
+                &format!("torch=={TORCH_VERSION}"),
+            ]),
+            "pip install torch",
+        )?;
+        let now = installed_torch_version(&python);
+        if now.as_deref() != Some(TORCH_VERSION) {
+            return Err(format!(
+                "after pip install, torch reports version {now:?}, expected {TORCH_VERSION}"
+            ));
+        }
+    }
+    let torch_dir = python_output(
+        &python,
+        "import os, torch; print(os.path.dirname(torch.__file__))",
+    )
+    .ok_or("could not locate the torch package inside .venv")?;
+    link_libtorch(&venv.join("libtorch"), Path::new(torch_dir.trim()))
+}
+
+/// The `major.minor.patch` of the torch in this interpreter, without a local
+/// suffix such as `+cu130`; `None` when torch is not importable.
+fn installed_torch_version(python: &Path) -> Option<String> {
+    let version = python_output(python, "import torch; print(torch.__version__)")?;
+    Some(
+        version
+            .trim()
+            .split('+')
+            .next()
+            .unwrap_or_default()
+            .to_string(),
+    )
+}
+
+fn python_output(python: &Path, code: &str) -> Option<String> {
+    let output = Command::new(python).args(["-c", code]).output().ok()?;
+    output
+        .status
+        .success()
+        .then(|| String::from_utf8_lossy(&output.stdout).into_owned())
+}
+
+fn link_libtorch(link: &Path, target: &Path) -> Result<(), String> {
+    if std::fs::read_link(link).ok().as_deref() == Some(target) {
+        return Ok(());
+    }
+    if link.symlink_metadata().is_ok() {
+        std::fs::remove_file(link)
+            .map_err(|e| format!("removing stale {}: {e}", link.display()))?;
+    }
+    std::os::unix::fs::symlink(target, link)
+        .map_err(|e| format!("linking {} -> {}: {e}", link.display(), target.display()))
+}
+
+fn check(command: &mut Command, what: &str) -> Result<(), String> {
+    let status = command
+        .status()
+        .map_err(|e| format!("{what}: could not start: {e}"))?;
+    if status.success() {
+        Ok(())
+    } else {
+        Err(format!("{what} failed with {status}"))
+    }
+}
+
+fn cargo(root: &Path, fixed: &[&str], extra: &[String]) -> Result<ExitCode, String> {
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_string());
+    let status = Command::new(cargo)
+        .current_dir(root)
+        .args(fixed)
+        .args(extra)
+        .status()
+        .map_err(|e| format!("could not start cargo: {e}"))?;
+    Ok(match status.code() {
+        Some(0) => ExitCode::SUCCESS,
+        Some(code) => ExitCode::from(u8::try_from(code).unwrap_or(1)),
+        None => ExitCode::FAILURE,
+    })
+}
