@@ -15,5 +15,6 @@
 
 pub mod calibrators;
 pub mod error;
+pub mod io;
 
 pub use error::{CalibError, Result};
