@@ -16,5 +16,6 @@
 pub mod calibrators;
 pub mod error;
 pub mod io;
+pub mod plot;
 
 pub use error::{CalibError, Result};

@@ -1,0 +1,70 @@
+//! The confidence histogram (Guo et al. 2017, Figure 1, top row).
+
+use plotters::coord::Shift;
+use plotters::prelude::*;
+
+use super::render::Figure;
+use super::style::{AXIS_SIZE, BAR, FONT, GAP, LABEL_SIZE, TITLE_SIZE};
+use super::{overall_accuracy_and_confidence, PlotBin};
+
+/// Fraction of samples per bin, with the accuracy and mean confidence marked.
+pub(super) struct Histogram<'a> {
+    pub bins: &'a [PlotBin],
+    pub title: &'a str,
+}
+
+impl Figure for Histogram<'_> {
+    fn draw<DB: DrawingBackend>(&self, root: &DrawingArea<DB, Shift>) -> Result<(), String> {
+        let err = |e: DrawingAreaErrorKind<DB::ErrorType>| e.to_string();
+        let total: f64 = self.bins.iter().map(|b| b.count as f64).sum();
+        let fraction = |b: &PlotBin| b.count as f64 / total;
+        let top = self.bins.iter().map(fraction).fold(0.0, f64::max);
+        let y_max = (top * 1.15).clamp(0.05, 1.0);
+        let (accuracy, confidence) = overall_accuracy_and_confidence(self.bins);
+
+        let mut chart = ChartBuilder::on(root)
+            .caption(self.title, (FONT, TITLE_SIZE))
+            .margin(20)
+            .x_label_area_size(55)
+            .y_label_area_size(75)
+            .build_cartesian_2d(0f64..1f64, 0f64..y_max)
+            .map_err(err)?;
+        chart
+            .configure_mesh()
+            .x_desc("Confidence")
+            .y_desc("Fraction of samples")
+            .axis_desc_style((FONT, AXIS_SIZE))
+            .label_style((FONT, LABEL_SIZE))
+            .light_line_style(WHITE)
+            .draw()
+            .map_err(err)?;
+        chart
+            .draw_series(self.bins.iter().filter(|b| b.count > 0).flat_map(|b| {
+                let corners = [(b.lo, 0.0), (b.hi, fraction(b))];
+                [
+                    Rectangle::new(corners, BAR.filled()),
+                    Rectangle::new(corners, BLACK.stroke_width(1)),
+                ]
+            }))
+            .map_err(err)?;
+        for (x, name, colour) in [
+            (accuracy, "Accuracy", GAP),
+            (confidence, "Avg. confidence", BLACK),
+        ] {
+            let style = colour.stroke_width(3);
+            chart
+                .draw_series(DashedLineSeries::new([(x, 0.0), (x, y_max)], 10, 6, style))
+                .map_err(err)?
+                .label(format!("{name} ({:.1}%)", 100.0 * x))
+                .legend(move |(lx, ly)| PathElement::new([(lx, ly), (lx + 18, ly)], style));
+        }
+        chart
+            .configure_series_labels()
+            .position(SeriesLabelPosition::UpperLeft)
+            .label_font((FONT, LABEL_SIZE))
+            .background_style(WHITE.mix(0.9))
+            .border_style(BLACK)
+            .draw()
+            .map_err(err)
+    }
+}

@@ -1,0 +1,86 @@
+//! The reliability diagram (Guo et al. 2017, Figure 1, bottom row).
+
+use plotters::coord::Shift;
+use plotters::prelude::*;
+
+use super::render::Figure;
+use super::style::{AXIS_SIZE, BAR, FONT, GAP, LABEL_SIZE, TITLE_SIZE};
+use super::PlotBin;
+
+/// Accuracy bars per bin, the gap to the bin's mean confidence, the diagonal.
+pub(super) struct Reliability<'a> {
+    pub bins: &'a [PlotBin],
+    pub title: &'a str,
+}
+
+impl Figure for Reliability<'_> {
+    fn draw<DB: DrawingBackend>(&self, root: &DrawingArea<DB, Shift>) -> Result<(), String> {
+        let err = |e: DrawingAreaErrorKind<DB::ErrorType>| e.to_string();
+        let mut chart = ChartBuilder::on(root)
+            .caption(self.title, (FONT, TITLE_SIZE))
+            .margin(20)
+            .x_label_area_size(55)
+            .y_label_area_size(65)
+            .build_cartesian_2d(0f64..1f64, 0f64..1f64)
+            .map_err(err)?;
+        chart
+            .configure_mesh()
+            .x_desc("Confidence")
+            .y_desc("Accuracy")
+            .axis_desc_style((FONT, AXIS_SIZE))
+            .label_style((FONT, LABEL_SIZE))
+            .light_line_style(WHITE)
+            .draw()
+            .map_err(err)?;
+
+        let filled: Vec<&PlotBin> = self.bins.iter().filter(|b| b.count > 0).collect();
+        chart
+            .draw_series(
+                filled
+                    .iter()
+                    .map(|b| Rectangle::new([(b.lo, 0.0), (b.hi, b.accuracy)], BAR.filled())),
+            )
+            .map_err(err)?
+            .label("Accuracy")
+            .legend(|(x, y)| Rectangle::new([(x, y - 6), (x + 18, y + 6)], BAR.filled()));
+        chart
+            .draw_series(filled.iter().map(|b| {
+                let (lo, hi) = if b.accuracy < b.mean_confidence {
+                    (b.accuracy, b.mean_confidence)
+                } else {
+                    (b.mean_confidence, b.accuracy)
+                };
+                Rectangle::new([(b.lo, lo), (b.hi, hi)], GAP.mix(0.45).filled())
+            }))
+            .map_err(err)?
+            .label("Gap to mean confidence")
+            .legend(|(x, y)| Rectangle::new([(x, y - 6), (x + 18, y + 6)], GAP.mix(0.45).filled()));
+        chart
+            .draw_series(filled.iter().map(|b| {
+                Rectangle::new(
+                    [(b.lo, 0.0), (b.hi, b.accuracy.max(b.mean_confidence))],
+                    BLACK.stroke_width(1),
+                )
+            }))
+            .map_err(err)?;
+        let diagonal = BLACK.mix(0.7).stroke_width(2);
+        chart
+            .draw_series(DashedLineSeries::new(
+                [(0.0, 0.0), (1.0, 1.0)],
+                10,
+                6,
+                diagonal,
+            ))
+            .map_err(err)?
+            .label("Perfect calibration")
+            .legend(move |(x, y)| PathElement::new([(x, y), (x + 18, y)], diagonal));
+        chart
+            .configure_series_labels()
+            .position(SeriesLabelPosition::UpperLeft)
+            .label_font((FONT, LABEL_SIZE))
+            .background_style(WHITE.mix(0.9))
+            .border_style(BLACK)
+            .draw()
+            .map_err(err)
+    }
+}
