@@ -13,7 +13,10 @@
 //! Every binned metric is computed from one shared binning pass, so the
 //! reliability diagram, ECE, MCE and classwise ECE always agree with each other.
 
+pub mod binning;
 pub mod calibrators;
 pub mod error;
+pub mod metrics;
+pub mod scores;
 
 pub use error::{CalibError, Result};
