@@ -32,6 +32,13 @@ pub enum CalibError {
         sum: f64,
         tolerance: f64,
     },
+    /// A metric that has no value for this input (e.g. AUROC when every
+    /// prediction is correct: there is no negative to rank).
+    #[error("{metric} is undefined: {reason}")]
+    Undefined {
+        metric: &'static str,
+        reason: String,
+    },
     /// An argument outside its valid range (bins = 0, resamples = 0, ...).
     #[error("invalid argument: {0}")]
     InvalidArgument(String),

@@ -13,9 +13,12 @@
 //! Every binned metric is computed from one shared binning pass, so the
 //! reliability diagram, ECE, MCE and classwise ECE always agree with each other.
 
+pub mod binning;
 pub mod calibrators;
 pub mod error;
 pub mod io;
+pub mod metrics;
 pub mod plot;
+pub mod scores;
 
 pub use error::{CalibError, Result};

@@ -4,6 +4,8 @@
 //! All calibrators consume logits. For a model that only saved probabilities,
 //! pass `ln p` (see [`crate::scores::log_probabilities`]): softmax of `ln p` is `p`.
 
+pub mod temperature;
+
 use ndarray::{Array2, ArrayView2};
 
 use crate::error::Result;

@@ -333,7 +333,7 @@ mod tests {
             Header::parse("{'descr':'|u1','fortran_order':False,'shape':()}")
                 .unwrap()
                 .shape,
-            vec![]
+            Vec::<usize>::new()
         );
     }
 

@@ -1,0 +1,548 @@
+//! The one binning implementation behind every binned metric (paper-notes §2).
+//!
+//! A [`Binning`] scheme turns `(score, hit)` pairs into [`BinStats`]: per bin its
+//! edges, count, summed score and summed hits. ECE (l1, l2, max), AdaECE,
+//! classwise ECE, the reliability diagram and the confidence histogram are all
+//! read off `BinStats`; nothing else in the crate bins.
+//!
+//! * Equal width: `M` bins with edges `k / M` (`k / M` rounded once to `f64`).
+//!   The bin of a score is computed directly from `score * M` (then checked
+//!   against the exact edges), so building the statistics is one pass, no search.
+//! * Equal mass: edges from the sorted scores, `O(N log N)`.
+//!
+//! A score must lie in `[0, 1]`. Scores that fall in no bin (exactly 0 under
+//! [`EdgeConvention::RightClosed`], the smallest score under
+//! [`AdaptiveVariant::Interpolated`]) still count in [`BinStats::n_samples`], the
+//! denominator of every bin weight, as in the reference code of lineage (a).
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::{CalibError, Result};
+
+/// Which side of an equal-width bin is closed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum EdgeConvention {
+    /// Bins `(k/M, (k+1)/M]`; a score of exactly 0 falls in no bin. Lineage (a)
+    /// (temperature-scaling and focal-loss calibration code), the paper's tables.
+    #[default]
+    RightClosed,
+    /// Bins `[k/M, (k+1)/M)` plus an extra `(M+1)`-th bin holding scores of
+    /// exactly 1.0 (the convention of a popular metrics library).
+    LeftClosedWithOneBin,
+}
+
+/// How equal-mass (adaptive) bin edges are chosen.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum AdaptiveVariant {
+    /// Lineage (a): with `s` the `N` sorted scores, edge `j` is `s` linearly
+    /// interpolated at position `j * (N / M)` (numpy `interp(linspace(0, N, M+1),
+    /// arange(N), s)`; positions past `N - 1` give `s[N-1]`), bins `(lo, hi]`.
+    /// The smallest score (and any tie with it) is never counted.
+    #[default]
+    Interpolated,
+    /// `M` chunks of consecutive sorted samples, sizes as numpy's `array_split`
+    /// (the first `N mod M` chunks one larger); every sample counted. Samples are
+    /// sorted by score, then misses before hits, so the result does not depend on
+    /// the input order. Bin edges are the chunk's smallest and largest score.
+    Chunked,
+}
+
+/// A binning scheme for scores in `[0, 1]`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case", tag = "kind")]
+pub enum Binning {
+    /// `n_bins` bins of width `1 / n_bins`.
+    EqualWidth {
+        n_bins: usize,
+        edges: EdgeConvention,
+    },
+    /// `n_bins` bins holding (about) the same number of samples.
+    EqualMass {
+        n_bins: usize,
+        variant: AdaptiveVariant,
+    },
+}
+
+impl Default for Binning {
+    /// 15 equal-width bins, right-closed: the paper's ECE.
+    fn default() -> Self {
+        Binning::EqualWidth {
+            n_bins: 15,
+            edges: EdgeConvention::RightClosed,
+        }
+    }
+}
+
+impl Binning {
+    /// The number of bins the scheme asks for (the extra bin of
+    /// [`EdgeConvention::LeftClosedWithOneBin`] not included).
+    pub fn n_bins(&self) -> usize {
+        match *self {
+            Binning::EqualWidth { n_bins, .. } | Binning::EqualMass { n_bins, .. } => n_bins,
+        }
+    }
+}
+
+/// Statistics of one bin: a bar of the reliability diagram.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct Bin {
+    /// Lower edge.
+    pub lo: f64,
+    /// Upper edge.
+    pub hi: f64,
+    /// Number of samples in the bin.
+    pub count: usize,
+    /// Sum of their scores (confidences).
+    pub sum_score: f64,
+    /// Number of hits (correct predictions, or `y = k` for classwise ECE).
+    pub hits: usize,
+}
+
+impl Bin {
+    fn empty(lo: f64, hi: f64) -> Self {
+        Bin {
+            lo,
+            hi,
+            count: 0,
+            sum_score: 0.0,
+            hits: 0,
+        }
+    }
+
+    fn add(&mut self, score: f64, hit: bool) {
+        self.count += 1;
+        self.sum_score += score;
+        self.hits += usize::from(hit);
+    }
+
+    /// Mean score (confidence) of the bin; `None` for an empty bin.
+    pub fn mean_score(&self) -> Option<f64> {
+        (self.count > 0).then(|| self.sum_score / self.count as f64)
+    }
+
+    /// Fraction of hits (accuracy) in the bin; `None` for an empty bin.
+    pub fn accuracy(&self) -> Option<f64> {
+        (self.count > 0).then(|| self.hits as f64 / self.count as f64)
+    }
+
+    /// `|accuracy - mean score|`; `None` for an empty bin.
+    pub fn gap(&self) -> Option<f64> {
+        Some((self.accuracy()? - self.mean_score()?).abs())
+    }
+}
+
+/// How the per-bin gaps are combined into one calibration error.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Norm {
+    /// `sum_b w_b |acc_b - conf_b|`, the ECE.
+    #[default]
+    L1,
+    /// `sqrt(sum_b w_b (acc_b - conf_b)^2)`, the RMS calibration error.
+    L2,
+    /// `max_b |acc_b - conf_b|` over non-empty bins, the MCE.
+    Max,
+}
+
+/// Per-bin statistics of a set of `(score, hit)` pairs: the reliability diagram.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct BinStats {
+    /// The bins, in increasing score order.
+    pub bins: Vec<Bin>,
+    /// All samples offered, including those that fell in no bin: the
+    /// denominator of the bin weights `w_b = count_b / n_samples`.
+    pub n_samples: usize,
+}
+
+impl BinStats {
+    /// Bins `(score, hit)` pairs. Fails on an empty input, `n_bins == 0`, or a
+    /// score that is NaN or outside `[0, 1]` (naming its position).
+    pub fn from_pairs(
+        binning: &Binning,
+        pairs: impl IntoIterator<Item = (f64, bool)>,
+    ) -> Result<Self> {
+        let mut collector = BinCollector::new(binning)?;
+        for (score, hit) in pairs {
+            collector.push(score, hit)?;
+        }
+        collector.finish()
+    }
+
+    /// The calibration error `sum_b w_b |acc_b - conf_b|` (or its l2 / max form,
+    /// see [`Norm`]) with `w_b = count_b / n_samples`; empty bins contribute 0.
+    pub fn calibration_error(&self, norm: Norm) -> f64 {
+        let n = self.n_samples as f64;
+        let weighted = self
+            .bins
+            .iter()
+            .filter_map(|bin| Some((bin.count as f64 / n, bin.gap()?)));
+        match norm {
+            Norm::L1 => weighted.map(|(w, gap)| w * gap).sum(),
+            Norm::L2 => weighted.map(|(w, gap)| w * gap * gap).sum::<f64>().sqrt(),
+            Norm::Max => weighted.map(|(_, gap)| gap).fold(0.0, f64::max),
+        }
+    }
+}
+
+/// Accumulates `(score, hit)` pairs one at a time into [`BinStats`]: equal-width
+/// bins are filled as the pairs arrive, equal-mass pairs are kept and sorted at
+/// the end. Several collectors can be fed from one pass over a matrix (classwise
+/// ECE keeps one per class).
+#[derive(Debug, Clone)]
+pub struct BinCollector {
+    state: CollectorState,
+    offered: usize,
+}
+
+#[derive(Debug, Clone)]
+enum CollectorState {
+    EqualWidth {
+        edges: EdgeConvention,
+        bins: Vec<Bin>,
+    },
+    EqualMass {
+        n_bins: usize,
+        variant: AdaptiveVariant,
+        pairs: Vec<(f64, bool)>,
+    },
+}
+
+impl BinCollector {
+    /// An empty collector; fails if the scheme asks for no bins.
+    pub fn new(binning: &Binning) -> Result<Self> {
+        let n_bins = binning.n_bins();
+        if n_bins == 0 {
+            return Err(CalibError::InvalidArgument(
+                "the number of bins must be at least 1".into(),
+            ));
+        }
+        let state = match *binning {
+            Binning::EqualWidth { edges, .. } => {
+                let mut bins: Vec<Bin> = (0..n_bins)
+                    .map(|k| Bin::empty(edge(k, n_bins), edge(k + 1, n_bins)))
+                    .collect();
+                if edges == EdgeConvention::LeftClosedWithOneBin {
+                    bins.push(Bin::empty(1.0, 1.0));
+                }
+                CollectorState::EqualWidth { edges, bins }
+            }
+            Binning::EqualMass { variant, .. } => CollectorState::EqualMass {
+                n_bins,
+                variant,
+                pairs: Vec::new(),
+            },
+        };
+        Ok(BinCollector { state, offered: 0 })
+    }
+
+    /// Adds one pair. Fails if `score` is NaN or outside `[0, 1]`.
+    #[inline]
+    pub fn push(&mut self, score: f64, hit: bool) -> Result<()> {
+        if !(0.0..=1.0).contains(&score) {
+            return Err(CalibError::InvalidArgument(format!(
+                "score {score} of sample {} is not in [0, 1]",
+                self.offered
+            )));
+        }
+        self.offered += 1;
+        match &mut self.state {
+            CollectorState::EqualWidth { edges, bins } => {
+                let n_bins = match edges {
+                    EdgeConvention::RightClosed => bins.len(),
+                    EdgeConvention::LeftClosedWithOneBin => bins.len() - 1,
+                };
+                if let Some(index) = equal_width_index(score, n_bins, *edges) {
+                    bins[index].add(score, hit);
+                }
+            }
+            CollectorState::EqualMass { pairs, .. } => pairs.push((score, hit)),
+        }
+        Ok(())
+    }
+
+    /// The statistics of everything pushed; fails if nothing was.
+    pub fn finish(self) -> Result<BinStats> {
+        if self.offered == 0 {
+            return Err(CalibError::Empty("no samples to bin".into()));
+        }
+        let bins = match self.state {
+            CollectorState::EqualWidth { bins, .. } => bins,
+            CollectorState::EqualMass {
+                n_bins,
+                variant,
+                mut pairs,
+            } => {
+                // Scores were checked to be in [0, 1], so total_cmp is the numeric order.
+                pairs.sort_unstable_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
+                match variant {
+                    AdaptiveVariant::Interpolated => interpolated_bins(&pairs, n_bins),
+                    AdaptiveVariant::Chunked => chunked_bins(&pairs, n_bins),
+                }
+            }
+        };
+        Ok(BinStats {
+            bins,
+            n_samples: self.offered,
+        })
+    }
+}
+
+/// Edge `k` of `n_bins` equal-width bins: `k / n_bins`, rounded once.
+fn edge(k: usize, n_bins: usize) -> f64 {
+    k as f64 / n_bins as f64
+}
+
+/// The equal-width bin of `score` in `[0, 1]`: a guess from `score * n_bins`,
+/// corrected by one step against the exact edges (the product's rounding can be
+/// off by at most one bin). `None` when the score falls in no bin.
+#[inline]
+fn equal_width_index(score: f64, n_bins: usize, edges: EdgeConvention) -> Option<usize> {
+    let scaled = score * n_bins as f64;
+    match edges {
+        EdgeConvention::RightClosed => {
+            if score <= 0.0 {
+                return None;
+            }
+            // Bin i is (edge(i), edge(i+1)]; ceil(scaled) - 1 in 0..n_bins.
+            let mut i = (scaled.ceil() as usize).clamp(1, n_bins) - 1;
+            if score <= edge(i, n_bins) {
+                i -= 1; // i > 0 here: edge(0) = 0 < score.
+            } else if score > edge(i + 1, n_bins) {
+                i += 1; // i + 1 < n_bins here: edge(n_bins) = 1 >= score.
+            }
+            Some(i)
+        }
+        EdgeConvention::LeftClosedWithOneBin => {
+            if score >= 1.0 {
+                return Some(n_bins);
+            }
+            // Bin i is [edge(i), edge(i+1)); floor(scaled) in 0..n_bins.
+            let mut i = (scaled.floor() as usize).min(n_bins - 1);
+            if score < edge(i, n_bins) {
+                i -= 1; // i > 0 here: edge(0) = 0 <= score.
+            } else if score >= edge(i + 1, n_bins) {
+                i += 1; // i + 1 < n_bins here: edge(n_bins) = 1 > score.
+            }
+            Some(i)
+        }
+    }
+}
+
+/// Lineage (a) equal-mass bins over pairs sorted by score: edges interpolated
+/// as numpy's `interp(linspace(0, N, M + 1), arange(N), sorted)`, bins `(lo, hi]`.
+fn interpolated_bins(sorted: &[(f64, bool)], n_bins: usize) -> Vec<Bin> {
+    let n = sorted.len();
+    let step = n as f64 / n_bins as f64;
+    let interpolate = |j: usize| {
+        // numpy's linspace: position j * step, the last one exactly n.
+        let position = if j == n_bins {
+            n as f64
+        } else {
+            j as f64 * step
+        };
+        let last = (n - 1) as f64;
+        if position >= last {
+            return sorted[n - 1].0;
+        }
+        let i = position.floor() as usize;
+        if position == i as f64 {
+            sorted[i].0
+        } else {
+            (sorted[i + 1].0 - sorted[i].0) * (position - i as f64) + sorted[i].0
+        }
+    };
+    let edges: Vec<f64> = (0..=n_bins).map(interpolate).collect();
+    let mut bins: Vec<Bin> = edges.windows(2).map(|w| Bin::empty(w[0], w[1])).collect();
+    // Sorted scores and non-decreasing edges: walk both once.
+    let mut b = 0;
+    for &(score, hit) in sorted.iter().filter(|&&(s, _)| s > edges[0]) {
+        while score > bins[b].hi {
+            b += 1; // Stays in range: the last edge is the largest score.
+        }
+        bins[b].add(score, hit);
+    }
+    bins
+}
+
+/// Equal-count chunks of the sorted pairs, sizes as numpy's `array_split`.
+fn chunked_bins(sorted: &[(f64, bool)], n_bins: usize) -> Vec<Bin> {
+    let (base, extra) = (sorted.len() / n_bins, sorted.len() % n_bins);
+    let mut start = 0;
+    (0..n_bins)
+        .map(|b| {
+            let chunk = &sorted[start..start + base + usize::from(b < extra)];
+            start += chunk.len();
+            let (lo, hi) = match (chunk.first(), chunk.last()) {
+                (Some(first), Some(last)) => (first.0, last.0),
+                // An empty chunk (fewer samples than bins) sits at the previous edge.
+                _ => {
+                    let at = start.checked_sub(1).map_or(0.0, |i| sorted[i].0);
+                    (at, at)
+                }
+            };
+            let mut bin = Bin::empty(lo, hi);
+            chunk.iter().for_each(|&(score, hit)| bin.add(score, hit));
+            bin
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn width(edges: EdgeConvention) -> Binning {
+        Binning::EqualWidth { n_bins: 15, edges }
+    }
+
+    fn mass(n_bins: usize, variant: AdaptiveVariant) -> Binning {
+        Binning::EqualMass { n_bins, variant }
+    }
+
+    #[test]
+    fn right_closed_puts_edges_in_the_lower_bin_and_drops_zero() {
+        let stats = BinStats::from_pairs(
+            &width(EdgeConvention::RightClosed),
+            [(0.0, true), (0.8, false), (1.0, true), (1.0 / 15.0, true)],
+        )
+        .unwrap();
+        assert_eq!(stats.n_samples, 4);
+        assert_eq!(stats.bins.len(), 15);
+        assert_eq!(stats.bins[0].count, 1); // 1/15 in (0, 1/15]
+        assert_eq!(stats.bins[11].count, 1); // 0.8 = 12/15 in (11/15, 12/15]
+        assert_eq!(stats.bins[14].count, 1); // 1.0
+        assert_eq!(stats.bins.iter().map(|b| b.count).sum::<usize>(), 3);
+    }
+
+    #[test]
+    fn left_closed_puts_edges_in_the_upper_bin_and_one_apart() {
+        let stats = BinStats::from_pairs(
+            &width(EdgeConvention::LeftClosedWithOneBin),
+            [(0.0, true), (0.8, false), (1.0, true), (0.9999, true)],
+        )
+        .unwrap();
+        assert_eq!(stats.bins.len(), 16);
+        assert_eq!(stats.bins[0].count, 1);
+        assert_eq!(stats.bins[12].count, 1);
+        assert_eq!(stats.bins[14].count, 1);
+        assert_eq!(stats.bins[15].count, 1);
+        assert_eq!((stats.bins[15].lo, stats.bins[15].hi), (1.0, 1.0));
+    }
+
+    #[test]
+    fn every_edge_lands_in_the_right_bin() {
+        for n_bins in 1..60 {
+            for k in 0..=n_bins {
+                let e = edge(k, n_bins);
+                let right = equal_width_index(e, n_bins, EdgeConvention::RightClosed);
+                assert_eq!(right, k.checked_sub(1), "right-closed, edge {k}/{n_bins}");
+                let left = equal_width_index(e, n_bins, EdgeConvention::LeftClosedWithOneBin);
+                assert_eq!(left, Some(k), "left-closed, edge {k}/{n_bins}");
+            }
+        }
+    }
+
+    #[test]
+    fn norms_combine_gaps() {
+        // Bin (0.4, 0.467]: conf 0.45, acc 1 (gap 0.55, weight 1/2);
+        // bin (0.867, 0.933]: conf 0.9, acc 0 (gap 0.9, weight 1/2).
+        let stats =
+            BinStats::from_pairs(&Binning::default(), [(0.45, true), (0.9, false)]).unwrap();
+        assert!((stats.calibration_error(Norm::L1) - 0.725).abs() < 1e-15);
+        let rms = (0.5 * 0.55 * 0.55 + 0.5 * 0.9 * 0.9_f64).sqrt();
+        assert!((stats.calibration_error(Norm::L2) - rms).abs() < 1e-15);
+        assert!((stats.calibration_error(Norm::Max) - 0.9).abs() < 1e-15);
+    }
+
+    #[test]
+    fn interpolated_mass_bins_follow_numpy_interp() {
+        // N = 4, M = 2: positions 0, 2, 4 -> edges s[0], s[2], s[3].
+        let pairs = [(0.9, true), (0.1, false), (0.5, true), (0.3, false)];
+        let stats = BinStats::from_pairs(&mass(2, AdaptiveVariant::Interpolated), pairs).unwrap();
+        assert_eq!(stats.n_samples, 4);
+        assert_eq!((stats.bins[0].lo, stats.bins[0].hi), (0.1, 0.5));
+        assert_eq!((stats.bins[0].count, stats.bins[0].hits), (2, 1)); // 0.3, 0.5
+        assert_eq!((stats.bins[1].count, stats.bins[1].hits), (1, 1)); // 0.9
+                                                                       // N = 4, M = 3: positions 0, 4/3, 8/3, 4.
+        let stats = BinStats::from_pairs(&mass(3, AdaptiveVariant::Interpolated), pairs).unwrap();
+        let e1 = 0.3 + (0.5 - 0.3) * (4.0 / 3.0 - 1.0);
+        assert!((stats.bins[0].hi - e1).abs() < 1e-15);
+        assert_eq!(
+            stats.bins.iter().map(|b| b.count).collect::<Vec<_>>(),
+            vec![1, 1, 1]
+        );
+    }
+
+    #[test]
+    fn chunked_mass_bins_count_everything() {
+        let pairs = [
+            (0.9, true),
+            (0.1, false),
+            (0.5, true),
+            (0.3, false),
+            (0.7, true),
+        ];
+        let stats = BinStats::from_pairs(&mass(2, AdaptiveVariant::Chunked), pairs).unwrap();
+        assert_eq!(stats.bins[0].count, 3); // array_split: 3 + 2
+        assert_eq!((stats.bins[0].lo, stats.bins[0].hi), (0.1, 0.5));
+        assert_eq!((stats.bins[1].count, stats.bins[1].hits), (2, 2));
+        let few = BinStats::from_pairs(&mass(4, AdaptiveVariant::Chunked), [(0.2, true)]).unwrap();
+        assert_eq!(
+            few.bins.iter().map(|b| b.count).collect::<Vec<_>>(),
+            vec![1, 0, 0, 0]
+        );
+    }
+
+    #[test]
+    fn bad_input_is_refused() {
+        let none: [(f64, bool); 0] = [];
+        assert!(matches!(
+            BinStats::from_pairs(&Binning::default(), none),
+            Err(CalibError::Empty(_))
+        ));
+        assert!(BinStats::from_pairs(&Binning::default(), [(f64::NAN, true)]).is_err());
+        assert!(BinStats::from_pairs(&Binning::default(), [(1.5, true)]).is_err());
+        assert!(BinStats::from_pairs(
+            &Binning::EqualWidth {
+                n_bins: 0,
+                edges: EdgeConvention::RightClosed
+            },
+            [(0.5, true)]
+        )
+        .is_err());
+    }
+
+    proptest! {
+        #[test]
+        fn every_scheme_bins_each_sample_at_most_once_and_within_its_edges(
+            pairs in prop::collection::vec((0.0..=1.0_f64, any::<bool>()), 1..200),
+            n_bins in 1usize..30,
+            scheme in 0usize..4,
+        ) {
+            let binning = [
+                width(EdgeConvention::RightClosed),
+                width(EdgeConvention::LeftClosedWithOneBin),
+                mass(n_bins, AdaptiveVariant::Interpolated),
+                mass(n_bins, AdaptiveVariant::Chunked),
+            ][scheme];
+            let stats = BinStats::from_pairs(&binning, pairs.iter().copied()).unwrap();
+            let counted: usize = stats.bins.iter().map(|b| b.count).sum();
+            prop_assert!(counted <= pairs.len());
+            if matches!(binning, Binning::EqualMass { variant: AdaptiveVariant::Chunked, .. }
+                | Binning::EqualWidth { edges: EdgeConvention::LeftClosedWithOneBin, .. }) {
+                prop_assert_eq!(counted, pairs.len());
+            }
+            for bin in stats.bins.iter().filter(|b| b.count > 0) {
+                let mean = bin.mean_score().unwrap();
+                prop_assert!(bin.lo <= mean + 1e-12 && mean <= bin.hi + 1e-12);
+            }
+            let ece = stats.calibration_error(Norm::L1);
+            prop_assert!((0.0..=1.0).contains(&ece));
+            prop_assert!(ece <= stats.calibration_error(Norm::L2) + 1e-12);
+            prop_assert!(stats.calibration_error(Norm::L2) <= stats.calibration_error(Norm::Max) + 1e-12);
+        }
+    }
+}

@@ -1,0 +1,409 @@
+//! Temperature scaling (Guo et al. 2017; paper-notes §2 "TCE" and §3):
+//! `p = softmax(z / T)` with one scalar `T > 0` fitted on validation logits.
+//! Dividing by `T` never changes the prediction, only the confidence.
+//!
+//! Two objectives:
+//! * [`TemperatureObjective::Nll`] (default): minimise the validation NLL
+//!   `g(b) = (1/N) sum_i [logsumexp(b z_i) - b z_{i, y_i}]`, convex in `b = 1/T`.
+//!   The search runs over `s = ln T` in `[ln 0.01, ln 100]`: `f(s) = g(e^{-s})`
+//!   is unimodal there, `f'(s) = -b g'(b)` changes sign once, so a bracket kept
+//!   by the sign of `f'` always holds the minimiser. Each step is a Newton step
+//!   (analytic `f'`, `f''`: `g'(b) = mean(E_p[z] - z_y)`, `g''(b) = mean(Var_p[z])`)
+//!   when it stays inside the bracket, else the golden-section point of the
+//!   bracket; it stops when the step or the bracket is below `1e-6` in `ln T`.
+//!   If the minimum lies beyond a bound (e.g. perfectly separable data wants
+//!   `T -> 0`), the search ends at the bound, or earlier where the NLL is flat
+//!   to machine precision.
+//! * [`TemperatureObjective::EceGrid`]: lineage (a): `T` from the grid
+//!   `0.1, 0.2, ..., 10.0` with the smallest validation ECE (15 right-closed
+//!   equal-width bins through [`Calibrator::fit`]; any binning through
+//!   [`fit_temperature`]); the smallest such `T` on a tie.
+
+use ndarray::{Array2, ArrayView1, ArrayView2};
+use serde::{Deserialize, Serialize};
+
+use super::Calibrator;
+use crate::binning::{BinStats, Binning, Norm};
+use crate::error::{CalibError, Result};
+use crate::scores::{softmax, validate_labels, validate_logits};
+
+/// What the temperature is chosen to minimise on the validation set.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum TemperatureObjective {
+    /// Validation NLL, solved to `1e-6` in `ln T`.
+    #[default]
+    Nll,
+    /// Validation ECE over the grid `T = 0.1, 0.2, ..., 10.0`.
+    EceGrid,
+}
+
+/// A fitted (or given) temperature. A new value has `T = 1`, the identity.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TemperatureScaling {
+    /// The temperature `T > 0`; logits are divided by it.
+    pub temperature: f64,
+    /// The objective `fit` minimises.
+    pub objective: TemperatureObjective,
+}
+
+impl TemperatureScaling {
+    /// An unfitted scaler (`T = 1`) with the given objective.
+    pub fn new(objective: TemperatureObjective) -> Self {
+        TemperatureScaling {
+            temperature: 1.0,
+            objective,
+        }
+    }
+}
+
+impl Default for TemperatureScaling {
+    fn default() -> Self {
+        TemperatureScaling::new(TemperatureObjective::default())
+    }
+}
+
+impl Calibrator for TemperatureScaling {
+    fn name(&self) -> &'static str {
+        "temperature"
+    }
+
+    fn fit(&mut self, logits: ArrayView2<'_, f64>, labels: &[usize]) -> Result<()> {
+        self.temperature =
+            fit_temperature(logits, labels, self.objective, &Binning::default())?.temperature;
+        Ok(())
+    }
+
+    fn transform(&self, logits: ArrayView2<'_, f64>) -> Result<Array2<f64>> {
+        if !(self.temperature.is_finite() && self.temperature > 0.0) {
+            return Err(CalibError::InvalidArgument(format!(
+                "temperature must be positive and finite, got {}",
+                self.temperature
+            )));
+        }
+        validate_logits(logits)?;
+        let t = self.temperature;
+        Ok(softmax(logits.mapv(|z| z / t).view()))
+    }
+}
+
+/// The outcome of a temperature fit.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct TemperatureFit {
+    /// The chosen temperature.
+    pub temperature: f64,
+    /// The objective's value at it (validation NLL or ECE).
+    pub objective_value: f64,
+    /// Newton / golden-section steps (NLL) or grid points tried (ECE grid).
+    pub iterations: usize,
+}
+
+/// Bounds of the NLL search on `T`.
+const T_MIN: f64 = 0.01;
+const T_MAX: f64 = 100.0;
+/// Stopping tolerance on `ln T`.
+const TOLERANCE: f64 = 1e-6;
+/// A safety net only: the bracket shrinks by at least 0.382 per golden step.
+const MAX_ITERATIONS: usize = 200;
+
+/// Fits `T` on validation logits (`N x K`, finite) and labels. `ece_binning`
+/// is the binning of the [`TemperatureObjective::EceGrid`] objective.
+pub fn fit_temperature(
+    logits: ArrayView2<'_, f64>,
+    labels: &[usize],
+    objective: TemperatureObjective,
+    ece_binning: &Binning,
+) -> Result<TemperatureFit> {
+    validate_logits(logits)?;
+    validate_labels(labels, logits.nrows(), logits.ncols())?;
+    match objective {
+        TemperatureObjective::Nll => Ok(fit_nll(logits, labels)),
+        TemperatureObjective::EceGrid => fit_ece_grid(logits, labels, ece_binning),
+    }
+}
+
+/// Validation NLL at `s = ln T` and its first two derivatives in `s`.
+struct NllAt {
+    value: f64,
+    slope: f64,
+    curvature: f64,
+}
+
+fn nll_at(logits: ArrayView2<'_, f64>, labels: &[usize], s: f64) -> NllAt {
+    let b = (-s).exp();
+    let (mut g, mut dg, mut d2g) = (0.0, 0.0, 0.0);
+    for (row, &label) in logits.outer_iter().zip(labels) {
+        let moments = scaled_moments(row, b);
+        g += moments.log_sum_exp_minus(row[label]);
+        dg += moments.mean - row[label];
+        d2g += moments.variance;
+    }
+    let n = labels.len() as f64;
+    let (g, dg, d2g) = (g / n, dg / n, d2g / n);
+    // f(s) = g(b(s)), b = e^{-s}: f' = -b g', f'' = b^2 g'' + b g'.
+    NllAt {
+        value: g,
+        slope: -b * dg,
+        curvature: b * b * d2g + b * dg,
+    }
+}
+
+/// For `p = softmax(b z)`: `logsumexp(b z)` as `b m + ln_sum` (`m = max z`),
+/// `E_p[z]` and `Var_p[z]`.
+struct Moments {
+    b: f64,
+    max: f64,
+    ln_sum: f64,
+    mean: f64,
+    variance: f64,
+}
+
+impl Moments {
+    /// `logsumexp(b z) - b z_y = b (m - z_y) + ln_sum`, exact for huge logits.
+    fn log_sum_exp_minus(&self, z_y: f64) -> f64 {
+        self.b * (self.max - z_y) + self.ln_sum
+    }
+}
+
+fn scaled_moments(z: ArrayView1<'_, f64>, b: f64) -> Moments {
+    let m = z.fold(f64::NEG_INFINITY, |acc, &v| acc.max(v));
+    let (mut sum_w, mut sum_wz) = (0.0, 0.0);
+    for &v in z {
+        let w = (b * (v - m)).exp();
+        sum_w += w;
+        sum_wz += w * v;
+    }
+    let mean = sum_wz / sum_w;
+    let variance = z.fold(0.0, |acc, &v| {
+        acc + (b * (v - m)).exp() * (v - mean) * (v - mean)
+    }) / sum_w;
+    Moments {
+        b,
+        max: m,
+        ln_sum: sum_w.ln(),
+        mean,
+        variance,
+    }
+}
+
+fn fit_nll(logits: ArrayView2<'_, f64>, labels: &[usize]) -> TemperatureFit {
+    const GOLDEN: f64 = 0.381_966_011_250_105_1; // (3 - sqrt 5) / 2
+    let (mut lo, mut hi) = (T_MIN.ln(), T_MAX.ln());
+    let mut s = 0.0; // T = 1
+    let mut at = nll_at(logits, labels, s);
+    let mut iterations = 0;
+    while iterations < MAX_ITERATIONS {
+        iterations += 1;
+        // The minimiser is left of s where f rises, right of it where f falls.
+        if at.slope > 0.0 {
+            hi = s;
+        } else {
+            lo = s;
+        }
+        let newton = s - at.slope / at.curvature;
+        let next = if at.curvature > 0.0 && newton > lo && newton < hi {
+            newton
+        } else if s - lo > hi - s {
+            s - GOLDEN * (s - lo)
+        } else {
+            s + GOLDEN * (hi - s)
+        };
+        let step = (next - s).abs();
+        s = next;
+        at = nll_at(logits, labels, s);
+        if step < TOLERANCE || hi - lo < TOLERANCE {
+            break;
+        }
+    }
+    TemperatureFit {
+        temperature: s.exp(),
+        objective_value: at.value,
+        iterations,
+    }
+}
+
+fn fit_ece_grid(
+    logits: ArrayView2<'_, f64>,
+    labels: &[usize],
+    binning: &Binning,
+) -> Result<TemperatureFit> {
+    // The prediction does not depend on T > 0; only the confidence
+    // 1 / sum_j exp((z_j - z_max) / T) does.
+    let rows: Vec<(ArrayView1<'_, f64>, f64, bool)> = logits
+        .outer_iter()
+        .zip(labels)
+        .map(|(row, &label)| {
+            let (predicted, max) =
+                row.iter()
+                    .enumerate()
+                    .fold((0, f64::NEG_INFINITY), |best, (k, &v)| {
+                        if v > best.1 {
+                            (k, v)
+                        } else {
+                            best
+                        }
+                    });
+            (row, max, predicted == label)
+        })
+        .collect();
+    // ECE is in [0, 1], so the first grid point replaces the infinite start.
+    let (mut temperature, mut objective_value) = (1.0, f64::INFINITY);
+    for step in 1..=100 {
+        let t = f64::from(step) / 10.0;
+        let pairs = rows.iter().map(|(row, max, hit)| {
+            let denominator = row.fold(0.0, |acc, &v| acc + ((v - max) / t).exp());
+            (1.0 / denominator, *hit)
+        });
+        let ece = BinStats::from_pairs(binning, pairs)?.calibration_error(Norm::L1);
+        if ece < objective_value {
+            (temperature, objective_value) = (t, ece);
+        }
+    }
+    Ok(TemperatureFit {
+        temperature,
+        objective_value,
+        iterations: 100,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::metrics::scoring::nll_from_logits;
+    use ndarray::array;
+    use proptest::prelude::*;
+    use rand::{Rng, SeedableRng};
+    use rand_chacha::ChaCha8Rng;
+
+    /// Logits of a model that is calibrated at temperature `t_true`: labels are
+    /// drawn from softmax(z / t_true).
+    fn calibrated_at(t_true: f64, n: usize, k: usize, seed: u64) -> (Array2<f64>, Vec<usize>) {
+        let mut rng = ChaCha8Rng::seed_from_u64(seed);
+        let logits = Array2::from_shape_fn((n, k), |_| rng.random_range(-3.0..3.0));
+        let probs = softmax(logits.mapv(|z| z / t_true).view());
+        let labels = probs
+            .outer_iter()
+            .map(|p| {
+                let u: f64 = rng.random();
+                let mut cumulative = 0.0;
+                p.iter()
+                    .position(|&pk| {
+                        cumulative += pk;
+                        u < cumulative
+                    })
+                    .unwrap_or(k - 1)
+            })
+            .collect();
+        (logits, labels)
+    }
+
+    #[test]
+    fn nll_derivatives_match_finite_differences() {
+        let (logits, labels) = calibrated_at(1.5, 300, 4, 1);
+        let s = 0.3;
+        let h = 1e-5;
+        let at = nll_at(logits.view(), &labels, s);
+        let plus = nll_at(logits.view(), &labels, s + h);
+        let minus = nll_at(logits.view(), &labels, s - h);
+        assert!((at.slope - (plus.value - minus.value) / (2.0 * h)).abs() < 1e-7);
+        assert!((at.curvature - (plus.slope - minus.slope) / (2.0 * h)).abs() < 1e-6);
+        // The value is the NLL of the scaled logits.
+        let scaled = logits.mapv(|z| z / s.exp());
+        let direct = nll_from_logits(scaled.view(), &labels).unwrap();
+        assert!((at.value - direct).abs() < 1e-12);
+    }
+
+    #[test]
+    fn nll_fit_is_a_stationary_point_reached_quickly() {
+        let (logits, labels) = calibrated_at(2.0, 2000, 5, 2);
+        let fit = fit_temperature(
+            logits.view(),
+            &labels,
+            TemperatureObjective::Nll,
+            &Binning::default(),
+        )
+        .unwrap();
+        assert!(fit.iterations < 30, "{} iterations", fit.iterations);
+        let s = fit.temperature.ln();
+        for delta in [-1e-3, 1e-3] {
+            assert!(nll_at(logits.view(), &labels, s + delta).value > fit.objective_value);
+        }
+        assert!(nll_at(logits.view(), &labels, s).slope.abs() < 1e-8);
+    }
+
+    #[test]
+    fn separable_data_drives_the_temperature_down() {
+        // Every prediction right: the NLL falls as T -> 0 until it is flat to
+        // machine precision (or T reaches its lower bound).
+        let logits = array![[2.0, 0.0], [0.0, 2.0]];
+        let fit = fit_temperature(
+            logits.view(),
+            &[0, 1],
+            TemperatureObjective::Nll,
+            &Binning::default(),
+        )
+        .unwrap();
+        assert!(fit.temperature < 0.1, "{}", fit.temperature);
+        assert!(fit.objective_value < 1e-12);
+    }
+
+    #[test]
+    fn ece_grid_picks_a_grid_point_that_beats_t_one() {
+        let (logits, labels) = calibrated_at(2.0, 3000, 5, 3);
+        let mut scaler = TemperatureScaling::new(TemperatureObjective::EceGrid);
+        scaler.fit(logits.view(), &labels).unwrap();
+        let t = scaler.temperature;
+        assert!((t * 10.0 - (t * 10.0).round()).abs() < 1e-12 && (0.1..=10.0).contains(&t));
+        assert!((t - 2.0).abs() < 0.5, "{t}");
+        let probs = scaler.transform(logits.view()).unwrap();
+        let at_t =
+            crate::metrics::ece(probs.view(), &labels, &Binning::default(), Norm::L1).unwrap();
+        let at_one = crate::metrics::ece(
+            softmax(logits.view()).view(),
+            &labels,
+            &Binning::default(),
+            Norm::L1,
+        )
+        .unwrap();
+        assert!(at_t <= at_one);
+    }
+
+    #[test]
+    fn transform_divides_logits_and_serde_round_trips() {
+        let scaler = TemperatureScaling {
+            temperature: 2.0,
+            objective: TemperatureObjective::Nll,
+        };
+        let p = scaler
+            .transform(array![[0.0, 2.0 * 3.0_f64.ln()]].view())
+            .unwrap();
+        assert!((p[[0, 1]] - 0.75).abs() < 1e-15);
+        let json = serde_json::to_string(&scaler).unwrap();
+        assert_eq!(json, r#"{"temperature":2.0,"objective":"nll"}"#);
+        let back: TemperatureScaling = serde_json::from_str(&json).unwrap();
+        assert_eq!(back, scaler);
+        let bad = TemperatureScaling {
+            temperature: 0.0,
+            ..scaler
+        };
+        assert!(bad.transform(array![[0.0, 1.0]].view()).is_err());
+    }
+
+    #[test]
+    fn bad_input_is_refused() {
+        let mut scaler = TemperatureScaling::default();
+        assert!(scaler.fit(array![[0.0, f64::NAN]].view(), &[0]).is_err());
+        assert!(scaler.fit(array![[0.0, 1.0]].view(), &[2]).is_err());
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(4))]
+        #[test]
+        fn calibrated_logits_give_temperature_near_one(seed in 0u64..1000) {
+            let (logits, labels) = calibrated_at(1.0, 20_000, 10, seed);
+            let fit = fit_temperature(logits.view(), &labels, TemperatureObjective::Nll, &Binning::default()).unwrap();
+            prop_assert!((fit.temperature - 1.0).abs() < 0.1, "T = {}", fit.temperature);
+            prop_assert!(fit.iterations < 30);
+        }
+    }
+}

@@ -1,0 +1,244 @@
+//! Area under the ROC curve, exact: the Mann-Whitney statistic with ties
+//! counted one half (equivalently, average ranks), never a thresholded
+//! approximation. The literature uses three AUROCs (paper-notes §2); each has
+//! its own function here:
+//!
+//! * [`auroc_misclassification`]: can the confidence tell right from wrong?
+//! * [`auroc_ood`]: can a score tell in-distribution from out-of-distribution inputs?
+//! * [`auroc_ovr`]: one-vs-rest macro average of the class probabilities.
+
+use ndarray::ArrayView2;
+use serde::{Deserialize, Serialize};
+
+use super::{check_predictions, confidence_hits};
+use crate::error::{CalibError, Result};
+use crate::scores::{probability_error, top_class, Real};
+
+/// `P(score of a positive > score of a negative) + P(equal) / 2` over all
+/// positive-negative pairs: `O(N log N)`, exact for any ties. Fails on a NaN
+/// score, on mismatched lengths, or when there is no positive or no negative.
+pub fn auroc(scores: &[f64], positive: &[bool]) -> Result<f64> {
+    if scores.len() != positive.len() {
+        return Err(CalibError::ShapeMismatch(format!(
+            "{} scores for {} labels",
+            scores.len(),
+            positive.len()
+        )));
+    }
+    if let Some(i) = scores.iter().position(|s| s.is_nan()) {
+        return Err(CalibError::InvalidArgument(format!("score {i} is NaN")));
+    }
+    let n_positive = positive.iter().filter(|&&p| p).count();
+    let n_negative = positive.len() - n_positive;
+    if n_positive == 0 || n_negative == 0 {
+        return Err(CalibError::Undefined {
+            metric: "AUROC",
+            reason: format!(
+                "it needs both classes, got {n_positive} positives and {n_negative} negatives"
+            ),
+        });
+    }
+    let mut order: Vec<(f64, bool)> = scores
+        .iter()
+        .copied()
+        .zip(positive.iter().copied())
+        .collect();
+    order.sort_unstable_by(|a, b| a.0.total_cmp(&b.0));
+    // Twice the number of (positive, negative) pairs won, ties counting 1: exact in u128.
+    let mut doubled_wins: u128 = 0;
+    let mut negatives_below: u128 = 0;
+    for group in order.chunk_by(|a, b| a.0 == b.0) {
+        let group_positives = group.iter().filter(|(_, p)| *p).count() as u128;
+        let group_negatives = group.len() as u128 - group_positives;
+        doubled_wins += group_positives * (2 * negatives_below + group_negatives);
+        negatives_below += group_negatives;
+    }
+    Ok(doubled_wins as f64 / (2.0 * n_positive as f64 * n_negative as f64))
+}
+
+/// Misclassification detection: positives are the correct predictions, the
+/// score is the confidence (max probability). Undefined (an error) when every
+/// prediction is right, or every one wrong.
+pub fn auroc_misclassification<T: Real>(probs: ArrayView2<'_, T>, labels: &[usize]) -> Result<f64> {
+    check_predictions(probs, labels)?;
+    let (scores, correct): (Vec<f64>, Vec<bool>) = confidence_hits(probs, labels)
+        .collect::<Result<Vec<_>>>()?
+        .into_iter()
+        .unzip();
+    auroc(&scores, &correct).map_err(|e| rename(e, "misclassification AUROC"))
+}
+
+/// The per-sample score used to separate in-distribution from OOD inputs;
+/// higher means "more in-distribution".
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum OodScore {
+    /// The maximum class probability.
+    #[default]
+    MaxProbability,
+    /// `sum_k p_k ln p_k` (minus the predictive entropy, `0 ln 0 = 0`).
+    NegativeEntropy,
+}
+
+impl OodScore {
+    fn of_rows<T: Real>(self, probs: ArrayView2<'_, T>) -> Result<Vec<f64>> {
+        probs
+            .outer_iter()
+            .enumerate()
+            .map(|(row, values)| match self {
+                OodScore::MaxProbability => Ok(top_class(values, row)?.1),
+                OodScore::NegativeEntropy => Ok(-super::scoring::row_entropy(values, row)?),
+            })
+            .collect()
+    }
+}
+
+/// OOD detection: in-distribution rows are the positives, OOD rows the
+/// negatives, ranked by `score`. Both matrices need rows and the same classes.
+pub fn auroc_ood<T: Real>(
+    in_distribution: ArrayView2<'_, T>,
+    out_of_distribution: ArrayView2<'_, T>,
+    score: OodScore,
+) -> Result<f64> {
+    if in_distribution.ncols() != out_of_distribution.ncols() {
+        return Err(CalibError::ShapeMismatch(format!(
+            "in-distribution probabilities have {} classes, OOD ones {}",
+            in_distribution.ncols(),
+            out_of_distribution.ncols()
+        )));
+    }
+    let mut scores = score.of_rows(in_distribution)?;
+    let n_in = scores.len();
+    scores.extend(score.of_rows(out_of_distribution)?);
+    let positive: Vec<bool> = (0..scores.len()).map(|i| i < n_in).collect();
+    auroc(&scores, &positive).map_err(|e| rename(e, "OOD AUROC"))
+}
+
+/// One-vs-rest macro AUROC: for each class `k`, the AUROC of `p_k` with
+/// positives `y = k`, averaged over classes. A class absent from `labels` (no
+/// positive) or making up all of them (no negative) has no AUROC and is
+/// skipped; if no class is left the metric is undefined (an error).
+pub fn auroc_ovr<T: Real>(probs: ArrayView2<'_, T>, labels: &[usize]) -> Result<f64> {
+    check_predictions(probs, labels)?;
+    let n = labels.len();
+    let mut per_class = Vec::new();
+    for (class, column) in probs.columns().into_iter().enumerate() {
+        let positive: Vec<bool> = labels.iter().map(|&y| y == class).collect();
+        let n_positive = positive.iter().filter(|&&p| p).count();
+        if n_positive == 0 || n_positive == n {
+            continue;
+        }
+        let scores = column
+            .iter()
+            .enumerate()
+            .map(|(row, &value)| {
+                let value: f64 = value.into();
+                if (0.0..=1.0).contains(&value) {
+                    Ok(value)
+                } else {
+                    Err(probability_error(row, class, value))
+                }
+            })
+            .collect::<Result<Vec<f64>>>()?;
+        per_class.push(auroc(&scores, &positive)?);
+    }
+    if per_class.is_empty() {
+        return Err(CalibError::Undefined {
+            metric: "one-vs-rest AUROC",
+            reason: "no class has both positives and negatives among the labels".into(),
+        });
+    }
+    Ok(per_class.iter().sum::<f64>() / per_class.len() as f64)
+}
+
+/// Names the specific AUROC in an "undefined" error.
+fn rename(error: CalibError, metric: &'static str) -> CalibError {
+    match error {
+        CalibError::Undefined { reason, .. } => CalibError::Undefined { metric, reason },
+        other => other,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::metrics::test_support::two_class;
+    use ndarray::array;
+    use proptest::prelude::*;
+
+    #[test]
+    fn hand_computed_with_ties() {
+        // Positives 0.8, 0.5; negatives 0.5, 0.2. Pairs: (0.8>0.5) 1, (0.8>0.2) 1,
+        // (0.5=0.5) 1/2, (0.5>0.2) 1 -> 3.5 / 4.
+        let a = auroc(&[0.8, 0.5, 0.5, 0.2], &[true, true, false, false]).unwrap();
+        assert_eq!(a, 0.875);
+        assert_eq!(auroc(&[0.3, 0.3], &[true, false]).unwrap(), 0.5);
+    }
+
+    #[test]
+    fn degenerate_input_is_an_error_not_nan() {
+        let (probs, labels) = two_class(&[(0.9, true), (0.7, true)]);
+        assert!(matches!(
+            auroc_misclassification(probs.view(), &labels),
+            Err(CalibError::Undefined {
+                metric: "misclassification AUROC",
+                ..
+            })
+        ));
+        assert!(auroc(&[f64::NAN, 0.1], &[true, false]).is_err());
+        assert!(matches!(
+            auroc_ovr(array![[0.6, 0.4], [0.7, 0.3]].view(), &[0, 0]),
+            Err(CalibError::Undefined { .. })
+        ));
+    }
+
+    #[test]
+    fn misclassification_by_hand() {
+        // Correct at 0.9 and 0.6, wrong at 0.7: pairs (0.9>0.7) 1, (0.6<0.7) 0.
+        let (probs, labels) = two_class(&[(0.9, true), (0.6, true), (0.7, false)]);
+        assert_eq!(auroc_misclassification(probs.view(), &labels).unwrap(), 0.5);
+    }
+
+    #[test]
+    fn ood_by_hand() {
+        let inside = array![[0.9_f32, 0.1], [0.6, 0.4]];
+        let outside = array![[0.5_f32, 0.5], [0.7, 0.3]];
+        // Max prob: in {0.9, 0.6} vs out {0.5, 0.7}: 1 + 1 + 1 + 0 = 3 / 4.
+        let a = auroc_ood(inside.view(), outside.view(), OodScore::MaxProbability).unwrap();
+        assert_eq!(a, 0.75);
+        // Negative entropy is monotone in max prob for two classes: same ranking.
+        let b = auroc_ood(inside.view(), outside.view(), OodScore::NegativeEntropy).unwrap();
+        assert_eq!(b, 0.75);
+    }
+
+    #[test]
+    fn ovr_skips_absent_classes() {
+        // Class 2 never occurs: averaged over classes 0 and 1 only.
+        let probs = array![[0.6, 0.3, 0.1], [0.2, 0.5, 0.3], [0.5, 0.1, 0.4]];
+        let labels = [0, 1, 0];
+        // Class 0: positives {0.6, 0.5} vs {0.2}: 1. Class 1: {0.5} vs {0.3, 0.1}: 1.
+        assert_eq!(auroc_ovr(probs.view(), &labels).unwrap(), 1.0);
+        let labels = [1, 0, 0];
+        // Class 0: {0.2, 0.5} vs {0.6}: 0. Class 1: {0.3} vs {0.5, 0.1}: 1/2.
+        assert_eq!(auroc_ovr(probs.view(), &labels).unwrap(), 0.25);
+    }
+
+    proptest! {
+        #[test]
+        fn reversed_scores_give_one_minus_auroc(
+            samples in prop::collection::vec((0u8..20, any::<bool>()), 2..200)
+        ) {
+            let scores: Vec<f64> = samples.iter().map(|s| f64::from(s.0) / 20.0).collect();
+            let positive: Vec<bool> = samples.iter().map(|s| s.1).collect();
+            let reversed: Vec<f64> = scores.iter().map(|s| -s).collect();
+            match (auroc(&scores, &positive), auroc(&reversed, &positive)) {
+                (Ok(a), Ok(b)) => {
+                    prop_assert!((0.0..=1.0).contains(&a));
+                    prop_assert!((a + b - 1.0).abs() < 1e-12);
+                }
+                (Err(_), Err(_)) => prop_assert!(positive.iter().all(|&p| p) || positive.iter().all(|&p| !p)),
+                _ => prop_assert!(false, "one direction failed"),
+            }
+        }
+    }
+}

@@ -1,0 +1,96 @@
+//! Calibration and ranking metrics of predicted probabilities (paper-notes §2).
+//!
+//! Every metric is a function of `probs` (`N x K`, `f32` or `f64`, rows of class
+//! probabilities) and `labels` (`N` class indices), plus the binning scheme where
+//! one applies. Values are accumulated in `f64` and returned as fractions (the
+//! paper prints percent). Confidence is the largest probability of a row, the
+//! prediction its first index (numpy's `argmax`).
+//!
+//! Each metric refuses empty or mismatched input, labels outside `0..K` and
+//! entries that are NaN or outside `[0, 1]`. Row sums are not checked here (that
+//! costs a pass over the matrix): call [`crate::scores::validate_probabilities`]
+//! first, as [`summary::summarize`] does.
+//!
+//! * [`calibration_error`]: ECE (l1 / l2 / max), AdaECE, classwise ECE and the
+//!   reliability diagram, all from [`crate::binning::BinStats`];
+//! * [`auroc`]: misclassification, OOD and one-vs-rest AUROC, exact with ties;
+//! * [`scoring`]: NLL, Brier, accuracy, mean confidence, mean entropy;
+//! * [`histogram`]: the confidence histogram;
+//! * [`bootstrap`]: percentile intervals for any metric;
+//! * [`tce`]: ECE after temperature scaling fitted on validation data;
+//! * [`summary`]: all of the above in one serialisable record.
+
+pub mod auroc;
+pub mod bootstrap;
+pub mod calibration_error;
+pub mod histogram;
+pub mod scoring;
+pub mod summary;
+pub mod tce;
+
+pub use auroc::{auroc, auroc_misclassification, auroc_ood, auroc_ovr, OodScore};
+pub use bootstrap::{bootstrap, BootstrapOptions, ConfidenceInterval};
+pub use calibration_error::{adaptive_ece, classwise_ece, ece, reliability_diagram};
+pub use histogram::{confidence_histogram, ConfidenceHistogram};
+pub use scoring::{accuracy, brier, mean_confidence, mean_entropy, nll, nll_from_logits};
+
+use ndarray::{ArrayView2, Axis};
+
+use crate::error::{CalibError, Result};
+use crate::scores::{top_class, validate_labels, Real};
+
+/// Checks that `probs` has rows and classes and that `labels` has one valid
+/// label per row.
+fn check_predictions<T: Real>(probs: ArrayView2<'_, T>, labels: &[usize]) -> Result<()> {
+    let (n, k) = probs.dim();
+    if n == 0 || k == 0 {
+        return Err(CalibError::Empty(format!(
+            "probabilities are {n} x {k}; metrics need at least one row and one class"
+        )));
+    }
+    validate_labels(labels, n, k)
+}
+
+/// `(confidence, prediction == label)` of every row, in one pass over the matrix.
+fn confidence_hits<'a, 'b, T: Real>(
+    probs: ArrayView2<'a, T>,
+    labels: &'b [usize],
+) -> impl Iterator<Item = Result<(f64, bool)>> + use<'a, 'b, T> {
+    labels.iter().enumerate().map(move |(row, &label)| {
+        // A view is Copy: index_axis_move consumes a copy, not `probs` itself.
+        let (predicted, confidence) = top_class(probs.index_axis_move(Axis(0), row), row)?;
+        Ok((confidence, predicted == label))
+    })
+}
+
+/// The mean of `n` fallible per-row values.
+fn mean_of(values: impl Iterator<Item = Result<f64>>, n: usize) -> Result<f64> {
+    let mut sum = 0.0;
+    for value in values {
+        sum += value?;
+    }
+    Ok(sum / n as f64)
+}
+
+#[cfg(test)]
+pub(crate) mod test_support {
+    use ndarray::Array2;
+
+    /// Two-class rows whose confidence is `conf` (0.5 ..= 1) and whose prediction
+    /// (class 0) is right exactly when `correct` (the label is 0, else 1).
+    pub fn two_class(cases: &[(f64, bool)]) -> (Array2<f64>, Vec<usize>) {
+        let probs = Array2::from_shape_fn((cases.len(), 2), |(i, k)| {
+            let conf = cases[i].0;
+            if k == 0 {
+                conf
+            } else {
+                1.0 - conf
+            }
+        });
+        let labels = cases
+            .iter()
+            .map(|&(_, correct)| usize::from(!correct))
+            .collect();
+        (probs, labels)
+    }
+}

@@ -1,0 +1,160 @@
+//! Per-sample scores averaged over the data: NLL, Brier score, accuracy, mean
+//! confidence and mean predictive entropy (natural logarithms throughout).
+
+use ndarray::{ArrayView1, ArrayView2};
+
+use super::{check_predictions, confidence_hits, mean_of};
+use crate::error::{CalibError, Result};
+use crate::scores::{log_softmax_at, probability_error, validate_logits, Real};
+
+/// Negative log-likelihood `-(1/N) sum_i ln max(p_{i, y_i}, f64::MIN_POSITIVE)`.
+/// The clamp turns a true-class probability of exactly 0 into a loss of about
+/// 708.4 instead of infinity; prefer [`nll_from_logits`] when logits exist.
+pub fn nll<T: Real>(probs: ArrayView2<'_, T>, labels: &[usize]) -> Result<f64> {
+    check_predictions(probs, labels)?;
+    let per_row = labels.iter().enumerate().map(|(row, &label)| {
+        let p = checked(probs[[row, label]].into(), row, label)?;
+        Ok(-p.max(f64::MIN_POSITIVE).ln())
+    });
+    mean_of(per_row, labels.len())
+}
+
+/// Negative log-likelihood from logits: `(1/N) sum_i (logsumexp(z_i) - z_{i, y_i})`,
+/// the cross-entropy loss, exact for any finite logits (no clamp needed).
+pub fn nll_from_logits(logits: ArrayView2<'_, f64>, labels: &[usize]) -> Result<f64> {
+    validate_logits(logits)?;
+    check_predictions(logits, labels)?;
+    let per_row = logits
+        .outer_iter()
+        .zip(labels)
+        .map(|(row, &label)| Ok(-log_softmax_at(row, label)));
+    mean_of(per_row, labels.len())
+}
+
+/// Multi-class Brier score `(1/N) sum_i sum_k (p_{ik} - 1[y_i = k])^2`, in
+/// `[0, 2]` (the original definition of Brier, 1950). Some libraries divide by
+/// `K` as well, or score only the binary top-label event; this one does neither.
+pub fn brier<T: Real>(probs: ArrayView2<'_, T>, labels: &[usize]) -> Result<f64> {
+    check_predictions(probs, labels)?;
+    let per_row = probs
+        .outer_iter()
+        .zip(labels)
+        .enumerate()
+        .map(|(row, (values, &label))| {
+            values.iter().enumerate().try_fold(0.0, |acc, (k, &p)| {
+                let p = checked(p.into(), row, k)?;
+                let target = if k == label { 1.0 } else { 0.0 };
+                Ok(acc + (p - target) * (p - target))
+            })
+        });
+    mean_of(per_row, labels.len())
+}
+
+/// Fraction of rows whose prediction (first argmax) equals the label.
+pub fn accuracy<T: Real>(probs: ArrayView2<'_, T>, labels: &[usize]) -> Result<f64> {
+    check_predictions(probs, labels)?;
+    let per_row = confidence_hits(probs, labels).map(|pair| Ok(f64::from(u8::from(pair?.1))));
+    mean_of(per_row, labels.len())
+}
+
+/// Mean confidence `(1/N) sum_i max_k p_{ik}`.
+pub fn mean_confidence<T: Real>(probs: ArrayView2<'_, T>, labels: &[usize]) -> Result<f64> {
+    check_predictions(probs, labels)?;
+    let per_row = confidence_hits(probs, labels).map(|pair| Ok(pair?.0));
+    mean_of(per_row, labels.len())
+}
+
+/// Mean predictive entropy `(1/N) sum_i -sum_k p_{ik} ln p_{ik}` in nats,
+/// with `0 ln 0 = 0`.
+pub fn mean_entropy<T: Real>(probs: ArrayView2<'_, T>) -> Result<f64> {
+    let n = probs.nrows();
+    if n == 0 || probs.ncols() == 0 {
+        return Err(CalibError::Empty(
+            "no predictions to take the entropy of".into(),
+        ));
+    }
+    let per_row = probs
+        .outer_iter()
+        .enumerate()
+        .map(|(row, values)| row_entropy(values, row));
+    mean_of(per_row, n)
+}
+
+/// `-sum_k p_k ln p_k` of one row, `0 ln 0 = 0`; `row` names it in errors.
+pub(crate) fn row_entropy<T: Real>(values: ArrayView1<'_, T>, row: usize) -> Result<f64> {
+    values.iter().enumerate().try_fold(0.0, |acc, (k, &p)| {
+        let p = checked(p.into(), row, k)?;
+        Ok(if p > 0.0 { acc - p * p.ln() } else { acc })
+    })
+}
+
+/// `value` if it is a probability (finite, in `[0, 1]`), else the error naming it.
+fn checked(value: f64, row: usize, col: usize) -> Result<f64> {
+    if (0.0..=1.0).contains(&value) {
+        Ok(value)
+    } else {
+        Err(probability_error(row, col, value))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ndarray::array;
+
+    #[test]
+    fn nll_by_hand_and_clamped() {
+        let probs = array![[0.5, 0.5], [0.25, 0.75]];
+        let expected = -(0.5_f64.ln() + 0.75_f64.ln()) / 2.0;
+        assert!((nll(probs.view(), &[0, 1]).unwrap() - expected).abs() < 1e-15);
+        let certain_wrong = array![[1.0, 0.0]];
+        let loss = nll(certain_wrong.view(), &[1]).unwrap();
+        assert_eq!(loss, -f64::MIN_POSITIVE.ln());
+    }
+
+    #[test]
+    fn nll_from_logits_matches_probabilities() {
+        // Logits (0, ln 3): p = (1/4, 3/4).
+        let logits = array![[0.0, 3.0_f64.ln()], [1000.0, -1000.0]];
+        let loss = nll_from_logits(logits.view(), &[1, 0]).unwrap();
+        assert!((loss - (-(0.75_f64.ln()) / 2.0)).abs() < 1e-15);
+        // Huge equal logits keep the ln 2 that logsumexp(z) - z_y would round away.
+        let huge = array![[1e300, 1e300]];
+        assert_eq!(nll_from_logits(huge.view(), &[0]).unwrap(), 2.0_f64.ln());
+        assert!(nll_from_logits(array![[f64::NAN, 0.0]].view(), &[0]).is_err());
+    }
+
+    #[test]
+    fn brier_by_hand() {
+        // Row 0: (0.7 - 1)^2 + 0.2^2 + 0.1^2 = 0.14; row 1: 0.7^2 + (0.2 - 1)^2 + 0.1^2 = 1.14.
+        let probs = array![[0.7, 0.2, 0.1], [0.7, 0.2, 0.1]];
+        assert!((brier(probs.view(), &[0, 1]).unwrap() - 0.64).abs() < 1e-12);
+    }
+
+    #[test]
+    fn accuracy_confidence_entropy_by_hand() {
+        let probs = array![[0.7_f32, 0.3], [0.5, 0.5], [0.0, 1.0]];
+        let labels = [0, 1, 1];
+        // Row 1 ties: the prediction is class 0, so wrong.
+        assert!((accuracy(probs.view(), &labels).unwrap() - 2.0 / 3.0).abs() < 1e-15);
+        let conf = (0.7_f32 as f64 + 0.5 + 1.0) / 3.0;
+        assert!((mean_confidence(probs.view(), &labels).unwrap() - conf).abs() < 1e-15);
+        let (a, b) = (0.7_f32 as f64, 0.3_f32 as f64);
+        let h = (-(a * a.ln() + b * b.ln()) + 2.0_f64.ln() + 0.0) / 3.0;
+        assert!((mean_entropy(probs.view()).unwrap() - h).abs() < 1e-12);
+    }
+
+    #[test]
+    fn bad_entries_are_named() {
+        let probs = array![[0.5, 0.5], [-0.1, 1.1]];
+        assert!(matches!(
+            brier(probs.view(), &[0, 0]),
+            Err(CalibError::NegativeProbability { row: 1, col: 0, .. })
+        ));
+        assert!(matches!(
+            nll(probs.view(), &[0, 0]),
+            Err(CalibError::NegativeProbability { row: 1, col: 0, .. })
+        ));
+        assert!(mean_entropy(probs.view()).is_err());
+    }
+}

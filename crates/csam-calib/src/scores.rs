@@ -1,0 +1,317 @@
+//! Turning logits into probabilities and checking predictions before any metric
+//! reads them.
+//!
+//! Softmax and log-softmax use the log-sum-exp shift (subtract the row maximum),
+//! so finite logits of any size give finite probabilities that sum to 1.
+//! Validators return an error naming the first offending row (and column).
+
+use ndarray::{Array2, ArrayView1, ArrayView2, Zip};
+
+use crate::error::{CalibError, Result};
+
+/// Element types a metric accepts: `f32` or `f64`. Metrics read values through
+/// `Into<f64>` and accumulate in `f64`.
+pub trait Real: Copy + Send + Sync + Into<f64> + PartialOrd + 'static {}
+
+impl Real for f32 {}
+impl Real for f64 {}
+
+/// Row-wise softmax `p_k = exp(z_k - m) / sum_j exp(z_j - m)` with `m = max_j z_j`.
+///
+/// Logits must be finite (see [`validate_logits`]); then every row is finite and
+/// sums to 1 up to rounding, however large the logits.
+pub fn softmax(logits: ArrayView2<'_, f64>) -> Array2<f64> {
+    let mut out = log_softmax(logits);
+    out.mapv_inplace(f64::exp);
+    out
+}
+
+/// Row-wise log-softmax `z_k - logsumexp(z)`, computed as
+/// `(z_k - m) - ln sum_j exp(z_j - m)` with `m = max_j z_j`, so huge logits keep
+/// full precision. Logits must be finite.
+pub fn log_softmax(logits: ArrayView2<'_, f64>) -> Array2<f64> {
+    let mut out = logits.to_owned();
+    for mut row in out.rows_mut() {
+        let (m, ln_sum) = shifted_log_sum_exp(row.view());
+        row.mapv_inplace(|z| (z - m) - ln_sum);
+    }
+    out
+}
+
+/// `ln softmax(z)_k` of one row of finite logits, as in [`log_softmax`].
+pub fn log_softmax_at(row: ArrayView1<'_, f64>, k: usize) -> f64 {
+    let (m, ln_sum) = shifted_log_sum_exp(row);
+    (row[k] - m) - ln_sum
+}
+
+/// `(m, ln sum_k exp(z_k - m))` with `m = max_k z_k`: `logsumexp(z)` is their sum,
+/// kept apart so that callers subtract `m` from logits before adding `ln sum`.
+fn shifted_log_sum_exp(row: ArrayView1<'_, f64>) -> (f64, f64) {
+    let m = row.fold(f64::NEG_INFINITY, |acc, &z| acc.max(z));
+    (m, row.fold(0.0, |acc, &z| acc + (z - m).exp()).ln())
+}
+
+/// `ln p` elementwise with `p` clamped below at `f64::MIN_POSITIVE`, so a
+/// probability of exactly 0 gives about -708.4 instead of `-inf`. Softmax of the
+/// result gives back `p` (up to the clamp): this is how a model that saved only
+/// probabilities is fed to a calibrator that wants logits.
+pub fn log_probabilities(probs: ArrayView2<'_, f64>) -> Array2<f64> {
+    probs.mapv(|p| p.max(f64::MIN_POSITIVE).ln())
+}
+
+/// The predicted class (first index of the maximum, as numpy's `argmax`) and its
+/// probability, the confidence. Fails if any entry of the row is NaN or outside
+/// `[0, 1]`; `row_index` names the row in the error.
+pub fn top_class<T: Real>(row: ArrayView1<'_, T>, row_index: usize) -> Result<(usize, f64)> {
+    let mut best = (0, f64::NEG_INFINITY);
+    let mut bad = None;
+    let mut scan = |col: usize, value: f64| {
+        if !(0.0..=1.0).contains(&value) && bad.is_none() {
+            bad = Some((col, value));
+        }
+        if value > best.1 {
+            best = (col, value);
+        }
+    };
+    match row.as_slice() {
+        Some(slice) => slice
+            .iter()
+            .enumerate()
+            .for_each(|(col, &v)| scan(col, v.into())),
+        None => row
+            .iter()
+            .enumerate()
+            .for_each(|(col, &v)| scan(col, v.into())),
+    }
+    match bad {
+        None if best.1.is_finite() => Ok(best),
+        None => Err(CalibError::Empty(format!("row {row_index} has no classes"))),
+        Some((col, value)) => Err(probability_error(row_index, col, value)),
+    }
+}
+
+/// The error for a single entry that is not a probability.
+pub(crate) fn probability_error(row: usize, col: usize, value: f64) -> CalibError {
+    if value.is_finite() {
+        if value < 0.0 {
+            CalibError::NegativeProbability { row, col, value }
+        } else {
+            CalibError::InvalidArgument(format!(
+                "probability {value} at row {row}, column {col} is above 1"
+            ))
+        }
+    } else {
+        CalibError::NonFinite { row, col, value }
+    }
+}
+
+/// Checks an `N x K` probability matrix: at least one row and one column, every
+/// entry finite and in `[0, 1]`, every row summing to 1 within `tolerance`
+/// (absolute). The error names the first offending row.
+pub fn validate_probabilities<T: Real>(probs: ArrayView2<'_, T>, tolerance: f64) -> Result<()> {
+    check_not_empty(probs.dim(), "probabilities")?;
+    for (row_index, row) in probs.rows().into_iter().enumerate() {
+        let mut sum = 0.0;
+        for (col, &value) in row.iter().enumerate() {
+            let value: f64 = value.into();
+            if !(0.0..=1.0).contains(&value) {
+                return Err(probability_error(row_index, col, value));
+            }
+            sum += value;
+        }
+        if (sum - 1.0).abs() > tolerance {
+            return Err(CalibError::NotNormalised {
+                row: row_index,
+                sum,
+                tolerance,
+            });
+        }
+    }
+    Ok(())
+}
+
+/// Checks an `N x K` logit matrix: at least one row and one column, every entry
+/// finite. The error names the first NaN or infinity.
+pub fn validate_logits<T: Real>(logits: ArrayView2<'_, T>) -> Result<()> {
+    check_not_empty(logits.dim(), "logits")?;
+    let mut first_bad = None;
+    Zip::indexed(logits).for_each(|(row, col), &value| {
+        let value: f64 = value.into();
+        if !value.is_finite() && first_bad.is_none() {
+            first_bad = Some(CalibError::NonFinite { row, col, value });
+        }
+    });
+    first_bad.map_or(Ok(()), Err)
+}
+
+/// Checks that there is one label per row and each label is in `0..n_classes`.
+pub fn validate_labels(labels: &[usize], n_rows: usize, n_classes: usize) -> Result<()> {
+    if labels.len() != n_rows {
+        return Err(CalibError::ShapeMismatch(format!(
+            "{} labels for {n_rows} rows",
+            labels.len()
+        )));
+    }
+    match labels.iter().position(|&label| label >= n_classes) {
+        None => Ok(()),
+        Some(row) => Err(CalibError::LabelOutOfRange {
+            row,
+            // A usize label that does not fit in i64 is reported as i64::MAX.
+            label: i64::try_from(labels[row]).unwrap_or(i64::MAX),
+            n_classes,
+        }),
+    }
+}
+
+/// Converts labels read from a file (`i64`, as numpy and PyTorch store them) into
+/// class indices, failing on the first label outside `0..n_classes`.
+pub fn labels_from_i64(labels: &[i64], n_classes: usize) -> Result<Vec<usize>> {
+    labels
+        .iter()
+        .enumerate()
+        .map(|(row, &label)| match usize::try_from(label) {
+            Ok(class) if class < n_classes => Ok(class),
+            _ => Err(CalibError::LabelOutOfRange {
+                row,
+                label,
+                n_classes,
+            }),
+        })
+        .collect()
+}
+
+fn check_not_empty((rows, cols): (usize, usize), what: &str) -> Result<()> {
+    if rows == 0 || cols == 0 {
+        return Err(CalibError::Empty(format!(
+            "{what} matrix is {rows} x {cols}; it needs at least one row and one class"
+        )));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ndarray::array;
+    use proptest::prelude::*;
+
+    #[test]
+    fn softmax_matches_hand_computation() {
+        // exp(0), exp(ln 3) over 1 + 3.
+        let p = softmax(array![[0.0, 3.0_f64.ln()]].view());
+        assert!((p[[0, 0]] - 0.25).abs() < 1e-15);
+        assert!((p[[0, 1]] - 0.75).abs() < 1e-15);
+    }
+
+    #[test]
+    fn log_softmax_of_huge_logits_is_finite() {
+        let l = log_softmax(array![[1e300, -1e300, 0.0]].view());
+        assert_eq!(l[[0, 0]], 0.0);
+        assert_eq!(l[[0, 1]], -2e300);
+        assert_eq!(l[[0, 2]], -1e300);
+        let row = array![1e300, 1e300];
+        assert_eq!(log_softmax_at(row.view(), 1), -(2.0_f64.ln()));
+    }
+
+    #[test]
+    fn log_probabilities_clamps_zero() {
+        let l = log_probabilities(array![[0.0, 1.0]].view());
+        assert_eq!(l[[0, 0]], f64::MIN_POSITIVE.ln());
+        assert_eq!(l[[0, 1]], 0.0);
+        let back = softmax(l.view());
+        assert!(back[[0, 0]] < 1e-300 && back[[0, 1]] == 1.0);
+    }
+
+    #[test]
+    fn top_class_takes_first_maximum_and_rejects_bad_entries() {
+        assert_eq!(
+            top_class(array![0.4_f32, 0.2, 0.4].view(), 0).unwrap(),
+            (0, 0.4_f32 as f64)
+        );
+        assert!(matches!(
+            top_class(array![0.5, f64::NAN, 0.5].view(), 7),
+            Err(CalibError::NonFinite { row: 7, col: 1, .. })
+        ));
+        assert!(matches!(
+            top_class(array![1.5, -0.5].view(), 2),
+            Err(CalibError::InvalidArgument(_))
+        ));
+    }
+
+    #[test]
+    fn validate_probabilities_names_the_row() {
+        let ok = array![[0.5, 0.5], [0.1, 0.9]];
+        assert!(validate_probabilities(ok.view(), 1e-9).is_ok());
+        let off = array![[0.5, 0.5], [0.2, 0.9]];
+        assert!(matches!(
+            validate_probabilities(off.view(), 1e-6),
+            Err(CalibError::NotNormalised { row: 1, .. })
+        ));
+        let neg = array![[0.5_f32, -0.2]];
+        assert!(matches!(
+            validate_probabilities(neg.view(), 1e-6),
+            Err(CalibError::NegativeProbability { row: 0, col: 1, .. })
+        ));
+        let nan = array![[0.5, 0.5], [f64::NAN, 1.0]];
+        assert!(matches!(
+            validate_probabilities(nan.view(), 1e-6),
+            Err(CalibError::NonFinite { row: 1, col: 0, .. })
+        ));
+        let empty = Array2::<f64>::zeros((0, 3));
+        assert!(matches!(
+            validate_probabilities(empty.view(), 1e-6),
+            Err(CalibError::Empty(_))
+        ));
+    }
+
+    #[test]
+    fn validate_logits_rejects_infinity() {
+        assert!(validate_logits(array![[1e30, -1e30]].view()).is_ok());
+        assert!(matches!(
+            validate_logits(array![[0.0, 1.0], [f64::INFINITY, 0.0]].view()),
+            Err(CalibError::NonFinite { row: 1, col: 0, .. })
+        ));
+    }
+
+    #[test]
+    fn labels_are_checked() {
+        assert!(validate_labels(&[0, 2], 2, 3).is_ok());
+        assert!(matches!(
+            validate_labels(&[0, 3], 2, 3),
+            Err(CalibError::LabelOutOfRange {
+                row: 1,
+                label: 3,
+                ..
+            })
+        ));
+        assert!(matches!(
+            validate_labels(&[0], 2, 3),
+            Err(CalibError::ShapeMismatch(_))
+        ));
+        assert_eq!(labels_from_i64(&[2, 0], 3).unwrap(), vec![2, 0]);
+        assert!(matches!(
+            labels_from_i64(&[0, -1], 3),
+            Err(CalibError::LabelOutOfRange {
+                row: 1,
+                label: -1,
+                ..
+            })
+        ));
+    }
+
+    proptest! {
+        #[test]
+        fn softmax_rows_sum_to_one_for_huge_logits(
+            rows in prop::collection::vec(prop::collection::vec(-1e300..1e300_f64, 1..8), 1..8)
+        ) {
+            let k = rows[0].len();
+            let flat: Vec<f64> = rows.iter().flat_map(|r| r.iter().cycle().take(k).copied()).collect();
+            let logits = Array2::from_shape_vec((rows.len(), k), flat).unwrap();
+            let p = softmax(logits.view());
+            for row in p.rows() {
+                prop_assert!(row.iter().all(|v| v.is_finite() && (0.0..=1.0).contains(v)));
+                prop_assert!((row.sum() - 1.0).abs() < 1e-12);
+            }
+        }
+    }
+}
