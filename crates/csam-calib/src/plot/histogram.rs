@@ -3,21 +3,24 @@
 use plotters::coord::Shift;
 use plotters::prelude::*;
 
+use super::overall_accuracy_and_confidence;
 use super::render::Figure;
 use super::style::{AXIS_SIZE, BAR, FONT, GAP, LABEL_SIZE, TITLE_SIZE};
-use super::{overall_accuracy_and_confidence, PlotBin};
+use crate::binning::Bin;
 
 /// Fraction of samples per bin, with the accuracy and mean confidence marked.
 pub(super) struct Histogram<'a> {
-    pub bins: &'a [PlotBin],
+    pub bins: &'a [Bin],
+    /// Denominator of the fractions: every sample, binned or not.
+    pub n_samples: usize,
     pub title: &'a str,
 }
 
 impl Figure for Histogram<'_> {
     fn draw<DB: DrawingBackend>(&self, root: &DrawingArea<DB, Shift>) -> Result<(), String> {
         let err = |e: DrawingAreaErrorKind<DB::ErrorType>| e.to_string();
-        let total: f64 = self.bins.iter().map(|b| b.count as f64).sum();
-        let fraction = |b: &PlotBin| b.count as f64 / total;
+        let total = self.n_samples as f64;
+        let fraction = |b: &Bin| b.count as f64 / total;
         let top = self.bins.iter().map(fraction).fold(0.0, f64::max);
         let y_max = (top * 1.15).clamp(0.05, 1.0);
         let (accuracy, confidence) = overall_accuracy_and_confidence(self.bins);

@@ -1,7 +1,7 @@
 //! Reliability diagrams and confidence histograms, as SVG or PNG.
 //!
-//! Both figures are drawn from per-bin statistics (the same bins the binned
-//! metrics use, paper-notes §2), in the style of Guo et al. (2017), "On
+//! Both figures are drawn from [`BinStats`] (the same bins the binned metrics
+//! use, e.g. from [`crate::metrics::reliability_diagram`], paper-notes §2), in the style of Guo et al. (2017), "On
 //! Calibration of Modern Neural Networks", Figure 1:
 //!
 //! * [`write_reliability_diagram`]: per-bin accuracy bars, the gap between a
@@ -23,24 +23,9 @@ mod style;
 
 use std::path::Path;
 
+use crate::binning::{Bin, BinStats};
 use crate::error::{CalibError, Result};
 use crate::io::write_atomically;
-
-/// One bin of reliability data: the confidence interval it covers and the
-/// statistics of the samples that fell into it.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct PlotBin {
-    /// Lower edge of the bin (confidence).
-    pub lo: f64,
-    /// Upper edge of the bin.
-    pub hi: f64,
-    /// Number of samples in the bin.
-    pub count: usize,
-    /// Mean confidence of those samples (ignored when `count` is 0).
-    pub mean_confidence: f64,
-    /// Fraction of them that were classified correctly (ignored when `count` is 0).
-    pub accuracy: f64,
-}
 
 /// Image formats the plots are written in.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -68,15 +53,17 @@ impl ImageFormat {
     }
 }
 
-/// The reliability diagram of `bins` as SVG or PNG bytes. The title reads
-/// `"{title} (ECE x.xx%)"`; `ece` is a fraction.
+/// The reliability diagram of `stats` as SVG or PNG bytes. The title reads
+/// `"{title} (ECE x.xx%)"`; `ece` is a fraction (normally
+/// `stats.calibration_error(Norm::L1)`, passed in so that the title shows the
+/// number the caller reports).
 pub fn reliability_diagram(
-    bins: &[PlotBin],
+    stats: &BinStats,
     title: &str,
     ece: f64,
     format: ImageFormat,
 ) -> Result<Vec<u8>> {
-    check_bins(bins)?;
+    let bins = checked_bins(stats)?;
     let title = format!("{title} (ECE {:.2}%)", 100.0 * ece);
     render::render(
         &reliability::Reliability {
@@ -87,113 +74,101 @@ pub fn reliability_diagram(
     )
 }
 
-/// The confidence histogram of `bins` as SVG or PNG bytes: the fraction of
-/// samples per bin, and dashed lines at the accuracy and the mean confidence
-/// (count-weighted averages over the bins).
-pub fn confidence_histogram(bins: &[PlotBin], title: &str, format: ImageFormat) -> Result<Vec<u8>> {
-    check_bins(bins)?;
-    render::render(&histogram::Histogram { bins, title }, format)
+/// The confidence histogram of `stats` as SVG or PNG bytes: the fraction of
+/// all samples (`count / n_samples`) per bin, and dashed lines at the accuracy
+/// and the mean confidence of the binned samples.
+pub fn confidence_histogram(stats: &BinStats, title: &str, format: ImageFormat) -> Result<Vec<u8>> {
+    let bins = checked_bins(stats)?;
+    let histogram = histogram::Histogram {
+        bins,
+        n_samples: stats.n_samples,
+        title,
+    };
+    render::render(&histogram, format)
 }
 
 /// Writes [`reliability_diagram`] to `path` (format from the extension), atomically.
 pub fn write_reliability_diagram(
     path: &Path,
-    bins: &[PlotBin],
+    stats: &BinStats,
     title: &str,
     ece: f64,
 ) -> Result<()> {
-    let bytes = reliability_diagram(bins, title, ece, ImageFormat::from_path(path)?)?;
+    let bytes = reliability_diagram(stats, title, ece, ImageFormat::from_path(path)?)?;
     write_atomically(path, &bytes)
 }
 
 /// Writes [`confidence_histogram`] to `path` (format from the extension), atomically.
-pub fn write_confidence_histogram(path: &Path, bins: &[PlotBin], title: &str) -> Result<()> {
-    let bytes = confidence_histogram(bins, title, ImageFormat::from_path(path)?)?;
+pub fn write_confidence_histogram(path: &Path, stats: &BinStats, title: &str) -> Result<()> {
+    let bytes = confidence_histogram(stats, title, ImageFormat::from_path(path)?)?;
     write_atomically(path, &bytes)
 }
 
-/// Bins must lie in [0, 1], be ordered, hold finite statistics, and not all be empty.
-fn check_bins(bins: &[PlotBin]) -> Result<()> {
-    if bins.iter().all(|b| b.count == 0) {
-        return Err(CalibError::Empty("no samples in any bin to plot".into()));
+/// The bins of `stats`, if they can be drawn: edges ordered in [0, 1], at most
+/// `count` hits, a mean score in [0, 1], and at least one sample.
+fn checked_bins(stats: &BinStats) -> Result<&[Bin]> {
+    let bins = &stats.bins[..];
+    let binned: usize = bins.iter().map(|b| b.count).sum();
+    if binned == 0 || stats.n_samples < binned {
+        return Err(CalibError::Empty(format!(
+            "nothing to plot: {binned} samples in the bins, n_samples = {}",
+            stats.n_samples
+        )));
     }
     for (i, b) in bins.iter().enumerate() {
         let in_unit = |x: f64| (0.0..=1.0).contains(&x);
-        let stats_ok = b.count == 0 || (in_unit(b.mean_confidence) && in_unit(b.accuracy));
-        if !(in_unit(b.lo) && in_unit(b.hi) && b.lo <= b.hi && stats_ok) {
+        let mean_ok = b.mean_score().is_none_or(in_unit);
+        if !(in_unit(b.lo) && in_unit(b.hi) && b.lo <= b.hi && b.hits <= b.count && mean_ok) {
             return Err(CalibError::InvalidArgument(format!(
-                "plot bin {i} is not a valid bin: {b:?}"
+                "bin {i} cannot be plotted: {b:?}"
             )));
         }
     }
-    Ok(())
+    Ok(bins)
 }
 
-/// Count-weighted (accuracy, mean confidence) over all non-empty bins.
-fn overall_accuracy_and_confidence(bins: &[PlotBin]) -> (f64, f64) {
-    let n: f64 = bins.iter().map(|b| b.count as f64).sum();
-    let weighted = |f: fn(&PlotBin) -> f64| {
-        bins.iter()
-            .filter(|b| b.count > 0)
-            .map(|b| b.count as f64 * f(b))
-            .sum::<f64>()
-            / n
-    };
-    (weighted(|b| b.accuracy), weighted(|b| b.mean_confidence))
+/// (accuracy, mean confidence) of all binned samples.
+fn overall_accuracy_and_confidence(bins: &[Bin]) -> (f64, f64) {
+    let count: usize = bins.iter().map(|b| b.count).sum();
+    let hits: usize = bins.iter().map(|b| b.hits).sum();
+    let score: f64 = bins.iter().map(|b| b.sum_score).sum();
+    (hits as f64 / count as f64, score / count as f64)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::binning::Binning;
 
-    fn bins() -> Vec<PlotBin> {
-        (0..10)
-            .map(|i| {
-                let lo = i as f64 / 10.0;
-                PlotBin {
-                    lo,
-                    hi: lo + 0.1,
-                    count: if i < 3 { 0 } else { 10 * i },
-                    mean_confidence: lo + 0.05,
-                    accuracy: (lo + 0.05 - 0.1).max(0.0),
-                }
-            })
-            .collect()
+    /// 15 equal-width bins of an overconfident model: confidence c is right
+    /// with probability about c - 0.1.
+    fn stats() -> BinStats {
+        let pairs = (0..400).map(|i| {
+            let c = 0.3 + 0.7 * (i as f64 / 400.0);
+            (c, (i * 37 % 100) as f64 / 100.0 < c - 0.1)
+        });
+        BinStats::from_pairs(&Binning::default(), pairs).unwrap()
     }
 
     #[test]
-    fn overall_statistics_are_count_weighted() {
-        let b = [
-            PlotBin {
-                lo: 0.5,
-                hi: 0.6,
-                count: 1,
-                mean_confidence: 0.55,
-                accuracy: 0.0,
-            },
-            PlotBin {
-                lo: 0.9,
-                hi: 1.0,
-                count: 3,
-                mean_confidence: 0.95,
-                accuracy: 1.0,
-            },
-        ];
-        let (acc, conf) = overall_accuracy_and_confidence(&b);
+    fn overall_statistics_pool_the_bins() {
+        let pairs = [(0.55, false), (0.95, true), (0.95, true), (0.95, true)];
+        let s = BinStats::from_pairs(&Binning::default(), pairs).unwrap();
+        let (acc, conf) = overall_accuracy_and_confidence(&s.bins);
         assert!((acc - 0.75).abs() < 1e-12 && (conf - 0.85).abs() < 1e-12);
     }
 
     #[test]
     fn svg_has_title_axes_and_legend() {
         let svg = String::from_utf8(
-            reliability_diagram(&bins(), "raw", 0.0321, ImageFormat::Svg).unwrap(),
+            reliability_diagram(&stats(), "raw", 0.0321, ImageFormat::Svg).unwrap(),
         )
         .unwrap();
         for text in ["raw (ECE 3.21%)", "Confidence", "Accuracy", "Gap"] {
             assert!(svg.contains(text), "missing {text}");
         }
         let svg =
-            String::from_utf8(confidence_histogram(&bins(), "raw", ImageFormat::Svg).unwrap())
+            String::from_utf8(confidence_histogram(&stats(), "raw", ImageFormat::Svg).unwrap())
                 .unwrap();
         for text in [
             "Fraction of samples",
@@ -207,7 +182,7 @@ mod tests {
 
     #[test]
     fn png_is_a_decodable_image_with_drawn_text() {
-        let bytes = reliability_diagram(&bins(), "raw", 0.05, ImageFormat::Png).unwrap();
+        let bytes = reliability_diagram(&stats(), "raw", 0.05, ImageFormat::Png).unwrap();
         let decoder = png::Decoder::new(std::io::Cursor::new(&bytes));
         let mut reader = decoder.read_info().unwrap();
         let mut pixels = vec![0; reader.output_buffer_size().unwrap()];
@@ -224,15 +199,19 @@ mod tests {
 
     #[test]
     fn refuses_empty_or_invalid_bins_and_unknown_extensions() {
-        let mut empty = bins();
-        empty.iter_mut().for_each(|b| b.count = 0);
+        let mut empty = stats();
+        empty.bins.iter_mut().for_each(|b| b.count = 0);
         assert!(matches!(
             reliability_diagram(&empty, "t", 0.0, ImageFormat::Svg),
             Err(CalibError::Empty(_))
         ));
-        let mut bad = bins();
-        bad[5].accuracy = f64::NAN;
+        let mut bad = stats();
+        let last = bad.bins.len() - 1;
+        bad.bins[last].hits = bad.bins[last].count + 1;
         assert!(confidence_histogram(&bad, "t", ImageFormat::Svg).is_err());
+        let mut nan = stats();
+        nan.bins[last].sum_score = f64::NAN;
+        assert!(reliability_diagram(&nan, "t", 0.0, ImageFormat::Png).is_err());
         assert!(ImageFormat::from_path(Path::new("a.jpg")).is_err());
     }
 
@@ -241,8 +220,8 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let svg = dir.path().join("r.svg");
         let png = dir.path().join("h.PNG");
-        write_reliability_diagram(&svg, &bins(), "raw", 0.1).unwrap();
-        write_confidence_histogram(&png, &bins(), "raw").unwrap();
+        write_reliability_diagram(&svg, &stats(), "raw", 0.1).unwrap();
+        write_confidence_histogram(&png, &stats(), "raw").unwrap();
         assert!(std::fs::read_to_string(&svg).unwrap().starts_with("<svg"));
         assert_eq!(&std::fs::read(&png).unwrap()[..8], b"\x89PNG\r\n\x1a\n");
     }

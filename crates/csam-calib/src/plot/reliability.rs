@@ -5,11 +5,11 @@ use plotters::prelude::*;
 
 use super::render::Figure;
 use super::style::{AXIS_SIZE, BAR, FONT, GAP, LABEL_SIZE, TITLE_SIZE};
-use super::PlotBin;
+use crate::binning::Bin;
 
 /// Accuracy bars per bin, the gap to the bin's mean confidence, the diagonal.
 pub(super) struct Reliability<'a> {
-    pub bins: &'a [PlotBin],
+    pub bins: &'a [Bin],
     pub title: &'a str,
 }
 
@@ -33,7 +33,7 @@ impl Figure for Reliability<'_> {
             .draw()
             .map_err(err)?;
 
-        let filled: Vec<&PlotBin> = self.bins.iter().filter(|b| b.count > 0).collect();
+        let filled: Vec<Bar> = self.bins.iter().filter_map(Bar::of).collect();
         chart
             .draw_series(
                 filled
@@ -45,10 +45,10 @@ impl Figure for Reliability<'_> {
             .legend(|(x, y)| Rectangle::new([(x, y - 6), (x + 18, y + 6)], BAR.filled()));
         chart
             .draw_series(filled.iter().map(|b| {
-                let (lo, hi) = if b.accuracy < b.mean_confidence {
-                    (b.accuracy, b.mean_confidence)
+                let (lo, hi) = if b.accuracy < b.confidence {
+                    (b.accuracy, b.confidence)
                 } else {
-                    (b.mean_confidence, b.accuracy)
+                    (b.confidence, b.accuracy)
                 };
                 Rectangle::new([(b.lo, lo), (b.hi, hi)], GAP.mix(0.45).filled())
             }))
@@ -58,7 +58,7 @@ impl Figure for Reliability<'_> {
         chart
             .draw_series(filled.iter().map(|b| {
                 Rectangle::new(
-                    [(b.lo, 0.0), (b.hi, b.accuracy.max(b.mean_confidence))],
+                    [(b.lo, 0.0), (b.hi, b.accuracy.max(b.confidence))],
                     BLACK.stroke_width(1),
                 )
             }))
@@ -82,5 +82,24 @@ impl Figure for Reliability<'_> {
             .border_style(BLACK)
             .draw()
             .map_err(err)
+    }
+}
+
+/// A non-empty bin as drawn.
+struct Bar {
+    lo: f64,
+    hi: f64,
+    accuracy: f64,
+    confidence: f64,
+}
+
+impl Bar {
+    fn of(bin: &Bin) -> Option<Self> {
+        Some(Bar {
+            lo: bin.lo,
+            hi: bin.hi,
+            accuracy: bin.accuracy()?,
+            confidence: bin.mean_score()?,
+        })
     }
 }
