@@ -3,7 +3,7 @@
 //! fitted by minimising the validation NLL from `w = 1, b = 0` (the uncalibrated
 //! model). Temperature scaling is the special case `w_k = 1/T, b = 0`.
 //! Unregularised by default; the fit and JSON form are those of
-//! [`AffineCalibrator`](super::affine::AffineCalibrator).
+//! [`AffineCalibrator`].
 
 use ndarray::{Array2, ArrayView2};
 
