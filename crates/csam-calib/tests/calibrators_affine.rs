@@ -7,29 +7,11 @@ use csam_calib::calibrators::dirichlet::DirichletCalibration;
 use csam_calib::calibrators::matrix::MatrixScaling;
 use csam_calib::calibrators::vector::VectorScaling;
 use csam_calib::calibrators::Calibrator;
-use ndarray::{array, Array2, ArrayView2};
+use ndarray::{array, Array2};
 use proptest::prelude::*;
 
-fn mean_nll(probabilities: &Array2<f64>, labels: &[usize]) -> f64 {
-    -labels
-        .iter()
-        .enumerate()
-        .map(|(n, &y)| probabilities[[n, y]].ln())
-        .sum::<f64>()
-        / labels.len() as f64
-}
-
-/// Uncalibrated probabilities, computed independently of the crate.
-fn softmax(logits: ArrayView2<'_, f64>) -> Array2<f64> {
-    let mut p = logits.to_owned();
-    for mut row in p.rows_mut() {
-        let max = row.fold(f64::NEG_INFINITY, |m, &v| m.max(v));
-        row.mapv_inplace(|v| (v - max).exp());
-        let sum = row.sum();
-        row.mapv_inplace(|v| v / sum);
-    }
-    p
-}
+mod calibrators_support;
+use calibrators_support::{mean_nll, softmax};
 
 /// With every logit row equal to 0, only the intercepts matter and the NLL optimum is
 /// the label frequency: 3 of 4 labels are 0, so q = (3/4, 1/4) for every calibrator.

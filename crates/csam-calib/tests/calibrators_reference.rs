@@ -23,17 +23,15 @@ use ndarray::Array2;
 use serde::de::DeserializeOwned;
 use serde::Deserialize;
 
+mod calibrators_support;
+use calibrators_support::{matrix, mean_nll};
+
 fn fixture<T: DeserializeOwned>(name: &str) -> T {
     let path = Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("fixtures/calibrators")
         .join(name);
     let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
     serde_json::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
-}
-
-fn matrix(rows: &[Vec<f64>]) -> Array2<f64> {
-    let k = rows[0].len();
-    Array2::from_shape_vec((rows.len(), k), rows.concat()).unwrap()
 }
 
 fn assert_close(what: &str, ours: &Array2<f64>, reference: &[Vec<f64>], tolerance: f64) {
@@ -147,15 +145,6 @@ fn penalty(
             lambda / (k * (k - 1.0)) * off + mu / k * bias_sq
         }
     }
-}
-
-fn mean_nll(probabilities: &Array2<f64>, labels: &[usize]) -> f64 {
-    -labels
-        .iter()
-        .enumerate()
-        .map(|(n, &y)| probabilities[[n, y]].ln())
-        .sum::<f64>()
-        / labels.len() as f64
 }
 
 fn check_affine<V: AffineVariant>(
