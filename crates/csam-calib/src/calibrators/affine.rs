@@ -32,9 +32,9 @@ use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 use super::input::{check_fit_inputs, check_transform_inputs};
 use super::lbfgs::{minimize, LbfgsOptions};
-use super::softmax::{log_sum_exp, softmax_rows};
 use super::Calibrator;
 use crate::error::{CalibError, Result};
+use crate::scores::{log_sum_exp, softmax};
 
 /// Penalty added to the mean NLL of an affine calibration map (Kull et al. 2019, §4).
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
@@ -414,7 +414,7 @@ impl<V: AffineVariant> Calibrator for AffineCalibrator<V> {
 
     fn transform(&self, logits: ArrayView2<'_, f64>) -> Result<Array2<f64>> {
         check_transform_inputs(V::NAME, logits, self.n_classes())?;
-        Ok(softmax_rows(self.calibrated_logits(logits)?.view()))
+        Ok(softmax(self.calibrated_logits(logits)?.view()))
     }
 }
 

@@ -17,7 +17,7 @@
 use ndarray::{Array2, ArrayView2};
 
 use super::affine::{AffineCalibrator, AffineVariant, Full, Regularisation};
-use super::softmax::log_softmax_rows;
+use crate::scores::log_softmax;
 
 /// Marker for Dirichlet calibration: features are `ln softmax(z)`, `W` is full.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -32,7 +32,7 @@ impl AffineVariant for Dirichlet {
     };
     fn features(logits: ArrayView2<'_, f64>) -> Array2<f64> {
         let floor = f64::MIN_POSITIVE.ln();
-        log_softmax_rows(logits).mapv(|lp| lp.max(floor))
+        log_softmax(logits).mapv(|lp| lp.max(floor))
     }
 }
 

@@ -20,9 +20,9 @@ use serde::{Deserialize, Serialize};
 
 use super::input::{check_fit_inputs, check_transform_inputs};
 use super::one_vs_rest::renormalise_rows;
-use super::softmax::softmax_rows;
 use super::Calibrator;
 use crate::error::{CalibError, Result};
+use crate::scores::softmax;
 
 /// Default number of equal-width bins (paper-notes §3).
 pub const DEFAULT_BINS: usize = 15;
@@ -97,7 +97,7 @@ impl Calibrator for HistogramBinning {
 
     fn fit(&mut self, logits: ArrayView2<'_, f64>, labels: &[usize]) -> Result<()> {
         check_fit_inputs("histogram", logits, labels)?;
-        let probabilities = softmax_rows(logits);
+        let probabilities = softmax(logits);
         let k = probabilities.ncols();
         let mut counts = vec![vec![0usize; self.n_bins]; k];
         let mut positives = vec![vec![0usize; self.n_bins]; k];
@@ -124,7 +124,7 @@ impl Calibrator for HistogramBinning {
 
     fn transform(&self, logits: ArrayView2<'_, f64>) -> Result<Array2<f64>> {
         check_transform_inputs("histogram", logits, self.n_classes())?;
-        let probabilities = softmax_rows(logits);
+        let probabilities = softmax(logits);
         let mut scores = probabilities.clone();
         for mut row in scores.rows_mut() {
             for (p, values) in row.iter_mut().zip(&self.bin_values) {

@@ -26,9 +26,9 @@ use serde::{Deserialize, Serialize};
 
 use super::input::{check_fit_inputs, check_transform_inputs};
 use super::one_vs_rest::renormalise_rows;
-use super::softmax::softmax_rows;
 use super::Calibrator;
 use crate::error::{CalibError, Result};
+use crate::scores::softmax;
 
 /// Tolerance under which two sorted `x` values are merged (numpy's `finfo(float64).resolution`).
 const TIE_TOLERANCE: f64 = 1e-15;
@@ -235,7 +235,7 @@ impl Calibrator for IsotonicCalibration {
 
     fn fit(&mut self, logits: ArrayView2<'_, f64>, labels: &[usize]) -> Result<()> {
         check_fit_inputs("isotonic", logits, labels)?;
-        let probabilities = softmax_rows(logits);
+        let probabilities = softmax(logits);
         self.curves = probabilities
             .columns()
             .into_iter()
@@ -253,7 +253,7 @@ impl Calibrator for IsotonicCalibration {
 
     fn transform(&self, logits: ArrayView2<'_, f64>) -> Result<Array2<f64>> {
         check_transform_inputs("isotonic", logits, self.curves.len())?;
-        let probabilities = softmax_rows(logits);
+        let probabilities = softmax(logits);
         let mut scores = probabilities.clone();
         for mut row in scores.rows_mut() {
             for (p, curve) in row.iter_mut().zip(&self.curves) {

@@ -33,4 +33,3 @@ pub mod vector;
 mod input;
 mod lbfgs;
 mod one_vs_rest;
-mod softmax;

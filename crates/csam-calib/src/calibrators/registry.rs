@@ -97,8 +97,8 @@ macro_rules! calibrator_registry {
     };
 }
 
-// Temperature scaling is added as the first line of this list when it is merged.
 calibrator_registry! {
+    Temperature => "temperature", super::temperature::TemperatureScaling;
     Vector => "vector", VectorScaling;
     Matrix => "matrix", MatrixScaling;
     Dirichlet => "dirichlet", DirichletCalibration;
