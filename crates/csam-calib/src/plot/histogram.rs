@@ -5,7 +5,7 @@ use plotters::prelude::*;
 
 use super::overall_accuracy_and_confidence;
 use super::render::Figure;
-use super::style::{AXIS_SIZE, BAR, FONT, GAP, LABEL_SIZE, TITLE_SIZE};
+use super::style::{AXIS_SIZE, BAR, FONT, LABEL_SIZE, RED, TITLE_SIZE};
 use crate::binning::Bin;
 
 /// Fraction of samples per bin, with the accuracy and mean confidence marked.
@@ -51,7 +51,7 @@ impl Figure for Histogram<'_> {
             }))
             .map_err(err)?;
         for (x, name, colour) in [
-            (accuracy, "Accuracy", GAP),
+            (accuracy, "Accuracy", RED),
             (confidence, "Avg. confidence", BLACK),
         ] {
             let style = colour.stroke_width(3);

@@ -4,7 +4,7 @@ use plotters::coord::Shift;
 use plotters::prelude::*;
 
 use super::render::Figure;
-use super::style::{AXIS_SIZE, BAR, FONT, GAP, LABEL_SIZE, TITLE_SIZE};
+use super::style::{AXIS_SIZE, BAR, FONT, GAP_OPACITY, LABEL_SIZE, RED, TITLE_SIZE};
 use crate::binning::Bin;
 
 /// Accuracy bars per bin, the gap to the bin's mean confidence, the diagonal.
@@ -44,17 +44,16 @@ impl Figure for Reliability<'_> {
             .label("Accuracy")
             .legend(|(x, y)| Rectangle::new([(x, y - 6), (x + 18, y + 6)], BAR.filled()));
         chart
-            .draw_series(filled.iter().map(|b| {
-                let (lo, hi) = if b.accuracy < b.confidence {
-                    (b.accuracy, b.confidence)
-                } else {
-                    (b.confidence, b.accuracy)
-                };
-                Rectangle::new([(b.lo, lo), (b.hi, hi)], GAP.mix(0.45).filled())
-            }))
+            .draw_series(
+                filled
+                    .iter()
+                    .map(|b| Rectangle::new(b.gap(), RED.mix(GAP_OPACITY).filled())),
+            )
             .map_err(err)?
             .label("Gap to mean confidence")
-            .legend(|(x, y)| Rectangle::new([(x, y - 6), (x + 18, y + 6)], GAP.mix(0.45).filled()));
+            .legend(|(x, y)| {
+                Rectangle::new([(x, y - 6), (x + 18, y + 6)], RED.mix(GAP_OPACITY).filled())
+            });
         chart
             .draw_series(filled.iter().map(|b| {
                 Rectangle::new(
@@ -62,6 +61,13 @@ impl Figure for Reliability<'_> {
                     BLACK.stroke_width(1),
                 )
             }))
+            .map_err(err)?;
+        chart
+            .draw_series(
+                filled
+                    .iter()
+                    .map(|b| Rectangle::new(b.gap(), RED.stroke_width(2))),
+            )
             .map_err(err)?;
         let diagonal = BLACK.mix(0.7).stroke_width(2);
         chart
@@ -101,5 +107,15 @@ impl Bar {
             accuracy: bin.accuracy()?,
             confidence: bin.mean_score()?,
         })
+    }
+
+    /// Corners of the segment between accuracy and mean confidence.
+    fn gap(&self) -> [(f64, f64); 2] {
+        let (lo, hi) = if self.accuracy < self.confidence {
+            (self.accuracy, self.confidence)
+        } else {
+            (self.confidence, self.accuracy)
+        };
+        [(self.lo, lo), (self.hi, hi)]
     }
 }
