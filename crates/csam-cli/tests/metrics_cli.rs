@@ -297,100 +297,104 @@ fn fails_with(args: &[&str], needles: &[&str]) {
     }
 }
 
-fn scratch(dir: &Path, name: &str) -> PathBuf {
-    dir.join(name)
+/// `csam metrics PREDS --labels LABELS KIND` fails naming every needle.
+fn metrics_fails(preds: &str, labels: &str, kind: &str, needles: &[&str]) {
+    fails_with(&["metrics", preds, "--labels", labels, kind], needles);
+}
+
+fn path_str(path: &Path) -> &str {
+    path.to_str().unwrap()
 }
 
 #[test]
 fn bad_inputs_fail_with_one_line_naming_the_file() {
     let labels = fixture("test_labels.npy");
     let logits = fixture("test_logits.npy");
+    let val_labels = fixture("val_labels.npy");
     let dir = tempfile::tempdir().unwrap();
+    let scratch = |name: &str| -> PathBuf { dir.path().join(name) };
 
-    let missing = [
+    metrics_fails(
+        "/no/such/preds.npy",
+        &labels,
+        "--logits",
+        &["test predictions: /no/such/preds.npy: No such file"],
+    );
+    let missing = csam(&[
         "metrics",
         "/no/such/preds.npy",
         "--labels",
         &labels,
         "--logits",
-    ];
-    fails_with(
-        &missing,
-        &["test predictions: /no/such/preds.npy: No such file"],
-    );
-    let stderr = String::from_utf8(csam(&missing).stderr).unwrap();
+    ]);
+    let stderr = String::from_utf8(missing.stderr).unwrap();
     assert_eq!(stderr.matches("No such file").count(), 1, "{stderr}");
     // N mismatch: 449 validation labels against 450 test predictions.
-    let val_labels = fixture("val_labels.npy");
-    fails_with(
-        &["metrics", &logits, "--labels", &val_labels, "--logits"],
+    metrics_fails(
+        &logits,
+        &val_labels,
+        "--logits",
         &["val_labels.npy", "449", "450"],
     );
     // Probabilities that are logits.
-    fails_with(
-        &["metrics", &logits, "--labels", &labels, "--probs"],
-        &["test_logits.npy", "row 0"],
-    );
+    metrics_fails(&logits, &labels, "--probs", &["test_logits.npy", "row 0"]);
     // Fortran order, float16, labels of the wrong shape, unknown extension.
     let fortran = io_fixture("matrix_fortran.npy");
-    fails_with(
-        &["metrics", &fortran, "--labels", &labels, "--logits"],
+    metrics_fails(
+        &fortran,
+        &labels,
+        "--logits",
         &["matrix_fortran.npy", "Fortran"],
     );
     let half = io_fixture("matrix_f2.npy");
-    fails_with(
-        &["metrics", &half, "--labels", &labels, "--logits"],
-        &["matrix_f2.npy", "'<f2'"],
-    );
-    fails_with(
-        &["metrics", &logits, "--labels", &logits, "--logits"],
+    metrics_fails(&half, &labels, "--logits", &["matrix_f2.npy", "'<f2'"]);
+    metrics_fails(
+        &logits,
+        &logits,
+        "--logits",
         &["test_logits.npy", "labels of shape"],
     );
-    fails_with(
-        &["metrics", "preds.pt", "--labels", &labels, "--logits"],
+    metrics_fails(
+        "preds.pt",
+        &labels,
+        "--logits",
         &["preds.pt", "unknown file type"],
     );
 
     // Truncated copy of the test logits.
     let bytes = std::fs::read(&logits).unwrap();
-    let cut = scratch(dir.path(), "cut.npy");
+    let cut = scratch("cut.npy");
     std::fs::write(&cut, &bytes[..bytes.len() - 100]).unwrap();
-    let cut = cut.to_str().unwrap();
-    fails_with(
-        &["metrics", cut, "--labels", &labels, "--logits"],
-        &["cut.npy", "truncated", &bytes.len().to_string()],
+    let full_length = bytes.len().to_string();
+    metrics_fails(
+        path_str(&cut),
+        &labels,
+        "--logits",
+        &["cut.npy", "truncated", &full_length],
     );
 
     // NaN logit, label outside 0..K, K mismatch between validation and test.
     let mut m = ndarray::Array2::<f32>::zeros((450, 10));
     m[[7, 3]] = f32::NAN;
-    let nan = scratch(dir.path(), "nan.npy");
+    let nan = scratch("nan.npy");
     npy::write_f32(&nan, &m.view()).unwrap();
-    fails_with(
-        &[
-            "metrics",
-            nan.to_str().unwrap(),
-            "--labels",
-            &labels,
-            "--logits",
-        ],
+    metrics_fails(
+        path_str(&nan),
+        &labels,
+        "--logits",
         &["nan.npy", "row 7, column 3"],
     );
     let mut bad_labels = vec![0i64; 450];
     bad_labels[12] = 10;
-    let bad = scratch(dir.path(), "bad_labels.npy");
+    let bad = scratch("bad_labels.npy");
     npy::write_i64(&bad, &bad_labels).unwrap();
-    fails_with(
-        &[
-            "metrics",
-            &logits,
-            "--labels",
-            bad.to_str().unwrap(),
-            "--logits",
-        ],
+    metrics_fails(
+        &logits,
+        path_str(&bad),
+        "--logits",
         &["bad_labels.npy", "label 10 at row 12"],
     );
-    let nine = scratch(dir.path(), "nine.npy");
+    let nine = scratch("nine.npy");
     npy::write_f32(&nine, &ndarray::Array2::<f32>::zeros((449, 9)).view()).unwrap();
     fails_with(
         &[
@@ -400,7 +404,7 @@ fn bad_inputs_fail_with_one_line_naming_the_file() {
             &labels,
             "--logits",
             "--val-preds",
-            nine.to_str().unwrap(),
+            path_str(&nine),
             "--val-labels",
             &val_labels,
         ],
@@ -408,30 +412,22 @@ fn bad_inputs_fail_with_one_line_naming_the_file() {
     );
 
     // Empty CSV (header only) and negative probabilities in a CSV.
-    let empty = scratch(dir.path(), "empty.csv");
+    let empty = scratch("empty.csv");
     std::fs::write(&empty, "p0,p1\n").unwrap();
-    fails_with(
-        &[
-            "metrics",
-            empty.to_str().unwrap(),
-            "--labels",
-            &labels,
-            "--probs",
-        ],
+    metrics_fails(
+        path_str(&empty),
+        &labels,
+        "--probs",
         &["empty.csv", "empty"],
     );
-    let negative = scratch(dir.path(), "neg.csv");
+    let negative = scratch("neg.csv");
     std::fs::write(&negative, "0.5,0.5\n1.2,-0.2\n").unwrap();
-    let two = scratch(dir.path(), "two.csv");
+    let two = scratch("two.csv");
     std::fs::write(&two, "0\n1\n").unwrap();
-    fails_with(
-        &[
-            "metrics",
-            negative.to_str().unwrap(),
-            "--labels",
-            two.to_str().unwrap(),
-            "--probs",
-        ],
+    metrics_fails(
+        path_str(&negative),
+        path_str(&two),
+        "--probs",
         &["neg.csv", "row 1"],
     );
 }

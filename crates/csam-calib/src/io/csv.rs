@@ -146,4 +146,15 @@ mod tests {
         let e = read(&p).unwrap_err().to_string();
         assert!(e.contains("bad.csv") && e.contains("offset 4"), "{e}");
     }
+
+    proptest::proptest! {
+        /// Any text parses or is refused without panicking; a parsed array's
+        /// shape always matches its values.
+        #[test]
+        fn arbitrary_text_never_panics(text in "[0-9a-z.,#\\- \t\n]{0,80}") {
+            if let Ok(a) = parse(&text) {
+                proptest::prop_assert_eq!(a.shape[0] * a.shape[1], a.elements.len());
+            }
+        }
+    }
 }

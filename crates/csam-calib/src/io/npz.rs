@@ -7,7 +7,7 @@
 //! archive declares and actually delivers.
 
 use std::fs::File;
-use std::io::BufReader;
+use std::io::{BufReader, Read, Seek};
 use std::path::Path;
 
 use zip::ZipArchive;
@@ -24,20 +24,30 @@ use crate::error::{CalibError, Result};
 /// such name is present. Otherwise the error lists the available names.
 pub fn read(path: &Path, name: Option<&str>, preferred: &[&str]) -> Result<LoadedArray> {
     let file = File::open(path).map_err(|e| io_error(path, e))?;
-    let mut archive = ZipArchive::new(BufReader::new(file))
-        .map_err(|e| format_error(path, format!("not a valid .npz (zip) archive: {e}")))?;
+    read_from(BufReader::new(file), name, preferred, path)
+}
+
+/// Reads one array from an `.npz` archive held by `reader` (see [`read`]);
+/// `source` names the input in errors.
+pub fn read_from<R: Read + Seek>(
+    reader: R,
+    name: Option<&str>,
+    preferred: &[&str],
+    source: &Path,
+) -> Result<LoadedArray> {
+    let mut archive = ZipArchive::new(reader)
+        .map_err(|e| format_error(source, format!("not a valid .npz (zip) archive: {e}")))?;
     let names = array_names(&archive);
-    let chosen = choose(&names, name, preferred).map_err(|detail| format_error(path, detail))?;
-    let member = format!("{chosen}.npy");
+    let chosen = choose(&names, name, preferred).map_err(|detail| format_error(source, detail))?;
     let entry = archive
-        .by_name(&member)
-        .map_err(|e| format_error(path, format!("array '{chosen}': {e}")))?;
+        .by_name(&format!("{chosen}.npy"))
+        .map_err(|e| format_error(source, format!("array '{chosen}': {e}")))?;
     let declared = entry.size();
-    npy::read_from(entry, declared, path).map_err(|e| in_member(e, &chosen))
+    npy::read_from(entry, declared, source).map_err(|e| in_member(e, &chosen))
 }
 
 /// Names of the arrays in the archive (member names without `.npy`), sorted.
-fn array_names<R: std::io::Read + std::io::Seek>(archive: &ZipArchive<R>) -> Vec<String> {
+fn array_names<R: Read + Seek>(archive: &ZipArchive<R>) -> Vec<String> {
     let mut names: Vec<String> = archive
         .file_names()
         .filter_map(|n| n.strip_suffix(".npy"))
@@ -184,5 +194,16 @@ mod tests {
             .unwrap_err()
             .to_string()
             .contains("no .npy arrays"));
+    }
+
+    proptest::proptest! {
+        /// Arbitrary bytes, raw or as a member of a valid archive, never panic the reader.
+        #[test]
+        fn arbitrary_bytes_never_panic(bytes in proptest::collection::vec(proptest::num::u8::ANY, 0..300)) {
+            let source = Path::new("fuzz.npz");
+            let _ = read_from(std::io::Cursor::new(&bytes), None, &[], source);
+            let member = npz(&[("logits.npy", bytes)], zip::CompressionMethod::Deflated);
+            let _ = read(member.path(), None, &["logits"]);
+        }
     }
 }

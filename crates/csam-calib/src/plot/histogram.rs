@@ -3,9 +3,10 @@
 use plotters::coord::Shift;
 use plotters::prelude::*;
 
+use super::frame::{self, YAxis};
 use super::overall_accuracy_and_confidence;
 use super::render::Figure;
-use super::style::{AXIS_SIZE, BAR, FONT, LABEL_SIZE, RED, TITLE_SIZE};
+use super::style::{BAR, RED};
 use crate::binning::Bin;
 
 /// Fraction of samples per bin, with the accuracy and mean confidence marked.
@@ -25,22 +26,14 @@ impl Figure for Histogram<'_> {
         let y_max = (top * 1.15).clamp(0.05, 1.0);
         let (accuracy, confidence) = overall_accuracy_and_confidence(self.bins);
 
-        let mut chart = ChartBuilder::on(root)
-            .caption(self.title, (FONT, TITLE_SIZE))
-            .margin(20)
-            .x_label_area_size(55)
-            .y_label_area_size(75)
-            .build_cartesian_2d(0f64..1f64, 0f64..y_max)
-            .map_err(err)?;
-        chart
-            .configure_mesh()
-            .x_desc("Confidence")
-            .y_desc("Fraction of samples")
-            .axis_desc_style((FONT, AXIS_SIZE))
-            .label_style((FONT, LABEL_SIZE))
-            .light_line_style(WHITE)
-            .draw()
-            .map_err(err)?;
+        let mut chart = frame::chart(
+            root,
+            self.title,
+            YAxis {
+                description: "Fraction of samples",
+                max: y_max,
+            },
+        )?;
         chart
             .draw_series(self.bins.iter().filter(|b| b.count > 0).flat_map(|b| {
                 let corners = [(b.lo, 0.0), (b.hi, fraction(b))];
@@ -61,13 +54,6 @@ impl Figure for Histogram<'_> {
                 .label(format!("{name} ({:.1}%)", 100.0 * x))
                 .legend(move |(lx, ly)| PathElement::new([(lx, ly), (lx + 18, ly)], style));
         }
-        chart
-            .configure_series_labels()
-            .position(SeriesLabelPosition::UpperLeft)
-            .label_font((FONT, LABEL_SIZE))
-            .background_style(WHITE.mix(0.9))
-            .border_style(BLACK)
-            .draw()
-            .map_err(err)
+        frame::legend(&mut chart)
     }
 }

@@ -16,6 +16,7 @@
 //! Files are written atomically; the format follows the extension (`.svg`,
 //! `.png`).
 
+mod frame;
 mod histogram;
 mod reliability;
 mod render;

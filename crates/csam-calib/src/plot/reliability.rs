@@ -3,8 +3,9 @@
 use plotters::coord::Shift;
 use plotters::prelude::*;
 
+use super::frame::{self, YAxis};
 use super::render::Figure;
-use super::style::{AXIS_SIZE, BAR, FONT, GAP_OPACITY, LABEL_SIZE, RED, TITLE_SIZE};
+use super::style::{BAR, GAP_OPACITY, RED};
 use crate::binning::Bin;
 
 /// Accuracy bars per bin, the gap to the bin's mean confidence, the diagonal.
@@ -16,22 +17,14 @@ pub(super) struct Reliability<'a> {
 impl Figure for Reliability<'_> {
     fn draw<DB: DrawingBackend>(&self, root: &DrawingArea<DB, Shift>) -> Result<(), String> {
         let err = |e: DrawingAreaErrorKind<DB::ErrorType>| e.to_string();
-        let mut chart = ChartBuilder::on(root)
-            .caption(self.title, (FONT, TITLE_SIZE))
-            .margin(20)
-            .x_label_area_size(55)
-            .y_label_area_size(65)
-            .build_cartesian_2d(0f64..1f64, 0f64..1f64)
-            .map_err(err)?;
-        chart
-            .configure_mesh()
-            .x_desc("Confidence")
-            .y_desc("Accuracy")
-            .axis_desc_style((FONT, AXIS_SIZE))
-            .label_style((FONT, LABEL_SIZE))
-            .light_line_style(WHITE)
-            .draw()
-            .map_err(err)?;
+        let mut chart = frame::chart(
+            root,
+            self.title,
+            YAxis {
+                description: "Accuracy",
+                max: 1.0,
+            },
+        )?;
 
         let filled: Vec<Bar> = self.bins.iter().filter_map(Bar::of).collect();
         chart
@@ -80,14 +73,7 @@ impl Figure for Reliability<'_> {
             .map_err(err)?
             .label("Perfect calibration")
             .legend(move |(x, y)| PathElement::new([(x, y), (x + 18, y)], diagonal));
-        chart
-            .configure_series_labels()
-            .position(SeriesLabelPosition::UpperLeft)
-            .label_font((FONT, LABEL_SIZE))
-            .background_style(WHITE.mix(0.9))
-            .border_style(BLACK)
-            .draw()
-            .map_err(err)
+        frame::legend(&mut chart)
     }
 }
 
