@@ -110,6 +110,7 @@ impl Augmentation {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
 
     fn identity_table() -> Vec<[u8; 256]> {
         vec![std::array::from_fn(|v| v as u8)]
@@ -230,5 +231,42 @@ mod tests {
                 flip: false
             }
         );
+    }
+
+    proptest! {
+        /// Every output pixel is an input pixel of the same channel or
+        /// padding; with no padding the output is the input, up to a mirror.
+        #[test]
+        fn output_pixels_come_from_the_input_or_padding(
+            (c, h, w, pixels) in (1usize..4, 1usize..7, 1usize..7).prop_flat_map(|(c, h, w)| {
+                (Just(c), Just(h), Just(w), proptest::collection::vec(1u8..=255, c * h * w))
+            }),
+            p in 0usize..4,
+            seed in any::<u64>(),
+        ) {
+            let aug = Augmentation { crop_padding: p, horizontal_flip: true };
+            let mut rng = super::super::rng::stream(seed, super::super::rng::Purpose::Augment, 0);
+            let draw = aug.draw(&mut rng);
+            prop_assert!(draw.dy <= 2 * p && draw.dx <= 2 * p);
+            let tables = vec![std::array::from_fn(|v| v as u8); c];
+            let mut out = vec![0u8; c * h * w];
+            aug.apply(draw, &pixels, (c, h, w), &tables, &mut out);
+            let plane = h * w;
+            for ch in 0..c {
+                let input = &pixels[ch * plane..(ch + 1) * plane];
+                for &v in &out[ch * plane..(ch + 1) * plane] {
+                    prop_assert!(v == 0 || input.contains(&v));
+                }
+            }
+            if p == 0 {
+                let mut expected = pixels.clone();
+                if draw.flip {
+                    for row in expected.chunks_exact_mut(w) {
+                        row.reverse();
+                    }
+                }
+                prop_assert_eq!(out, expected);
+            }
+        }
     }
 }
