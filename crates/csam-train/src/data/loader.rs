@@ -181,7 +181,20 @@ impl Iterator for Batches<'_> {
         self.next += size;
         Some(self.loader.batch(indices, &mut self.rng))
     }
+
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        let b = self.loader.options.batch_size;
+        let remaining = self.order.len() - self.next;
+        let batches = if self.loader.options.drop_last {
+            remaining / b
+        } else {
+            remaining.div_ceil(b)
+        };
+        (batches, Some(batches))
+    }
 }
+
+impl ExactSizeIterator for Batches<'_> {}
 
 /// The whole dataset as one normalised tensor `[N, C, H, W]` (f32) and its
 /// labels `[N]` (i64) on `device`, without augmentation, in index order. For
