@@ -65,6 +65,20 @@ fn folder_of_real_cifar_images() {
     assert_eq!([truck[0], truck[1024], truck[2048]], [200, 169, 75]);
 }
 
+#[test]
+fn per_channel_normalisation_of_real_rgb_images_matches_numpy() {
+    // x = np.stack([np.asarray(Image.open(f)) for f in sorted(glob(
+    //     'data/cifar10-samples/*/*.png'))]) / 255
+    // x.mean(axis=(0, 1, 2)), x.std(axis=(0, 1, 2))
+    let n = csam_train::data::Normalization::fit(&samples()).unwrap();
+    let mean = [0.489736137, 0.474361596, 0.450473729];
+    let std = [0.249301854, 0.247395911, 0.262300702];
+    for c in 0..3 {
+        assert!((n.mean[c] as f64 - mean[c]).abs() < 1e-7, "{n:?}");
+        assert!((n.std[c] as f64 - std[c]).abs() < 1e-7, "{n:?}");
+    }
+}
+
 fn copy_tree(from: &Path, to: &Path) {
     std::fs::create_dir_all(to).unwrap();
     for entry in std::fs::read_dir(from).unwrap() {

@@ -24,6 +24,9 @@ pub const FASHION_MNIST_FULL_DIR: &str = "/usr/share/datasets/fashion-mnist";
 /// | `cifar100:DIR`                | CIFAR-100 binary files, fine labels                       |
 /// | `npy:IMAGES,LABELS[,CLASSES]` | `.npy` uint8 images (N,H,W,C) + integer labels, test only; classes default to largest label + 1 |
 /// | `folder:DIR`                  | `DIR/<class>/*.png`, optionally `DIR/train` + `DIR/test`  |
+///
+/// A CIFAR-10-C corruption file stacks its 5 severities, 10,000 images each,
+/// in order: severity `s` is `test.select(&((s - 1) * 10_000..s * 10_000).collect::<Vec<_>>())`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum DatasetSpec {
     FashionMnist,
