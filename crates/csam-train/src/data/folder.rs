@@ -1,0 +1,198 @@
+//! Image folders: `DIR/<class name>/*.{png,jpg,jpeg}`.
+//!
+//! Conventions:
+//! - Classes are the sub-directories, sorted by name (byte order of the
+//!   name); label `k` is the `k`-th name. Hidden entries (`.name`) and
+//!   files with other extensions are skipped. Images within a class are
+//!   read in file-name order.
+//! - If `DIR/train` is a directory, the source is `DIR/train` (training)
+//!   plus `DIR/test` (required, same class names). Otherwise all of `DIR` is
+//!   a test-only source (evaluation sets).
+//! - Every image must have the size of the first one read. The dataset has 3
+//!   channels (RGB) if any image has colour, else 1 (grey); alpha is dropped.
+
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+
+use image::ImageDecoder;
+
+use super::dataset::hwc_to_chw;
+use super::error::{DataError, Result};
+use super::part::{into_source, Classes, LabelLocation, Part};
+use super::DataSource;
+
+const EXTENSIONS: [&str; 3] = ["png", "jpg", "jpeg"];
+
+/// Loads a folder dataset (see the module doc); the parts are named
+/// `<name>/train` and `<name>/test`.
+pub(crate) fn load(dir: &Path, name: &str) -> Result<DataSource> {
+    let train_dir = dir.join("train");
+    if train_dir.is_dir() {
+        let test_dir = dir.join("test");
+        if !test_dir.is_dir() {
+            return Err(DataError::Missing {
+                path: test_dir,
+                hint: "a folder dataset with train/ also needs test/".into(),
+            });
+        }
+        let train_classes = class_dirs(&train_dir)?;
+        let test_classes = class_dirs(&test_dir)?;
+        if names(&train_classes) != names(&test_classes) {
+            return Err(DataError::Inconsistent {
+                name: name.to_string(),
+                reason: format!(
+                    "class folders differ: train {:?}, test {:?}",
+                    names(&train_classes),
+                    names(&test_classes)
+                ),
+            });
+        }
+        let n_classes = train_classes.len();
+        let train = read_part(&train_dir, &train_classes)?;
+        let test = read_part(&test_dir, &test_classes)?;
+        into_source(name, Some(train), test, Classes::Fixed(n_classes))
+    } else {
+        let classes = class_dirs(dir)?;
+        let n_classes = classes.len();
+        let test = read_part(dir, &classes)?;
+        into_source(name, None, test, Classes::Fixed(n_classes))
+    }
+}
+
+fn names(dirs: &[PathBuf]) -> Vec<OsString> {
+    dirs.iter()
+        .filter_map(|d| d.file_name().map(OsString::from))
+        .collect()
+}
+
+fn is_hidden(path: &Path) -> bool {
+    path.file_name()
+        .is_some_and(|n| n.to_string_lossy().starts_with('.'))
+}
+
+/// Entries of `dir` passing `keep`, sorted by file name.
+fn sorted_entries(dir: &Path, keep: impl Fn(&Path) -> bool) -> Result<Vec<PathBuf>> {
+    let mut entries = Vec::new();
+    for entry in std::fs::read_dir(dir).map_err(|e| DataError::io(dir, e))? {
+        let path = entry.map_err(|e| DataError::io(dir, e))?.path();
+        if !is_hidden(&path) && keep(&path) {
+            entries.push(path);
+        }
+    }
+    entries.sort();
+    Ok(entries)
+}
+
+fn class_dirs(dir: &Path) -> Result<Vec<PathBuf>> {
+    if !dir.is_dir() {
+        return Err(DataError::Missing {
+            path: dir.to_path_buf(),
+            hint: "expected a directory of class folders".into(),
+        });
+    }
+    let classes = sorted_entries(dir, Path::is_dir)?;
+    if classes.is_empty() {
+        return Err(DataError::Empty {
+            path: dir.to_path_buf(),
+            hint: "expected one sub-directory per class".into(),
+        });
+    }
+    Ok(classes)
+}
+
+fn is_image_file(path: &Path) -> bool {
+    path.is_file()
+        && path
+            .extension()
+            .and_then(|e| e.to_str())
+            .is_some_and(|e| EXTENSIONS.contains(&e.to_ascii_lowercase().as_str()))
+}
+
+/// The size and colour of an image file, read from its header only.
+fn probe(path: &Path) -> Result<((u32, u32), bool)> {
+    let decode_error = |source| DataError::Decode {
+        path: path.to_path_buf(),
+        source,
+    };
+    let decoder = image::ImageReader::open(path)
+        .map_err(|e| DataError::io(path, e))?
+        .with_guessed_format()
+        .map_err(|e| DataError::io(path, e))?
+        .into_decoder()
+        .map_err(decode_error)?;
+    Ok((decoder.dimensions(), decoder.color_type().has_color()))
+}
+
+/// Reads every image of every class folder (label = folder index): a first
+/// pass over the headers settles size and channel count, a second decodes
+/// straight into the dataset's buffer.
+fn read_part(dir: &Path, classes: &[PathBuf]) -> Result<Part> {
+    let mut files = Vec::new();
+    let mut labels = Vec::new();
+    for (label, class_dir) in classes.iter().enumerate() {
+        for path in sorted_entries(class_dir, is_image_file)? {
+            files.push(path);
+            labels.push(label);
+        }
+    }
+    if files.is_empty() {
+        return Err(DataError::Empty {
+            path: dir.to_path_buf(),
+            hint: format!("no {} files in the class folders", EXTENSIONS.join("/")),
+        });
+    }
+    let mut size = None;
+    let mut has_colour = false;
+    for path in &files {
+        let (dimensions, colour) = probe(path)?;
+        let expected = *size.get_or_insert(dimensions);
+        if dimensions != expected {
+            return Err(DataError::ShapeMismatch {
+                path: path.clone(),
+                expected: format!("{}x{} pixels", expected.0, expected.1),
+                found: format!("{}x{} pixels", dimensions.0, dimensions.1),
+            });
+        }
+        has_colour |= colour;
+    }
+    // Invariant: `files` is not empty, so the loop above set the size.
+    let (width, height) = size.expect("size of the first image");
+    let (width, height) = (width as usize, height as usize);
+    let channels = if has_colour { 3 } else { 1 };
+    let mut images = Vec::with_capacity(files.len() * channels * width * height);
+    for path in &files {
+        let image = image::open(path).map_err(|source| DataError::Decode {
+            path: path.clone(),
+            source,
+        })?;
+        if (image.width() as usize, image.height() as usize) != (width, height) {
+            return Err(DataError::ShapeMismatch {
+                path: path.clone(),
+                expected: format!("{width}x{height} pixels"),
+                found: format!(
+                    "{}x{} pixels (header said otherwise)",
+                    image.width(),
+                    image.height()
+                ),
+            });
+        }
+        if has_colour {
+            images.extend(hwc_to_chw(image.to_rgb8().as_raw(), 3, height, width));
+        } else {
+            images.extend_from_slice(image.to_luma8().as_raw());
+        }
+    }
+    let n = labels.len();
+    Ok(Part {
+        images,
+        labels,
+        shape: (channels, height, width),
+        // Labels come from folder names and are in range by construction.
+        label_locations: vec![LabelLocation {
+            path: dir.to_path_buf(),
+            first: 0,
+            stride: 0,
+            count: n,
+        }],
+    })
+}
