@@ -10,16 +10,15 @@
 //! actually there *before* it allocates anything for the data, so a header that
 //! claims 10^12 elements is refused, not allocated.
 
-use std::fs::File;
 use std::io::{BufReader, Read};
 use std::path::Path;
 
 use ndarray::ArrayView2;
 
-use super::array::{format_error, io_error, shape_text, Elements, LoadedArray};
+use super::array::{format_error, io_error, open_regular_file, shape_text, Elements, LoadedArray};
 use super::atomic::write_atomically;
 use super::npy_header::{ByteOrder, Dtype, Header, Kind};
-use crate::error::Result;
+use crate::error::{CalibError, Result};
 
 const MAGIC: &[u8; 6] = b"\x93NUMPY";
 /// Longest header accepted. NumPy itself refuses headers over 10 000 bytes by
@@ -28,8 +27,7 @@ const MAX_HEADER_LEN: u64 = 65_536;
 
 /// Reads the `.npy` file at `path`.
 pub fn read(path: &Path) -> Result<LoadedArray> {
-    let file = File::open(path).map_err(|e| io_error(path, e))?;
-    let len = file.metadata().map_err(|e| io_error(path, e))?.len();
+    let (file, len) = open_regular_file(path)?;
     read_from(BufReader::new(file), len, path)
 }
 
@@ -133,7 +131,7 @@ pub fn read_from(mut reader: impl Read, len: u64, source: &Path) -> Result<Loade
     reader
         .take(data_len)
         .read_to_end(&mut data)
-        .map_err(|e| fail(format!("reading the data from byte {data_start}: {e}")))?;
+        .map_err(|e| read_error(source, e, &format!("the data from byte {data_start}")))?;
     if (data.len() as u64) < data_len {
         return Err(fail(format!(
             "truncated: expected data up to byte {expected_end}, found only {} bytes",
@@ -161,12 +159,23 @@ fn read_exact_or_truncated(
             format!("truncated: expected at least {end} bytes, the file has {len}"),
         ));
     }
-    reader.read_exact(buf).map_err(|e| {
-        format_error(
-            source,
-            format!("truncated: reading bytes {offset}..{end} failed: {e}"),
-        )
-    })
+    reader
+        .read_exact(buf)
+        .map_err(|e| read_error(source, e, &format!("bytes {offset}..{end}")))
+}
+
+/// A failed read: the input ended early or its container (an `.npz` member)
+/// is corrupt, a format error; anything else (a directory, a device error) an
+/// I/O error.
+fn read_error(source: &Path, error: std::io::Error, what: &str) -> CalibError {
+    use std::io::ErrorKind;
+    match error.kind() {
+        ErrorKind::UnexpectedEof => {
+            format_error(source, format!("truncated: reading {what}: {error}"))
+        }
+        ErrorKind::InvalidData => format_error(source, format!("reading {what}: {error}")),
+        _ => io_error(source, error),
+    }
 }
 
 fn decode_header(bytes: &[u8], major: u8) -> std::result::Result<Header, String> {
@@ -406,6 +415,13 @@ mod tests {
         assert_eq!(read(&lpath).unwrap().into_labels(&lpath).unwrap(), labels);
         let leftovers: Vec<_> = std::fs::read_dir(dir.path()).unwrap().collect();
         assert_eq!(leftovers.len(), 2, "no temporary files left behind");
+    }
+
+    #[test]
+    fn a_directory_is_an_io_error_not_a_truncation() {
+        let dir = tempfile::tempdir().unwrap();
+        let e = read(dir.path()).unwrap_err();
+        assert!(matches!(e, crate::CalibError::Io { .. }), "{e:?}");
     }
 
     #[test]

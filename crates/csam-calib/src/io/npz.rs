@@ -6,13 +6,12 @@
 //! the length bound, so a member cannot make the reader allocate more than the
 //! archive declares and actually delivers.
 
-use std::fs::File;
 use std::io::{BufReader, Read, Seek};
 use std::path::Path;
 
 use zip::ZipArchive;
 
-use super::array::{format_error, io_error, LoadedArray};
+use super::array::{format_error, open_regular_file, LoadedArray};
 use super::npy;
 use crate::error::{CalibError, Result};
 
@@ -23,7 +22,7 @@ use crate::error::{CalibError, Result};
 /// is in `preferred` (e.g. `["logits", "probs"]`) is taken when exactly one
 /// such name is present. Otherwise the error lists the available names.
 pub fn read(path: &Path, name: Option<&str>, preferred: &[&str]) -> Result<LoadedArray> {
-    let file = File::open(path).map_err(|e| io_error(path, e))?;
+    let (file, _) = open_regular_file(path)?;
     read_from(BufReader::new(file), name, preferred, path)
 }
 
