@@ -36,52 +36,17 @@ pub fn read(path: &Path) -> Result<LoadedArray> {
 /// names the input in errors.
 pub fn read_from(mut reader: impl Read, len: u64, source: &Path) -> Result<LoadedArray> {
     let fail = |detail: String| format_error(source, detail);
-
-    let mut prefix = [0u8; 8];
-    read_exact_or_truncated(&mut reader, &mut prefix, 0, len, source)?;
-    if &prefix[..6] != MAGIC {
-        return Err(fail(
-            "not a .npy file (the magic string \\x93NUMPY is missing)".into(),
-        ));
-    }
-    let (major, minor) = (prefix[6], prefix[7]);
-    let (header_len, header_start) = match major {
-        1 => {
-            let mut n = [0u8; 2];
-            read_exact_or_truncated(&mut reader, &mut n, 8, len, source)?;
-            (u64::from(u16::from_le_bytes(n)), 10u64)
-        }
-        2 | 3 => {
-            let mut n = [0u8; 4];
-            read_exact_or_truncated(&mut reader, &mut n, 8, len, source)?;
-            (u64::from(u32::from_le_bytes(n)), 12u64)
-        }
-        _ => {
-            return Err(fail(format!(
-                "unsupported .npy format version {major}.{minor}"
-            )))
-        }
-    };
-    if minor != 0 {
-        return Err(fail(format!(
-            "unsupported .npy format version {major}.{minor}"
-        )));
-    }
-    if header_len > MAX_HEADER_LEN {
-        return Err(fail(format!(
-            "header length {header_len} exceeds the limit of {MAX_HEADER_LEN} bytes"
-        )));
-    }
-    let data_start = header_start + header_len;
-    if data_start > len {
-        return Err(fail(format!(
-            "truncated: the header should end at byte {data_start}, the file has {len} bytes"
-        )));
-    }
+    let prefix = read_prefix(&mut reader, len, source)?;
     // header_len <= MAX_HEADER_LEN, so this allocation is small.
-    let mut header_bytes = vec![0u8; header_len as usize];
-    read_exact_or_truncated(&mut reader, &mut header_bytes, header_start, len, source)?;
-    let header = decode_header(&header_bytes, major).map_err(&fail)?;
+    let mut header_bytes = vec![0u8; prefix.header_len as usize];
+    read_exact_or_truncated(
+        &mut reader,
+        &mut header_bytes,
+        prefix.header_start,
+        len,
+        source,
+    )?;
+    let header = decode_header(&header_bytes, prefix.major).map_err(&fail)?;
     if header.fortran_order {
         return Err(fail(
             "the array is stored in Fortran (column-major) order; save it in C order \
@@ -89,41 +54,9 @@ pub fn read_from(mut reader: impl Read, len: u64, source: &Path) -> Result<Loade
                 .into(),
         ));
     }
-
-    let count = header
-        .shape
-        .iter()
-        .try_fold(1usize, |acc, &d| acc.checked_mul(d))
-        .ok_or_else(|| {
-            fail(format!(
-                "shape {} has too many elements",
-                shape_text(&header.shape)
-            ))
-        })?;
-    let data_len = (count as u64)
-        .checked_mul(header.dtype.size as u64)
-        .ok_or_else(|| {
-            fail(format!(
-                "shape {} has too many elements",
-                shape_text(&header.shape)
-            ))
-        })?;
-    let expected_end = data_start
-        .checked_add(data_len)
-        .ok_or_else(|| fail("data size overflows".into()))?;
-    if expected_end > len {
-        return Err(fail(format!(
-            "truncated: shape {} needs {data_len} data bytes from byte {data_start}, so the \
-             file should have {expected_end} bytes, but it has {len}",
-            shape_text(&header.shape)
-        )));
-    }
-    if expected_end < len {
-        return Err(fail(format!(
-            "{} unexpected bytes after the data, which ends at byte {expected_end}",
-            len - expected_end
-        )));
-    }
+    let data_start = prefix.header_start + prefix.header_len;
+    let data_len = data_length(&header).map_err(&fail)?;
+    check_file_length(&header, data_start, data_len, len).map_err(&fail)?;
 
     // The length was checked against the real input above; read_to_end grows
     // the buffer only as bytes actually arrive.
@@ -134,7 +67,8 @@ pub fn read_from(mut reader: impl Read, len: u64, source: &Path) -> Result<Loade
         .map_err(|e| read_error(source, e, &format!("the data from byte {data_start}")))?;
     if (data.len() as u64) < data_len {
         return Err(fail(format!(
-            "truncated: expected data up to byte {expected_end}, found only {} bytes",
+            "truncated: expected data up to byte {}, found only {} bytes",
+            data_start + data_len,
             data_start + data.len() as u64
         )));
     }
@@ -143,6 +77,97 @@ pub fn read_from(mut reader: impl Read, len: u64, source: &Path) -> Result<Loade
         shape: header.shape,
         elements,
     })
+}
+
+/// What the fixed-size start of a `.npy` file says.
+struct Prefix {
+    major: u8,
+    /// Offset of the header text.
+    header_start: u64,
+    header_len: u64,
+}
+
+/// Reads and checks the magic string, the version and the header length.
+fn read_prefix(reader: &mut impl Read, len: u64, source: &Path) -> Result<Prefix> {
+    let fail = |detail: String| format_error(source, detail);
+    let mut start = [0u8; 8];
+    read_exact_or_truncated(reader, &mut start, 0, len, source)?;
+    if &start[..6] != MAGIC {
+        return Err(fail(
+            "not a .npy file (the magic string \\x93NUMPY is missing)".into(),
+        ));
+    }
+    let (major, minor) = (start[6], start[7]);
+    let (header_len, header_start) = match (major, minor) {
+        (1, 0) => {
+            let mut n = [0u8; 2];
+            read_exact_or_truncated(reader, &mut n, 8, len, source)?;
+            (u64::from(u16::from_le_bytes(n)), 10)
+        }
+        (2 | 3, 0) => {
+            let mut n = [0u8; 4];
+            read_exact_or_truncated(reader, &mut n, 8, len, source)?;
+            (u64::from(u32::from_le_bytes(n)), 12)
+        }
+        _ => {
+            return Err(fail(format!(
+                "unsupported .npy format version {major}.{minor}"
+            )))
+        }
+    };
+    if header_len > MAX_HEADER_LEN {
+        return Err(fail(format!(
+            "header length {header_len} exceeds the limit of {MAX_HEADER_LEN} bytes"
+        )));
+    }
+    if header_start + header_len > len {
+        return Err(fail(format!(
+            "truncated: the header should end at byte {}, the file has {len} bytes",
+            header_start + header_len
+        )));
+    }
+    Ok(Prefix {
+        major,
+        header_start,
+        header_len,
+    })
+}
+
+/// Bytes of element data the header describes, refusing overflowing shapes.
+fn data_length(header: &Header) -> std::result::Result<u64, String> {
+    header
+        .shape
+        .iter()
+        .try_fold(header.dtype.size as u64, |acc, &d| {
+            acc.checked_mul(d as u64)
+        })
+        .ok_or_else(|| format!("shape {} has too many elements", shape_text(&header.shape)))
+}
+
+/// The input must end exactly where the data does.
+fn check_file_length(
+    header: &Header,
+    data_start: u64,
+    data_len: u64,
+    len: u64,
+) -> std::result::Result<(), String> {
+    let expected_end = data_start
+        .checked_add(data_len)
+        .ok_or_else(|| "data size overflows".to_string())?;
+    if expected_end > len {
+        return Err(format!(
+            "truncated: shape {} needs {data_len} data bytes from byte {data_start}, so the \
+             file should have {expected_end} bytes, but it has {len}",
+            shape_text(&header.shape)
+        ));
+    }
+    if expected_end < len {
+        return Err(format!(
+            "{} unexpected bytes after the data, which ends at byte {expected_end}",
+            len - expected_end
+        ));
+    }
+    Ok(())
 }
 
 fn read_exact_or_truncated(
