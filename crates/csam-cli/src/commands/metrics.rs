@@ -6,12 +6,12 @@ mod outputs;
 mod report;
 
 use std::collections::BTreeMap;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context};
 use clap::{Args, ValueEnum};
 use csam_calib::binning::{AdaptiveVariant, EdgeConvention};
-use csam_calib::calibrators::registry::{self, CalibratorKind};
+use csam_calib::calibrators::registry::{self, CalibratorKind, FittedCalibrator};
 use csam_calib::calibrators::temperature::TemperatureObjective;
 use csam_calib::metrics::summary::{summarize, MetricOptions, MetricSummary};
 use csam_calib::metrics::tce::tce;
@@ -213,40 +213,9 @@ pub fn run(args: &MetricsArgs) -> anyhow::Result<()> {
         );
     }
     let options = args.options();
-    let kind = args.score_kind();
     let preds = args.preds_path()?;
-    let test = inputs::load(
-        &Source {
-            role: "test",
-            preds,
-            labels: &args.labels,
-            preds_array: args.array.as_deref(),
-            labels_array: args.labels_array.as_deref(),
-            same_classes_as: None,
-        },
-        kind,
-        args.tolerance,
-    )?;
-    let validation = match (&args.val_preds, &args.val_labels) {
-        (Some(val_preds), Some(val_labels)) => {
-            let val = inputs::load(
-                &Source {
-                    role: "validation",
-                    preds: val_preds,
-                    labels: val_labels,
-                    preds_array: args.array.as_deref(),
-                    labels_array: args.labels_array.as_deref(),
-                    same_classes_as: Some((test.n_classes(), preds)),
-                },
-                kind,
-                args.tolerance,
-            )?;
-            Some(val)
-        }
-        _ => None,
-    };
+    let (test, validation) = load_sets(args, preds)?;
 
-    let calibrators = args.calibrators();
     let mut columns = vec![raw_column(
         &test,
         validation.as_ref(),
@@ -255,19 +224,9 @@ pub fn run(args: &MetricsArgs) -> anyhow::Result<()> {
     )?];
     let mut fitted = Vec::new();
     if let Some(val) = &validation {
-        for &calibrator in &calibrators {
-            let model = registry::fit(calibrator, val.logits.view(), &val.labels)
-                .with_context(|| format!("fitting {calibrator} on the validation set"))?;
-            let probs = model
-                .transform(test.logits.view())
-                .with_context(|| format!("applying {calibrator} to the test predictions"))?;
-            let summary = summarize(probs.view(), &test.labels, &options)
-                .with_context(|| format!("metrics after {calibrator}"))?;
-            columns.push(Column {
-                name: calibrator.name().to_string(),
-                probs,
-                summary,
-            });
+        for kind in args.calibrators() {
+            let (column, model) = calibrated_column(kind, val, &test, &options)?;
+            columns.push(column);
             fitted.push(model);
         }
     }
@@ -276,15 +235,11 @@ pub fn run(args: &MetricsArgs) -> anyhow::Result<()> {
         outputs::create_dir(dir, "--plot")?;
         let mut count = 0;
         for column in &columns {
-            count += outputs::write_plots(
-                dir,
-                &column.name,
-                column.probs.view(),
-                &test.labels,
-                &options.equal_width(),
-                column.summary.ece,
-            )?
-            .len();
+            let binning = options.equal_width();
+            let ece = column.summary.ece;
+            let probs = column.probs.view();
+            count +=
+                outputs::write_plots(dir, &column.name, probs, &test.labels, &binning, ece)?.len();
         }
         eprintln!("wrote {count} plots to {}", dir.display());
     }
@@ -296,27 +251,8 @@ pub fn run(args: &MetricsArgs) -> anyhow::Result<()> {
         }
     }
 
+    let meta = meta(args, preds, &test, validation.as_ref(), &columns);
     let order: Vec<String> = columns.iter().map(|c| c.name.clone()).collect();
-    let meta = Meta {
-        n: test.labels.len(),
-        k: test.n_classes(),
-        n_val: validation.as_ref().map(|v| v.labels.len()),
-        bins: options.n_bins,
-        edges: args.edges.to_possible_value_name(),
-        adaptive: args.adaptive.to_possible_value_name(),
-        tolerance: options.tolerance,
-        input: kind.name(),
-        tce_objective: validation
-            .as_ref()
-            .map(|_| args.tce_objective.to_possible_value_name()),
-        calibrators: order[1..].to_vec(),
-        files: Files {
-            preds: preds.display().to_string(),
-            labels: args.labels.display().to_string(),
-            val_preds: args.val_preds.as_ref().map(|p| p.display().to_string()),
-            val_labels: args.val_labels.as_ref().map(|p| p.display().to_string()),
-        },
-    };
     let summaries: BTreeMap<String, MetricSummary> =
         columns.into_iter().map(|c| (c.name, c.summary)).collect();
     if args.json {
@@ -330,6 +266,88 @@ pub fn run(args: &MetricsArgs) -> anyhow::Result<()> {
         print!("{}", report::table(&summaries, &order));
     }
     Ok(())
+}
+
+/// Loads the test set and, when given, the validation set (same `K` as test).
+fn load_sets(
+    args: &MetricsArgs,
+    preds: &Path,
+) -> anyhow::Result<(PredictionSet, Option<PredictionSet>)> {
+    let kind = args.score_kind();
+    let test_source = Source {
+        role: "test",
+        preds,
+        labels: &args.labels,
+        preds_array: args.array.as_deref(),
+        labels_array: args.labels_array.as_deref(),
+        same_classes_as: None,
+    };
+    let test = inputs::load(&test_source, kind, args.tolerance)?;
+    let validation = match (&args.val_preds, &args.val_labels) {
+        (Some(val_preds), Some(val_labels)) => {
+            let val_source = Source {
+                role: "validation",
+                preds: val_preds,
+                labels: val_labels,
+                same_classes_as: Some((test.n_classes(), preds)),
+                ..test_source
+            };
+            Some(inputs::load(&val_source, kind, args.tolerance)?)
+        }
+        _ => None,
+    };
+    Ok((test, validation))
+}
+
+/// Fits `kind` on the validation set and measures the calibrated test predictions.
+fn calibrated_column(
+    kind: CalibratorKind,
+    val: &PredictionSet,
+    test: &PredictionSet,
+    options: &MetricOptions,
+) -> anyhow::Result<(Column, FittedCalibrator)> {
+    let model = registry::fit(kind, val.logits.view(), &val.labels)
+        .with_context(|| format!("fitting {kind} on the validation set"))?;
+    let probs = model
+        .transform(test.logits.view())
+        .with_context(|| format!("applying {kind} to the test predictions"))?;
+    let summary = summarize(probs.view(), &test.labels, options)
+        .with_context(|| format!("metrics after {kind}"))?;
+    let column = Column {
+        name: kind.name().to_string(),
+        probs,
+        summary,
+    };
+    Ok((column, model))
+}
+
+/// The `meta` member of the report: sizes, settings and input files.
+fn meta(
+    args: &MetricsArgs,
+    preds: &Path,
+    test: &PredictionSet,
+    validation: Option<&PredictionSet>,
+    columns: &[Column],
+) -> Meta {
+    let shown = |p: &Path| p.display().to_string();
+    Meta {
+        n: test.labels.len(),
+        k: test.n_classes(),
+        n_val: validation.map(|v| v.labels.len()),
+        bins: args.bins as usize,
+        edges: args.edges.to_possible_value_name(),
+        adaptive: args.adaptive.to_possible_value_name(),
+        tolerance: args.tolerance,
+        input: args.score_kind().name(),
+        tce_objective: validation.map(|_| args.tce_objective.to_possible_value_name()),
+        calibrators: columns[1..].iter().map(|c| c.name.clone()).collect(),
+        files: Files {
+            preds: shown(preds),
+            labels: shown(&args.labels),
+            val_preds: args.val_preds.as_deref().map(shown),
+            val_labels: args.val_labels.as_deref().map(shown),
+        },
+    }
 }
 
 /// Metrics of the test predictions as given, with TCE when validation data exists.
