@@ -4,9 +4,9 @@ use plotters::coord::Shift;
 use plotters::prelude::*;
 
 use super::frame::{self, YAxis};
-use super::overall_accuracy_and_confidence;
 use super::render::Figure;
 use super::style::{BAR, RED};
+use super::{bar_edges, overall_accuracy_and_confidence};
 use crate::binning::Bin;
 
 /// Fraction of samples per bin, with the accuracy and mean confidence marked.
@@ -36,7 +36,8 @@ impl Figure for Histogram<'_> {
         )?;
         chart
             .draw_series(self.bins.iter().filter(|b| b.count > 0).flat_map(|b| {
-                let corners = [(b.lo, 0.0), (b.hi, fraction(b))];
+                let (lo, hi) = bar_edges(b);
+                let corners = [(lo, 0.0), (hi, fraction(b))];
                 [
                     Rectangle::new(corners, BAR.filled()),
                     Rectangle::new(corners, BLACK.stroke_width(1)),

@@ -128,6 +128,16 @@ fn checked_bins(stats: &BinStats) -> Result<&[Bin]> {
     Ok(bins)
 }
 
+/// Narrowest bar drawn, as a fraction of the confidence axis.
+const MIN_BAR_WIDTH: f64 = 0.008;
+
+/// The x extent of a bin's bar: its edges, except that a bin narrower than
+/// [`MIN_BAR_WIDTH`] (the one-point bin `[1, 1]` of the left-closed
+/// convention) is widened to the left so that it stays visible.
+fn bar_edges(bin: &Bin) -> (f64, f64) {
+    (bin.lo.min(bin.hi - MIN_BAR_WIDTH), bin.hi)
+}
+
 /// (accuracy, mean confidence) of all binned samples.
 fn overall_accuracy_and_confidence(bins: &[Bin]) -> (f64, f64) {
     let count: usize = bins.iter().map(|b| b.count).sum();
@@ -157,6 +167,20 @@ mod tests {
         let s = BinStats::from_pairs(&Binning::default(), pairs).unwrap();
         let (acc, conf) = overall_accuracy_and_confidence(&s.bins);
         assert!((acc - 0.75).abs() < 1e-12 && (conf - 0.85).abs() < 1e-12);
+    }
+
+    #[test]
+    fn one_point_bins_get_a_visible_bar() {
+        let pairs = [(1.0, true), (0.5, false)];
+        let binning = Binning::EqualWidth {
+            n_bins: 10,
+            edges: crate::binning::EdgeConvention::LeftClosedWithOneBin,
+        };
+        let s = BinStats::from_pairs(&binning, pairs).unwrap();
+        let last = s.bins.last().unwrap();
+        assert_eq!((last.lo, last.hi, last.count), (1.0, 1.0, 1));
+        assert_eq!(bar_edges(last), (1.0 - MIN_BAR_WIDTH, 1.0));
+        assert_eq!(bar_edges(&s.bins[5]), (0.5, 0.6));
     }
 
     #[test]

@@ -3,6 +3,7 @@
 use plotters::coord::Shift;
 use plotters::prelude::*;
 
+use super::bar_edges;
 use super::frame::{self, YAxis};
 use super::render::Figure;
 use super::style::{BAR, GAP_OPACITY, RED};
@@ -87,9 +88,10 @@ struct Bar {
 
 impl Bar {
     fn of(bin: &Bin) -> Option<Self> {
+        let (lo, hi) = bar_edges(bin);
         Some(Bar {
-            lo: bin.lo,
-            hi: bin.hi,
+            lo,
+            hi,
             accuracy: bin.accuracy()?,
             confidence: bin.mean_score()?,
         })

@@ -255,16 +255,20 @@ pub fn run(args: &MetricsArgs) -> anyhow::Result<()> {
     let order: Vec<String> = columns.iter().map(|c| c.name.clone()).collect();
     let summaries: BTreeMap<String, MetricSummary> =
         columns.into_iter().map(|c| (c.name, c.summary)).collect();
-    if args.json {
+    let output = if args.json {
         let report = Report {
             meta,
             columns: summaries,
         };
-        println!("{}", serde_json::to_string_pretty(&report)?);
+        serde_json::to_string_pretty(&report)? + "\n"
     } else {
-        println!("{}", report::table_caption(&meta));
-        print!("{}", report::table(&summaries, &order));
-    }
+        format!(
+            "{}\n{}",
+            report::table_caption(&meta),
+            report::table(&summaries, &order)
+        )
+    };
+    super::print_stdout(&output)?;
     Ok(())
 }
 

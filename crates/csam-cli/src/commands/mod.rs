@@ -2,6 +2,9 @@
 
 pub mod metrics;
 
+use std::io::{ErrorKind, Write};
+
+use anyhow::Context;
 use clap::Subcommand;
 
 /// What `csam` can do.
@@ -16,5 +19,17 @@ pub enum Command {
 pub fn run(command: Command) -> anyhow::Result<()> {
     match command {
         Command::Metrics(args) => metrics::run(&args),
+    }
+}
+
+/// Writes a command's result to standard output. A reader that went away
+/// (`csam ... | head`) is not an error: there is nobody left to tell.
+pub fn print_stdout(text: &str) -> anyhow::Result<()> {
+    let mut out = std::io::stdout().lock();
+    match out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
+        Err(e) if e.kind() != ErrorKind::BrokenPipe => {
+            Err(e).context("writing the results to standard output")
+        }
+        _ => Ok(()),
     }
 }
