@@ -8,3 +8,7 @@
 pub fn default_device() -> tch::Device {
     tch::Device::cuda_if_available()
 }
+
+pub mod loss;
+pub mod model;
+pub mod optim;
