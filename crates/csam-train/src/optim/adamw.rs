@@ -1,8 +1,8 @@
 //! Adam with decoupled weight decay, as `torch.optim.AdamW`.
 
-use super::params::load_entry;
+use super::params::load_entries;
 use super::{BaseOptimizer, OptimError, Params};
-use tch::{nn::VarStore, Kind, Tensor};
+use tch::{nn::VarStore, Tensor};
 
 /// Hyperparameters of [`AdamW`] (no AMSGrad).
 #[derive(Debug, Clone, Copy, PartialEq, serde::Serialize, serde::Deserialize)]
@@ -150,23 +150,30 @@ impl BaseOptimizer for AdamW {
     }
 
     fn load_state(&mut self, state: &[(String, Tensor)]) -> Result<(), OptimError> {
-        let mut step = Tensor::zeros([1], (Kind::Double, tch::Device::Cpu));
-        load_entry(state, "step", &mut step)?;
-        let steps = step.f_double_value(&[0])?;
+        let step = state
+            .iter()
+            .find(|(n, _)| n == "step")
+            .ok_or_else(|| OptimError::Mismatch("state entry 'step' is missing".into()))?;
+        let steps = match step.1.numel() {
+            1 => step.1.f_double_value(&[0])?,
+            n => {
+                return Err(OptimError::Mismatch(format!(
+                    "state entry 'step' must hold one value, has {n}"
+                )))
+            }
+        };
         if !(steps >= 0.0 && steps.fract() == 0.0) {
             return Err(OptimError::Mismatch(format!(
                 "state entry 'step' must be a non-negative integer, got {steps}"
             )));
         }
-        for (name, (m, v)) in self
-            .params
-            .names()
-            .iter()
-            .zip(self.exp_avg.iter_mut().zip(self.exp_avg_sq.iter_mut()))
-        {
-            load_entry(state, &format!("{name}.exp_avg"), m)?;
-            load_entry(state, &format!("{name}.exp_avg_sq"), v)?;
+        let mut targets = Vec::with_capacity(2 * self.exp_avg.len());
+        let moments = self.exp_avg.iter_mut().zip(self.exp_avg_sq.iter_mut());
+        for (name, (m, v)) in self.params.names().iter().zip(moments) {
+            targets.push((format!("{name}.exp_avg"), m));
+            targets.push((format!("{name}.exp_avg_sq"), v));
         }
+        load_entries(state, targets)?;
         self.steps = steps as u64;
         Ok(())
     }

@@ -78,24 +78,31 @@ pub(crate) fn global_norm(tensors: &[Tensor]) -> Tensor {
     Tensor::stack(&norms, 0).norm()
 }
 
-/// Copies the state entry `name` into `dst`, checking that it exists and has
-/// `dst`'s shape.
-pub(crate) fn load_entry(
+/// Copies the state entries named in `targets` into their tensors. Every entry
+/// is checked (present, same shape) before any is copied, so a failed load
+/// leaves the optimiser unchanged.
+pub(crate) fn load_entries(
     state: &[(String, Tensor)],
-    name: &str,
-    dst: &mut Tensor,
+    targets: Vec<(String, &mut Tensor)>,
 ) -> Result<(), OptimError> {
-    let (_, src) = state
-        .iter()
-        .find(|(n, _)| n == name)
-        .ok_or_else(|| OptimError::Mismatch(format!("state entry '{name}' is missing")))?;
-    if src.size() != dst.size() {
-        return Err(OptimError::Mismatch(format!(
-            "state entry '{name}' has shape {:?}, expected {:?}",
-            src.size(),
-            dst.size()
-        )));
+    let mut sources = Vec::with_capacity(targets.len());
+    for (name, dst) in &targets {
+        let (_, src) = state
+            .iter()
+            .find(|(n, _)| n == name)
+            .ok_or_else(|| OptimError::Mismatch(format!("state entry '{name}' is missing")))?;
+        if src.size() != dst.size() {
+            return Err(OptimError::Mismatch(format!(
+                "state entry '{name}' has shape {:?}, expected {:?}",
+                src.size(),
+                dst.size()
+            )));
+        }
+        sources.push(src);
     }
-    tch::no_grad(|| dst.f_copy_(src))?;
+    let _guard = tch::no_grad_guard();
+    for ((_, dst), src) in targets.into_iter().zip(sources) {
+        dst.f_copy_(src)?;
+    }
     Ok(())
 }

@@ -1,6 +1,6 @@
 //! Stochastic gradient descent with momentum, as `torch.optim.SGD`.
 
-use super::params::load_entry;
+use super::params::load_entries;
 use super::{BaseOptimizer, OptimError, Params};
 use tch::{nn::VarStore, Tensor};
 
@@ -140,9 +140,13 @@ impl BaseOptimizer for Sgd {
     }
 
     fn load_state(&mut self, state: &[(String, Tensor)]) -> Result<(), OptimError> {
-        for (name, buf) in self.params.names().iter().zip(&mut self.momentum_buffers) {
-            load_entry(state, &format!("{name}.momentum_buffer"), buf)?;
-        }
-        Ok(())
+        let targets = self
+            .params
+            .names()
+            .iter()
+            .zip(&mut self.momentum_buffers)
+            .map(|(name, buf)| (format!("{name}.momentum_buffer"), buf))
+            .collect();
+        load_entries(state, targets)
     }
 }
