@@ -195,3 +195,27 @@ fn invalid_hyperparameters_are_errors() {
         Err(OptimError::Config(_))
     ));
 }
+
+#[test]
+fn optimizer_config_builds_from_json() {
+    use csam_train::optim::OptimizerConfig;
+    let (vs, _) = setup();
+    let json = r#"{"optimizer":"sgd","lr":0.05,"momentum":0.9,"nesterov":true,"weight_decay":0.0}"#;
+    let config: OptimizerConfig = serde_json::from_str(json).unwrap();
+    let opt = config.build(&vs).unwrap();
+    assert_eq!(opt.learning_rate(), 0.05);
+    assert_eq!(opt.state().len(), 11);
+    let adamw = OptimizerConfig::AdamW(AdamWConfig::default());
+    let json = serde_json::to_string(&adamw).unwrap();
+    assert!(json.contains(r#""optimizer":"adamw""#), "{json}");
+    assert_eq!(
+        serde_json::from_str::<OptimizerConfig>(&json).unwrap(),
+        adamw
+    );
+    assert_eq!(adamw.build(&vs).unwrap().state().len(), 23);
+    let bad = OptimizerConfig::Sgd(SgdConfig {
+        lr: -1.0,
+        ..SgdConfig::default()
+    });
+    assert!(bad.build(&vs).is_err());
+}

@@ -413,3 +413,50 @@ fn skipped_sam_steps_are_plain_sgd_steps() {
     }
     assert!((opt.learning_rate() - 0.1).abs() < 1e-15);
 }
+
+#[test]
+fn clipping_bounds_the_update_gradient_of_both_step_kinds() {
+    // SGD without momentum or decay, lr 1: theta moves by exactly -clip(g').
+    let max_norm = 1e-3;
+    for sam_every in [1, 2] {
+        let (vs, model) = setup(8, Kind::Double);
+        let plain = SgdConfig {
+            lr: 1.0,
+            momentum: 0.0,
+            nesterov: false,
+            weight_decay: 0.0,
+        };
+        let mut opt = Sgd::new(&vs, plain).unwrap();
+        let config = SamConfig {
+            sam_every,
+            clip_grad_norm: Some(max_norm),
+            ..sam_config(0.1, SecondLoss::CrossEntropy, None)
+        };
+        let mut step = SamStep::new(config, &vs).unwrap();
+        for s in 0..2 {
+            let before = snapshot(&vs);
+            let (xs, ys) = batch(60 + s, 8, Kind::Double);
+            let stats = step.step(&model, &xs, &ys, &mut opt).unwrap();
+            assert!(
+                stats.grad_norm > 10.0 * max_norm,
+                "the gradient must need clipping"
+            );
+            let after = snapshot(&vs);
+            let moved: f64 = TRAINABLE
+                .iter()
+                .map(|k| {
+                    (&after[*k] - &before[*k])
+                        .square()
+                        .sum(None)
+                        .double_value(&[])
+                })
+                .sum::<f64>()
+                .sqrt();
+            // clip_grad_norm_: g * max_norm / (||g|| + 1e-6).
+            assert!(
+                (moved - max_norm).abs() < 1e-8,
+                "sam_every {sam_every} step {s}: {moved}"
+            );
+        }
+    }
+}

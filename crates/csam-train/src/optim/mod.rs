@@ -72,3 +72,23 @@ pub trait BaseOptimizer: Send {
     /// every expected name must be present with the right shape).
     fn load_state(&mut self, state: &[(String, Tensor)]) -> Result<(), OptimError>;
 }
+
+/// Which base optimiser to build, with its hyperparameters (serde-tagged by
+/// `optimizer`: `{"optimizer": "sgd", "lr": 0.1, ...}`).
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(tag = "optimizer", rename_all = "snake_case")]
+pub enum OptimizerConfig {
+    Sgd(SgdConfig),
+    #[serde(rename = "adamw")]
+    AdamW(AdamWConfig),
+}
+
+impl OptimizerConfig {
+    /// Builds the optimiser over the trainable variables of `vs`.
+    pub fn build(&self, vs: &tch::nn::VarStore) -> Result<Box<dyn BaseOptimizer>, OptimError> {
+        Ok(match *self {
+            OptimizerConfig::Sgd(c) => Box::new(Sgd::new(vs, c)?),
+            OptimizerConfig::AdamW(c) => Box::new(AdamW::new(vs, c)?),
+        })
+    }
+}
