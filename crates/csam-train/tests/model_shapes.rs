@@ -48,6 +48,7 @@ fn registry_parses_every_documented_name() {
 }
 
 fn assert_logits_shape(kind: ModelKind, input: InputShape) {
+    tch::set_num_threads(1); // tiny tensors: threads only contend
     let vs = nn::VarStore::new(Device::Cpu);
     let model = build_model(kind, &vs.root(), input, 7).unwrap();
     let xs = Tensor::randn(
@@ -89,6 +90,7 @@ fn models_accept_any_spatial_size() {
 
 #[test]
 fn resnet110_builds_and_runs() {
+    tch::set_num_threads(1); // tiny tensors: threads only contend
     let vs = nn::VarStore::new(Device::Cpu);
     let kind = "resnet110".parse().unwrap();
     let model = build_model(kind, &vs.root(), shape(3, 8, 8), 100).unwrap();
@@ -164,6 +166,7 @@ fn models_follow_the_store_kind() {
 
 #[test]
 fn dropout_modes() {
+    tch::set_num_threads(1); // tiny tensors: threads only contend
     let vs = nn::VarStore::new(Device::Cpu);
     let options = ModelOptions {
         dropout: 0.5,
