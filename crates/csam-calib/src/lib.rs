@@ -12,6 +12,24 @@
 //!
 //! Every binned metric is computed from one shared binning pass, so the
 //! reliability diagram, ECE, MCE and classwise ECE always agree with each other.
+//!
+//! ## Modules
+//!
+//! * [`scores`]: softmax / log-softmax (log-sum-exp), `ln p` with a clamp, and the
+//!   validators of probabilities, logits and labels (errors name the row);
+//! * [`binning`]: the one binning implementation ([`binning::Binning`]: equal
+//!   width with two edge conventions, equal mass with two variants) and the
+//!   per-bin statistics [`binning::BinStats`] every binned metric is read from;
+//! * [`metrics`]: ECE / MCE / RMS, AdaECE, classwise ECE, AUROC (three kinds),
+//!   NLL, Brier, accuracy, confidence, entropy, confidence histogram, bootstrap
+//!   intervals, TCE and [`metrics::summary::summarize`];
+//! * [`calibrators`]: the [`calibrators::Calibrator`] trait and the calibrators,
+//!   among them [`calibrators::temperature`];
+//! * [`error`], the crate's one error type [`CalibError`].
+//!
+//! The conventions (bin edges, AdaECE variants, TCE objectives, AUROC kinds)
+//! are those of the project's paper notes, §2; the crate README lists them
+//! with worked examples.
 
 pub mod binning;
 pub mod calibrators;
