@@ -48,6 +48,18 @@ fn sampled_labels(probs: &Array2<f64>, seed: u64) -> Vec<usize> {
         .collect()
 }
 
+/// Lane-wise maximum of a slice: memory-bound, the speed limit of any metric
+/// that reads the whole matrix once.
+fn read_all(values: &[f32]) -> f32 {
+    let mut lanes = [0.0_f32; 16];
+    for chunk in values.chunks_exact(16) {
+        for (lane, &v) in lanes.iter_mut().zip(chunk) {
+            *lane = if v > *lane { v } else { *lane };
+        }
+    }
+    lanes.iter().fold(0.0, |a, &b| if b > a { b } else { a })
+}
+
 fn bench_metrics(c: &mut Criterion) {
     let probs = softmax(logits(ROWS, 42).view());
     let labels = sampled_labels(&probs, 43);
@@ -58,6 +70,10 @@ fn bench_metrics(c: &mut Criterion) {
     let mut group = c.benchmark_group("1M x 100 f32");
     group.sample_size(10);
     group.throughput(Throughput::Bytes(bytes));
+    // The floor: one vectorised read of every entry (lane-wise max), no metric.
+    group.bench_function("read-only pass (max of all entries)", |b| {
+        b.iter(|| read_all(probs.as_slice().expect("a new array is contiguous")))
+    });
     group.bench_function("ece equal-width", |b| {
         b.iter(|| metrics::ece(p, &labels, &Binning::default(), Norm::L1).unwrap())
     });

@@ -340,8 +340,13 @@ mod tests {
     proptest! {
         #[test]
         fn fast_and_strided_row_scans_agree(
-            values in prop::collection::vec(prop_oneof![0.0..=1.0_f64, Just(0.5), Just(-0.1), Just(f64::NAN)], 1..40)
+            mut values in prop::collection::vec(prop_oneof![0.0..=1.0_f64, Just(0.5), Just(0.0)], 1..70),
+            corrupt in prop::option::of((any::<prop::sample::Index>(), prop_oneof![Just(-0.1), Just(f64::NAN), Just(1.5)])),
         ) {
+            if let Some((at, bad)) = corrupt {
+                let i = at.index(values.len());
+                values[i] = bad;
+            }
             // A column of a 2-row matrix is strided, so it takes the slow path.
             let k = values.len();
             let two_rows = Array2::from_shape_fn((k, 2), |(i, _)| values[i]);
