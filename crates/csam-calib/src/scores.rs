@@ -11,7 +11,9 @@ use crate::error::{CalibError, Result};
 
 /// Element types a metric accepts: `f32` or `f64`. Metrics read values through
 /// `Into<f64>` and accumulate in `f64`; comparisons run in the type itself.
-pub trait Real: Copy + Send + Sync + Into<f64> + PartialOrd + 'static {
+pub trait Real:
+    Copy + Send + Sync + Into<f64> + PartialOrd + std::ops::Add<Output = Self> + 'static
+{
     /// 0 in this type.
     const ZERO: Self;
     /// 1 in this type.
@@ -95,36 +97,45 @@ pub fn top_class<T: Real>(row: ArrayView1<'_, T>, row_index: usize) -> Result<(u
     Ok(best)
 }
 
-/// Fast path of [`top_class`] for a contiguous row: lane-wise maximum and
-/// "every entry in `[0, 1]`" flags in the element type (a NaN fails both
-/// comparisons), which the compiler vectorises; then the first index of the
-/// maximum. `None` if the row is empty or any entry is not in `[0, 1]`.
+/// Fast path of [`top_class`] for a contiguous row: lane-wise max, min and sum
+/// in the element type (which the compiler vectorises; a NaN turns the sum
+/// NaN), then the first index of the max. `None` if the row is empty or any
+/// entry is not in `[0, 1]`.
 #[inline]
 fn scan_valid_row<T: Real>(row: &[T]) -> Option<(usize, f64)> {
     const LANES: usize = 16;
     let first = *row.first()?;
-    let mut max = [first; LANES];
-    let mut valid = [true; LANES];
+    let (mut max, mut min, mut sum) = ([first; LANES], [first; LANES], [T::ZERO; LANES]);
     let chunks = row.chunks_exact(LANES);
     let tail = chunks.remainder();
     for chunk in chunks {
         for lane in 0..LANES {
             let v = chunk[lane];
             max[lane] = if v > max[lane] { v } else { max[lane] };
-            valid[lane] &= (v >= T::ZERO) & (v <= T::ONE);
+            min[lane] = if v < min[lane] { v } else { min[lane] };
+            sum[lane] = sum[lane] + v;
         }
     }
     for (lane, &v) in tail.iter().enumerate() {
         max[lane] = if v > max[lane] { v } else { max[lane] };
-        valid[lane] &= (v >= T::ZERO) & (v <= T::ONE);
+        min[lane] = if v < min[lane] { v } else { min[lane] };
+        sum[lane] = sum[lane] + v;
     }
-    if !valid.iter().all(|&ok| ok) {
+    let top = max.iter().fold(first, |a, &b| if b > a { b } else { a });
+    let bottom = min.iter().fold(first, |a, &b| if b < a { b } else { a });
+    let total: f64 = sum.iter().map(|&v| v.into()).sum();
+    // Every entry is in the sum, so any NaN (also a first one, where max and
+    // min start) makes the total NaN.
+    if bottom < T::ZERO || top > T::ONE || total.is_nan() {
         return None;
     }
-    let top = max
-        .iter()
-        .fold(first, |best, &v| if v > best { v } else { best });
-    let index = row.iter().position(|&v| v == top)?;
+    // First index of the max: whole chunks compared without branches, then
+    // the position inside the first chunk that holds it.
+    let (offset, chunk) = row
+        .chunks(LANES)
+        .enumerate()
+        .find(|(_, chunk)| chunk.iter().fold(false, |seen, &v| seen | (v == top)))?;
+    let index = offset * LANES + chunk.iter().position(|&v| v == top)?;
     Some((index, top.into()))
 }
 
@@ -269,6 +280,10 @@ mod tests {
         assert!(matches!(
             top_class(array![0.5, f64::NAN, 0.5].view(), 7),
             Err(CalibError::NonFinite { row: 7, col: 1, .. })
+        ));
+        assert!(matches!(
+            top_class(array![f64::NAN, 0.5].view(), 4),
+            Err(CalibError::NonFinite { row: 4, col: 0, .. })
         ));
         assert!(matches!(
             top_class(array![1.5, -0.5].view(), 2),
