@@ -94,8 +94,8 @@ pub struct Bin {
     pub hi: f64,
     /// Number of samples in the bin.
     pub count: usize,
-    /// Sum of their scores (confidences).
-    pub sum_score: f64,
+    /// Sum of their scores: confidences, or `p_k` for classwise ECE.
+    pub sum_confidence: f64,
     /// Number of hits (correct predictions, or `y = k` for classwise ECE).
     pub hits: usize,
 }
@@ -106,20 +106,20 @@ impl Bin {
             lo,
             hi,
             count: 0,
-            sum_score: 0.0,
+            sum_confidence: 0.0,
             hits: 0,
         }
     }
 
     fn add(&mut self, score: f64, hit: bool) {
         self.count += 1;
-        self.sum_score += score;
+        self.sum_confidence += score;
         self.hits += usize::from(hit);
     }
 
-    /// Mean score (confidence) of the bin; `None` for an empty bin.
-    pub fn mean_score(&self) -> Option<f64> {
-        (self.count > 0).then(|| self.sum_score / self.count as f64)
+    /// Mean score (confidence, or `p_k` for classwise ECE) of the bin; `None` for an empty bin.
+    pub fn mean_confidence(&self) -> Option<f64> {
+        (self.count > 0).then(|| self.sum_confidence / self.count as f64)
     }
 
     /// Fraction of hits (accuracy) in the bin; `None` for an empty bin.
@@ -129,7 +129,7 @@ impl Bin {
 
     /// `|accuracy - mean score|`; `None` for an empty bin.
     pub fn gap(&self) -> Option<f64> {
-        Some((self.accuracy()? - self.mean_score()?).abs())
+        Some((self.accuracy()? - self.mean_confidence()?).abs())
     }
 }
 
@@ -540,7 +540,7 @@ mod tests {
                 prop_assert_eq!(counted, pairs.len());
             }
             for bin in stats.bins.iter().filter(|b| b.count > 0) {
-                let mean = bin.mean_score().unwrap();
+                let mean = bin.mean_confidence().unwrap();
                 prop_assert!(bin.lo <= mean + 1e-12 && mean <= bin.hi + 1e-12);
             }
             let ece = stats.calibration_error(Norm::L1);
