@@ -231,6 +231,37 @@ fn probabilities_give_the_same_metrics_as_their_logits() {
 }
 
 #[test]
+fn undefined_aurocs_are_null_not_a_failure() {
+    // Every prediction right: misclassification AUROC has no negative to rank.
+    let dir = tempfile::tempdir().unwrap();
+    let logits =
+        ndarray::Array2::from_shape_fn((30, 3), |(i, k)| if k == i % 3 { 4.0f32 } else { 0.0 });
+    let labels: Vec<i64> = (0..30).map(|i| i % 3).collect();
+    let (preds, truth) = (dir.path().join("p.npy"), dir.path().join("y.npy"));
+    npy::write_f32(&preds, &logits.view()).unwrap();
+    npy::write_i64(&truth, &labels).unwrap();
+    let args = [
+        "metrics",
+        path_str(&preds),
+        "--labels",
+        path_str(&truth),
+        "--logits",
+    ];
+    let mut json_args = args.to_vec();
+    json_args.push("--json");
+    let report: Value = serde_json::from_str(&stdout(&csam(&json_args))).unwrap();
+    assert!(report["raw"]["auroc_misclassification"].is_null());
+    assert_eq!(report["raw"]["accuracy"], 1.0);
+    assert_eq!(report["raw"]["auroc_ovr"], 1.0);
+    let table = stdout(&csam(&args));
+    let row = table
+        .lines()
+        .find(|l| l.starts_with("AUROC misclassification"))
+        .unwrap();
+    assert_eq!(row.split_whitespace().last(), Some("-"));
+}
+
+#[test]
 fn plots_and_calibrators_are_written() {
     let dir = tempfile::tempdir().unwrap();
     let plots = dir.path().join("plots");

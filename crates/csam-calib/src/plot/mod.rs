@@ -118,7 +118,7 @@ fn checked_bins(stats: &BinStats) -> Result<&[Bin]> {
     }
     for (i, b) in bins.iter().enumerate() {
         let in_unit = |x: f64| (0.0..=1.0).contains(&x);
-        let mean_ok = b.mean_score().is_none_or(in_unit);
+        let mean_ok = b.mean_confidence().is_none_or(in_unit);
         if !(in_unit(b.lo) && in_unit(b.hi) && b.lo <= b.hi && b.hits <= b.count && mean_ok) {
             return Err(CalibError::InvalidArgument(format!(
                 "bin {i} cannot be plotted: {b:?}"
@@ -142,7 +142,7 @@ fn bar_edges(bin: &Bin) -> (f64, f64) {
 fn overall_accuracy_and_confidence(bins: &[Bin]) -> (f64, f64) {
     let count: usize = bins.iter().map(|b| b.count).sum();
     let hits: usize = bins.iter().map(|b| b.hits).sum();
-    let score: f64 = bins.iter().map(|b| b.sum_score).sum();
+    let score: f64 = bins.iter().map(|b| b.sum_confidence).sum();
     (hits as f64 / count as f64, score / count as f64)
 }
 
@@ -235,7 +235,7 @@ mod tests {
         bad.bins[last].hits = bad.bins[last].count + 1;
         assert!(confidence_histogram(&bad, "t", ImageFormat::Svg).is_err());
         let mut nan = stats();
-        nan.bins[last].sum_score = f64::NAN;
+        nan.bins[last].sum_confidence = f64::NAN;
         assert!(reliability_diagram(&nan, "t", 0.0, ImageFormat::Png).is_err());
         assert!(ImageFormat::from_path(Path::new("a.jpg")).is_err());
     }

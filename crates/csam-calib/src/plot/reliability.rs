@@ -93,7 +93,7 @@ impl Bar {
             lo,
             hi,
             accuracy: bin.accuracy()?,
-            confidence: bin.mean_score()?,
+            confidence: bin.mean_confidence()?,
         })
     }
 

@@ -21,6 +21,9 @@ Each metrics member holds, all as fractions (not percent):
   accuracy, ece, ece_l2, mce, adaece, classwise_ece, nll, brier,
   auroc_misclassification, auroc_ovr, mean_confidence, mean_entropy (nats),
   tce (raw only, when validation data is given; otherwise null).
+auroc_misclassification is null when every prediction is right (or every one
+wrong); auroc_ovr is null when no class has both positives and negatives.
+In the table such values print as \"-\".
 ece / ece_l2 / mce / classwise_ece / tce use --bins equal-width bins with --edges;
 adaece uses --bins equal-mass bins with --adaptive.";
 
@@ -79,9 +82,9 @@ const ROWS: &[(&str, Unit, Field)] = &[
     ("NLL", Unit::Plain, |s| Some(s.nll)),
     ("Brier", Unit::Plain, |s| Some(s.brier)),
     ("AUROC misclassification", Unit::Percent, |s| {
-        Some(s.auroc_misclassification)
+        s.auroc_misclassification
     }),
-    ("AUROC one-vs-rest", Unit::Percent, |s| Some(s.auroc_ovr)),
+    ("AUROC one-vs-rest", Unit::Percent, |s| s.auroc_ovr),
     ("mean confidence", Unit::Percent, |s| {
         Some(s.mean_confidence)
     }),
