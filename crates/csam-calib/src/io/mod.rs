@@ -25,8 +25,8 @@ pub use npy_header::{ByteOrder, Dtype, Header as NpyHeader, Kind};
 
 use crate::error::Result;
 
-/// Arrays taken from an `.npz` holding several when no name is given: the
-/// first of these present (exactly one may be present).
+/// The array read from an `.npz` that holds several when no name is given:
+/// the one of these names that is present (if two are, the caller must choose).
 const MATRIX_NAMES: &[&str] = &["logits", "probs"];
 const LABEL_NAMES: &[&str] = &["labels"];
 
