@@ -462,3 +462,52 @@ fn clipping_bounds_the_update_gradient_of_both_step_kinds() {
         }
     }
 }
+
+/// Gives logits of the wrong batch size on its second forward pass.
+#[derive(Debug)]
+struct FailsOnPass2 {
+    inner: TwoLayer,
+    calls: std::sync::atomic::AtomicUsize,
+}
+
+impl ModuleT for FailsOnPass2 {
+    fn forward_t(&self, xs: &Tensor, train: bool) -> Tensor {
+        let logits = self.inner.forward_t(xs, train);
+        let call = self.calls.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        if call == 1 {
+            logits.narrow(0, 0, 1)
+        } else {
+            logits
+        }
+    }
+}
+
+#[test]
+fn a_failed_second_pass_restores_theta_and_running_stats() {
+    let (vs, inner) = setup(9, Kind::Float);
+    let (shadow_vs, shadow) = setup(9, Kind::Float);
+    let before = snapshot(&vs);
+    let model = FailsOnPass2 {
+        inner,
+        calls: Default::default(),
+    };
+    let mut opt = sgd(&vs, 0.1, 0.0);
+    let mut step = SamStep::new(sam_config(0.5, SecondLoss::CrossEntropy, None), &vs).unwrap();
+    let (xs, ys) = batch(70, 8, Kind::Float);
+    assert!(step.step(&model, &xs, &ys, &mut opt).is_err());
+    let _ = tch::no_grad(|| shadow.forward_t(&xs, true));
+    let (after, shadow_after) = (snapshot(&vs), snapshot(&shadow_vs));
+    for k in TRAINABLE {
+        assert!(after[k].equal(&before[k]), "{k} left perturbed");
+    }
+    for k in ["bn.running_mean", "bn.running_var"] {
+        assert!(
+            after[k].equal(&shadow_after[k]),
+            "{k} moved by the failed pass"
+        );
+    }
+    // Mismatched inputs and targets are rejected before any forward pass.
+    let (xs, ys) = batch(71, 8, Kind::Float);
+    let err = step.step(&model, &xs, &ys.narrow(0, 0, 7), &mut opt);
+    assert!(err.is_err());
+}
