@@ -8,6 +8,7 @@
 
 mod adamw;
 mod buffers;
+mod flat;
 mod params;
 mod perturbation;
 pub mod sam;

@@ -72,10 +72,9 @@ impl Params {
 }
 
 /// Global L2 norm `sqrt(sum_i ||t_i||^2)` as a 0-d tensor on the tensors' device
-/// (no host synchronisation).
-pub(crate) fn global_norm(tensors: &[Tensor]) -> Tensor {
-    let norms: Vec<Tensor> = tensors.iter().map(|t| t.norm()).collect();
-    Tensor::stack(&norms, 0).norm()
+/// (no host synchronisation), computed on their concatenation.
+pub(crate) fn global_norm(tensors: &[Tensor]) -> Result<Tensor, OptimError> {
+    Ok(super::flat::flatten(tensors)?.norm())
 }
 
 /// Copies the state entries named in `targets` into their tensors. Every entry
