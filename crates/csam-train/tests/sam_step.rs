@@ -385,6 +385,17 @@ fn sam_every_k_perturbs_on_steps_0_k_2k() {
         pattern.push(stats.perturbed.is_some());
     }
     assert_eq!(pattern, [true, false, false, true, false, false, true]);
+    // A resumed run continues the pattern from its global step.
+    step.set_steps_taken(5);
+    let next: Vec<bool> = (0..3)
+        .map(|s| {
+            let (xs, ys) = batch(50 + s, 8, Kind::Float);
+            let stats = step.step(&model, &xs, &ys, &mut opt).unwrap();
+            stats.perturbed.is_some()
+        })
+        .collect();
+    assert_eq!(next, [false, true, false]);
+    assert_eq!(step.steps_taken(), 8);
 }
 
 #[test]

@@ -141,6 +141,12 @@ impl SamStep {
         self.steps_taken
     }
 
+    /// Sets the step counter, e.g. to the global step of a resumed run, so the
+    /// `sam_every` pattern continues where the checkpoint left it.
+    pub fn set_steps_taken(&mut self, steps: u64) {
+        self.steps_taken = steps;
+    }
+
     /// Whether the next step perturbs (`steps_taken` is a multiple of `sam_every`).
     pub fn next_is_sam(&self) -> bool {
         self.steps_taken.is_multiple_of(self.config.sam_every)
