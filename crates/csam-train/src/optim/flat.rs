@@ -74,3 +74,17 @@ impl FlatCopy {
         &self.flat
     }
 }
+
+/// Views of consecutive chunks of the 1-D `flat`, shaped like `like` (writes
+/// through a view change `flat`).
+pub(crate) fn chunk_views(flat: &Tensor, like: &[Tensor]) -> Result<Vec<Tensor>, OptimError> {
+    let mut offset = 0;
+    like.iter()
+        .map(|t| {
+            let n = t.numel() as i64;
+            let view = flat.f_narrow(0, offset, n)?.f_view(t.size().as_slice())?;
+            offset += n;
+            Ok(view)
+        })
+        .collect()
+}
