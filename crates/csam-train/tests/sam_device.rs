@@ -1,6 +1,6 @@
 //! CSAM steps (m-sharpness, every other step plain) with SGD and AdamW on an
-//! accelerator agree with the CPU: the device is a
-//! value, never a code path. Skipped with a notice where CUDA is unavailable.
+//! accelerator agree with the CPU: the device is a value, never a code path.
+//! Skipped with a notice where CUDA is unavailable.
 
 use csam_train::model::{build_model, InputShape};
 use csam_train::optim::{
