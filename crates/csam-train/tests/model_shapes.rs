@@ -224,3 +224,27 @@ fn invalid_configurations_are_errors() {
         }
     ));
 }
+
+#[test]
+fn inputs_that_do_not_fit_are_errors_not_panics() {
+    let vs = nn::VarStore::new(Device::Cpu);
+    let mlp = build_model("mlp".parse().unwrap(), &vs.root(), shape(1, 4, 4), 3).unwrap();
+    let cnn = build_model(
+        "cnn".parse().unwrap(),
+        &(vs.root() / "c"),
+        shape(3, 4, 4),
+        3,
+    )
+    .unwrap();
+    let x = |dims: &[i64]| Tensor::zeros(dims, (Kind::Float, Device::Cpu));
+    assert!(mlp.try_forward(&x(&[2, 1, 4, 4]), Mode::Eval).is_ok());
+    for bad in [&[2, 1, 4, 5][..], &[2, 3, 4, 4], &[2, 16], &[0, 1, 4, 4]] {
+        let err = mlp.try_forward(&x(bad), Mode::Eval).unwrap_err();
+        assert!(matches!(err, ModelError::Input(_)), "{bad:?}");
+        assert!(err.to_string().contains("[B, 1, 4, 4]"), "{err}");
+    }
+    // Convolutional nets take any spatial size but need their channel count.
+    assert!(cnn.check_input(&x(&[2, 3, 9, 2])).is_ok());
+    assert!(cnn.check_input(&x(&[2, 1, 4, 4])).is_err());
+    assert!(ModelKind::all().all(|k| !k.summary().is_empty()));
+}
