@@ -8,3 +8,4 @@
 pub fn default_device() -> tch::Device {
     tch::Device::cuda_if_available()
 }
+pub mod data;

@@ -1,0 +1,212 @@
+//! Mini-batches as tensors.
+//!
+//! A batch is built in one `Vec<f32>` (augmentation and normalisation fused
+//! in a table look-up per pixel) and becomes one tensor `[B, C, H, W]` on the
+//! requested device; labels become one `i64` tensor `[B]`.
+//!
+//! Epoch `e` of a loader with seed `s` visits the samples in a permutation
+//! drawn from the stream `(s, Order, e)` (a Fisher-Yates shuffle of
+//! `0..n`), or in index order when `shuffle` is off; augmentation draws from
+//! `(s, Augment, e)` in visiting order. Same `(seed, epoch)`, same batches.
+
+use rand::seq::SliceRandom;
+use tch::{Device, Tensor};
+
+use super::augment::Augmentation;
+use super::dataset::Dataset;
+use super::error::{DataError, Result};
+use super::normalize::Normalization;
+use super::rng::{stream, Purpose};
+
+/// How a [`BatchLoader`] walks a dataset.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct LoaderOptions {
+    pub batch_size: usize,
+    /// Visit samples in a seeded random order per epoch (off: index order).
+    pub shuffle: bool,
+    /// Drop the last batch when smaller than `batch_size`.
+    pub drop_last: bool,
+    pub augmentation: Augmentation,
+    pub seed: u64,
+    pub device: Device,
+}
+
+impl LoaderOptions {
+    /// Training: shuffled, last partial batch kept, the given augmentation.
+    pub fn training(
+        batch_size: usize,
+        augmentation: Augmentation,
+        seed: u64,
+        device: Device,
+    ) -> Self {
+        LoaderOptions {
+            batch_size,
+            shuffle: true,
+            drop_last: false,
+            augmentation,
+            seed,
+            device,
+        }
+    }
+
+    /// Evaluation: index order, no augmentation, every sample once.
+    pub fn evaluation(batch_size: usize, device: Device) -> Self {
+        LoaderOptions {
+            batch_size,
+            shuffle: false,
+            drop_last: false,
+            augmentation: Augmentation::NONE,
+            seed: 0,
+            device,
+        }
+    }
+}
+
+/// Yields normalised `(xs: f32 [B, C, H, W], ys: i64 [B])` batches of a
+/// dataset, epoch by epoch (see the module doc for the order).
+#[derive(Debug)]
+pub struct BatchLoader<'a> {
+    dataset: &'a Dataset,
+    tables: Vec<[f32; 256]>,
+    options: LoaderOptions,
+}
+
+impl<'a> BatchLoader<'a> {
+    /// Checks that the normalisation has the dataset's channel count and the
+    /// batch size is positive.
+    pub fn new(
+        dataset: &'a Dataset,
+        normalization: &Normalization,
+        options: LoaderOptions,
+    ) -> Result<Self> {
+        if normalization.channels() != dataset.channels
+            || normalization.std.len() != dataset.channels
+        {
+            return Err(DataError::Invalid(format!(
+                "normalisation has {} means and {} stds, {} has {} channels",
+                normalization.mean.len(),
+                normalization.std.len(),
+                dataset.name,
+                dataset.channels
+            )));
+        }
+        if options.batch_size == 0 {
+            return Err(DataError::Invalid("batch size must be positive".into()));
+        }
+        Ok(BatchLoader {
+            dataset,
+            tables: normalization.lookup_tables(),
+            options,
+        })
+    }
+
+    /// The dataset this loader reads.
+    pub fn dataset(&self) -> &'a Dataset {
+        self.dataset
+    }
+
+    /// Batches per epoch.
+    pub fn n_batches(&self) -> usize {
+        let (n, b) = (self.dataset.n, self.options.batch_size);
+        if self.options.drop_last {
+            n / b
+        } else {
+            n.div_ceil(b)
+        }
+    }
+
+    /// The sample indices of `epoch` in visiting order (a permutation of
+    /// `0..n`).
+    pub fn order(&self, epoch: u64) -> Vec<usize> {
+        let mut order: Vec<usize> = (0..self.dataset.n).collect();
+        if self.options.shuffle {
+            order.shuffle(&mut stream(self.options.seed, Purpose::Order, epoch));
+        }
+        order
+    }
+
+    /// The batches of `epoch`.
+    pub fn epoch(&self, epoch: u64) -> Batches<'_> {
+        Batches {
+            loader: self,
+            order: self.order(epoch),
+            next: 0,
+            rng: stream(self.options.seed, Purpose::Augment, epoch),
+        }
+    }
+
+    /// Normalised, augmented pixels of `indices` as one `Vec<f32>` in
+    /// `[len, C, H, W]` order, drawing augmentations from `rng`.
+    fn pixels(&self, indices: &[usize], rng: &mut impl rand::Rng) -> Vec<f32> {
+        let len = self.dataset.sample_len();
+        let mut buffer = vec![0f32; indices.len() * len];
+        let augmentation = self.options.augmentation;
+        for (&i, out) in indices.iter().zip(buffer.chunks_exact_mut(len)) {
+            let draw = augmentation.draw(rng);
+            augmentation.apply(
+                draw,
+                self.dataset.image(i),
+                self.dataset.sample_shape(),
+                &self.tables,
+                out,
+            );
+        }
+        buffer
+    }
+
+    fn batch(&self, indices: &[usize], rng: &mut impl rand::Rng) -> (Tensor, Tensor) {
+        let (c, h, w) = self.dataset.sample_shape();
+        let pixels = self.pixels(indices, rng);
+        let labels: Vec<i64> = indices
+            .iter()
+            .map(|&i| self.dataset.labels[i] as i64)
+            .collect();
+        let b = indices.len() as i64;
+        let xs = Tensor::from_slice(&pixels)
+            .view([b, c as i64, h as i64, w as i64])
+            .to_device(self.options.device);
+        let ys = Tensor::from_slice(&labels).to_device(self.options.device);
+        (xs, ys)
+    }
+}
+
+/// The batches of one epoch; see [`BatchLoader::epoch`].
+pub struct Batches<'l> {
+    loader: &'l BatchLoader<'l>,
+    order: Vec<usize>,
+    next: usize,
+    rng: rand_chacha::ChaCha8Rng,
+}
+
+impl Iterator for Batches<'_> {
+    type Item = (Tensor, Tensor);
+
+    fn next(&mut self) -> Option<Self::Item> {
+        let remaining = self.order.len() - self.next;
+        let size = remaining.min(self.loader.options.batch_size);
+        if size == 0 || (self.loader.options.drop_last && size < self.loader.options.batch_size) {
+            return None;
+        }
+        let indices = &self.order[self.next..self.next + size];
+        self.next += size;
+        Some(self.loader.batch(indices, &mut self.rng))
+    }
+}
+
+/// The whole dataset as one normalised tensor `[N, C, H, W]` (f32) and its
+/// labels `[N]` (i64) on `device`, without augmentation, in index order. For
+/// evaluation; split it with `Tensor::split` to bound memory per forward pass.
+pub fn to_tensors(
+    dataset: &Dataset,
+    normalization: &Normalization,
+    device: Device,
+) -> Result<(Tensor, Tensor)> {
+    let loader = BatchLoader::new(
+        dataset,
+        normalization,
+        LoaderOptions::evaluation(dataset.n.max(1), device),
+    )?;
+    let indices: Vec<usize> = (0..dataset.n).collect();
+    let (xs, ys) = loader.batch(&indices, &mut stream(0, Purpose::Augment, 0));
+    Ok((xs, ys))
+}

@@ -1,0 +1,39 @@
+//! Datasets: loading, splitting, normalising, augmenting and batching.
+//!
+//! Pipeline: a [`DatasetSpec`] (parsed from the command line) is [`load`]ed
+//! into a [`DataSource`] (train and test [`Dataset`]s of raw `u8` CHW
+//! images); [`split`] takes a seeded, stratified validation set off the
+//! training part; [`Normalization::fit`] learns per-channel mean and std on
+//! the training split; a [`BatchLoader`] yields normalised (and, for
+//! training, augmented) `tch` tensors, deterministically per (seed, epoch).
+//!
+//! Formats: IDX (MNIST family), CIFAR-10 / CIFAR-100 binary, `.npy` image
+//! arrays (CIFAR-10-C), image folders, and two bundled datasets compiled into
+//! the library ([`bundled`]). Every malformed file gives a [`DataError`] that
+//! names the file and the byte offset.
+
+mod augment;
+pub mod bundled;
+mod cifar;
+mod dataset;
+mod digits;
+mod error;
+mod folder;
+mod idx;
+mod loader;
+mod normalize;
+mod npy;
+mod part;
+mod rng;
+mod spec;
+mod split;
+mod stream;
+
+pub use augment::Augmentation;
+pub use bundled::{BundledFile, BUNDLED_FILES};
+pub use dataset::{DataSource, Dataset, SampleShape};
+pub use error::{DataError, Result};
+pub use loader::{to_tensors, BatchLoader, Batches, LoaderOptions};
+pub use normalize::Normalization;
+pub use spec::{load, DatasetSpec, FASHION_MNIST_FULL_DIR};
+pub use split::{split, Splits};

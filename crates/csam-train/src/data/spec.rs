@@ -1,0 +1,221 @@
+//! Dataset spec strings, as given on the command line, and loading them.
+
+use std::fmt;
+use std::path::{Path, PathBuf};
+use std::str::FromStr;
+
+use super::error::{DataError, Result};
+use super::part::{into_source, Classes};
+use super::{bundled, cifar, folder, idx, npy, DataSource};
+
+/// Where the Debian package `dataset-fashion-mnist` installs the full set.
+pub const FASHION_MNIST_FULL_DIR: &str = "/usr/share/datasets/fashion-mnist";
+
+/// Which dataset to load.
+///
+/// | spec                          | source                                                    |
+/// |-------------------------------|-----------------------------------------------------------|
+/// | `fashion-mnist`               | bundled subset: 10,000 train / 2,000 test, 1x28x28, 10 classes |
+/// | `digits`                      | bundled 8x8 digits: 1,442 train / 355 test, 10 classes     |
+/// | `fashion-mnist-full`          | the 60,000 / 10,000 set of Debian's `dataset-fashion-mnist` |
+/// | `idx:DIR`                     | MNIST-family IDX files in DIR (classes = largest label + 1) |
+/// | `cifar10:DIR`                 | CIFAR-10 binary batches                                   |
+/// | `cifar100:DIR`                | CIFAR-100 binary files, fine labels                       |
+/// | `npy:IMAGES,LABELS[,CLASSES]` | `.npy` uint8 images (N,H,W,C) + integer labels, test only; classes default to largest label + 1 |
+/// | `folder:DIR`                  | `DIR/<class>/*.png`, optionally `DIR/train` + `DIR/test`  |
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum DatasetSpec {
+    FashionMnist,
+    Digits,
+    FashionMnistFull,
+    Idx(PathBuf),
+    Cifar10(PathBuf),
+    Cifar100(PathBuf),
+    Npy {
+        images: PathBuf,
+        labels: PathBuf,
+        n_classes: Option<usize>,
+    },
+    Folder(PathBuf),
+}
+
+impl FromStr for DatasetSpec {
+    type Err = DataError;
+
+    fn from_str(spec: &str) -> Result<Self> {
+        let bad = |reason: &str| DataError::BadSpec {
+            spec: spec.to_string(),
+            reason: reason.to_string(),
+        };
+        let (kind, argument) = match spec.split_once(':') {
+            Some((kind, argument)) => (kind, Some(argument)),
+            None => (spec, None),
+        };
+        let path = || match argument {
+            Some(a) if !a.is_empty() => Ok(PathBuf::from(a)),
+            _ => Err(bad("expected a path after ':'")),
+        };
+        match (kind, argument) {
+            ("fashion-mnist", None) => Ok(DatasetSpec::FashionMnist),
+            ("digits", None) => Ok(DatasetSpec::Digits),
+            ("fashion-mnist-full", None) => Ok(DatasetSpec::FashionMnistFull),
+            ("fashion-mnist" | "digits" | "fashion-mnist-full", Some(_)) => {
+                Err(bad("this dataset takes no argument"))
+            }
+            ("idx", _) => Ok(DatasetSpec::Idx(path()?)),
+            ("cifar10", _) => Ok(DatasetSpec::Cifar10(path()?)),
+            ("cifar100", _) => Ok(DatasetSpec::Cifar100(path()?)),
+            ("folder", _) => Ok(DatasetSpec::Folder(path()?)),
+            ("npy", Some(argument)) => {
+                let parts: Vec<&str> = argument.split(',').collect();
+                let (images, labels, n_classes) = match parts[..] {
+                    [images, labels] => (images, labels, None),
+                    [images, labels, classes] => {
+                        let n: usize = classes
+                            .parse()
+                            .ok()
+                            .filter(|&n| n > 0)
+                            .ok_or_else(|| bad("the class count must be a positive integer"))?;
+                        (images, labels, Some(n))
+                    }
+                    _ => return Err(bad("expected npy:IMAGES.npy,LABELS.npy[,CLASSES]")),
+                };
+                if images.is_empty() || labels.is_empty() {
+                    return Err(bad("expected npy:IMAGES.npy,LABELS.npy[,CLASSES]"));
+                }
+                Ok(DatasetSpec::Npy {
+                    images: images.into(),
+                    labels: labels.into(),
+                    n_classes,
+                })
+            }
+            ("npy", None) => Err(bad("expected npy:IMAGES.npy,LABELS.npy[,CLASSES]")),
+            _ => Err(bad(
+                "unknown dataset; expected fashion-mnist, digits, fashion-mnist-full, \
+                 idx:DIR, cifar10:DIR, cifar100:DIR, npy:IMAGES,LABELS or folder:DIR",
+            )),
+        }
+    }
+}
+
+impl fmt::Display for DatasetSpec {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            DatasetSpec::FashionMnist => write!(f, "fashion-mnist"),
+            DatasetSpec::Digits => write!(f, "digits"),
+            DatasetSpec::FashionMnistFull => write!(f, "fashion-mnist-full"),
+            DatasetSpec::Idx(dir) => write!(f, "idx:{}", dir.display()),
+            DatasetSpec::Cifar10(dir) => write!(f, "cifar10:{}", dir.display()),
+            DatasetSpec::Cifar100(dir) => write!(f, "cifar100:{}", dir.display()),
+            DatasetSpec::Npy {
+                images,
+                labels,
+                n_classes,
+            } => {
+                write!(f, "npy:{},{}", images.display(), labels.display())?;
+                match n_classes {
+                    Some(n) => write!(f, ",{n}"),
+                    None => Ok(()),
+                }
+            }
+            DatasetSpec::Folder(dir) => write!(f, "folder:{}", dir.display()),
+        }
+    }
+}
+
+/// Loads the dataset a spec names. Parts are named `<spec>/train` and
+/// `<spec>/test` (e.g. `fashion-mnist/train`).
+pub fn load(spec: &DatasetSpec) -> Result<DataSource> {
+    let name = spec.to_string();
+    match spec {
+        DatasetSpec::FashionMnist => bundled::fashion_mnist(),
+        DatasetSpec::Digits => bundled::digits(),
+        DatasetSpec::FashionMnistFull => load_fashion_mnist_full(Path::new(FASHION_MNIST_FULL_DIR)),
+        DatasetSpec::Idx(dir) => {
+            let (train, test) = idx::load_dir(dir)?;
+            into_source(&name, train, test, Classes::Inferred)
+        }
+        DatasetSpec::Cifar10(dir) => cifar::load_cifar10(dir),
+        DatasetSpec::Cifar100(dir) => cifar::load_cifar100(dir),
+        DatasetSpec::Npy {
+            images,
+            labels,
+            n_classes,
+        } => {
+            let part = npy::read_part(images, labels)?;
+            let classes = n_classes.map_or(Classes::Inferred, Classes::Fixed);
+            into_source(&name, None, part, classes)
+        }
+        DatasetSpec::Folder(dir) => folder::load(dir, &name),
+    }
+}
+
+fn load_fashion_mnist_full(dir: &Path) -> Result<DataSource> {
+    if !dir.is_dir() {
+        return Err(DataError::Missing {
+            path: dir.to_path_buf(),
+            hint: "install the Debian package dataset-fashion-mnist, or use the bundled \
+                   subset `fashion-mnist`, or point `idx:DIR` at a copy"
+                .into(),
+        });
+    }
+    let (train, test) = idx::load_dir(dir)?;
+    if train.is_none() {
+        return Err(DataError::Missing {
+            path: dir.join("train-images-idx3-ubyte.gz"),
+            hint: "the full Fashion-MNIST set needs its training files".into(),
+        });
+    }
+    into_source("fashion-mnist-full", train, test, Classes::Fixed(10))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn specs_parse_and_print_back() {
+        for text in [
+            "fashion-mnist",
+            "digits",
+            "fashion-mnist-full",
+            "idx:/d/mnist",
+            "cifar10:c10",
+            "cifar100:/x/c100",
+            "npy:a.npy,b.npy",
+            "npy:a.npy,b.npy,10",
+            "folder:imgs",
+        ] {
+            let spec: DatasetSpec = text.parse().unwrap();
+            assert_eq!(spec.to_string(), text);
+        }
+        assert_eq!(
+            "npy:x.npy,y.npy".parse::<DatasetSpec>().unwrap(),
+            DatasetSpec::Npy {
+                images: "x.npy".into(),
+                labels: "y.npy".into(),
+                n_classes: None
+            }
+        );
+    }
+
+    #[test]
+    fn bad_specs_are_refused() {
+        for text in [
+            "mnist",
+            "cifar10",
+            "cifar10:",
+            "digits:x",
+            "npy:a.npy",
+            "npy:a.npy,b.npy,0",
+            "npy:a.npy,b.npy,ten",
+            "npy:,b.npy",
+            "",
+        ] {
+            assert!(
+                matches!(text.parse::<DatasetSpec>(), Err(DataError::BadSpec { .. })),
+                "{text:?} should be refused"
+            );
+        }
+    }
+}
