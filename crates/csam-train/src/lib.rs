@@ -8,4 +8,8 @@
 pub fn default_device() -> tch::Device {
     tch::Device::cuda_if_available()
 }
+
 pub mod data;
+pub mod loss;
+pub mod model;
+pub mod optim;

@@ -1,0 +1,62 @@
+//! A small convolutional network for quick experiments (MNIST-sized inputs).
+
+use super::layers::{
+    batch_norm2d, conv_no_bias, dropout, global_avg_pool, linear, TORCH_DEFAULT_INIT,
+};
+use super::{Mode, Network};
+use tch::{nn, nn::Module, nn::ModuleT, Tensor};
+
+/// Output channels and strides of the three convolution stages.
+const STAGES: [(i64, i64); 3] = [(32, 1), (64, 2), (128, 2)];
+
+/// Three `3x3 conv (no bias) -> BatchNorm -> ReLU` stages with 32, 64 and 128
+/// channels and strides 1, 2, 2 (strided convolutions instead of pooling, so
+/// any input size >= 1x1 works), global average pooling, optional dropout and a
+/// linear classifier. Initialisation is PyTorch's default.
+///
+/// PyTorch twin (`twins.py::SmallCnn`): attributes `conv1`, `bn1`, `conv2`, `bn2`,
+/// `conv3`, `bn3`, `fc`; dropout is `F.dropout` on the pooled features.
+#[derive(Debug)]
+pub struct SmallCnn {
+    stages: Vec<(nn::Conv2D, nn::BatchNorm)>,
+    fc: nn::Linear,
+    dropout: f64,
+}
+
+impl SmallCnn {
+    /// Builds the network under `p` for `channels` input channels.
+    pub fn new(p: &nn::Path, channels: i64, n_classes: i64, dropout: f64) -> Self {
+        let mut c_in = channels;
+        let mut stages = Vec::with_capacity(STAGES.len());
+        for (i, &(c_out, stride)) in STAGES.iter().enumerate() {
+            let conv = conv_no_bias(
+                p / format!("conv{}", i + 1),
+                c_in,
+                c_out,
+                3,
+                stride,
+                TORCH_DEFAULT_INIT,
+            );
+            stages.push((conv, batch_norm2d(p / format!("bn{}", i + 1), c_out)));
+            c_in = c_out;
+        }
+        Self {
+            stages,
+            fc: linear(p / "fc", c_in, n_classes, TORCH_DEFAULT_INIT),
+            dropout,
+        }
+    }
+}
+
+impl Network for SmallCnn {
+    fn forward_mode(&self, xs: &Tensor, mode: Mode) -> Tensor {
+        let mut h = xs.shallow_clone();
+        for (conv, bn) in &self.stages {
+            h = bn
+                .forward_t(&conv.forward(&h), mode.batch_statistics())
+                .relu();
+        }
+        let pooled = dropout(global_avg_pool(&h), self.dropout, mode.dropout_active());
+        self.fc.forward(&pooled)
+    }
+}

@@ -1,0 +1,75 @@
+//! Layer constructors shared by the architectures, with PyTorch's defaults
+//! (BatchNorm weight 1 / bias 0, eps 1e-5, momentum 0.1; `nn.Linear` / `nn.Conv2d`
+//! weights uniform in +-1/sqrt(fan_in)) unless an architecture asks otherwise.
+
+use tch::nn::{self, init::FanInOut, init::NonLinearity, init::NormalOrUniform, Init};
+use tch::Tensor;
+
+/// PyTorch's default weight initialisation of `nn.Linear` and `nn.Conv2d`
+/// (`kaiming_uniform_(a = sqrt(5))`): uniform in +-1/sqrt(fan_in).
+pub(crate) const TORCH_DEFAULT_INIT: Init = Init::Kaiming {
+    dist: NormalOrUniform::Uniform,
+    fan: FanInOut::FanIn,
+    non_linearity: NonLinearity::ExplicitGain(0.577_350_269_189_625_8), // 1/sqrt(3)
+};
+
+/// He et al. (2015) normal initialisation, fan-in, ReLU gain.
+pub(crate) const HE_NORMAL_INIT: Init = nn::init::DEFAULT_KAIMING_NORMAL;
+
+/// A bias-free 2-D convolution with `padding = kernel / 2` (the twin's
+/// `nn.Conv2d(c_in, c_out, kernel, stride, padding=kernel // 2, bias=False)`).
+pub(crate) fn conv_no_bias(
+    p: nn::Path,
+    c_in: i64,
+    c_out: i64,
+    kernel: i64,
+    stride: i64,
+    init: Init,
+) -> nn::Conv2D {
+    let config = nn::ConvConfig {
+        stride,
+        padding: kernel / 2,
+        bias: false,
+        ws_init: init,
+        ..Default::default()
+    };
+    nn::conv2d(p, c_in, c_out, kernel, config)
+}
+
+/// `nn.BatchNorm2d(channels)` with PyTorch's initialisation.
+pub(crate) fn batch_norm2d(p: nn::Path, channels: i64) -> nn::BatchNorm {
+    nn::batch_norm2d(p, channels, batch_norm_config())
+}
+
+fn batch_norm_config() -> nn::BatchNormConfig {
+    nn::BatchNormConfig {
+        ws_init: Init::Const(1.0),
+        bs_init: Init::Const(0.0),
+        ..Default::default()
+    }
+}
+
+/// `nn.Linear(d_in, d_out)` with the given weight initialisation and PyTorch's
+/// default bias initialisation (uniform in +-1/sqrt(d_in)).
+pub(crate) fn linear(p: nn::Path, d_in: i64, d_out: i64, ws_init: Init) -> nn::Linear {
+    let config = nn::LinearConfig {
+        ws_init,
+        ..Default::default()
+    };
+    nn::linear(p, d_in, d_out, config)
+}
+
+/// Dropout with rate `rate` when `active` (inverted dropout, as `F.dropout`);
+/// the identity when the rate is 0.
+pub(crate) fn dropout(xs: Tensor, rate: f64, active: bool) -> Tensor {
+    if rate > 0.0 && active {
+        xs.dropout(rate, true)
+    } else {
+        xs
+    }
+}
+
+/// Global average pooling `[B, C, H, W] -> [B, C]`.
+pub(crate) fn global_avg_pool(xs: &Tensor) -> Tensor {
+    xs.mean_dim(&[-2i64, -1][..], false, None)
+}

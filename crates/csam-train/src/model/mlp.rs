@@ -1,0 +1,62 @@
+//! Multi-layer perceptron on flattened inputs.
+
+use super::layers::{dropout, linear, TORCH_DEFAULT_INIT};
+use super::{Mode, ModelError, Network};
+use tch::{nn, nn::Module, Tensor};
+
+/// Fully connected ReLU network on the flattened input (`C * H * W` features).
+///
+/// PyTorch twin (`twins.py::mlp`):
+/// `nn.Sequential(nn.Flatten(), nn.Linear(d, h1), nn.ReLU(), [nn.Dropout(r)],
+/// nn.Linear(h1, h2), nn.ReLU(), [nn.Dropout(r)], ..., nn.Linear(hk, n_classes))`,
+/// where the `Dropout` modules exist only when the rate `r > 0`. Parameter names
+/// are therefore `1.weight`, `1.bias`, `3.weight`, ... without dropout and
+/// `1.weight`, `4.weight`, ... with it. Initialisation is PyTorch's default.
+#[derive(Debug)]
+pub struct Mlp {
+    layers: Vec<nn::Linear>,
+    dropout: f64,
+}
+
+impl Mlp {
+    /// Builds the network under `p` for `d_in` input features.
+    pub fn new(
+        p: &nn::Path,
+        d_in: i64,
+        hidden: &[i64],
+        n_classes: i64,
+        dropout: f64,
+    ) -> Result<Self, ModelError> {
+        if let Some(bad) = hidden.iter().find(|&&h| h < 1) {
+            return Err(ModelError::InvalidConfig(format!(
+                "MLP hidden sizes must be >= 1, got {bad}"
+            )));
+        }
+        // Sequential indices: Flatten, then per hidden layer Linear, ReLU [, Dropout].
+        let stride = if dropout > 0.0 { 3 } else { 2 };
+        let widths: Vec<i64> = std::iter::once(d_in)
+            .chain(hidden.iter().copied())
+            .chain(std::iter::once(n_classes))
+            .collect();
+        let layers = widths
+            .windows(2)
+            .enumerate()
+            .map(|(i, w)| linear(p / (1 + i * stride), w[0], w[1], TORCH_DEFAULT_INIT))
+            .collect();
+        Ok(Self { layers, dropout })
+    }
+}
+
+impl Network for Mlp {
+    fn forward_mode(&self, xs: &Tensor, mode: Mode) -> Tensor {
+        let mut h = xs.flatten(1, -1);
+        let last = self.layers.len() - 1;
+        for (i, layer) in self.layers.iter().enumerate() {
+            h = layer.forward(&h);
+            if i < last {
+                h = dropout(h.relu(), self.dropout, mode.dropout_active());
+            }
+        }
+        h
+    }
+}

@@ -1,0 +1,198 @@
+//! The architecture registry: names, builders and [`build_model`].
+//!
+//! Adding an architecture is a new module and one line in [`ARCHITECTURES`].
+
+use super::{InputShape, Mlp, Model, ModelError, Network, ResNet, SmallCnn};
+use std::fmt;
+use std::str::FromStr;
+use tch::nn;
+
+/// Options shared by the architectures (each uses those that apply to it).
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct ModelOptions {
+    /// Hidden layer widths of the MLP.
+    pub mlp_hidden: Vec<i64>,
+    /// Dropout rate in `[0, 1)`: after every hidden ReLU of the MLP, on the pooled
+    /// features of the convolutional networks. 0 disables dropout.
+    pub dropout: f64,
+}
+
+impl Default for ModelOptions {
+    fn default() -> Self {
+        Self {
+            mlp_hidden: vec![256, 256],
+            dropout: 0.0,
+        }
+    }
+}
+
+/// What a builder receives.
+struct BuildArgs<'a> {
+    input: InputShape,
+    n_classes: i64,
+    options: &'a ModelOptions,
+}
+
+type Builder = fn(&nn::Path, &BuildArgs) -> Result<Box<dyn Network>, ModelError>;
+
+/// One registered architecture.
+struct Architecture {
+    name: &'static str,
+    build: Builder,
+}
+
+fn resnet(p: &nn::Path, a: &BuildArgs, depth: i64) -> Result<Box<dyn Network>, ModelError> {
+    let net = ResNet::new(p, depth, a.input.channels, a.n_classes, a.options.dropout)?;
+    Ok(Box::new(net))
+}
+
+/// The registry. Names are what [`ModelKind::from_str`] accepts.
+static ARCHITECTURES: &[Architecture] = &[
+    Architecture {
+        name: "mlp",
+        build: |p, a| {
+            let o = a.options;
+            let net = Mlp::new(p, a.input.features(), &o.mlp_hidden, a.n_classes, o.dropout)?;
+            Ok(Box::new(net))
+        },
+    },
+    Architecture {
+        name: "cnn",
+        build: |p, a| {
+            let net = SmallCnn::new(p, a.input.channels, a.n_classes, a.options.dropout);
+            Ok(Box::new(net))
+        },
+    },
+    Architecture {
+        name: "resnet20",
+        build: |p, a| resnet(p, a, 20),
+    },
+    Architecture {
+        name: "resnet32",
+        build: |p, a| resnet(p, a, 32),
+    },
+    Architecture {
+        name: "resnet44",
+        build: |p, a| resnet(p, a, 44),
+    },
+    Architecture {
+        name: "resnet56",
+        build: |p, a| resnet(p, a, 56),
+    },
+    Architecture {
+        name: "resnet110",
+        build: |p, a| resnet(p, a, 110),
+    },
+];
+
+/// A registered architecture, parsed from its name (`mlp`, `cnn`, `resnet20`,
+/// `resnet32`, `resnet44`, `resnet56`, `resnet110`); serialises as that name.
+#[derive(Clone, Copy)]
+pub struct ModelKind(&'static Architecture);
+
+impl ModelKind {
+    /// The registry name.
+    pub fn name(&self) -> &'static str {
+        self.0.name
+    }
+
+    /// Every registered architecture, in registry order.
+    pub fn all() -> impl Iterator<Item = ModelKind> {
+        ARCHITECTURES.iter().map(ModelKind)
+    }
+}
+
+impl PartialEq for ModelKind {
+    fn eq(&self, other: &Self) -> bool {
+        self.name() == other.name()
+    }
+}
+
+impl Eq for ModelKind {}
+
+impl fmt::Debug for ModelKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "ModelKind({})", self.name())
+    }
+}
+
+impl fmt::Display for ModelKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl FromStr for ModelKind {
+    type Err = ModelError;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let wanted = s.trim().to_ascii_lowercase();
+        ModelKind::all()
+            .find(|kind| kind.name() == wanted)
+            .ok_or_else(|| ModelError::UnknownKind {
+                name: s.to_string(),
+                known: ModelKind::all()
+                    .map(|k| k.name())
+                    .collect::<Vec<_>>()
+                    .join(", "),
+            })
+    }
+}
+
+impl serde::Serialize for ModelKind {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str(self.name())
+    }
+}
+
+impl<'de> serde::Deserialize<'de> for ModelKind {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let name = String::deserialize(deserializer)?;
+        name.parse().map_err(serde::de::Error::custom)
+    }
+}
+
+/// Builds `kind` with [`ModelOptions::default`] (MLP hidden `[256, 256]`, no dropout).
+pub fn build_model(
+    kind: ModelKind,
+    p: &nn::Path,
+    input: InputShape,
+    n_classes: i64,
+) -> Result<Model, ModelError> {
+    build_model_with(kind, p, input, n_classes, &ModelOptions::default())
+}
+
+/// Builds `kind` under `p` for inputs of shape `input` and `n_classes` outputs.
+/// The variables are created on the device and kind of `p`'s `VarStore`.
+pub fn build_model_with(
+    kind: ModelKind,
+    p: &nn::Path,
+    input: InputShape,
+    n_classes: i64,
+    options: &ModelOptions,
+) -> Result<Model, ModelError> {
+    input.validate()?;
+    if n_classes < 2 {
+        return Err(ModelError::InvalidConfig(format!(
+            "a classifier needs at least 2 classes, got {n_classes}"
+        )));
+    }
+    if !(0.0..1.0).contains(&options.dropout) {
+        return Err(ModelError::InvalidConfig(format!(
+            "dropout rate must be in [0, 1), got {}",
+            options.dropout
+        )));
+    }
+    let args = BuildArgs {
+        input,
+        n_classes,
+        options,
+    };
+    let network = (kind.0.build)(p, &args)?;
+    Ok(Model {
+        network,
+        kind,
+        input,
+        n_classes,
+    })
+}

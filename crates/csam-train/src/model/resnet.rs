@@ -1,0 +1,123 @@
+//! CIFAR ResNet of depth 6n + 2 (He et al. 2016, Section 4.2).
+
+use super::layers::{batch_norm2d, conv_no_bias, dropout, global_avg_pool, linear, HE_NORMAL_INIT};
+use super::{Mode, ModelError, Network};
+use tch::{nn, nn::Module, nn::ModuleT, Tensor};
+
+/// Channels of the three stages.
+const STAGE_WIDTHS: [i64; 3] = [16, 32, 64];
+
+/// The CIFAR ResNet of He et al. (2016): a 3x3 convolution to 16 channels, three
+/// stages of `n` basic blocks (16, 32, 64 channels; the first block of stages 2
+/// and 3 has stride 2), global average pooling and a linear classifier;
+/// `depth = 6n + 2` (20, 32, 44, 56, 110).
+///
+/// Shortcuts are **option A** of the paper (as in its CIFAR experiments): the
+/// identity, and where the shape changes, the input subsampled with stride 2
+/// (`x[:, :, ::2, ::2]`) and zero-padded with the missing channels, half before
+/// and half after. Option A adds no parameters (ResNet-20: 0.27 M parameters).
+/// Convolutions and the classifier weight use He-normal initialisation.
+///
+/// PyTorch twin (`twins.py::ResNet`): attributes `conv1`, `bn1`,
+/// `layer1`..`layer3` (`nn.Sequential` of `BasicBlock` with `conv1`, `bn1`,
+/// `conv2`, `bn2`), `fc`; keys such as `layer2.0.conv1.weight`,
+/// `layer3.2.bn2.running_var`, `fc.bias`. Dropout (rate `r`, if any) is
+/// `F.dropout` on the pooled features, so it adds no key.
+#[derive(Debug)]
+pub struct ResNet {
+    conv1: nn::Conv2D,
+    bn1: nn::BatchNorm,
+    blocks: Vec<BasicBlock>,
+    fc: nn::Linear,
+    dropout: f64,
+}
+
+impl ResNet {
+    /// Builds a ResNet of `depth = 6n + 2` under `p` for `channels` input channels.
+    pub fn new(
+        p: &nn::Path,
+        depth: i64,
+        channels: i64,
+        n_classes: i64,
+        dropout: f64,
+    ) -> Result<Self, ModelError> {
+        if depth < 8 || (depth - 2) % 6 != 0 {
+            return Err(ModelError::InvalidConfig(format!(
+                "ResNet depth must be 6n + 2 with n >= 1, got {depth}"
+            )));
+        }
+        let n = (depth - 2) / 6;
+        let mut blocks = Vec::with_capacity(3 * n as usize);
+        let mut c_in = STAGE_WIDTHS[0];
+        for (stage, &width) in STAGE_WIDTHS.iter().enumerate() {
+            let stage_path = p / format!("layer{}", stage + 1);
+            for i in 0..n {
+                let stride = if stage > 0 && i == 0 { 2 } else { 1 };
+                blocks.push(BasicBlock::new(&stage_path / i, c_in, width, stride));
+                c_in = width;
+            }
+        }
+        Ok(Self {
+            conv1: conv_no_bias(p / "conv1", channels, STAGE_WIDTHS[0], 3, 1, HE_NORMAL_INIT),
+            bn1: batch_norm2d(p / "bn1", STAGE_WIDTHS[0]),
+            blocks,
+            fc: linear(p / "fc", c_in, n_classes, HE_NORMAL_INIT),
+            dropout,
+        })
+    }
+}
+
+impl Network for ResNet {
+    fn forward_mode(&self, xs: &Tensor, mode: Mode) -> Tensor {
+        let train_bn = mode.batch_statistics();
+        let mut h = self.bn1.forward_t(&self.conv1.forward(xs), train_bn).relu();
+        for block in &self.blocks {
+            h = block.forward(&h, train_bn);
+        }
+        let pooled = dropout(global_avg_pool(&h), self.dropout, mode.dropout_active());
+        self.fc.forward(&pooled)
+    }
+}
+
+/// Two 3x3 convolutions with BatchNorm and an option-A shortcut.
+#[derive(Debug)]
+struct BasicBlock {
+    conv1: nn::Conv2D,
+    bn1: nn::BatchNorm,
+    conv2: nn::Conv2D,
+    bn2: nn::BatchNorm,
+    stride: i64,
+    /// Zero channels padded before and after the input on the shortcut.
+    pad: (i64, i64),
+}
+
+impl BasicBlock {
+    fn new(p: nn::Path, c_in: i64, c_out: i64, stride: i64) -> Self {
+        let extra = c_out - c_in;
+        Self {
+            conv1: conv_no_bias(&p / "conv1", c_in, c_out, 3, stride, HE_NORMAL_INIT),
+            bn1: batch_norm2d(&p / "bn1", c_out),
+            conv2: conv_no_bias(&p / "conv2", c_out, c_out, 3, 1, HE_NORMAL_INIT),
+            bn2: batch_norm2d(&p / "bn2", c_out),
+            stride,
+            pad: (extra / 2, extra - extra / 2),
+        }
+    }
+
+    fn forward(&self, xs: &Tensor, train_bn: bool) -> Tensor {
+        let h = self.bn1.forward_t(&self.conv1.forward(xs), train_bn).relu();
+        let h = self.bn2.forward_t(&self.conv2.forward(&h), train_bn);
+        (h + self.shortcut(xs)).relu()
+    }
+
+    /// Option A: identity, or stride-`s` subsampling plus zero channels.
+    fn shortcut(&self, xs: &Tensor) -> Tensor {
+        if self.stride == 1 && self.pad == (0, 0) {
+            return xs.shallow_clone();
+        }
+        let sub = xs
+            .slice(2, 0, None, self.stride)
+            .slice(3, 0, None, self.stride);
+        sub.constant_pad_nd([0, 0, 0, 0, self.pad.0, self.pad.1])
+    }
+}

@@ -1,0 +1,94 @@
+//! Optimisers: the base optimisers (SGD, AdamW), learning-rate schedules and
+//! the SAM family as a wrapper around any base optimiser (paper-notes §1).
+//!
+//! Gradients are passed explicitly: a step computes them with
+//! `Tensor::run_backward` (PyTorch's `autograd.grad`) and hands them to
+//! [`BaseOptimizer::step`]; the parameters' `.grad` fields are never used, so no
+//! `zero_grad` is needed.
+
+mod adamw;
+mod buffers;
+mod params;
+mod perturbation;
+pub mod sam;
+pub mod schedule;
+mod sgd;
+mod stats;
+
+pub use adamw::{AdamW, AdamWConfig};
+pub use buffers::BufferSnapshot;
+pub use params::Params;
+pub use perturbation::Perturbation;
+pub use sam::{plain_step, SamConfig, SamStep, SecondLoss};
+pub use schedule::LrSchedule;
+pub use sgd::{Sgd, SgdConfig};
+pub use stats::{PerturbedStats, StepStats};
+
+use crate::loss::LossError;
+use tch::{TchError, Tensor};
+
+/// Errors of the optimisers and of a training step.
+#[derive(Debug, thiserror::Error)]
+pub enum OptimError {
+    /// A hyperparameter is out of range.
+    #[error("invalid optimiser setting: {0}")]
+    Config(String),
+    /// The gradients or a state tensor do not match the parameters.
+    #[error("optimiser state mismatch: {0}")]
+    Mismatch(String),
+    /// The loss could not be computed (bad batch shapes or labels).
+    #[error(transparent)]
+    Loss(#[from] LossError),
+    /// The loss or the gradient became non-finite (the step was already applied).
+    #[error("training diverged: {0}")]
+    Diverged(String),
+    /// libtorch rejected an operation.
+    #[error(transparent)]
+    Torch(#[from] TchError),
+}
+
+/// A first-order optimiser over a fixed list of named parameters.
+///
+/// State tensors are exposed by name (`"<param>.<state>"`, plus optimiser-wide
+/// entries such as `"step"`) so that a checkpoint writer can store them in a
+/// safetensors file and [`BaseOptimizer::load_state`] can restore them.
+pub trait BaseOptimizer: Send {
+    /// The parameters this optimiser updates, in the order gradients are given.
+    fn params(&self) -> &Params;
+
+    /// The current learning rate.
+    fn learning_rate(&self) -> f64;
+
+    /// Sets the learning rate used by the next steps (for schedules).
+    fn set_learning_rate(&mut self, lr: f64);
+
+    /// One update with `grads[i]` the gradient of `params().tensors()[i]`.
+    fn step(&mut self, grads: &[Tensor]) -> Result<(), OptimError>;
+
+    /// The optimiser state as `(name, tensor)` pairs (shallow clones).
+    fn state(&self) -> Vec<(String, Tensor)>;
+
+    /// Restores a state produced by [`BaseOptimizer::state`] (values copied in;
+    /// every expected name must be present with the right shape).
+    fn load_state(&mut self, state: &[(String, Tensor)]) -> Result<(), OptimError>;
+}
+
+/// Which base optimiser to build, with its hyperparameters (serde-tagged by
+/// `optimizer`: `{"optimizer": "sgd", "lr": 0.1, ...}`).
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(tag = "optimizer", rename_all = "snake_case")]
+pub enum OptimizerConfig {
+    Sgd(SgdConfig),
+    #[serde(rename = "adamw")]
+    AdamW(AdamWConfig),
+}
+
+impl OptimizerConfig {
+    /// Builds the optimiser over the trainable variables of `vs`.
+    pub fn build(&self, vs: &tch::nn::VarStore) -> Result<Box<dyn BaseOptimizer>, OptimError> {
+        Ok(match *self {
+            OptimizerConfig::Sgd(c) => Box::new(Sgd::new(vs, c)?),
+            OptimizerConfig::AdamW(c) => Box::new(AdamW::new(vs, c)?),
+        })
+    }
+}

@@ -1,0 +1,302 @@
+//! The SAM family as one training step around any base optimiser (paper-notes §1,
+//! the paper's Algorithm 1).
+//!
+//! One SAM step on a batch B:
+//! 1. pass 1: train-mode forward, mean cross entropy at theta, gradient g;
+//! 2. save theta (into buffers reused across steps), add the perturbation
+//!    `e(g)` of the [`Perturbation`] rule: theta_tilde = theta + e;
+//! 3. pass 2: same batch, the [`SecondLoss`] at theta_tilde, gradient g';
+//!    BatchNorm running statistics are restored to their post-pass-1 values,
+//!    so they move once per step;
+//! 4. restore theta by copy (never by subtracting e), optionally clip g' to a
+//!    global norm, and take the base optimiser's step with g' (weight decay
+//!    lives in the base optimiser only).
+//!
+//! CSAM is this step with [`SecondLoss::Csam`]: only the pass-2 loss changes.
+//! With m-sharpness the batch is split into sub-batches of `m` examples, each
+//! perturbed with its own gradient; their g' are averaged (weighted by size).
+
+use super::buffers::BufferSnapshot;
+use super::params::global_norm;
+use super::stats::StatsAccumulator;
+use super::{BaseOptimizer, OptimError, Perturbation, StepStats};
+use crate::loss::{cross_entropy_from_log_probs, true_class_log_probs, CsamLoss};
+use tch::{nn::ModuleT, nn::VarStore, Tensor};
+
+/// The loss of the second pass (at theta_tilde).
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(tag = "loss", rename_all = "snake_case")]
+pub enum SecondLoss {
+    /// Mean cross entropy: SAM.
+    CrossEntropy,
+    /// The CSAM loss with exponent `gamma` in `[0, 2]` ([`CsamLoss`]); `detach`
+    /// treats the factor `(1 + p~_y)^(-gamma)` as a constant weight.
+    Csam { gamma: f64, detach: bool },
+}
+
+/// Settings of [`SamStep`].
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct SamConfig {
+    /// Perturbation radius rho > 0 (paper: 0.05 on CIFAR-10, 0.1-0.2 on CIFAR-100).
+    pub rho: f64,
+    pub perturbation: Perturbation,
+    pub second_loss: SecondLoss,
+    /// m-sharpness sub-batch size; `None` perturbs with the whole batch.
+    pub m: Option<usize>,
+    /// Perturb on every `sam_every`-th step only (steps 0, k, 2k, ...); the
+    /// others are plain steps with the pass-1 gradient. 1 = every step.
+    pub sam_every: u64,
+    /// Clip the update gradient to this global L2 norm (as
+    /// `torch.nn.utils.clip_grad_norm_`).
+    pub clip_grad_norm: Option<f64>,
+}
+
+impl Default for SamConfig {
+    /// SAM with rho 0.05 on every step, no m-sharpness, no clipping.
+    fn default() -> Self {
+        Self {
+            rho: 0.05,
+            perturbation: Perturbation::Sam,
+            second_loss: SecondLoss::CrossEntropy,
+            m: None,
+            sam_every: 1,
+            clip_grad_norm: None,
+        }
+    }
+}
+
+/// The pass-2 loss, validated.
+#[derive(Debug, Clone, Copy)]
+enum SecondLossFn {
+    CrossEntropy,
+    Csam(CsamLoss),
+}
+
+impl SecondLossFn {
+    fn from_config(loss: SecondLoss) -> Result<Self, OptimError> {
+        Ok(match loss {
+            SecondLoss::CrossEntropy => Self::CrossEntropy,
+            SecondLoss::Csam { gamma, detach } => Self::Csam(CsamLoss::new(gamma, detach)?),
+        })
+    }
+
+    fn of_log_probs(&self, log_p_true: &Tensor) -> Tensor {
+        match self {
+            Self::CrossEntropy => cross_entropy_from_log_probs(log_p_true),
+            Self::Csam(csam) => csam.of_log_probs(log_p_true),
+        }
+    }
+}
+
+/// A SAM / ASAM / CSAM training step with its reusable buffers.
+#[derive(Debug)]
+pub struct SamStep {
+    config: SamConfig,
+    second_loss: SecondLossFn,
+    /// theta while the weights are perturbed; allocated on the first SAM step.
+    saved_params: Vec<Tensor>,
+    buffers: BufferSnapshot,
+    steps_taken: u64,
+}
+
+impl SamStep {
+    /// A step for the model whose variables live in `vs`.
+    pub fn new(config: SamConfig, vs: &VarStore) -> Result<Self, OptimError> {
+        let bad = |what: String| Err(OptimError::Config(what));
+        if !(config.rho.is_finite() && config.rho >= 0.0) {
+            return bad(format!(
+                "SAM rho must be finite and >= 0, got {}",
+                config.rho
+            ));
+        }
+        if config.m == Some(0) {
+            return bad("m-sharpness sub-batch size m must be >= 1".into());
+        }
+        if config.sam_every == 0 {
+            return bad("sam_every must be >= 1".into());
+        }
+        if let Some(c) = config.clip_grad_norm {
+            if !(c.is_finite() && c > 0.0) {
+                return bad(format!("gradient clipping norm must be > 0, got {c}"));
+            }
+        }
+        config.perturbation.validate().map_err(OptimError::Config)?;
+        Ok(Self {
+            second_loss: SecondLossFn::from_config(config.second_loss)?,
+            config,
+            saved_params: Vec::new(),
+            buffers: BufferSnapshot::new(vs),
+            steps_taken: 0,
+        })
+    }
+
+    /// The settings.
+    pub fn config(&self) -> &SamConfig {
+        &self.config
+    }
+
+    /// Number of steps taken so far (SAM and plain).
+    pub fn steps_taken(&self) -> u64 {
+        self.steps_taken
+    }
+
+    /// Whether the next step perturbs (`steps_taken` is a multiple of `sam_every`).
+    pub fn next_is_sam(&self) -> bool {
+        self.steps_taken.is_multiple_of(self.config.sam_every)
+    }
+
+    /// One training step on the batch `xs` `[B, ...]`, `ys` `[B]` (int64):
+    /// a SAM step, or a plain step when `sam_every` skips this one.
+    pub fn step<M, O>(
+        &mut self,
+        model: &M,
+        xs: &Tensor,
+        ys: &Tensor,
+        optimizer: &mut O,
+    ) -> Result<StepStats, OptimError>
+    where
+        M: ModuleT + ?Sized,
+        O: BaseOptimizer + ?Sized,
+    {
+        let is_sam = self.next_is_sam();
+        self.steps_taken += 1;
+        if is_sam {
+            self.sam_step(model, xs, ys, optimizer)
+        } else {
+            plain_step(model, xs, ys, optimizer, self.config.clip_grad_norm)
+        }
+    }
+
+    fn sam_step<M, O>(
+        &mut self,
+        model: &M,
+        xs: &Tensor,
+        ys: &Tensor,
+        optimizer: &mut O,
+    ) -> Result<StepStats, OptimError>
+    where
+        M: ModuleT + ?Sized,
+        O: BaseOptimizer + ?Sized,
+    {
+        let params = optimizer.params().tensors();
+        self.save_params(params);
+        let batch = xs.size().first().copied().unwrap_or(0);
+        let (x_parts, y_parts) = match self.config.m {
+            Some(m) if (m as i64) < batch => (xs.f_split(m as i64, 0)?, ys.f_split(m as i64, 0)?),
+            _ => (vec![xs.shallow_clone()], vec![ys.shallow_clone()]),
+        };
+        let single = x_parts.len() == 1;
+        let mut update: Option<Vec<Tensor>> = None;
+        let mut stats = StatsAccumulator::new();
+        for (i, (x, y)) in x_parts.iter().zip(&y_parts).enumerate() {
+            let share = x.size()[0] as f64 / batch as f64;
+            // Pass 1 at theta.
+            let logits = model.forward_t(x, true);
+            let log_p = true_class_log_probs(&logits, y)?;
+            let ce = cross_entropy_from_log_probs(&log_p);
+            let grads = Tensor::f_run_backward(&[&ce], params, false, false)?;
+            if i == 0 {
+                self.buffers.capture();
+            }
+            let grad_norm = tch::no_grad(|| {
+                self.config
+                    .perturbation
+                    .apply(params, &grads, self.config.rho)
+            });
+            drop(grads);
+            // Pass 2 at theta_tilde, same (sub-)batch.
+            let logits_tilde = model.forward_t(x, true);
+            let log_p_tilde = true_class_log_probs(&logits_tilde, y)?;
+            let objective = self.second_loss.of_log_probs(&log_p_tilde);
+            let weighted = if single {
+                objective.shallow_clone()
+            } else {
+                &objective * share
+            };
+            let grads_tilde = Tensor::f_run_backward(&[&weighted], params, false, false)?;
+            self.restore_params(params);
+            update = Some(match update {
+                None => grads_tilde,
+                Some(acc) => acc.iter().zip(&grads_tilde).map(|(a, g)| a + g).collect(),
+            });
+            let ce_tilde = tch::no_grad(|| cross_entropy_from_log_probs(&log_p_tilde));
+            stats.add(
+                share,
+                &ce,
+                &logits,
+                y,
+                &grad_norm,
+                Some((&objective, &ce_tilde)),
+            );
+        }
+        self.buffers.restore();
+        // `update` is Some: split yields at least one part for a non-empty batch,
+        // and an empty batch fails in `true_class_log_probs` above.
+        let update = update.ok_or_else(|| OptimError::Mismatch("empty batch".into()))?;
+        let update = clip(update, self.config.clip_grad_norm);
+        optimizer.step(&update)?;
+        stats.finish()
+    }
+
+    /// Copies theta into the reusable buffers (allocated on first use).
+    fn save_params(&mut self, params: &[Tensor]) {
+        let _guard = tch::no_grad_guard();
+        let same_layout = self.saved_params.len() == params.len()
+            && self.saved_params.iter().zip(params).all(|(s, p)| {
+                s.size() == p.size() && s.kind() == p.kind() && s.device() == p.device()
+            });
+        if same_layout {
+            for (saved, p) in self.saved_params.iter_mut().zip(params) {
+                saved.copy_(p);
+            }
+        } else {
+            self.saved_params = params.iter().map(|p| p.detach().copy()).collect();
+        }
+    }
+
+    /// Writes the saved theta back (exact copy).
+    fn restore_params(&self, params: &[Tensor]) {
+        let _guard = tch::no_grad_guard();
+        for (p, saved) in params.iter().zip(&self.saved_params) {
+            p.shallow_clone().copy_(saved);
+        }
+    }
+}
+
+/// One plain step: train-mode forward, mean cross entropy, gradient, optional
+/// clipping, base optimiser step. This is SGD / AdamW training without SAM.
+pub fn plain_step<M, O>(
+    model: &M,
+    xs: &Tensor,
+    ys: &Tensor,
+    optimizer: &mut O,
+    clip_grad_norm: Option<f64>,
+) -> Result<StepStats, OptimError>
+where
+    M: ModuleT + ?Sized,
+    O: BaseOptimizer + ?Sized,
+{
+    let logits = model.forward_t(xs, true);
+    let log_p = true_class_log_probs(&logits, ys)?;
+    let ce = cross_entropy_from_log_probs(&log_p);
+    let grads = Tensor::f_run_backward(&[&ce], optimizer.params().tensors(), false, false)?;
+    let grad_norm = tch::no_grad(|| global_norm(&grads));
+    let grads = clip(grads, clip_grad_norm);
+    optimizer.step(&grads)?;
+    let mut stats = StatsAccumulator::new();
+    stats.add(1.0, &ce, &logits, ys, &grad_norm, None);
+    stats.finish()
+}
+
+/// Scales `grads` so that their global L2 norm is at most `max_norm`, as
+/// `torch.nn.utils.clip_grad_norm_`: `g * min(1, max_norm / (||g|| + 1e-6))`,
+/// computed on the device.
+fn clip(grads: Vec<Tensor>, max_norm: Option<f64>) -> Vec<Tensor> {
+    let Some(max_norm) = max_norm else {
+        return grads;
+    };
+    let _guard = tch::no_grad_guard();
+    let total = global_norm(&grads) + 1e-6;
+    let coef = (total.full_like(max_norm) / total).clamp_max(1.0);
+    grads.iter().map(|g| g * &coef).collect()
+}

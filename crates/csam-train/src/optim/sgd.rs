@@ -1,0 +1,152 @@
+//! Stochastic gradient descent with momentum, as `torch.optim.SGD`.
+
+use super::params::load_entries;
+use super::{BaseOptimizer, OptimError, Params};
+use tch::{nn::VarStore, Tensor};
+
+/// Hyperparameters of [`Sgd`] (dampening is always 0).
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct SgdConfig {
+    pub lr: f64,
+    pub momentum: f64,
+    pub nesterov: bool,
+    /// L2 penalty coupled into the gradient (`d = g + weight_decay * theta`).
+    pub weight_decay: f64,
+}
+
+impl Default for SgdConfig {
+    /// The paper's protocol (paper-notes §5): momentum 0.9, lr 0.1, weight decay 5e-4.
+    fn default() -> Self {
+        Self {
+            lr: 0.1,
+            momentum: 0.9,
+            nesterov: false,
+            weight_decay: 5e-4,
+        }
+    }
+}
+
+/// SGD exactly as `torch.optim.SGD` with `dampening = 0`:
+///
+/// `d = g + wd * theta`; with momentum `mu > 0`: `b = mu * b + d` (b = d on the
+/// first step), `d = d + mu * b` if Nesterov else `d = b`; then
+/// `theta = theta - lr * d`.
+#[derive(Debug)]
+pub struct Sgd {
+    params: Params,
+    config: SgdConfig,
+    /// Momentum buffers, zero-initialised (`0 * mu + d = d` reproduces PyTorch's
+    /// first-step `b = d` exactly); empty when momentum is 0.
+    momentum_buffers: Vec<Tensor>,
+}
+
+impl Sgd {
+    /// SGD over the trainable variables of `vs`.
+    pub fn new(vs: &VarStore, config: SgdConfig) -> Result<Self, OptimError> {
+        validate(&config)?;
+        let params = Params::from_var_store(vs);
+        if params.is_empty() {
+            return Err(OptimError::Config("no trainable parameters".into()));
+        }
+        let momentum_buffers = if config.momentum > 0.0 {
+            params.tensors().iter().map(|p| p.zeros_like()).collect()
+        } else {
+            Vec::new()
+        };
+        Ok(Self {
+            params,
+            config,
+            momentum_buffers,
+        })
+    }
+
+    /// The hyperparameters (with the current learning rate).
+    pub fn config(&self) -> &SgdConfig {
+        &self.config
+    }
+}
+
+fn validate(c: &SgdConfig) -> Result<(), OptimError> {
+    let bad = |what: &str| Err(OptimError::Config(format!("SGD {what}")));
+    if !(c.lr.is_finite() && c.lr >= 0.0) {
+        return bad(&format!(
+            "learning rate must be finite and >= 0, got {}",
+            c.lr
+        ));
+    }
+    if !(0.0..1.0).contains(&c.momentum) {
+        return bad(&format!("momentum must be in [0, 1), got {}", c.momentum));
+    }
+    if !(c.weight_decay.is_finite() && c.weight_decay >= 0.0) {
+        return bad(&format!(
+            "weight decay must be >= 0, got {}",
+            c.weight_decay
+        ));
+    }
+    if c.nesterov && c.momentum == 0.0 {
+        return bad("Nesterov momentum requires momentum > 0");
+    }
+    Ok(())
+}
+
+impl BaseOptimizer for Sgd {
+    fn params(&self) -> &Params {
+        &self.params
+    }
+
+    fn learning_rate(&self) -> f64 {
+        self.config.lr
+    }
+
+    fn set_learning_rate(&mut self, lr: f64) {
+        self.config.lr = lr;
+    }
+
+    fn step(&mut self, grads: &[Tensor]) -> Result<(), OptimError> {
+        self.params.check_aligned(grads, "gradient")?;
+        let SgdConfig {
+            lr,
+            momentum,
+            nesterov,
+            weight_decay,
+        } = self.config;
+        let _guard = tch::no_grad_guard();
+        for (i, (param, grad)) in self.params.tensors().iter().zip(grads).enumerate() {
+            let mut direction = if weight_decay != 0.0 {
+                grad + param * weight_decay
+            } else {
+                grad.shallow_clone()
+            };
+            if let Some(buf) = self.momentum_buffers.get_mut(i) {
+                let _ = buf.g_mul_scalar_(momentum).g_add_(&direction);
+                direction = if nesterov {
+                    direction + &*buf * momentum
+                } else {
+                    buf.shallow_clone()
+                };
+            }
+            let _ = param.shallow_clone().g_add_(&(direction * -lr));
+        }
+        Ok(())
+    }
+
+    fn state(&self) -> Vec<(String, Tensor)> {
+        self.params
+            .names()
+            .iter()
+            .zip(&self.momentum_buffers)
+            .map(|(n, b)| (format!("{n}.momentum_buffer"), b.shallow_clone()))
+            .collect()
+    }
+
+    fn load_state(&mut self, state: &[(String, Tensor)]) -> Result<(), OptimError> {
+        let targets = self
+            .params
+            .names()
+            .iter()
+            .zip(&mut self.momentum_buffers)
+            .map(|(name, buf)| (format!("{name}.momentum_buffer"), buf))
+            .collect();
+        load_entries(state, targets)
+    }
+}

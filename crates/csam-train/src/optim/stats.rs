@@ -1,0 +1,113 @@
+//! Per-step statistics of a training step, for logging and the paper's
+//! diagnostics (paper-notes §4).
+
+use super::OptimError;
+use tch::{Device, Kind, Tensor};
+
+/// What one training step measured on its mini-batch (train-mode forward passes).
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct StepStats {
+    /// Mean cross entropy at theta (pass 1).
+    pub loss: f64,
+    /// Fraction of the batch whose argmax at theta is the label.
+    pub accuracy: f64,
+    /// `||g||_2`, the global norm of the pass-1 gradient (with m-sharpness: the
+    /// size-weighted mean of the sub-batch gradient norms).
+    pub grad_norm: f64,
+    /// Geometric mean `p_y = exp(mean log p_y)` of the true-class probabilities
+    /// at theta (`= exp(-loss)`).
+    pub p_true: f64,
+    /// Statistics at theta_tilde; `None` for a step without perturbation.
+    pub perturbed: Option<PerturbedStats>,
+}
+
+/// Statistics of the second pass at `theta_tilde = theta + e`.
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct PerturbedStats {
+    /// The second-pass objective that was differentiated (cross entropy for SAM,
+    /// the CSAM loss for CSAM).
+    pub loss: f64,
+    /// Mean cross entropy at theta_tilde.
+    pub cross_entropy: f64,
+    /// Geometric mean `p~_y = exp(-cross_entropy)` of the true-class probabilities.
+    pub p_true: f64,
+}
+
+/// Device-side sums of a step's statistics, read back with one host
+/// synchronisation in [`StatsAccumulator::finish`].
+pub(crate) struct StatsAccumulator {
+    /// `[ce, correct fraction, grad norm, second loss, ce at theta_tilde]`,
+    /// each a 0-d tensor weighted by the sub-batch's share of the batch.
+    sums: Option<Vec<Tensor>>,
+}
+
+impl StatsAccumulator {
+    pub(crate) fn new() -> Self {
+        Self { sums: None }
+    }
+
+    /// Adds one (sub-)batch holding fraction `weight` of the batch. `perturbed`
+    /// is `(second-pass objective, cross entropy at theta_tilde)`.
+    pub(crate) fn add(
+        &mut self,
+        weight: f64,
+        cross_entropy: &Tensor,
+        logits: &Tensor,
+        targets: &Tensor,
+        grad_norm: &Tensor,
+        perturbed: Option<(&Tensor, &Tensor)>,
+    ) {
+        let _guard = tch::no_grad_guard();
+        let correct = logits
+            .argmax(-1, false)
+            .eq_tensor(targets)
+            .to_kind(Kind::Double)
+            .mean(None);
+        let mut values = vec![cross_entropy.detach(), correct, grad_norm.detach()];
+        if let Some((objective, ce)) = perturbed {
+            values.push(objective.detach());
+            values.push(ce.detach());
+        }
+        let values: Vec<Tensor> = values
+            .into_iter()
+            .map(|v| v.to_kind(Kind::Double) * weight)
+            .collect();
+        self.sums = Some(match self.sums.take() {
+            None => values,
+            Some(sums) => sums.iter().zip(&values).map(|(s, v)| s + v).collect(),
+        });
+    }
+
+    /// Reads the sums back to the host and checks that they are finite.
+    pub(crate) fn finish(self) -> Result<StepStats, OptimError> {
+        let sums = self
+            .sums
+            .ok_or_else(|| OptimError::Mismatch("a step saw no sub-batch".into()))?;
+        let host = Tensor::stack(&sums, 0).to_device(Device::Cpu);
+        let v = Vec::<f64>::try_from(&host)?;
+        if let Some(bad) = v.iter().position(|x| !x.is_finite()) {
+            let names = [
+                "loss",
+                "accuracy",
+                "gradient norm",
+                "perturbed loss",
+                "perturbed CE",
+            ];
+            return Err(OptimError::Diverged(format!(
+                "{} is {} after this step",
+                names[bad], v[bad]
+            )));
+        }
+        Ok(StepStats {
+            loss: v[0],
+            accuracy: v[1],
+            grad_norm: v[2],
+            p_true: (-v[0]).exp(),
+            perturbed: (v.len() == 5).then(|| PerturbedStats {
+                loss: v[3],
+                cross_entropy: v[4],
+                p_true: (-v[4]).exp(),
+            }),
+        })
+    }
+}
