@@ -44,6 +44,13 @@ pub fn log_softmax_at(row: ArrayView1<'_, f64>, k: usize) -> f64 {
     (row[k] - m) - ln_sum
 }
 
+/// `ln sum_k exp(z_k)` of one row of finite logits, computed as `m + ln sum_k
+/// exp(z_k - m)` with `m = max_k z_k` so that no term overflows.
+pub fn log_sum_exp(row: ArrayView1<'_, f64>) -> f64 {
+    let (m, ln_sum) = shifted_log_sum_exp(row);
+    m + ln_sum
+}
+
 /// `(m, ln sum_k exp(z_k - m))` with `m = max_k z_k`: `logsumexp(z)` is their sum,
 /// kept apart so that callers subtract `m` from logits before adding `ln sum`.
 fn shifted_log_sum_exp(row: ArrayView1<'_, f64>) -> (f64, f64) {

@@ -103,6 +103,7 @@ fn batch_order_is_a_deterministic_permutation_per_seed_and_epoch() {
     assert_eq!(as_set, (0..s.train.n).collect());
     assert_ne!(order, (0..s.train.n).collect::<Vec<_>>());
 
+    assert_eq!(loader.epoch(0).len(), loader.n_batches());
     let (xs, ys, sizes) = collect(&loader, 0);
     assert_eq!(sizes.iter().sum::<i64>() as usize, s.train.n);
     assert_eq!(loader.n_batches(), sizes.len());
@@ -186,6 +187,7 @@ fn drop_last_drops_the_partial_batch() {
     let mut options = LoaderOptions::evaluation(100, Device::Cpu);
     options.drop_last = true;
     let loader = BatchLoader::new(&s.train, &norm, options).unwrap();
+    assert_eq!(loader.epoch(0).len(), s.train.n / 100);
     let sizes: Vec<i64> = loader.epoch(0).map(|(xs, _)| xs.size()[0]).collect();
     assert_eq!(sizes, vec![100; s.train.n / 100]);
 }

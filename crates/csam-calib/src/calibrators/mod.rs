@@ -20,3 +20,16 @@ pub trait Calibrator {
     /// or if `K` differs from the fitted `K`.
     fn transform(&self, logits: ArrayView2<'_, f64>) -> Result<Array2<f64>>;
 }
+
+pub mod affine;
+pub mod dirichlet;
+pub mod histogram;
+pub mod isotonic;
+pub mod matrix;
+pub mod platt;
+pub mod registry;
+pub mod vector;
+
+mod input;
+mod lbfgs;
+mod one_vs_rest;

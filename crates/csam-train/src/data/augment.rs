@@ -110,9 +110,15 @@ impl Augmentation {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::data::rng::{stream, Purpose};
+    use proptest::prelude::*;
 
     fn identity_table() -> Vec<[u8; 256]> {
         vec![std::array::from_fn(|v| v as u8)]
+    }
+
+    fn at(dy: usize, dx: usize, flip: bool) -> Draw {
+        Draw { dy, dx, flip }
     }
 
     fn run(aug: Augmentation, draw: Draw, src: &[u8], h: usize, w: usize) -> Vec<u8> {
@@ -130,17 +136,7 @@ mod tests {
             crop_padding: 1,
             horizontal_flip: true,
         };
-        let out = run(
-            aug,
-            Draw {
-                dy: 1,
-                dx: 1,
-                flip: false,
-            },
-            &IMG,
-            3,
-            3,
-        );
+        let out = run(aug, at(1, 1, false), &IMG, 3, 3);
         assert_eq!(out, IMG.to_vec());
     }
 
@@ -151,30 +147,10 @@ mod tests {
             horizontal_flip: false,
         };
         // dy = dx = 0: window starts one pixel above and left of the image.
-        let out = run(
-            aug,
-            Draw {
-                dy: 0,
-                dx: 0,
-                flip: false,
-            },
-            &IMG,
-            3,
-            3,
-        );
+        let out = run(aug, at(0, 0, false), &IMG, 3, 3);
         assert_eq!(out, vec![0, 0, 0, 0, 1, 2, 0, 4, 5]);
         // dy = 2, dx = 1: one row down.
-        let out = run(
-            aug,
-            Draw {
-                dy: 2,
-                dx: 1,
-                flip: false,
-            },
-            &IMG,
-            3,
-            3,
-        );
+        let out = run(aug, at(2, 1, false), &IMG, 3, 3);
         assert_eq!(out, vec![4, 5, 6, 7, 8, 9, 0, 0, 0]);
     }
 
@@ -184,30 +160,10 @@ mod tests {
             crop_padding: 1,
             horizontal_flip: true,
         };
-        let out = run(
-            aug,
-            Draw {
-                dy: 1,
-                dx: 1,
-                flip: true,
-            },
-            &IMG,
-            3,
-            3,
-        );
+        let out = run(aug, at(1, 1, true), &IMG, 3, 3);
         assert_eq!(out, vec![3, 2, 1, 6, 5, 4, 9, 8, 7]);
         // Crop window shifted right by one (dx = 2), then mirrored.
-        let out = run(
-            aug,
-            Draw {
-                dy: 1,
-                dx: 2,
-                flip: true,
-            },
-            &IMG,
-            3,
-            3,
-        );
+        let out = run(aug, at(1, 2, true), &IMG, 3, 3);
         assert_eq!(out, vec![0, 3, 2, 0, 6, 5, 0, 9, 8]);
     }
 
@@ -220,15 +176,45 @@ mod tests {
 
     #[test]
     fn disabled_augmentation_draws_nothing() {
-        let mut rng = super::super::rng::stream(1, super::super::rng::Purpose::Augment, 0);
+        let mut rng = stream(1, Purpose::Augment, 0);
         let draw = Augmentation::NONE.draw(&mut rng);
-        assert_eq!(
-            draw,
-            Draw {
-                dy: 0,
-                dx: 0,
-                flip: false
+        assert_eq!(draw, at(0, 0, false));
+    }
+
+    proptest! {
+        /// Every output pixel is an input pixel of the same channel or
+        /// padding; with no padding the output is the input, up to a mirror.
+        #[test]
+        fn output_pixels_come_from_the_input_or_padding(
+            (c, h, w, pixels) in (1usize..4, 1usize..7, 1usize..7).prop_flat_map(|(c, h, w)| {
+                (Just(c), Just(h), Just(w), proptest::collection::vec(1u8..=255, c * h * w))
+            }),
+            p in 0usize..4,
+            seed in any::<u64>(),
+        ) {
+            let aug = Augmentation { crop_padding: p, horizontal_flip: true };
+            let mut rng = stream(seed, Purpose::Augment, 0);
+            let draw = aug.draw(&mut rng);
+            prop_assert!(draw.dy <= 2 * p && draw.dx <= 2 * p);
+            let tables = vec![std::array::from_fn(|v| v as u8); c];
+            let mut out = vec![0u8; c * h * w];
+            aug.apply(draw, &pixels, (c, h, w), &tables, &mut out);
+            let plane = h * w;
+            for ch in 0..c {
+                let input = &pixels[ch * plane..(ch + 1) * plane];
+                for &v in &out[ch * plane..(ch + 1) * plane] {
+                    prop_assert!(v == 0 || input.contains(&v));
+                }
             }
-        );
+            if p == 0 {
+                let mut expected = pixels.clone();
+                if draw.flip {
+                    for row in expected.chunks_exact_mut(w) {
+                        row.reverse();
+                    }
+                }
+                prop_assert_eq!(out, expected);
+            }
+        }
     }
 }

@@ -80,7 +80,7 @@ pub const BUNDLED_FILES: [BundledFile; 5] = [
     bundled!(
         "digits/digits.csv.gz",
         "09f66e6debdee2cd2b5ae59e0d6abbb73fc2b0e0185d2e1957e9ebb51e23aa22",
-        "scikit-learn 1.x sklearn/datasets/data/digits.csv.gz, unchanged \
+        "scikit-learn 1.9.1 wheel, sklearn/datasets/data/digits.csv.gz, unchanged \
          (UCI Optical Recognition of Handwritten Digits, test part)",
         "BSD-3-Clause"
     ),

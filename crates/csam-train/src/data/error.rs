@@ -46,6 +46,15 @@ pub enum DataError {
         reason: String,
     },
 
+    /// A gzip stream that ends early or is corrupt.
+    #[error("{path}: gzip stream broken after {offset} decompressed bytes: {source}")]
+    Gzip {
+        path: PathBuf,
+        offset: u64,
+        #[source]
+        source: std::io::Error,
+    },
+
     /// The file ends before the data its header (or record layout) promises.
     #[error("{path}: truncated at byte {offset}{stream}: expected {expected} bytes in all, found {found}", stream = if *.decompressed { " of the decompressed stream" } else { "" })]
     Truncated {

@@ -14,8 +14,9 @@
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 
-use image::DynamicImage;
+use image::ImageDecoder;
 
+use super::dataset::hwc_to_chw;
 use super::error::{DataError, Result};
 use super::part::{into_source, Classes, LabelLocation, Part};
 use super::DataSource;
@@ -107,49 +108,76 @@ fn is_image_file(path: &Path) -> bool {
             .is_some_and(|e| EXTENSIONS.contains(&e.to_ascii_lowercase().as_str()))
 }
 
-/// Decodes every image of every class folder (label = folder index).
+/// The size and colour of an image file, read from its header only.
+fn probe(path: &Path) -> Result<((u32, u32), bool)> {
+    let decode_error = |source| DataError::Decode {
+        path: path.to_path_buf(),
+        source,
+    };
+    let decoder = image::ImageReader::open(path)
+        .map_err(|e| DataError::io(path, e))?
+        .with_guessed_format()
+        .map_err(|e| DataError::io(path, e))?
+        .into_decoder()
+        .map_err(decode_error)?;
+    Ok((decoder.dimensions(), decoder.color_type().has_color()))
+}
+
+/// Reads every image of every class folder (label = folder index): a first
+/// pass over the headers settles size and channel count, a second decodes
+/// straight into the dataset's buffer.
 fn read_part(dir: &Path, classes: &[PathBuf]) -> Result<Part> {
-    let mut decoded: Vec<(PathBuf, DynamicImage)> = Vec::new();
+    let mut files = Vec::new();
     let mut labels = Vec::new();
     for (label, class_dir) in classes.iter().enumerate() {
         for path in sorted_entries(class_dir, is_image_file)? {
-            let image = image::open(&path).map_err(|source| DataError::Decode {
-                path: path.clone(),
-                source,
-            })?;
-            decoded.push((path, image));
+            files.push(path);
             labels.push(label);
         }
     }
-    let Some((_, first)) = decoded.first() else {
+    if files.is_empty() {
         return Err(DataError::Empty {
             path: dir.to_path_buf(),
             hint: format!("no {} files in the class folders", EXTENSIONS.join("/")),
         });
-    };
-    let (width, height) = (first.width(), first.height());
-    let channels = if decoded.iter().any(|(_, im)| im.color().has_color()) {
-        3
-    } else {
-        1
-    };
-    let mut images = Vec::with_capacity(decoded.len() * channels * (width * height) as usize);
-    for (path, image) in &decoded {
-        if (image.width(), image.height()) != (width, height) {
+    }
+    let mut size = None;
+    let mut has_colour = false;
+    for path in &files {
+        let (dimensions, colour) = probe(path)?;
+        let expected = *size.get_or_insert(dimensions);
+        if dimensions != expected {
+            return Err(DataError::ShapeMismatch {
+                path: path.clone(),
+                expected: format!("{}x{} pixels", expected.0, expected.1),
+                found: format!("{}x{} pixels", dimensions.0, dimensions.1),
+            });
+        }
+        has_colour |= colour;
+    }
+    // Invariant: `files` is not empty, so the loop above set the size.
+    let (width, height) = size.expect("size of the first image");
+    let (width, height) = (width as usize, height as usize);
+    let channels = if has_colour { 3 } else { 1 };
+    let mut images = Vec::with_capacity(files.len() * channels * width * height);
+    for path in &files {
+        let image = image::open(path).map_err(|source| DataError::Decode {
+            path: path.clone(),
+            source,
+        })?;
+        if (image.width() as usize, image.height() as usize) != (width, height) {
             return Err(DataError::ShapeMismatch {
                 path: path.clone(),
                 expected: format!("{width}x{height} pixels"),
-                found: format!("{}x{} pixels", image.width(), image.height()),
+                found: format!(
+                    "{}x{} pixels (header said otherwise)",
+                    image.width(),
+                    image.height()
+                ),
             });
         }
-        if channels == 3 {
-            let rgb = image.to_rgb8();
-            images.extend(super::dataset::hwc_to_chw(
-                rgb.as_raw(),
-                3,
-                height as usize,
-                width as usize,
-            ));
+        if has_colour {
+            images.extend(hwc_to_chw(image.to_rgb8().as_raw(), 3, height, width));
         } else {
             images.extend_from_slice(image.to_luma8().as_raw());
         }
@@ -158,7 +186,7 @@ fn read_part(dir: &Path, classes: &[PathBuf]) -> Result<Part> {
     Ok(Part {
         images,
         labels,
-        shape: (channels, height as usize, width as usize),
+        shape: (channels, height, width),
         // Labels come from folder names and are in range by construction.
         label_locations: vec![LabelLocation {
             path: dir.to_path_buf(),

@@ -148,6 +148,7 @@ fn load_part(dir: &Path, prefix: &str, optional: bool) -> Result<Option<Part>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
 
     fn idx(magic: [u8; 4], dims: &[u32], data: &[u8]) -> Vec<u8> {
         let mut bytes = magic.to_vec();
@@ -238,5 +239,38 @@ mod tests {
             part(&long, &labels),
             Err(DataError::TrailingBytes { offset: 18, .. })
         ));
+    }
+
+    proptest! {
+        #[test]
+        fn random_arrays_round_trip(
+            (n, h, w, pixels) in (0usize..4, 1usize..5, 1usize..5).prop_flat_map(|(n, h, w)| {
+                (Just(n), Just(h), Just(w), proptest::collection::vec(any::<u8>(), n * h * w))
+            }),
+            label_seed in any::<u8>(),
+        ) {
+            let labels: Vec<u8> = (0..n as u8).map(|i| i.wrapping_mul(31) ^ label_seed).collect();
+            let images = idx([0, 0, 8, 3], &[n as u32, h as u32, w as u32], &pixels);
+            let label_file = idx([0, 0, 8, 1], &[n as u32], &labels);
+            let p = part(&images, &label_file).unwrap();
+            prop_assert_eq!(p.shape, (1, h, w));
+            prop_assert_eq!(p.images, pixels);
+            prop_assert_eq!(p.labels, labels.iter().map(|&l| l as usize).collect::<Vec<_>>());
+        }
+
+        #[test]
+        fn damaged_files_give_errors_not_panics(
+            cut in 0usize..40,
+            edits in proptest::collection::vec((0usize..40, any::<u8>()), 0..4),
+        ) {
+            let mut images = idx([0, 0, 8, 3], &[2, 2, 3], &[9; 12]);
+            for (at, value) in edits {
+                let at = at % images.len();
+                images[at] = value;
+            }
+            images.truncate(cut);
+            let labels = idx([0, 0, 8, 1], &[2], &[0, 1]);
+            let _ = part(&images, &labels);
+        }
     }
 }

@@ -72,24 +72,14 @@ pub struct BatchLoader<'a> {
 }
 
 impl<'a> BatchLoader<'a> {
-    /// Checks that the normalisation has the dataset's channel count and the
-    /// batch size is positive.
+    /// Checks that the normalisation has the dataset's channel count, finite
+    /// means and positive finite stds, and that the batch size is positive.
     pub fn new(
         dataset: &'a Dataset,
         normalization: &Normalization,
         options: LoaderOptions,
     ) -> Result<Self> {
-        if normalization.channels() != dataset.channels
-            || normalization.std.len() != dataset.channels
-        {
-            return Err(DataError::Invalid(format!(
-                "normalisation has {} means and {} stds, {} has {} channels",
-                normalization.mean.len(),
-                normalization.std.len(),
-                dataset.name,
-                dataset.channels
-            )));
-        }
+        normalization.validate(dataset.channels)?;
         if options.batch_size == 0 {
             return Err(DataError::Invalid("batch size must be positive".into()));
         }
@@ -191,7 +181,20 @@ impl Iterator for Batches<'_> {
         self.next += size;
         Some(self.loader.batch(indices, &mut self.rng))
     }
+
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        let b = self.loader.options.batch_size;
+        let remaining = self.order.len() - self.next;
+        let batches = if self.loader.options.drop_last {
+            remaining / b
+        } else {
+            remaining.div_ceil(b)
+        };
+        (batches, Some(batches))
+    }
 }
+
+impl ExactSizeIterator for Batches<'_> {}
 
 /// The whole dataset as one normalised tensor `[N, C, H, W]` (f32) and its
 /// labels `[N]` (i64) on `device`, without augmentation, in index order. For

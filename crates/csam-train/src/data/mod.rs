@@ -11,6 +11,26 @@
 //! arrays (CIFAR-10-C), image folders, and two bundled datasets compiled into
 //! the library ([`bundled`]). Every malformed file gives a [`DataError`] that
 //! names the file and the byte offset.
+//!
+//! ```
+//! use csam_train::data::{load, split, BatchLoader, DatasetSpec, LoaderOptions, Normalization};
+//!
+//! let spec: DatasetSpec = "digits".parse()?;
+//! let splits = split(load(&spec)?, 200, 42)?;
+//! let norm = Normalization::fit(&splits.train)?;
+//! let augmentation = spec.standard_augmentation(splits.train.height, splits.train.width);
+//! let device = tch::Device::Cpu;
+//! let train = BatchLoader::new(&splits.train, &norm, LoaderOptions::training(128, augmentation, 42, device))?;
+//! for epoch in 0..2 {
+//!     for (xs, ys) in train.epoch(epoch) {
+//!         assert_eq!(xs.size()[1..], [1, 8, 8]);
+//!         assert_eq!(xs.size()[0], ys.size()[0]);
+//!     }
+//! }
+//! let val = BatchLoader::new(&splits.val, &norm, LoaderOptions::evaluation(512, device))?;
+//! assert_eq!(val.epoch(0).map(|(_, ys)| ys.size()[0]).sum::<i64>(), 200);
+//! # Ok::<(), csam_train::data::DataError>(())
+//! ```
 
 mod augment;
 pub mod bundled;

@@ -75,6 +75,31 @@ impl Normalization {
         self.mean.len()
     }
 
+    /// Checks that there are `channels` means and stds, the means finite and
+    /// the stds finite and positive (a loaded checkpoint may hold anything).
+    pub fn validate(&self, channels: usize) -> Result<()> {
+        if self.mean.len() != channels || self.std.len() != channels {
+            return Err(DataError::Invalid(format!(
+                "normalisation has {} means and {} stds for {channels} channels",
+                self.mean.len(),
+                self.std.len()
+            )));
+        }
+        let bad_mean = self.mean.iter().position(|m| !m.is_finite());
+        let bad_std = self.std.iter().position(|s| !(s.is_finite() && *s > 0.0));
+        match (bad_mean, bad_std) {
+            (Some(c), _) => Err(DataError::Invalid(format!(
+                "normalisation mean of channel {c} is {}",
+                self.mean[c]
+            ))),
+            (_, Some(c)) => Err(DataError::Invalid(format!(
+                "normalisation std of channel {c} is {}, not a positive number",
+                self.std[c]
+            ))),
+            (None, None) => Ok(()),
+        }
+    }
+
     /// For each channel, the normalised value of each of the 256 bytes, so
     /// that building a batch is a table look-up per pixel.
     pub(crate) fn lookup_tables(&self) -> Vec<[f32; 256]> {
@@ -114,6 +139,22 @@ mod tests {
         let table = n.lookup_tables();
         assert!((table[0][255] - (0.25 / 0.1875f32.sqrt())).abs() < 1e-6);
         assert!((table[1][51] - (-0.05 / 0.0075f32.sqrt())).abs() < 1e-6);
+    }
+
+    #[test]
+    fn validate_refuses_wrong_lengths_and_non_finite_values() {
+        assert!(Normalization::identity(3).validate(3).is_ok());
+        assert!(Normalization::identity(3).validate(1).is_err());
+        let zero_std = Normalization {
+            mean: vec![0.5],
+            std: vec![0.0],
+        };
+        assert!(zero_std.validate(1).is_err());
+        let nan_mean = Normalization {
+            mean: vec![f32::NAN],
+            std: vec![1.0],
+        };
+        assert!(nan_mean.validate(1).is_err());
     }
 
     #[test]

@@ -8,8 +8,6 @@
 //! `fortran_order` and `shape`, then the data. Only C order is accepted for
 //! images (labels are 1-D, where order does not matter).
 
-use std::path::Path;
-
 use super::dataset::SampleShape;
 use super::error::{DataError, Result};
 use super::part::{LabelLocation, Part};
@@ -136,8 +134,7 @@ fn data_len(stream: &ByteStream<'_>, header: &Header) -> Result<u64> {
 
 /// Reads `(N, H, W, C)` or `(N, H, W)` `uint8` images and transposes them to
 /// CHW. Returns the images and the `(C, H, W)` shape.
-fn read_images(path: &Path) -> Result<(Vec<u8>, SampleShape)> {
-    let mut stream = ByteStream::open(path)?;
+fn read_images(mut stream: ByteStream<'_>) -> Result<(Vec<u8>, SampleShape)> {
     let header = read_header(&mut stream)?;
     let ubyte = Dtype {
         signed: false,
@@ -184,8 +181,7 @@ fn read_images(path: &Path) -> Result<(Vec<u8>, SampleShape)> {
 }
 
 /// Reads 1-D integer labels; a negative label is an error at its offset.
-fn read_labels(path: &Path) -> Result<(Vec<usize>, LabelLocation)> {
-    let mut stream = ByteStream::open(path)?;
+fn read_labels(mut stream: ByteStream<'_>) -> Result<(Vec<usize>, LabelLocation)> {
     let header = read_header(&mut stream)?;
     let [n] = header.shape[..] else {
         return Err(stream.bad_header(
@@ -194,20 +190,21 @@ fn read_labels(path: &Path) -> Result<(Vec<usize>, LabelLocation)> {
         ));
     };
     let bytes = stream.read_vec(data_len(&stream, &header)?, "the labels")?;
+    let path = stream.path().to_path_buf();
     stream.finish()?;
     let size = header.dtype.size;
     let mut labels = Vec::with_capacity(n);
     for (i, raw) in bytes.chunks_exact(size).enumerate() {
         let value = decode_integer(raw, header.dtype);
         let label = usize::try_from(value).map_err(|_| DataError::NotAClassIndex {
-            path: path.to_path_buf(),
+            path: path.clone(),
             offset: header.data_offset + (i * size) as u64,
             label: value,
         })?;
         labels.push(label);
     }
     let location = LabelLocation {
-        path: path.to_path_buf(),
+        path,
         first: header.data_offset,
         stride: size as u64,
         count: n,
@@ -234,16 +231,17 @@ fn decode_integer(raw: &[u8], dtype: Dtype) -> i128 {
     }
 }
 
-/// Reads an images file and a labels file into one part; they must agree on
-/// the sample count.
-pub(crate) fn read_part(images: &Path, labels: &Path) -> Result<Part> {
+/// Reads an images stream and a labels stream into one part; they must
+/// agree on the sample count.
+pub(crate) fn read_part(images: ByteStream<'_>, labels: ByteStream<'_>) -> Result<Part> {
+    let (images_path, labels_path) = (images.path().to_path_buf(), labels.path().to_path_buf());
     let (image_bytes, shape) = read_images(images)?;
     let n_images = image_bytes.len() / (shape.0 * shape.1 * shape.2);
     let (label_values, location) = read_labels(labels)?;
     if label_values.len() != n_images {
         return Err(DataError::CountMismatch {
-            images: images.to_path_buf(),
-            labels: labels.to_path_buf(),
+            images: images_path,
+            labels: labels_path,
             n_images,
             n_labels: label_values.len(),
         });
@@ -259,6 +257,49 @@ pub(crate) fn read_part(images: &Path, labels: &Path) -> Result<Part> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
+    use std::path::Path;
+
+    /// A version 1.0 `.npy` file as numpy writes it (header padded with
+    /// spaces to a multiple of 64 bytes, ending in a newline).
+    fn npy(descr: &str, shape: &str, data: &[u8]) -> Vec<u8> {
+        let dict = format!("{{'descr': '{descr}', 'fortran_order': False, 'shape': {shape}, }}");
+        let header = format!(
+            "{dict:<width$}\n",
+            width = (dict.len() + 11).div_ceil(64) * 64 - 11
+        );
+        let mut bytes = b"\x93NUMPY\x01\x00".to_vec();
+        bytes.extend_from_slice(&(header.len() as u16).to_le_bytes());
+        bytes.extend_from_slice(header.as_bytes());
+        bytes.extend_from_slice(data);
+        bytes
+    }
+
+    fn part(images: &[u8], labels: &[u8]) -> Result<Part> {
+        read_part(
+            ByteStream::from_bytes(Path::new("images.npy"), images),
+            ByteStream::from_bytes(Path::new("labels.npy"), labels),
+        )
+    }
+
+    #[test]
+    fn hand_made_pair_transposes_and_decodes() {
+        // Two 1x2 RGB images, big-endian u16 labels 3 and 258.
+        let images = npy(
+            "|u1",
+            "(2, 1, 2, 3)",
+            &[1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12],
+        );
+        let labels = npy(">u2", "(2,)", &[0, 3, 1, 2]);
+        let p = part(&images, &labels).unwrap();
+        assert_eq!(p.shape, (3, 1, 2));
+        assert_eq!(p.images, vec![1, 4, 2, 5, 3, 6, 7, 10, 8, 11, 9, 12]);
+        assert_eq!(p.labels, vec![3, 258]);
+        assert_eq!(
+            p.label_locations[0].first, 128,
+            "header padded to 128 bytes"
+        );
+    }
 
     #[test]
     fn descr_and_shape_parse() {
@@ -295,5 +336,22 @@ mod tests {
             big_endian: true,
         };
         assert_eq!(decode_integer(&[1, 2], be), 258);
+    }
+
+    proptest! {
+        #[test]
+        fn damaged_files_give_errors_not_panics(
+            cut in 0usize..80,
+            edits in proptest::collection::vec((0usize..80, any::<u8>()), 0..4),
+        ) {
+            let mut labels = npy("<i4", "(2,)", &[1, 0, 0, 0, 2, 0, 0, 0]);
+            for (at, value) in edits {
+                let at = at % labels.len();
+                labels[at] = value;
+            }
+            labels.truncate(cut);
+            let images = npy("|u1", "(2, 1, 1)", &[5, 6]);
+            let _ = part(&images, &labels);
+        }
     }
 }

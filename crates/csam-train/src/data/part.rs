@@ -112,3 +112,60 @@ pub(crate) fn into_source(
     let test = test.into_dataset(format!("{name}/test"), n_classes)?;
     DataSource::new(train, test)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn part(file: &str, labels: Vec<usize>, first: u64, stride: u64) -> Part {
+        let count = labels.len();
+        Part {
+            images: vec![0; count],
+            labels,
+            shape: (1, 1, 1),
+            label_locations: vec![LabelLocation {
+                path: file.into(),
+                first,
+                stride,
+                count,
+            }],
+        }
+    }
+
+    #[test]
+    fn out_of_range_label_is_located_in_its_own_file() {
+        let mut train = part("a.bin", vec![0, 1, 2], 0, 10);
+        train.append(part("b.bin", vec![1, 9, 3], 4, 7));
+        match into_source(
+            "x",
+            Some(train),
+            part("t.bin", vec![0], 0, 1),
+            Classes::Fixed(5),
+        ) {
+            Err(DataError::LabelOutOfRange {
+                path,
+                offset,
+                label,
+                n_classes,
+            }) => {
+                assert_eq!(path, PathBuf::from("b.bin"));
+                assert_eq!((offset, label, n_classes), (4 + 7, 9, 5));
+            }
+            other => panic!("expected LabelOutOfRange, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn inferred_classes_cover_train_and_test() {
+        let source = into_source(
+            "x",
+            Some(part("a", vec![0, 2], 0, 1)),
+            part("t", vec![4, 1], 0, 1),
+            Classes::Inferred,
+        )
+        .unwrap();
+        assert_eq!(source.test.n_classes, 5);
+        assert_eq!(source.train.unwrap().n_classes, 5);
+        assert_eq!(source.test.name, "x/test");
+    }
+}

@@ -6,7 +6,8 @@ use std::str::FromStr;
 
 use super::error::{DataError, Result};
 use super::part::{into_source, Classes};
-use super::{bundled, cifar, folder, idx, npy, DataSource};
+use super::stream::ByteStream;
+use super::{bundled, cifar, folder, idx, npy, Augmentation, DataSource};
 
 /// Where the Debian package `dataset-fashion-mnist` installs the full set.
 pub const FASHION_MNIST_FULL_DIR: &str = "/usr/share/datasets/fashion-mnist";
@@ -23,6 +24,9 @@ pub const FASHION_MNIST_FULL_DIR: &str = "/usr/share/datasets/fashion-mnist";
 /// | `cifar100:DIR`                | CIFAR-100 binary files, fine labels                       |
 /// | `npy:IMAGES,LABELS[,CLASSES]` | `.npy` uint8 images (N,H,W,C) + integer labels, test only; classes default to largest label + 1 |
 /// | `folder:DIR`                  | `DIR/<class>/*.png`, optionally `DIR/train` + `DIR/test`  |
+///
+/// A CIFAR-10-C corruption file stacks its 5 severities, 10,000 images each,
+/// in order: severity `s` is `test.select(&((s - 1) * 10_000..s * 10_000).collect::<Vec<_>>())`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum DatasetSpec {
     FashionMnist,
@@ -123,6 +127,31 @@ impl fmt::Display for DatasetSpec {
     }
 }
 
+impl DatasetSpec {
+    /// Whether a left-right mirror keeps every label: true for clothing
+    /// (Fashion-MNIST) and natural images (CIFAR), false for digits and the
+    /// MNIST family in general (`idx:`), and, not knowing the content, for
+    /// `npy:` and `folder:` sources.
+    pub fn mirror_invariant(&self) -> bool {
+        matches!(
+            self,
+            DatasetSpec::FashionMnist
+                | DatasetSpec::FashionMnistFull
+                | DatasetSpec::Cifar10(_)
+                | DatasetSpec::Cifar100(_)
+        )
+    }
+
+    /// [`Augmentation::standard`] for images of `height x width`, with the
+    /// flip only where [`DatasetSpec::mirror_invariant`].
+    pub fn standard_augmentation(&self, height: usize, width: usize) -> Augmentation {
+        Augmentation {
+            horizontal_flip: self.mirror_invariant(),
+            ..Augmentation::standard(height, width)
+        }
+    }
+}
+
 /// Loads the dataset a spec names. Parts are named `<spec>/train` and
 /// `<spec>/test` (e.g. `fashion-mnist/train`).
 pub fn load(spec: &DatasetSpec) -> Result<DataSource> {
@@ -142,7 +171,7 @@ pub fn load(spec: &DatasetSpec) -> Result<DataSource> {
             labels,
             n_classes,
         } => {
-            let part = npy::read_part(images, labels)?;
+            let part = npy::read_part(ByteStream::open(images)?, ByteStream::open(labels)?)?;
             let classes = n_classes.map_or(Classes::Inferred, Classes::Fixed);
             into_source(&name, None, part, classes)
         }
@@ -197,6 +226,16 @@ mod tests {
                 n_classes: None
             }
         );
+    }
+
+    #[test]
+    fn flips_only_where_labels_survive_a_mirror() {
+        let digits = DatasetSpec::Digits.standard_augmentation(8, 8);
+        assert_eq!((digits.crop_padding, digits.horizontal_flip), (1, false));
+        let cifar = DatasetSpec::Cifar10("c".into()).standard_augmentation(32, 32);
+        assert_eq!((cifar.crop_padding, cifar.horizontal_flip), (4, true));
+        assert!(DatasetSpec::FashionMnist.mirror_invariant());
+        assert!(!DatasetSpec::Idx("m".into()).mirror_invariant());
     }
 
     #[test]

@@ -123,11 +123,9 @@ impl<'a> ByteStream<'a> {
         let capacity = usize::try_from(len.min(MAX_PREALLOCATION)).unwrap_or(0);
         let mut buffer = Vec::with_capacity(capacity);
         let start = self.offset;
-        (&mut self.inner)
-            .take(len)
-            .read_to_end(&mut buffer)
-            .map_err(|e| DataError::io(&self.path, e))?;
+        let result = (&mut self.inner).take(len).read_to_end(&mut buffer);
         self.offset += buffer.len() as u64;
+        result.map_err(|e| self.read_error(e))?;
         if (buffer.len() as u64) < len {
             return Err(DataError::Truncated {
                 path: self.path.clone(),
@@ -143,17 +141,30 @@ impl<'a> ByteStream<'a> {
     /// Reads everything left (for formats without a length header).
     pub(crate) fn read_to_end(&mut self) -> Result<Vec<u8>> {
         let mut buffer = Vec::new();
-        self.inner
-            .read_to_end(&mut buffer)
-            .map_err(|e| DataError::io(&self.path, e))?;
+        let result = self.inner.read_to_end(&mut buffer);
         self.offset += buffer.len() as u64;
+        result.map_err(|e| self.read_error(e))?;
         Ok(buffer)
+    }
+
+    /// A failed read at the current offset: a broken gzip stream (truncated
+    /// or corrupt) when decompressing, else an I/O error.
+    fn read_error(&self, source: std::io::Error) -> DataError {
+        if self.decompressed {
+            DataError::Gzip {
+                path: self.path.clone(),
+                offset: self.offset,
+                source,
+            }
+        } else {
+            DataError::io(&self.path, source)
+        }
     }
 
     /// Fails with `TrailingBytes` unless the stream is exhausted.
     pub(crate) fn finish(mut self) -> Result<()> {
-        let extra = std::io::copy(&mut self.inner, &mut std::io::sink())
-            .map_err(|e| DataError::io(&self.path, e))?;
+        let extra =
+            std::io::copy(&mut self.inner, &mut std::io::sink()).map_err(|e| self.read_error(e))?;
         if extra > 0 {
             return Err(DataError::TrailingBytes {
                 path: self.path.clone(),
@@ -253,6 +264,20 @@ mod tests {
         match stream.read_vec(u64::MAX / 2, "images") {
             Err(DataError::BadHeader { offset, .. }) => assert_eq!(offset, 4),
             other => panic!("expected BadHeader, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn cut_gzip_stream_is_a_gzip_error_with_the_offset_reached() {
+        let payload: Vec<u8> = (0..100_000u32).map(|i| (i * 7919 % 251) as u8).collect();
+        let gz = gzip(&payload);
+        let cut = &gz[..gz.len() / 2];
+        let mut stream = ByteStream::from_bytes(Path::new("x.gz"), cut);
+        match stream.read_vec(payload.len() as u64, "data") {
+            Err(DataError::Gzip { offset, .. }) => {
+                assert!(offset > 0 && offset < payload.len() as u64, "{offset}")
+            }
+            other => panic!("expected Gzip, got {other:?}"),
         }
     }
 
