@@ -1,6 +1,8 @@
 //! `csam`: train calibrated classifiers and measure calibration.
 
-use clap::Parser;
+mod commands;
+
+use clap::{Parser, Subcommand};
 
 #[derive(Parser)]
 #[command(
@@ -8,10 +10,27 @@ use clap::Parser;
     version,
     about = "Train neural classifiers that know how sure they are (SGD, SAM, CSAM) and measure their calibration."
 )]
-struct Cli {}
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Train a classifier with SGD, SAM, ASAM or CSAM into a run directory.
+    Train(Box<commands::train::TrainArgs>),
+    /// Evaluate a trained run's best model on a data set.
+    Eval(commands::eval::EvalArgs),
+    /// Time SGD, SAM and CSAM steps on synthetic batches.
+    Bench(commands::bench::BenchArgs),
+}
 
 fn main() -> anyhow::Result<()> {
-    let _cli = Cli::parse();
-    println!("device: {:?}", csam_train::default_device());
-    Ok(())
+    // Before libtorch allocates anything (see the function's doc).
+    csam_train::train::allocator::tune_allocator();
+    match Cli::parse().command {
+        Command::Train(args) => commands::train::run(*args),
+        Command::Eval(args) => commands::eval::run(args),
+        Command::Bench(args) => commands::bench::run(args),
+    }
 }

@@ -1,0 +1,5 @@
+//! The subcommands of `csam`, one module each.
+
+pub mod bench;
+pub mod eval;
+pub mod train;

@@ -1,0 +1,96 @@
+//! Evaluation: run a model over a data set in eval mode (BatchNorm running
+//! statistics, no dropout, no gradients), collect its logits, and summarise
+//! them with the calibration crate's metrics (paper-notes §2: 15 bins,
+//! equal-width ECE with (lo, hi] bins, equal-mass AdaECE).
+
+use std::path::Path;
+
+use csam_calib::metrics::summary::{summarize, MetricOptions, MetricSummary};
+use ndarray::Array2;
+use tch::{nn::ModuleT, Device, Kind, Tensor};
+
+use super::atomic::write_atomic_with;
+use super::error::{Result, TrainError};
+
+/// A model's logits on a data set, in data set order, with the true labels.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Predictions {
+    /// N x K logits.
+    pub logits: Array2<f32>,
+    /// N true labels.
+    pub labels: Vec<usize>,
+}
+
+/// Runs `model` in eval mode over `batches` (`xs` [B, C, H, W], `ys` [B]).
+pub fn predict(
+    model: &dyn ModuleT,
+    batches: impl IntoIterator<Item = (Tensor, Tensor)>,
+    n_classes: usize,
+) -> Result<Predictions> {
+    let mut logits = Vec::new();
+    let mut labels = Vec::new();
+    tch::no_grad(|| -> Result<()> {
+        for (xs, ys) in batches {
+            let out = model
+                .forward_t(&xs, false)
+                .to_kind(Kind::Float)
+                .to_device(Device::Cpu)
+                .contiguous();
+            logits.extend(Vec::<f32>::try_from(out.view([-1]))?);
+            let ys = Vec::<i64>::try_from(ys.to_device(Device::Cpu).view([-1]))?;
+            // Invariant: labels come from a validated data set (0 <= y < K).
+            labels.extend(ys.into_iter().map(|y| y as usize));
+        }
+        Ok(())
+    })?;
+    let n = labels.len();
+    let logits = Array2::from_shape_vec((n, n_classes), logits).map_err(|e| {
+        TrainError::Metrics(format!(
+            "model output does not have {n_classes} columns: {e}"
+        ))
+    })?;
+    Ok(Predictions { logits, labels })
+}
+
+impl Predictions {
+    /// Number of examples with a NaN or infinite logit (0 for a healthy model).
+    pub fn non_finite_rows(&self) -> usize {
+        self.logits
+            .rows()
+            .into_iter()
+            .filter(|row| row.iter().any(|v| !v.is_finite()))
+            .count()
+    }
+
+    /// The metric summary of the softmax of the logits (computed in f64).
+    pub fn summarize(&self) -> Result<MetricSummary> {
+        let bad = self.non_finite_rows();
+        if bad > 0 {
+            return Err(TrainError::Metrics(format!(
+                "{bad} of {} examples have NaN or infinite logits",
+                self.labels.len()
+            )));
+        }
+        let logits = self.logits.mapv(f64::from);
+        let probs = csam_calib::scores::softmax(logits.view());
+        summarize(probs.view(), &self.labels, &MetricOptions::default())
+            .map_err(|e| TrainError::Metrics(e.to_string()))
+    }
+
+    /// Writes `logits` (f32, N x K) and `labels` (int64, N) as .npy files
+    /// (libtorch's writer, NumPy format 1.0), each atomically, for
+    /// `csam metrics` and NumPy.
+    pub fn write_npy(&self, logits_path: &Path, labels_path: &Path) -> Result<()> {
+        let (n, k) = self.logits.dim();
+        let flat: Vec<f32> = self.logits.iter().copied().collect();
+        let logits = Tensor::from_slice(&flat).view([n as i64, k as i64]);
+        let labels: Vec<i64> = self.labels.iter().map(|&y| y as i64).collect();
+        let labels = Tensor::from_slice(&labels);
+        write_atomic_with(logits_path, |tmp| {
+            logits.write_npy(tmp).map_err(TrainError::from)
+        })?;
+        write_atomic_with(labels_path, |tmp| {
+            labels.write_npy(tmp).map_err(TrainError::from)
+        })
+    }
+}
