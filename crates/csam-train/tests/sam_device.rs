@@ -47,6 +47,7 @@ fn train(device: Device) -> (BTreeMap<String, Tensor>, Vec<StepStats>) {
 
 #[test]
 fn sam_step_on_cuda_matches_cpu() {
+    tch::set_num_threads(1); // tiny tensors: threads only contend
     if !tch::Cuda::is_available() {
         eprintln!("SKIPPED: no CUDA device");
         return;

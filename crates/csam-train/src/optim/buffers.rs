@@ -12,6 +12,8 @@ use tch::{nn::VarStore, Tensor};
 pub struct BufferSnapshot {
     live: Vec<Tensor>,
     saved: Vec<Tensor>,
+    /// Whether `saved` holds a capture not yet restored.
+    pending: bool,
 }
 
 impl BufferSnapshot {
@@ -27,7 +29,11 @@ impl BufferSnapshot {
             .map(|t| t.shallow_clone())
             .collect();
         let saved = live.iter().map(|t| t.detach().copy()).collect();
-        Self { live, saved }
+        Self {
+            live,
+            saved,
+            pending: false,
+        }
     }
 
     /// Number of tracked buffers.
@@ -42,14 +48,19 @@ impl BufferSnapshot {
 
     /// Saves the current buffer values.
     pub fn capture(&mut self) {
+        self.pending = true;
         let _guard = tch::no_grad_guard();
         for (saved, live) in self.saved.iter_mut().zip(&self.live) {
             saved.copy_(live);
         }
     }
 
-    /// Writes the saved values back into the model's buffers.
-    pub fn restore(&self) {
+    /// Writes the values of the last [`BufferSnapshot::capture`] back into the
+    /// model's buffers; a no-op when that capture was already restored.
+    pub fn restore(&mut self) {
+        if !std::mem::take(&mut self.pending) {
+            return;
+        }
         let _guard = tch::no_grad_guard();
         for (live, saved) in self.live.iter().zip(&self.saved) {
             live.shallow_clone().copy_(saved);

@@ -178,64 +178,76 @@ impl SamStep {
         M: ModuleT + ?Sized,
         O: BaseOptimizer + ?Sized,
     {
-        let params = optimizer.params().tensors();
-        self.save_params(params);
-        let batch = xs.size().first().copied().unwrap_or(0);
+        let batch = check_batch(xs, ys)?;
         let (x_parts, y_parts) = match self.config.m {
             Some(m) if (m as i64) < batch => (xs.f_split(m as i64, 0)?, ys.f_split(m as i64, 0)?),
             _ => (vec![xs.shallow_clone()], vec![ys.shallow_clone()]),
         };
-        let single = x_parts.len() == 1;
-        let mut update: Option<Vec<Tensor>> = None;
+        let params = optimizer.params().tensors();
+        self.save_params(params);
         let mut stats = StatsAccumulator::new();
+        let mut update: Vec<Tensor> = Vec::new();
         for (i, (x, y)) in x_parts.iter().zip(&y_parts).enumerate() {
             let share = x.size()[0] as f64 / batch as f64;
-            // Pass 1 at theta.
-            let logits = model.forward_t(x, true);
-            let log_p = true_class_log_probs(&logits, y)?;
-            let ce = cross_entropy_from_log_probs(&log_p);
-            let grads = Tensor::f_run_backward(&[&ce], params, false, false)?;
-            if i == 0 {
-                self.buffers.capture();
-            }
-            let grad_norm = tch::no_grad(|| {
-                self.config
-                    .perturbation
-                    .apply(params, &grads, self.config.rho)
-            });
-            drop(grads);
-            // Pass 2 at theta_tilde, same (sub-)batch.
-            let logits_tilde = model.forward_t(x, true);
-            let log_p_tilde = true_class_log_probs(&logits_tilde, y)?;
-            let objective = self.second_loss.of_log_probs(&log_p_tilde);
-            let weighted = if single {
-                objective.shallow_clone()
-            } else {
-                &objective * share
-            };
-            let grads_tilde = Tensor::f_run_backward(&[&weighted], params, false, false)?;
+            let part = self.perturbed_gradient(model, x, y, params, i == 0, &mut stats, share);
+            // theta is restored by copy after every part, also when a pass failed.
             self.restore_params(params);
-            update = Some(match update {
-                None => grads_tilde,
-                Some(acc) => acc.iter().zip(&grads_tilde).map(|(a, g)| a + g).collect(),
-            });
-            let ce_tilde = tch::no_grad(|| cross_entropy_from_log_probs(&log_p_tilde));
-            stats.add(
-                share,
-                &ce,
-                &logits,
-                y,
-                &grad_norm,
-                Some((&objective, &ce_tilde)),
-            );
+            let grads = match part {
+                Ok(grads) => grads,
+                Err(e) => {
+                    self.buffers.restore();
+                    return Err(e);
+                }
+            };
+            update = if update.is_empty() {
+                grads
+            } else {
+                update.iter().zip(&grads).map(|(a, g)| a + g).collect()
+            };
         }
         self.buffers.restore();
-        // `update` is Some: split yields at least one part for a non-empty batch,
-        // and an empty batch fails in `true_class_log_probs` above.
-        let update = update.ok_or_else(|| OptimError::Mismatch("empty batch".into()))?;
         let update = clip(update, self.config.clip_grad_norm);
         optimizer.step(&update)?;
         stats.finish()
+    }
+
+    /// Passes 1 and 2 on one (sub-)batch holding fraction `share` of the batch:
+    /// returns `share * g'` and leaves theta perturbed (the caller restores it).
+    /// The BatchNorm buffers are captured after pass 1 when `first`.
+    #[allow(clippy::too_many_arguments)]
+    fn perturbed_gradient<M: ModuleT + ?Sized>(
+        &mut self,
+        model: &M,
+        x: &Tensor,
+        y: &Tensor,
+        params: &[Tensor],
+        first: bool,
+        stats: &mut StatsAccumulator,
+        share: f64,
+    ) -> Result<Vec<Tensor>, OptimError> {
+        // Pass 1 at theta: plain cross entropy.
+        let logits = model.forward_t(x, true);
+        let ce = cross_entropy_from_log_probs(&true_class_log_probs(&logits, y)?);
+        let grads = Tensor::f_run_backward(&[&ce], params, false, false)?;
+        if first {
+            self.buffers.capture();
+        }
+        let (rho, rule) = (self.config.rho, self.config.perturbation);
+        let grad_norm = tch::no_grad(|| rule.apply(params, &grads, rho));
+        drop(grads);
+        // Pass 2 at theta_tilde, same (sub-)batch, with the second-pass loss.
+        let log_p_tilde = true_class_log_probs(&model.forward_t(x, true), y)?;
+        let objective = self.second_loss.of_log_probs(&log_p_tilde);
+        let weighted = if share == 1.0 {
+            objective.shallow_clone()
+        } else {
+            &objective * share
+        };
+        let grads_tilde = Tensor::f_run_backward(&[&weighted], params, false, false)?;
+        let ce_tilde = tch::no_grad(|| cross_entropy_from_log_probs(&log_p_tilde));
+        let perturbed = Some((&objective, &ce_tilde));
+        stats.add(share, &ce, &logits, y, &grad_norm, perturbed);
+        Ok(grads_tilde)
     }
 
     /// Copies theta into the reusable buffers (allocated on first use).
@@ -276,6 +288,7 @@ where
     M: ModuleT + ?Sized,
     O: BaseOptimizer + ?Sized,
 {
+    check_batch(xs, ys)?;
     let logits = model.forward_t(xs, true);
     let log_p = true_class_log_probs(&logits, ys)?;
     let ce = cross_entropy_from_log_probs(&log_p);
@@ -286,6 +299,17 @@ where
     let mut stats = StatsAccumulator::new();
     stats.add(1.0, &ce, &logits, ys, &grad_norm, None);
     stats.finish()
+}
+
+/// The batch size `B` of inputs `[B, ...]` and targets `[B]`.
+fn check_batch(xs: &Tensor, ys: &Tensor) -> Result<i64, OptimError> {
+    let (x, y) = (xs.size(), ys.size());
+    match (x.first(), y.as_slice()) {
+        (Some(&b), &[n]) if b == n && b > 0 => Ok(b),
+        _ => Err(OptimError::Loss(crate::loss::LossError::Shape(format!(
+            "a batch needs inputs [B, ...] and targets [B] with B >= 1, got {x:?} and {y:?}"
+        )))),
+    }
 }
 
 /// Scales `grads` so that their global L2 norm is at most `max_norm`, as
