@@ -109,7 +109,14 @@ fn config_file_is_overridden_by_flags_and_saved() {
     let out = dir.path().join("run");
     let trained = train(
         &out,
-        &["--config", config.to_str().unwrap(), "--rho", "0.02"],
+        &[
+            "--config",
+            config.to_str().unwrap(),
+            "--rho",
+            "0.02",
+            "--mlp-hidden",
+            "64,32",
+        ],
     );
     assert!(trained.status.success(), "{}", text(&trained));
     let saved = std::fs::read_to_string(out.join("config.toml")).unwrap();
@@ -130,6 +137,11 @@ fn config_file_is_overridden_by_flags_and_saved() {
         "file wins over the default"
     );
     assert_eq!(saved["epochs"].as_integer(), Some(1));
+    let hidden = saved["mlp_hidden"].as_array().unwrap();
+    assert_eq!(
+        hidden,
+        &vec![toml::Value::Integer(64), toml::Value::Integer(32)]
+    );
 }
 
 #[test]

@@ -130,10 +130,13 @@ fn csam_on_digits_learns_and_writes_every_artefact() {
 fn resumed_run_ends_with_bit_identical_weights() {
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let dir = tempfile::tempdir().unwrap();
+    // Dropout and augmentation make the run depend on libtorch's and the
+    // loader's random streams, which a resume must replay exactly.
     let config = TrainConfig {
         optimizer: OptimizerFamily::Sam,
         nesterov: true,
         augment: true,
+        dropout: 0.2,
         ..digits_config(3)
     };
     let whole = dir.path().join("whole");

@@ -16,7 +16,7 @@ use serde::Serialize;
 use tch::{Device, Kind, Tensor};
 
 use crate::device::device_name;
-use crate::model::{InputShape, ModelKind, ModelOptions};
+use crate::model::{InputShape, ModelKind};
 use crate::train::config::{OptimizerFamily, TrainConfig};
 use crate::train::error::{Result, TrainError};
 use crate::train::session::{invalid, Trainer};
@@ -150,11 +150,7 @@ fn bench_case(
         }
     }
     let seconds = median(&mut times);
-    let hidden: Vec<u64> = ModelOptions::default()
-        .mlp_hidden
-        .iter()
-        .map(|&h| h as u64)
-        .collect();
+    let hidden: Vec<u64> = config.mlp_hidden.iter().map(|&h| h as u64).collect();
     let forward_flops = flops::forward_macs(
         kind.name(),
         (channels as u64, height as u64, width as u64),

@@ -7,7 +7,9 @@ use std::path::Path;
 
 use csam_calib::metrics::summary::{summarize, MetricOptions, MetricSummary};
 use ndarray::Array2;
-use tch::{nn::ModuleT, Device, Kind, Tensor};
+use tch::{Device, Kind, Tensor};
+
+use crate::model::{Mode, Model};
 
 use super::atomic::write_atomic_with;
 use super::error::{Result, TrainError};
@@ -21,9 +23,10 @@ pub struct Predictions {
     pub labels: Vec<usize>,
 }
 
-/// Runs `model` in eval mode over `batches` (`xs` [B, C, H, W], `ys` [B]).
+/// Runs `model` in eval mode over `batches` (`xs` [B, C, H, W], `ys` [B]);
+/// a batch whose shape the model cannot take is an error, not a panic.
 pub fn predict(
-    model: &dyn ModuleT,
+    model: &Model,
     batches: impl IntoIterator<Item = (Tensor, Tensor)>,
     n_classes: usize,
 ) -> Result<Predictions> {
@@ -32,7 +35,8 @@ pub fn predict(
     tch::no_grad(|| -> Result<()> {
         for (xs, ys) in batches {
             let out = model
-                .forward_t(&xs, false)
+                .try_forward(&xs, Mode::Eval)
+                .map_err(|e| TrainError::Data(e.to_string()))?
                 .to_kind(Kind::Float)
                 .to_device(Device::Cpu)
                 .contiguous();
