@@ -55,7 +55,9 @@
 pub mod binning;
 pub mod calibrators;
 pub mod error;
+pub mod io;
 pub mod metrics;
+pub mod plot;
 pub mod scores;
 
 pub use error::{CalibError, Result};
