@@ -385,6 +385,17 @@ fn sam_every_k_perturbs_on_steps_0_k_2k() {
         pattern.push(stats.perturbed.is_some());
     }
     assert_eq!(pattern, [true, false, false, true, false, false, true]);
+    // A resumed run continues the pattern from its global step.
+    step.set_steps_taken(5);
+    let next: Vec<bool> = (0..3)
+        .map(|s| {
+            let (xs, ys) = batch(50 + s, 8, Kind::Float);
+            let stats = step.step(&model, &xs, &ys, &mut opt).unwrap();
+            stats.perturbed.is_some()
+        })
+        .collect();
+    assert_eq!(next, [false, true, false]);
+    assert_eq!(step.steps_taken(), 8);
 }
 
 #[test]
@@ -510,4 +521,35 @@ fn a_failed_second_pass_restores_theta_and_running_stats() {
     let (xs, ys) = batch(71, 8, Kind::Float);
     let err = step.step(&model, &xs, &ys.narrow(0, 0, 7), &mut opt);
     assert!(err.is_err());
+}
+
+#[test]
+fn weights_loaded_after_construction_are_used() {
+    // VarStore::load replaces the variables' data; a SamStep built (and used)
+    // before the load must follow it.
+    let dir = tempfile::tempdir().unwrap();
+    let weights = dir.path().join("w.safetensors");
+    setup(12, Kind::Float).0.save(&weights).unwrap();
+    let (xs, ys) = batch(80, 8, Kind::Float);
+    let config = sam_config(0.2, SecondLoss::CrossEntropy, None);
+
+    let (mut vs, model) = setup(13, Kind::Float);
+    let mut step = SamStep::new(config.clone(), &vs).unwrap();
+    step.step(&model, &xs, &ys, &mut sgd(&vs, 0.1, 5e-4))
+        .unwrap();
+    vs.load(&weights).unwrap();
+    step.step(&model, &xs, &ys, &mut sgd(&vs, 0.1, 5e-4))
+        .unwrap();
+
+    let (mut fresh_vs, fresh_model) = setup(14, Kind::Float);
+    fresh_vs.load(&weights).unwrap();
+    let mut fresh_step = SamStep::new(config, &fresh_vs).unwrap();
+    fresh_step
+        .step(&fresh_model, &xs, &ys, &mut sgd(&fresh_vs, 0.1, 5e-4))
+        .unwrap();
+
+    let (late, fresh) = (snapshot(&vs), snapshot(&fresh_vs));
+    for (k, v) in &fresh {
+        assert!(v.equal(&late[k]), "{k} differs");
+    }
 }
