@@ -11,7 +11,6 @@ use tch::{Device, Kind, Tensor};
 
 use crate::model::{Mode, Model};
 
-use super::atomic::write_atomic_with;
 use super::error::{Result, TrainError};
 
 /// A model's logits on a data set, in data set order, with the true labels.
@@ -82,19 +81,12 @@ impl Predictions {
     }
 
     /// Writes `logits` (f32, N x K) and `labels` (int64, N) as .npy files
-    /// (libtorch's writer, NumPy format 1.0), each atomically, for
-    /// `csam metrics` and NumPy.
+    /// for `csam metrics` and NumPy (the calibration crate's writers, which
+    /// replace files atomically).
     pub fn write_npy(&self, logits_path: &Path, labels_path: &Path) -> Result<()> {
-        let (n, k) = self.logits.dim();
-        let flat: Vec<f32> = self.logits.iter().copied().collect();
-        let logits = Tensor::from_slice(&flat).view([n as i64, k as i64]);
+        let io = |e: csam_calib::CalibError| TrainError::Metrics(e.to_string());
+        csam_calib::io::npy::write_f32(logits_path, &self.logits.view()).map_err(io)?;
         let labels: Vec<i64> = self.labels.iter().map(|&y| y as i64).collect();
-        let labels = Tensor::from_slice(&labels);
-        write_atomic_with(logits_path, |tmp| {
-            logits.write_npy(tmp).map_err(TrainError::from)
-        })?;
-        write_atomic_with(labels_path, |tmp| {
-            labels.write_npy(tmp).map_err(TrainError::from)
-        })
+        csam_calib::io::npy::write_i64(labels_path, &labels).map_err(io)
     }
 }
