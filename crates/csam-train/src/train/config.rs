@@ -276,7 +276,7 @@ impl TrainConfig {
 
     /// Checks the numeric settings; returns the warnings of legal but odd
     /// values. Names (data spec, model) are checked where they are parsed,
-    /// see [`crate::train::setup`].
+    /// see [`crate::train::session::Names`].
     pub fn validate(&self) -> Result<Vec<ConfigWarning>, ConfigError> {
         let invalid = |key: &'static str, value: String, reason: &str| ConfigError::Invalid {
             key,

@@ -22,7 +22,7 @@ pub struct Predictions {
     pub labels: Vec<usize>,
 }
 
-/// Runs `model` in eval mode over `batches` (`xs` [B, C, H, W], `ys` [B]);
+/// Runs `model` in eval mode over `batches` (`xs` `[B, C, H, W]`, `ys` `[B]`);
 /// a batch whose shape the model cannot take is an error, not a panic.
 pub fn predict(
     model: &Model,
