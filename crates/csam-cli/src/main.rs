@@ -23,6 +23,8 @@ struct Cli {
 }
 
 fn main() -> ExitCode {
+    // Before libtorch allocates anything (see the function's doc).
+    csam_train::train::allocator::tune_allocator();
     let cli = Cli::parse();
     match commands::run(cli.command) {
         Ok(()) => ExitCode::SUCCESS,

@@ -9,7 +9,10 @@ pub fn default_device() -> tch::Device {
     tch::Device::cuda_if_available()
 }
 
+pub mod bench;
 pub mod data;
+pub mod device;
 pub mod loss;
 pub mod model;
 pub mod optim;
+pub mod train;

@@ -1,6 +1,9 @@
 //! The subcommands of `csam`, one module each.
 
+pub mod bench;
+pub mod eval;
 pub mod metrics;
+pub mod train;
 
 use std::io::{ErrorKind, Write};
 
@@ -13,12 +16,21 @@ pub enum Command {
     /// Calibration metrics of saved predictions (logits or probabilities), with
     /// optional post-hoc calibration fitted on validation predictions.
     Metrics(metrics::MetricsArgs),
+    /// Train a classifier with SGD, SAM, ASAM or CSAM into a run directory.
+    Train(Box<train::TrainArgs>),
+    /// Evaluate a trained run's best model on a data set.
+    Eval(eval::EvalArgs),
+    /// Time SGD, SAM and CSAM steps on synthetic batches.
+    Bench(bench::BenchArgs),
 }
 
 /// Runs one subcommand.
 pub fn run(command: Command) -> anyhow::Result<()> {
     match command {
         Command::Metrics(args) => metrics::run(&args),
+        Command::Train(args) => train::run(*args),
+        Command::Eval(args) => eval::run(args),
+        Command::Bench(args) => bench::run(args),
     }
 }
 

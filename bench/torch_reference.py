@@ -1,0 +1,204 @@
+"""PyTorch reference for `csam bench`: the same models, steps and table.
+
+Times SGD, SAM and CSAM training steps of the PyTorch twins of csam's models
+(crates/csam-train/tests/fixtures/twins.py) on one fixed synthetic batch,
+exactly as `csam bench` does: `--warmup` untimed steps, then `--steps` timed
+steps one by one (CUDA synchronised after each), median reported. The SAM
+step mirrors crates/csam-train/src/optim/sam.rs (paper-notes section 1):
+pass 1 cross entropy and its gradient g; theta += rho g / (||g|| + 1e-12);
+pass 2 (same batch) with cross entropy (SAM) or the CSAM loss, BatchNorm
+running statistics restored to their post-pass-1 values; theta restored by
+copy; SGD (momentum 0.9, weight decay 5e-4) steps with g'.
+
+    .venv/bin/python bench/torch_reference.py --input cifar --steps 5 --threads 2
+    .venv/bin/python bench/torch_reference.py --flops > bench/flops_reference.json
+
+`--flops` counts multiply-adds of every Conv2d / Linear with forward hooks
+(independently of the analytic counts in crates/csam-train/src/bench/flops.rs,
+which a unit test compares with that file).
+"""
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import time
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "crates", "csam-train", "tests", "fixtures"))
+import twins  # noqa: E402  (the PyTorch twins of csam's models)
+
+MLP_HIDDEN = [256, 256]  # csam_train::model::ModelOptions::default().mlp_hidden
+INPUTS = {"fmnist": (1, 28, 28), "cifar": (3, 32, 32)}
+RHO, GAMMA, LR, MOMENTUM, WEIGHT_DECAY = 0.05, 1.0, 0.1, 0.9, 5e-4
+
+
+def build(kind, shape, n_classes):
+    channels, height, width = shape
+    case = dict(kind=kind, channels=channels, height=height, width=width,
+                n_classes=n_classes, hidden=MLP_HIDDEN, dropout=0.0)
+    return twins.build(case)
+
+
+def forward_macs(model, shape):
+    """Multiply-adds per example of Conv2d and Linear layers, by forward hooks."""
+    total = [0]
+
+    def conv_hook(module, inputs, output):
+        k = module.kernel_size[0] * module.kernel_size[1]
+        total[0] += output[0].numel() * (module.in_channels // module.groups) * k
+
+    def linear_hook(module, inputs, output):
+        total[0] += module.in_features * module.out_features
+
+    handles = []
+    for m in model.modules():
+        if isinstance(m, nn.Conv2d):
+            handles.append(m.register_forward_hook(conv_hook))
+        elif isinstance(m, nn.Linear):
+            handles.append(m.register_forward_hook(linear_hook))
+    model.eval()
+    with torch.no_grad():
+        model(torch.zeros(1, *shape))
+    for h in handles:
+        h.remove()
+    return total[0]
+
+
+def csam_loss(logits, ys, gamma):
+    """Per example -log p_y if p_y <= 1/2, else -(1 + p_y)^-gamma log p_y; mean."""
+    log_p = F.log_softmax(logits, dim=1).gather(1, ys[:, None])[:, 0]
+    p = log_p.exp()
+    weight = torch.where(p <= 0.5, torch.ones_like(p), (1 + p).pow(-gamma))
+    return -(weight * log_p).mean()
+
+
+class Stepper:
+    def __init__(self, model, family):
+        self.model, self.family = model, family
+        self.params = [p for p in model.parameters() if p.requires_grad]
+        self.buffers = [b for name, b in model.named_buffers() if "running" in name]
+        self.opt = torch.optim.SGD(self.params, lr=LR, momentum=MOMENTUM, weight_decay=WEIGHT_DECAY)
+        self.saved = [p.detach().clone() for p in self.params]
+        self.saved_buffers = [b.detach().clone() for b in self.buffers]
+
+    def step(self, xs, ys):
+        loss = F.cross_entropy(self.model(xs), ys)
+        grads = torch.autograd.grad(loss, self.params)
+        if self.family != "sgd":
+            with torch.no_grad():
+                for s, p in zip(self.saved, self.params):
+                    s.copy_(p)
+                for s, b in zip(self.saved_buffers, self.buffers):
+                    s.copy_(b)
+                norm = torch.linalg.vector_norm(torch.stack([torch.linalg.vector_norm(g) for g in grads]))
+                scale = RHO / (norm + 1e-12)
+                for p, g in zip(self.params, grads):
+                    p.add_(g * scale)
+            logits = self.model(xs)
+            second = csam_loss(logits, ys, GAMMA) if self.family == "csam" else F.cross_entropy(logits, ys)
+            grads = torch.autograd.grad(second, self.params)
+            with torch.no_grad():
+                for s, p in zip(self.saved, self.params):
+                    p.copy_(s)
+                for s, b in zip(self.saved_buffers, self.buffers):
+                    b.copy_(s)
+        for p, g in zip(self.params, grads):
+            p.grad = g
+        self.opt.step()
+        return loss.item()
+
+
+def reset_peak(device):
+    if device.type == "cuda":
+        torch.cuda.reset_peak_memory_stats(device)
+    else:
+        try:
+            with open("/proc/self/clear_refs", "w") as f:
+                f.write("5")
+        except OSError:
+            pass
+
+
+def peak_bytes(device):
+    if device.type == "cuda":
+        return torch.cuda.max_memory_allocated(device)
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) * 1024
+    return None
+
+
+def bench_case(kind, family, shape, args, device):
+    torch.manual_seed(0)
+    model = build(kind, shape, 10).to(device).train()
+    stepper = Stepper(model, family)
+    xs = torch.randn(args.batch_size, *shape, device=device)
+    ys = torch.randint(10, (args.batch_size,), device=device)
+    reset_peak(device)
+    times = []
+    for i in range(args.warmup + args.steps):
+        start = time.perf_counter()
+        stepper.step(xs, ys)
+        if device.type == "cuda":
+            torch.cuda.synchronize(device)
+        if i >= args.warmup:
+            times.append(time.perf_counter() - start)
+    seconds = statistics.median(times)
+    forward = 2.0 * forward_macs(build(kind, shape, 10), shape) * args.batch_size
+    step_flops = (6.0 if family != "sgd" else 3.0) * forward
+    return dict(model=kind, optimizer=family, ms_per_step=seconds * 1e3,
+                images_per_s=args.batch_size / seconds, peak_memory_bytes=peak_bytes(device),
+                step_flops=step_flops, gflops_per_s=step_flops / seconds / 1e9)
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--models", default="mlp,resnet20")
+    parser.add_argument("--optimizers", default="sgd,sam,csam")
+    parser.add_argument("--input", choices=sorted(INPUTS), default="cifar")
+    parser.add_argument("--batch-size", type=int, default=128)
+    parser.add_argument("--warmup", type=int, default=3)
+    parser.add_argument("--steps", type=int, default=20)
+    parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    parser.add_argument("--threads", type=int)
+    parser.add_argument("--flops", action="store_true", help="print forward MACs as JSON and exit")
+    args = parser.parse_args()
+    if args.flops:
+        table = {}
+        for kind in ["mlp", "cnn", "resnet20", "resnet32", "resnet56"]:
+            for name, shape in sorted(INPUTS.items()):
+                table[f"{kind}/{name}"] = forward_macs(build(kind, shape, 10), shape)
+        print(json.dumps(dict(mlp_hidden=MLP_HIDDEN, n_classes=10, forward_macs=table), indent=2))
+        return
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    device = torch.device(args.device)
+    shape = INPUTS[args.input]
+    rows = []
+    for kind in args.models.split(","):
+        first = len(rows)
+        for family in args.optimizers.split(","):
+            rows.append(bench_case(kind, family, shape, args, device))
+        sgd = next((r["ms_per_step"] for r in rows[first:] if r["optimizer"] == "sgd"), None)
+        for r in rows[first:]:
+            r["ratio_to_sgd"] = r["ms_per_step"] / sgd if sgd else None
+    c, h, w = shape
+    print(f"torch {torch.__version__}, device {device}, threads {torch.get_num_threads()}, "
+          f"batch {args.batch_size}, input {c}x{h}x{w}, {args.warmup} warm-up + {args.steps} timed steps (median)")
+    print(f"{'model':<10} {'opt':<6} {'ms/step':>10} {'img/s':>10} {'peak MiB':>12} {'GFLOP/step':>12} {'GFLOP/s':>9} {'x SGD':>7}")
+    for r in rows:
+        mem = "-" if r["peak_memory_bytes"] is None else f"{r['peak_memory_bytes'] / 1048576:.0f}"
+        ratio = "-" if r["ratio_to_sgd"] is None else f"{r['ratio_to_sgd']:.2f}"
+        print(f"{r['model']:<10} {r['optimizer']:<6} {r['ms_per_step']:>10.2f} {r['images_per_s']:>10.1f} "
+              f"{mem:>12} {r['step_flops'] / 1e9:>12.3f} {r['gflops_per_s']:>9.2f} {ratio:>7}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,92 @@
+//! Evaluation: run a model over a data set in eval mode (BatchNorm running
+//! statistics, no dropout, no gradients), collect its logits, and summarise
+//! them with the calibration crate's metrics (paper-notes §2: 15 bins,
+//! equal-width ECE with (lo, hi] bins, equal-mass AdaECE).
+
+use std::path::Path;
+
+use csam_calib::metrics::summary::{summarize, MetricOptions, MetricSummary};
+use ndarray::Array2;
+use tch::{Device, Kind, Tensor};
+
+use crate::model::{Mode, Model};
+
+use super::error::{Result, TrainError};
+
+/// A model's logits on a data set, in data set order, with the true labels.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Predictions {
+    /// N x K logits.
+    pub logits: Array2<f32>,
+    /// N true labels.
+    pub labels: Vec<usize>,
+}
+
+/// Runs `model` in eval mode over `batches` (`xs` `[B, C, H, W]`, `ys` `[B]`);
+/// a batch whose shape the model cannot take is an error, not a panic.
+pub fn predict(
+    model: &Model,
+    batches: impl IntoIterator<Item = (Tensor, Tensor)>,
+    n_classes: usize,
+) -> Result<Predictions> {
+    let mut logits = Vec::new();
+    let mut labels = Vec::new();
+    tch::no_grad(|| -> Result<()> {
+        for (xs, ys) in batches {
+            let out = model
+                .try_forward(&xs, Mode::Eval)
+                .map_err(|e| TrainError::Data(e.to_string()))?
+                .to_kind(Kind::Float)
+                .to_device(Device::Cpu)
+                .contiguous();
+            logits.extend(Vec::<f32>::try_from(out.view([-1]))?);
+            let ys = Vec::<i64>::try_from(ys.to_device(Device::Cpu).view([-1]))?;
+            // Invariant: labels come from a validated data set (0 <= y < K).
+            labels.extend(ys.into_iter().map(|y| y as usize));
+        }
+        Ok(())
+    })?;
+    let n = labels.len();
+    let logits = Array2::from_shape_vec((n, n_classes), logits).map_err(|e| {
+        TrainError::Metrics(format!(
+            "model output does not have {n_classes} columns: {e}"
+        ))
+    })?;
+    Ok(Predictions { logits, labels })
+}
+
+impl Predictions {
+    /// Number of examples with a NaN or infinite logit (0 for a healthy model).
+    pub fn non_finite_rows(&self) -> usize {
+        self.logits
+            .rows()
+            .into_iter()
+            .filter(|row| row.iter().any(|v| !v.is_finite()))
+            .count()
+    }
+
+    /// The metric summary of the softmax of the logits (computed in f64).
+    pub fn summarize(&self) -> Result<MetricSummary> {
+        let bad = self.non_finite_rows();
+        if bad > 0 {
+            return Err(TrainError::Metrics(format!(
+                "{bad} of {} examples have NaN or infinite logits",
+                self.labels.len()
+            )));
+        }
+        let logits = self.logits.mapv(f64::from);
+        let probs = csam_calib::scores::softmax(logits.view());
+        summarize(probs.view(), &self.labels, &MetricOptions::default())
+            .map_err(|e| TrainError::Metrics(e.to_string()))
+    }
+
+    /// Writes `logits` (f32, N x K) and `labels` (int64, N) as .npy files
+    /// for `csam metrics` and NumPy (the calibration crate's writers, which
+    /// replace files atomically).
+    pub fn write_npy(&self, logits_path: &Path, labels_path: &Path) -> Result<()> {
+        let io = |e: csam_calib::CalibError| TrainError::Metrics(e.to_string());
+        csam_calib::io::npy::write_f32(logits_path, &self.logits.view()).map_err(io)?;
+        let labels: Vec<i64> = self.labels.iter().map(|&y| y as i64).collect();
+        csam_calib::io::npy::write_i64(labels_path, &labels).map_err(io)
+    }
+}

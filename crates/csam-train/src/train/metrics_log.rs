@@ -1,0 +1,170 @@
+//! `metrics.jsonl`: one JSON object per finished epoch, rewritten atomically
+//! after every epoch (so a reader never sees half a line) and cut back to the
+//! checkpointed epochs when a run resumes.
+
+use std::path::PathBuf;
+
+use csam_calib::metrics::summary::MetricSummary;
+use serde::{Deserialize, Serialize};
+
+use super::atomic::write_atomic;
+use super::error::{Result, TrainError};
+
+/// Loss and accuracy of the training mini-batches of one epoch (means over
+/// examples, at the weights each step started from).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct TrainStats {
+    /// Mean first-pass cross-entropy.
+    pub loss: f64,
+    /// Fraction of training examples classified correctly.
+    pub accuracy: f64,
+}
+
+/// One line of `metrics.jsonl`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct EpochRecord {
+    /// 1-based epoch.
+    pub epoch: usize,
+    /// Learning rate of the epoch's last step.
+    pub lr: f64,
+    /// Training loss / accuracy.
+    pub train: TrainStats,
+    /// Validation metrics (fractions, not percent).
+    pub val: MetricSummary,
+    /// Whether this epoch became the best checkpoint.
+    pub best: bool,
+    /// Wall time of the epoch (training and validation), seconds.
+    pub seconds: f64,
+}
+
+/// The epoch log of a run.
+#[derive(Debug, Clone)]
+pub struct MetricsLog {
+    path: PathBuf,
+}
+
+impl MetricsLog {
+    /// The log at `path` (created on the first append).
+    pub fn new(path: impl Into<PathBuf>) -> Self {
+        MetricsLog { path: path.into() }
+    }
+
+    /// The log's records, in file order; an absent file is an empty log.
+    pub fn read(&self) -> Result<Vec<EpochRecord>> {
+        self.lines()?
+            .iter()
+            .map(|(number, line)| self.parse(*number, line))
+            .collect()
+    }
+
+    /// Appends one record (rewrites the file atomically; earlier lines are
+    /// kept byte for byte).
+    pub fn append(&self, record: &EpochRecord) -> Result<()> {
+        let line = serde_json::to_string(record).map_err(|e| TrainError::Corrupt {
+            path: self.path.clone(),
+            message: e.to_string(),
+        })?;
+        let mut lines: Vec<String> = self.lines()?.into_iter().map(|(_, l)| l).collect();
+        lines.push(line);
+        self.write(&lines)
+    }
+
+    /// Drops the records of epochs after `epochs_done` (those a killed run
+    /// logged before its checkpoint was written; resuming repeats them).
+    pub fn truncate_after(&self, epochs_done: usize) -> Result<()> {
+        let mut kept = Vec::new();
+        for (number, line) in self.lines()? {
+            if self.parse::<EpochOnly>(number, &line)?.epoch <= epochs_done {
+                kept.push(line);
+            }
+        }
+        self.write(&kept)
+    }
+
+    /// Non-empty lines with their 1-based line numbers.
+    fn lines(&self) -> Result<Vec<(usize, String)>> {
+        if !self.path.exists() {
+            return Ok(Vec::new());
+        }
+        let text =
+            std::fs::read_to_string(&self.path).map_err(TrainError::io("read", &self.path))?;
+        Ok(text
+            .lines()
+            .enumerate()
+            .filter(|(_, line)| !line.trim().is_empty())
+            .map(|(i, line)| (i + 1, line.to_string()))
+            .collect())
+    }
+
+    fn parse<T: serde::de::DeserializeOwned>(&self, number: usize, line: &str) -> Result<T> {
+        serde_json::from_str(line).map_err(|e| TrainError::Corrupt {
+            path: self.path.clone(),
+            message: format!("line {number}: {e}"),
+        })
+    }
+
+    fn write(&self, lines: &[String]) -> Result<()> {
+        let text: String = lines.iter().map(|l| format!("{l}\n")).collect();
+        write_atomic(&self.path, text.as_bytes())
+    }
+}
+
+/// The one field `truncate_after` needs from a line.
+#[derive(Deserialize)]
+struct EpochOnly {
+    epoch: usize,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn record(epoch: usize, nll: f64) -> EpochRecord {
+        let metrics = serde_json::json!({
+            "accuracy": 0.5, "ece": 0.1, "ece_l2": 0.1, "mce": 0.2, "adaece": 0.1,
+            "classwise_ece": 0.05, "nll": nll, "brier": 0.3, "auroc_misclassification": 0.7,
+            "auroc_ovr": 0.8, "mean_confidence": 0.6, "mean_entropy": 1.0, "tce": null
+        });
+        EpochRecord {
+            epoch,
+            lr: 0.1,
+            train: TrainStats {
+                loss: 1.0,
+                accuracy: 0.4,
+            },
+            val: serde_json::from_value(metrics).unwrap(),
+            best: epoch == 1,
+            seconds: 0.5,
+        }
+    }
+
+    #[test]
+    fn truncation_keeps_earlier_lines_byte_for_byte() {
+        let dir = tempfile::tempdir().unwrap();
+        let log = MetricsLog::new(dir.path().join("metrics.jsonl"));
+        // A value whose shortest decimal form does not survive a lossy parse.
+        log.append(&record(1, 0.369_623_653_510_116_83)).unwrap();
+        let first = std::fs::read(dir.path().join("metrics.jsonl")).unwrap();
+        log.append(&record(2, 0.2)).unwrap();
+        log.append(&record(3, 0.1)).unwrap();
+        assert_eq!(log.read().unwrap().len(), 3);
+        log.truncate_after(1).unwrap();
+        assert_eq!(
+            std::fs::read(dir.path().join("metrics.jsonl")).unwrap(),
+            first
+        );
+        assert_eq!(log.read().unwrap()[0].epoch, 1);
+    }
+
+    #[test]
+    fn corrupt_line_is_named() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("metrics.jsonl");
+        std::fs::write(&path, "{\"epoch\": 1}\nnot json\n").unwrap();
+        let err = MetricsLog::new(&path)
+            .truncate_after(5)
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("line 2"), "{err}");
+    }
+}

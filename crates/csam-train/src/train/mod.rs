@@ -1,0 +1,29 @@
+//! Training runs: configuration, the run directory, the epoch loop,
+//! evaluation, checkpoints and resume, progress output.
+//!
+//! A run is described by a [`TrainConfig`] (defaults < config file < flags)
+//! and lives in a run directory (see [`rundir`] for its files). Every file is
+//! replaced atomically (temporary file + rename), so a run killed at any
+//! moment leaves a consistent directory that `--resume` continues; the
+//! resumed run ends with the same weights, bit for bit, as an uninterrupted
+//! one on the same device, because data order and libtorch's random stream
+//! are pure functions of (seed, epoch) (see [`checkpoint`]).
+
+pub mod allocator;
+mod atomic;
+pub mod checkpoint;
+pub mod config;
+pub mod error;
+pub mod eval;
+pub mod evaluate;
+pub mod metrics_log;
+mod progress;
+pub mod rundir;
+mod runner;
+pub mod session;
+pub mod summary;
+
+pub use config::{BaseOptimizer, BestMetric, OptimizerFamily, ScheduleKind, TrainConfig};
+pub use error::{ConfigError, TrainError};
+pub use runner::{run, RunOutcome, TrainRequest};
+pub use summary::RunSummary;

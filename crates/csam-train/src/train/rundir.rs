@@ -1,0 +1,218 @@
+//! The run directory (`--out DIR`): the names of its files and the rules for
+//! starting, resuming or refusing to touch it.
+//!
+//! Layout:
+//! - `config.toml`: the effective configuration;
+//! - `normalization.json`: per-channel mean / std fitted on the training split;
+//! - `metrics.jsonl`: one JSON object per finished epoch;
+//! - `model.safetensors` (best by the chosen validation metric) and
+//!   `model-last.safetensors` (after the last epoch);
+//! - `{val,test}_logits.npy` (f32, N x K) and `{val,test}_labels.npy` of the best model;
+//! - `summary.json`: final test metrics and run facts; its presence marks a finished run;
+//! - `checkpoint/`: what `--resume` needs (see [`super::checkpoint`]);
+//! - `eval-NAME.json`: reports of `csam eval`.
+
+use std::path::{Path, PathBuf};
+
+use super::error::{Result, TrainError};
+
+/// Which split a logits / labels file belongs to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Split {
+    /// The validation split (held out of the training set).
+    Val,
+    /// The test split.
+    Test,
+}
+
+impl Split {
+    fn name(self) -> &'static str {
+        match self {
+            Split::Val => "val",
+            Split::Test => "test",
+        }
+    }
+}
+
+/// What a run directory holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RunState {
+    /// Missing or empty: a new run may start.
+    Empty,
+    /// A run started but no epoch finished (no checkpoint).
+    Started,
+    /// A run with at least one checkpointed epoch and no summary.
+    Interrupted,
+    /// `summary.json` exists: the run finished.
+    Finished,
+    /// Files that no csam run wrote.
+    Foreign,
+}
+
+/// Paths of one run directory.
+#[derive(Debug, Clone)]
+pub struct RunDir {
+    root: PathBuf,
+}
+
+impl RunDir {
+    /// The run directory at `root` (nothing is created).
+    pub fn new(root: impl Into<PathBuf>) -> Self {
+        RunDir { root: root.into() }
+    }
+
+    /// The directory itself.
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
+    /// `config.toml`.
+    pub fn config(&self) -> PathBuf {
+        self.root.join("config.toml")
+    }
+
+    /// `normalization.json`.
+    pub fn normalization(&self) -> PathBuf {
+        self.root.join("normalization.json")
+    }
+
+    /// `metrics.jsonl`.
+    pub fn metrics_log(&self) -> PathBuf {
+        self.root.join("metrics.jsonl")
+    }
+
+    /// `model.safetensors`: the best weights by the validation metric.
+    pub fn best_model(&self) -> PathBuf {
+        self.root.join("model.safetensors")
+    }
+
+    /// `model-last.safetensors`: the weights after the last epoch.
+    pub fn last_model(&self) -> PathBuf {
+        self.root.join("model-last.safetensors")
+    }
+
+    /// `summary.json`.
+    pub fn summary(&self) -> PathBuf {
+        self.root.join("summary.json")
+    }
+
+    /// `{split}_logits.npy`.
+    pub fn logits(&self, split: Split) -> PathBuf {
+        self.root.join(format!("{}_logits.npy", split.name()))
+    }
+
+    /// `{split}_labels.npy`.
+    pub fn labels(&self, split: Split) -> PathBuf {
+        self.root.join(format!("{}_labels.npy", split.name()))
+    }
+
+    /// `checkpoint/`.
+    pub fn checkpoint_dir(&self) -> PathBuf {
+        self.root.join("checkpoint")
+    }
+
+    /// `eval-NAME.json`, the report of `csam eval` on a data set named NAME.
+    pub fn eval_report(&self, name: &str) -> PathBuf {
+        self.root.join(format!("eval-{name}.json"))
+    }
+
+    /// Classifies the directory's content.
+    pub fn state(&self) -> Result<RunState> {
+        if !self.root.exists() {
+            return Ok(RunState::Empty);
+        }
+        let mut entries =
+            std::fs::read_dir(&self.root).map_err(TrainError::io("read directory", &self.root))?;
+        if entries.next().is_none() {
+            return Ok(RunState::Empty);
+        }
+        Ok(if self.summary().exists() {
+            RunState::Finished
+        } else if super::checkpoint::exists(self) {
+            RunState::Interrupted
+        } else if self.config().exists() {
+            RunState::Started
+        } else {
+            RunState::Foreign
+        })
+    }
+
+    /// Decides whether a training run may use this directory, without
+    /// touching it: refuses a finished run, foreign files, and an unfinished
+    /// run unless `resume`. Returns true when there is a checkpoint to resume
+    /// from. [`RunDir::create`] then makes the directory.
+    pub fn check(&self, resume: bool) -> Result<bool> {
+        let shown = self.root.display();
+        match (self.state()?, resume) {
+            (RunState::Finished, _) => Err(TrainError::RunDir(format!(
+                "{shown} holds a finished run (summary.json exists); refusing to overwrite it. \
+                 Choose another --out, or delete the directory."
+            ))),
+            (RunState::Foreign, _) => Err(TrainError::RunDir(format!(
+                "{shown} is not empty and holds no csam run; refusing to write into it. \
+                 Choose another --out."
+            ))),
+            (RunState::Interrupted | RunState::Started, false) => Err(TrainError::RunDir(format!(
+                "{shown} holds an unfinished run; pass --resume to continue it, \
+                     or choose another --out."
+            ))),
+            (RunState::Interrupted, true) => Ok(true),
+            (RunState::Started | RunState::Empty, _) => Ok(false),
+        }
+    }
+
+    /// Creates the directory (and its parents).
+    pub fn create(&self) -> Result<()> {
+        std::fs::create_dir_all(&self.root)
+            .map_err(TrainError::io("create run directory", &self.root))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fresh_directory_is_accepted_then_created() {
+        let dir = tempfile::tempdir().unwrap();
+        let run = RunDir::new(dir.path().join("run"));
+        assert_eq!(run.state().unwrap(), RunState::Empty);
+        assert!(!run.check(false).unwrap());
+        assert!(!run.root().exists(), "checking creates nothing");
+        run.create().unwrap();
+        assert!(run.root().is_dir());
+        assert_eq!(run.state().unwrap(), RunState::Empty);
+    }
+
+    #[test]
+    fn finished_run_is_never_overwritten() {
+        let dir = tempfile::tempdir().unwrap();
+        let run = RunDir::new(dir.path());
+        std::fs::write(run.config(), "").unwrap();
+        std::fs::write(run.summary(), "{}").unwrap();
+        assert_eq!(run.state().unwrap(), RunState::Finished);
+        for resume in [false, true] {
+            let err = run.check(resume).unwrap_err().to_string();
+            assert!(err.contains("finished run"), "{err}");
+        }
+    }
+
+    #[test]
+    fn started_run_needs_resume_and_foreign_files_are_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let run = RunDir::new(dir.path());
+        std::fs::write(run.config(), "").unwrap();
+        assert!(run
+            .check(false)
+            .unwrap_err()
+            .to_string()
+            .contains("--resume"));
+        assert!(!run.check(true).unwrap(), "no checkpoint yet: start over");
+
+        let other = tempfile::tempdir().unwrap();
+        std::fs::write(other.path().join("notes.txt"), "mine").unwrap();
+        let run = RunDir::new(other.path());
+        assert_eq!(run.state().unwrap(), RunState::Foreign);
+        assert!(run.check(true).is_err());
+    }
+}

@@ -1,0 +1,249 @@
+//! The epoch loop: train, validate, keep the best checkpoint, checkpoint for
+//! resume, stop on divergence, and finish with the test evaluation of the
+//! best weights.
+
+use std::path::PathBuf;
+use std::time::Instant;
+
+use super::checkpoint::{self, epoch_seed, BestRecord, TrainState};
+use super::config::{BestMetric, TrainConfig};
+use super::error::{Result, TrainError};
+use super::evaluate::Predictions;
+use super::metrics_log::{EpochRecord, MetricsLog, TrainStats};
+use super::progress::{epoch_line, EpochProgress};
+use super::rundir::{RunDir, Split};
+use super::session::{Names, Session};
+use super::summary::RunSummary;
+use crate::device::device_name;
+use csam_calib::metrics::summary::MetricSummary;
+
+/// What `csam train` asks for.
+#[derive(Debug, Clone)]
+pub struct TrainRequest {
+    /// The effective configuration (already layered).
+    pub config: TrainConfig,
+    /// The run directory.
+    pub out: PathBuf,
+    /// Continue the unfinished run in `out`.
+    pub resume: bool,
+    /// Draw the per-epoch progress bar.
+    pub show_progress: bool,
+    /// Test hook: return after this epoch's checkpoint as if the process had
+    /// been killed (no final evaluation, no summary).
+    pub stop_after_epoch: Option<usize>,
+}
+
+/// How a run ended.
+#[derive(Debug, Clone, PartialEq)]
+pub enum RunOutcome {
+    /// All epochs trained; the summary was written.
+    Finished(Box<RunSummary>),
+    /// Stopped by `stop_after_epoch` after checkpointing this epoch.
+    Stopped {
+        /// The last checkpointed epoch.
+        epoch: usize,
+    },
+}
+
+/// The value of `metric` in a metric summary.
+fn metric_value(metric: BestMetric, summary: &MetricSummary) -> f64 {
+    match metric {
+        BestMetric::Nll => summary.nll,
+        BestMetric::Ece => summary.ece,
+        BestMetric::Adaece => summary.adaece,
+        BestMetric::Brier => summary.brier,
+        BestMetric::Accuracy => summary.accuracy,
+    }
+}
+
+/// Trains the run described by `request` (see the module doc of
+/// [`super`] for what the run directory receives).
+pub fn run(request: &TrainRequest) -> Result<RunOutcome> {
+    let config = &request.config;
+    config.validate()?;
+    let names = Names::parse(config)?;
+    let run_dir = RunDir::new(&request.out);
+    let resuming = run_dir.check(request.resume)?;
+    if resuming {
+        check_resume_config(&run_dir, config)?;
+    }
+    let mut session = Session::prepare(config, names)?;
+    run_dir.create()?;
+    super::atomic::write_atomic(&run_dir.config(), config.to_toml().as_bytes())?;
+    session.data.save_normalization(&run_dir.normalization())?;
+
+    let log = MetricsLog::new(run_dir.metrics_log());
+    let mut state = match resuming {
+        true => session.trainer.restore(&run_dir)?,
+        false => None,
+    }
+    .unwrap_or(TrainState {
+        epochs_done: 0,
+        global_step: 0,
+        best: None,
+        elapsed_s: 0.0,
+    });
+    log.truncate_after(state.epochs_done)?;
+
+    for epoch in state.epochs_done + 1..=config.epochs {
+        let started = Instant::now();
+        let (train, lr) = train_epoch(&mut session, &mut state, epoch, request.show_progress)?;
+        let val = session.predict_split(Split::Val)?;
+        if val.non_finite_rows() > 0 {
+            let what = format!(
+                "{} validation examples have non-finite logits",
+                val.non_finite_rows()
+            );
+            return Err(diverged(epoch, session.steps_per_epoch(), &what, &state));
+        }
+        let val_metrics = val.summarize()?;
+        let value = metric_value(config.best_metric, &val_metrics);
+        let best = config
+            .best_metric
+            .improves(value, state.best.map(|b| b.value));
+        if best {
+            checkpoint::save_weights(session.trainer.var_store(), &run_dir.best_model())?;
+            state.best = Some(BestRecord { epoch, value });
+        }
+        let seconds = started.elapsed().as_secs_f64();
+        let record = EpochRecord {
+            epoch,
+            lr,
+            train,
+            val: val_metrics,
+            best,
+            seconds,
+        };
+        log.append(&record)?;
+        state.epochs_done = epoch;
+        state.elapsed_s += seconds;
+        checkpoint::save(
+            &run_dir,
+            &state,
+            session.trainer.var_store(),
+            &session.trainer.optimizer_state(),
+        )?;
+        println!("{}", epoch_line(&record, config.epochs));
+        if request.stop_after_epoch == Some(epoch) && epoch < config.epochs {
+            return Ok(RunOutcome::Stopped { epoch });
+        }
+    }
+    finish(&mut session, &run_dir, &state).map(|s| RunOutcome::Finished(Box::new(s)))
+}
+
+/// Refuses a resume whose configuration would not continue the same run.
+fn check_resume_config(run_dir: &RunDir, config: &TrainConfig) -> Result<()> {
+    let path = run_dir.config();
+    let text = std::fs::read_to_string(&path).map_err(TrainError::io("read", &path))?;
+    let saved = TrainConfig::from_toml(&text, &path.display().to_string())?;
+    let changed = config.differences_that_break_resume(&saved);
+    if changed.is_empty() {
+        Ok(())
+    } else {
+        Err(TrainError::RunDir(format!(
+            "--resume with settings that differ from {} ({}); a resumed run must use the \
+             settings it started with (only --device and --threads may change)",
+            path.display(),
+            changed.join(", ")
+        )))
+    }
+}
+
+fn diverged(epoch: usize, step: usize, what: &str, state: &TrainState) -> TrainError {
+    TrainError::Diverged {
+        epoch,
+        step,
+        what: what.to_string(),
+        last_good_epoch: state.epochs_done,
+    }
+}
+
+/// One pass over the training split. Returns the epoch's training stats and
+/// its last learning rate.
+fn train_epoch(
+    session: &mut Session,
+    state: &mut TrainState,
+    epoch: usize,
+    show_progress: bool,
+) -> Result<(TrainStats, f64)> {
+    let config = &session.config;
+    // Dropout and any other libtorch randomness of this epoch depend on
+    // (seed, epoch) only, so a resumed epoch replays exactly.
+    tch::manual_seed(epoch_seed(config.seed, epoch));
+    let steps = session.steps_per_epoch();
+    let progress = EpochProgress::start(epoch, config.epochs, steps, show_progress);
+    let (mut loss_sum, mut correct, mut seen) = (0.0f64, 0.0f64, 0.0f64);
+    let mut lr = 0.0;
+    let loader = session.data.train_loader(config, session.device)?;
+    let trainer = &mut session.trainer;
+    for (step, (xs, ys)) in loader.epoch(epoch as u64).enumerate() {
+        lr = trainer.set_learning_rate(state.global_step);
+        let stats = match trainer.step(&xs, &ys, state.global_step)? {
+            Ok(stats) => stats,
+            Err(message) => return Err(diverged(epoch, step + 1, &message, state)),
+        };
+        let batch = ys.size().first().copied().unwrap_or(0) as f64;
+        loss_sum += stats.loss * batch;
+        correct += stats.accuracy * batch;
+        seen += batch;
+        state.global_step += 1;
+        progress.step(loss_sum / seen, correct / seen);
+    }
+    progress.finish();
+    let seen = seen.max(1.0);
+    Ok((
+        TrainStats {
+            loss: loss_sum / seen,
+            accuracy: correct / seen,
+        },
+        lr,
+    ))
+}
+
+/// After the last epoch: save the last weights, reload the best, write the
+/// validation and test logits and the summary.
+fn finish(session: &mut Session, run_dir: &RunDir, state: &TrainState) -> Result<RunSummary> {
+    let started = Instant::now();
+    checkpoint::save_weights(session.trainer.var_store(), &run_dir.last_model())?;
+    // Invariant: every finished epoch sets `best` on the first improvement,
+    // and the first epoch always improves on None.
+    let best = state
+        .best
+        .ok_or_else(|| TrainError::RunDir("no epoch finished, so there is no best model".into()))?;
+    session.trainer.load_weights(&run_dir.best_model())?;
+    let val = write_predictions(session, run_dir, Split::Val)?;
+    let test = write_predictions(session, run_dir, Split::Test)?;
+    let config = &session.config;
+    let summary = RunSummary {
+        csam_version: env!("CARGO_PKG_VERSION").to_string(),
+        seed: config.seed,
+        device: device_name(session.device),
+        data: config.data.clone(),
+        model: config.model.clone(),
+        optimizer: config.optimizer,
+        base_optimizer: config.base_optimizer,
+        csam_gradient_mode: config.csam_gradient_mode().map(str::to_string),
+        epochs: config.epochs,
+        best_metric: config.best_metric,
+        best_epoch: best.epoch,
+        best_value: best.value,
+        wall_time_s: state.elapsed_s + started.elapsed().as_secs_f64(),
+        n_train: session.data.n_train(),
+        n_val: val.labels.len(),
+        n_test: test.labels.len(),
+        val: val.summarize()?,
+        test: test.summarize()?,
+    };
+    let json = serde_json::to_vec_pretty(&summary).map_err(|e| TrainError::Corrupt {
+        path: run_dir.summary(),
+        message: e.to_string(),
+    })?;
+    super::atomic::write_atomic(&run_dir.summary(), &json)?;
+    Ok(summary)
+}
+
+fn write_predictions(session: &Session, run_dir: &RunDir, split: Split) -> Result<Predictions> {
+    let predictions = session.predict_split(split)?;
+    predictions.write_npy(&run_dir.logits(split), &run_dir.labels(split))?;
+    Ok(predictions)
+}
