@@ -177,12 +177,8 @@ fn gamma_outside_the_papers_range_warns() {
     );
     let stderr = String::from_utf8_lossy(&trained.stderr);
     assert!(stderr.contains("warning: gamma = 3"), "{stderr}");
-    // The engine's CSAM loss currently refuses gamma > 2 outright; then the
-    // refusal must come before the run directory is created.
-    if !trained.status.success() {
-        assert!(stderr.contains("gamma"), "{stderr}");
-        assert!(!out.exists());
-    }
+    assert!(trained.status.success(), "{stderr}");
+    assert!(out.join("summary.json").exists());
 }
 
 #[test]

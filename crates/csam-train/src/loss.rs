@@ -77,11 +77,13 @@ pub struct CsamLoss {
 }
 
 impl CsamLoss {
-    /// A CSAM loss; `gamma` must lie in the paper's range `[0, 2]`.
+    /// A CSAM loss; `gamma` must be finite and non-negative. The paper's analysis
+    /// (Theorem 3) covers `[0, 2]`, but its own gamma sweep goes to 3, so larger
+    /// values are allowed here; the training configuration warns about them.
     pub fn new(gamma: f64, detach: bool) -> Result<Self, LossError> {
-        if !(0.0..=2.0).contains(&gamma) {
+        if !(gamma.is_finite() && gamma >= 0.0) {
             return Err(LossError::Parameter(format!(
-                "CSAM gamma must be in [0, 2] (paper Eq. refined loss), got {gamma}"
+                "CSAM gamma must be finite and >= 0 (paper Eq. refined loss), got {gamma}"
             )));
         }
         Ok(Self { gamma, detach })

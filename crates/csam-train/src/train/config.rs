@@ -364,8 +364,12 @@ impl TrainConfig {
                 "must be a finite number >= 0",
             ));
         }
-        if !self.gamma.is_finite() {
-            return Err(invalid("gamma", self.gamma.to_string(), "must be finite"));
+        if !(self.gamma.is_finite() && self.gamma >= 0.0) {
+            return Err(invalid(
+                "gamma",
+                self.gamma.to_string(),
+                "must be a finite number >= 0",
+            ));
         }
         if self.optimizer == OptimizerFamily::Csam && !(0.0..=2.0).contains(&self.gamma) {
             warnings.push(ConfigWarning(format!(
@@ -729,6 +733,13 @@ mod tests {
                     ..valid()
                 },
                 "min_lr",
+            ),
+            (
+                TrainConfig {
+                    gamma: -0.5,
+                    ..valid()
+                },
+                "gamma",
             ),
         ];
         for (config, key) in cases {
