@@ -23,6 +23,8 @@ enum Command {
     Eval(commands::eval::EvalArgs),
     /// Time SGD, SAM and CSAM steps on synthetic batches.
     Bench(commands::bench::BenchArgs),
+    /// Compare SGD, SAM and CSAM over seeds: the paper's calibration table.
+    Compare(Box<commands::compare::CompareArgs>),
 }
 
 fn main() -> anyhow::Result<()> {
@@ -32,5 +34,6 @@ fn main() -> anyhow::Result<()> {
         Command::Train(args) => commands::train::run(*args),
         Command::Eval(args) => commands::eval::run(args),
         Command::Bench(args) => commands::bench::run(args),
+        Command::Compare(args) => commands::compare::run(*args),
     }
 }

@@ -1,0 +1,20 @@
+//! Experiments over many training runs: [`compare`] trains SGD, SAM and CSAM
+//! (and ASAM) on one data set and model over several seeds with shared
+//! hyperparameters (paper-notes §5: lr and weight decay tuned on SGD, reused
+//! for the SAM family), then reports the paper's table, mean ± sample std over
+//! seeds, with post-hoc calibration fitted on the validation split.
+//!
+//! A comparison directory holds:
+//! - `compare.json`: the [`compare::CompareSettings`]; it identifies the
+//!   comparison, so a rerun with the same settings resumes and one with
+//!   different settings is refused;
+//! - `runs/<method>-seed<k>/`: one `csam train` run directory per method and
+//!   seed (see [`crate::train::rundir`]);
+//! - `results.json` ([`results::CompareResults`]), `results.csv` (one row per
+//!   run, see [`results::csv`]) and `table.md` (see [`table`]);
+//! - `plots/`: reliability diagrams and confidence histograms (when built).
+
+pub mod compare;
+pub mod posthoc;
+pub mod results;
+pub mod table;

@@ -1,0 +1,120 @@
+//! The test metrics of a finished run before and after post-hoc calibration
+//! (paper-notes §3): temperature scaling (its ECE is the TCE, paper-notes §2),
+//! isotonic regression and histogram binning, each fitted on the run's
+//! validation logits and applied to its test logits.
+
+use std::path::Path;
+
+use csam_calib::calibrators::registry::{fit, CalibratorKind, FittedCalibrator};
+use csam_calib::metrics::summary::{summarize, MetricOptions, MetricSummary};
+use ndarray::Array2;
+use serde::{Deserialize, Serialize};
+use tch::{Kind, Tensor};
+
+use crate::train::rundir::{RunDir, Split};
+use crate::train::TrainError;
+
+type Result<T> = std::result::Result<T, TrainError>;
+
+/// The test metrics after each post-hoc calibrator (fractions).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct PosthocSummaries {
+    /// Temperature scaling, `T` by minimum validation NLL; its ECE is the TCE.
+    pub temperature: MetricSummary,
+    /// One-vs-rest isotonic regression, renormalised.
+    pub isotonic: MetricSummary,
+    /// One-vs-rest histogram binning (15 equal-width bins), renormalised.
+    pub histogram: MetricSummary,
+}
+
+/// What post-hoc calibration gives for one run.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RunCalibration {
+    /// The fitted temperature.
+    pub temperature: f64,
+    /// The raw test probabilities (softmax of the test logits), N x K.
+    pub test_probabilities: Array2<f64>,
+    /// The test labels.
+    pub test_labels: Vec<usize>,
+    /// Test metrics after each calibrator.
+    pub posthoc: PosthocSummaries,
+}
+
+/// Reads the run's validation and test logits and labels, fits the three
+/// calibrators on validation and summarises their test predictions.
+pub fn calibrate_run(run_dir: &RunDir) -> Result<RunCalibration> {
+    let (val_logits, val_labels) = read_split(run_dir, Split::Val)?;
+    let (test_logits, test_labels) = read_split(run_dir, Split::Test)?;
+    let options = MetricOptions::default();
+    let fitted = |kind: CalibratorKind| {
+        fit(kind, val_logits.view(), &val_labels).map_err(|e| {
+            TrainError::Metrics(format!(
+                "fitting {} on {}: {e}",
+                kind.name(),
+                run_dir.root().display()
+            ))
+        })
+    };
+    let summary_after = |calibrator: &FittedCalibrator| -> Result<MetricSummary> {
+        let probs = calibrator
+            .transform(test_logits.view())
+            .map_err(|e| TrainError::Metrics(e.to_string()))?;
+        summarize(probs.view(), &test_labels, &options)
+            .map_err(|e| TrainError::Metrics(e.to_string()))
+    };
+    let scaling = fitted(CalibratorKind::Temperature)?;
+    let temperature = match &scaling {
+        FittedCalibrator::Temperature(t) => t.temperature,
+        // Invariant: fitting the temperature kind yields a temperature calibrator.
+        other => unreachable!("temperature fit returned {}", other.kind().name()),
+    };
+    let posthoc = PosthocSummaries {
+        temperature: summary_after(&scaling)?,
+        isotonic: summary_after(&fitted(CalibratorKind::Isotonic)?)?,
+        histogram: summary_after(&fitted(CalibratorKind::Histogram)?)?,
+    };
+    Ok(RunCalibration {
+        temperature,
+        test_probabilities: csam_calib::scores::softmax(test_logits.view()),
+        test_labels,
+        posthoc,
+    })
+}
+
+/// The logits (as f64) and labels of one split of a finished run.
+fn read_split(run_dir: &RunDir, split: Split) -> Result<(Array2<f64>, Vec<usize>)> {
+    let logits_path = run_dir.logits(split);
+    let logits = read_npy(&logits_path)?.to_kind(Kind::Double);
+    let size = logits.size();
+    let &[n, k] = size.as_slice() else {
+        return Err(corrupt(
+            &logits_path,
+            format!("expected N x K logits, got shape {size:?}"),
+        ));
+    };
+    let values = Vec::<f64>::try_from(logits.view([-1]))?;
+    let logits = Array2::from_shape_vec((n as usize, k as usize), values)
+        .map_err(|e| corrupt(&logits_path, e.to_string()))?;
+    let labels_path = run_dir.labels(split);
+    let labels = Vec::<i64>::try_from(read_npy(&labels_path)?.to_kind(Kind::Int64).view([-1]))?;
+    let labels = csam_calib::scores::labels_from_i64(&labels, k as usize)
+        .map_err(|e| corrupt(&labels_path, e.to_string()))?;
+    if labels.len() != n as usize {
+        return Err(corrupt(
+            &labels_path,
+            format!("{} labels for {n} rows of logits", labels.len()),
+        ));
+    }
+    Ok((logits, labels))
+}
+
+fn read_npy(path: &Path) -> Result<Tensor> {
+    Tensor::read_npy(path).map_err(|e| corrupt(path, e.to_string()))
+}
+
+fn corrupt(path: &Path, message: String) -> TrainError {
+    TrainError::Corrupt {
+        path: path.to_path_buf(),
+        message,
+    }
+}
