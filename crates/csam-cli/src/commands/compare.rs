@@ -34,10 +34,10 @@ pub struct CompareArgs {
     /// Use the full Fashion-MNIST (60,000 / 10,000) of Debian's dataset-fashion-mnist.
     #[arg(long)]
     full: bool,
-    /// Model: mlp, cnn, resnet20, ... (default cnn).
+    /// Model: mlp, cnn, resnet20, ... (default mlp).
     #[arg(long)]
     model: Option<String>,
-    /// Epochs of every run (default 5).
+    /// Epochs of every run (default 20).
     #[arg(long)]
     epochs: Option<usize>,
     /// Peak learning rate of every method (default 0.05).
@@ -64,9 +64,10 @@ pub struct CompareArgs {
     /// cpu, cuda or cuda:N (default: cuda when available).
     #[arg(long)]
     device: Option<String>,
-    /// CPU threads of libtorch.
-    #[arg(long)]
-    threads: Option<usize>,
+    /// CPU threads of libtorch. One by default: the default runs are small, and on a
+    /// shared machine libtorch's threads wait on each other (measured 9x slower with 2).
+    #[arg(long, default_value_t = 1)]
+    threads: usize,
     /// Comparison directory (default runs/compare-<data>-<model>); rerunning with the same
     /// settings reuses finished runs and resumes interrupted ones.
     #[arg(long, value_name = "DIR")]
@@ -87,7 +88,6 @@ impl CompareArgs {
         };
         let val_size = match self.val_size {
             Some(size) => size,
-            None if data == defaults.data => defaults.val_size,
             None => compare::default_val_size(&data)?,
         };
         let seeds = match (&self.seeds, self.n_seeds) {
@@ -123,7 +123,7 @@ pub fn run(args: CompareArgs) -> anyhow::Result<()> {
         settings,
         out: out.clone(),
         device: args.device.clone(),
-        threads: args.threads,
+        threads: Some(args.threads),
         show_progress: !args.quiet,
     };
     let outcome =

@@ -74,8 +74,8 @@ impl Default for CompareSettings {
     fn default() -> Self {
         CompareSettings {
             data: "fashion-mnist".to_string(),
-            model: "cnn".to_string(),
-            epochs: 5,
+            model: "mlp".to_string(),
+            epochs: 20,
             methods: vec![
                 OptimizerFamily::Sgd,
                 OptimizerFamily::Sam,
