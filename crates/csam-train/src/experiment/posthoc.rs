@@ -118,3 +118,69 @@ fn corrupt(path: &Path, message: String) -> TrainError {
         message,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::train::evaluate::Predictions;
+    use csam_calib::calibrators::temperature::TemperatureObjective;
+    use csam_calib::metrics::tce::tce;
+
+    /// Three classes, one in four predictions wrong, all with confidence
+    /// above 0.95: an overconfident model.
+    fn overconfident(n: usize, shift: usize) -> Predictions {
+        let mut logits = Array2::<f32>::zeros((n, 3));
+        let labels: Vec<usize> = (0..n).map(|i| (i + shift) % 3).collect();
+        for (i, &y) in labels.iter().enumerate() {
+            let predicted = if i % 4 == 0 { (y + 1) % 3 } else { y };
+            logits[[i, predicted]] = 4.0 + 0.5 * (i % 5) as f32;
+        }
+        Predictions { logits, labels }
+    }
+
+    #[test]
+    fn temperature_column_is_the_calibration_crate_tce() {
+        let dir = tempfile::tempdir().unwrap();
+        let run = RunDir::new(dir.path());
+        let (val, test) = (overconfident(40, 0), overconfident(30, 1));
+        for (split, predictions) in [(Split::Val, &val), (Split::Test, &test)] {
+            predictions
+                .write_npy(&run.logits(split), &run.labels(split))
+                .unwrap();
+        }
+        let calibration = calibrate_run(&run).unwrap();
+        let expected = tce(
+            val.logits.mapv(f64::from).view(),
+            &val.labels,
+            test.logits.mapv(f64::from).view(),
+            &test.labels,
+            &MetricOptions::default(),
+            TemperatureObjective::Nll,
+        )
+        .unwrap();
+        assert!((calibration.posthoc.temperature.ece - expected).abs() < 1e-12);
+        assert!(calibration.temperature > 1.0, "overconfident: T > 1");
+        assert_eq!(calibration.test_labels, test.labels);
+        assert_eq!(calibration.test_probabilities.dim(), (30, 3));
+        // Calibrators keep the argmax here, so accuracy is unchanged (75%, 1 in 4 wrong...
+        // rounded over 30 examples: 22 of 30 right).
+        for summary in [
+            &calibration.posthoc.temperature,
+            &calibration.posthoc.isotonic,
+        ] {
+            assert!(
+                (summary.accuracy - 22.0 / 30.0).abs() < 1e-12,
+                "{summary:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn missing_logits_are_an_error_naming_the_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let err = calibrate_run(&RunDir::new(dir.path()))
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("val_logits.npy"), "{err}");
+    }
+}
