@@ -94,8 +94,8 @@ pub struct Bin {
     pub hi: f64,
     /// Number of samples in the bin.
     pub count: usize,
-    /// Sum of their scores (confidences).
-    pub sum_score: f64,
+    /// Sum of their scores: confidences, or `p_k` for classwise ECE.
+    pub sum_confidence: f64,
     /// Number of hits (correct predictions, or `y = k` for classwise ECE).
     pub hits: usize,
 }
@@ -106,20 +106,20 @@ impl Bin {
             lo,
             hi,
             count: 0,
-            sum_score: 0.0,
+            sum_confidence: 0.0,
             hits: 0,
         }
     }
 
     fn add(&mut self, score: f64, hit: bool) {
         self.count += 1;
-        self.sum_score += score;
+        self.sum_confidence += score;
         self.hits += usize::from(hit);
     }
 
-    /// Mean score (confidence) of the bin; `None` for an empty bin.
-    pub fn mean_score(&self) -> Option<f64> {
-        (self.count > 0).then(|| self.sum_score / self.count as f64)
+    /// Mean score (confidence, or `p_k` for classwise ECE) of the bin; `None` for an empty bin.
+    pub fn mean_confidence(&self) -> Option<f64> {
+        (self.count > 0).then(|| self.sum_confidence / self.count as f64)
     }
 
     /// Fraction of hits (accuracy) in the bin; `None` for an empty bin.
@@ -129,7 +129,7 @@ impl Bin {
 
     /// `|accuracy - mean score|`; `None` for an empty bin.
     pub fn gap(&self) -> Option<f64> {
-        Some((self.accuracy()? - self.mean_score()?).abs())
+        Some((self.accuracy()? - self.mean_confidence()?).abs())
     }
 }
 
@@ -199,7 +199,9 @@ pub struct BinCollector {
 #[derive(Debug, Clone)]
 enum CollectorState {
     EqualWidth {
-        edges: EdgeConvention,
+        convention: EdgeConvention,
+        /// `k / M` for `k = 0..=M`, computed once.
+        edges: Vec<f64>,
         bins: Vec<Bin>,
     },
     EqualMass {
@@ -219,14 +221,19 @@ impl BinCollector {
             ));
         }
         let state = match *binning {
-            Binning::EqualWidth { edges, .. } => {
-                let mut bins: Vec<Bin> = (0..n_bins)
-                    .map(|k| Bin::empty(edge(k, n_bins), edge(k + 1, n_bins)))
-                    .collect();
-                if edges == EdgeConvention::LeftClosedWithOneBin {
+            Binning::EqualWidth {
+                edges: convention, ..
+            } => {
+                let edges: Vec<f64> = (0..=n_bins).map(|k| k as f64 / n_bins as f64).collect();
+                let mut bins: Vec<Bin> = edges.windows(2).map(|w| Bin::empty(w[0], w[1])).collect();
+                if convention == EdgeConvention::LeftClosedWithOneBin {
                     bins.push(Bin::empty(1.0, 1.0));
                 }
-                CollectorState::EqualWidth { edges, bins }
+                CollectorState::EqualWidth {
+                    convention,
+                    edges,
+                    bins,
+                }
             }
             Binning::EqualMass { variant, .. } => CollectorState::EqualMass {
                 n_bins,
@@ -248,12 +255,12 @@ impl BinCollector {
         }
         self.offered += 1;
         match &mut self.state {
-            CollectorState::EqualWidth { edges, bins } => {
-                let n_bins = match edges {
-                    EdgeConvention::RightClosed => bins.len(),
-                    EdgeConvention::LeftClosedWithOneBin => bins.len() - 1,
-                };
-                if let Some(index) = equal_width_index(score, n_bins, *edges) {
+            CollectorState::EqualWidth {
+                convention,
+                edges,
+                bins,
+            } => {
+                if let Some(index) = equal_width_index(score, edges, *convention) {
                     bins[index].add(score, hit);
                 }
             }
@@ -289,28 +296,25 @@ impl BinCollector {
     }
 }
 
-/// Edge `k` of `n_bins` equal-width bins: `k / n_bins`, rounded once.
-fn edge(k: usize, n_bins: usize) -> f64 {
-    k as f64 / n_bins as f64
-}
-
-/// The equal-width bin of `score` in `[0, 1]`: a guess from `score * n_bins`,
-/// corrected by one step against the exact edges (the product's rounding can be
-/// off by at most one bin). `None` when the score falls in no bin.
+/// The equal-width bin of `score` in `[0, 1]` given the `M + 1` edges `k / M`:
+/// a guess from `score * M`, corrected by one step against the exact edges (the
+/// product's rounding can be off by at most one bin). `None` when the score
+/// falls in no bin.
 #[inline]
-fn equal_width_index(score: f64, n_bins: usize, edges: EdgeConvention) -> Option<usize> {
+fn equal_width_index(score: f64, edges: &[f64], convention: EdgeConvention) -> Option<usize> {
+    let n_bins = edges.len() - 1;
     let scaled = score * n_bins as f64;
-    match edges {
+    match convention {
         EdgeConvention::RightClosed => {
             if score <= 0.0 {
                 return None;
             }
-            // Bin i is (edge(i), edge(i+1)]; ceil(scaled) - 1 in 0..n_bins.
+            // Bin i is (edges[i], edges[i+1]]; ceil(scaled) - 1 in 0..n_bins.
             let mut i = (scaled.ceil() as usize).clamp(1, n_bins) - 1;
-            if score <= edge(i, n_bins) {
-                i -= 1; // i > 0 here: edge(0) = 0 < score.
-            } else if score > edge(i + 1, n_bins) {
-                i += 1; // i + 1 < n_bins here: edge(n_bins) = 1 >= score.
+            if score <= edges[i] {
+                i -= 1; // i > 0 here: edges[0] = 0 < score.
+            } else if score > edges[i + 1] {
+                i += 1; // i + 1 < n_bins here: edges[n_bins] = 1 >= score.
             }
             Some(i)
         }
@@ -318,12 +322,12 @@ fn equal_width_index(score: f64, n_bins: usize, edges: EdgeConvention) -> Option
             if score >= 1.0 {
                 return Some(n_bins);
             }
-            // Bin i is [edge(i), edge(i+1)); floor(scaled) in 0..n_bins.
+            // Bin i is [edges[i], edges[i+1]); floor(scaled) in 0..n_bins.
             let mut i = (scaled.floor() as usize).min(n_bins - 1);
-            if score < edge(i, n_bins) {
-                i -= 1; // i > 0 here: edge(0) = 0 <= score.
-            } else if score >= edge(i + 1, n_bins) {
-                i += 1; // i + 1 < n_bins here: edge(n_bins) = 1 > score.
+            if score < edges[i] {
+                i -= 1; // i > 0 here: edges[0] = 0 <= score.
+            } else if score >= edges[i + 1] {
+                i += 1; // i + 1 < n_bins here: edges[n_bins] = 1 > score.
             }
             Some(i)
         }
@@ -435,11 +439,11 @@ mod tests {
     #[test]
     fn every_edge_lands_in_the_right_bin() {
         for n_bins in 1..60 {
-            for k in 0..=n_bins {
-                let e = edge(k, n_bins);
-                let right = equal_width_index(e, n_bins, EdgeConvention::RightClosed);
+            let edges: Vec<f64> = (0..=n_bins).map(|k| k as f64 / n_bins as f64).collect();
+            for (k, &e) in edges.iter().enumerate() {
+                let right = equal_width_index(e, &edges, EdgeConvention::RightClosed);
                 assert_eq!(right, k.checked_sub(1), "right-closed, edge {k}/{n_bins}");
-                let left = equal_width_index(e, n_bins, EdgeConvention::LeftClosedWithOneBin);
+                let left = equal_width_index(e, &edges, EdgeConvention::LeftClosedWithOneBin);
                 assert_eq!(left, Some(k), "left-closed, edge {k}/{n_bins}");
             }
         }
@@ -536,7 +540,7 @@ mod tests {
                 prop_assert_eq!(counted, pairs.len());
             }
             for bin in stats.bins.iter().filter(|b| b.count > 0) {
-                let mean = bin.mean_score().unwrap();
+                let mean = bin.mean_confidence().unwrap();
                 prop_assert!(bin.lo <= mean + 1e-12 && mean <= bin.hi + 1e-12);
             }
             let ece = stats.calibration_error(Norm::L1);

@@ -57,6 +57,9 @@ pub enum CalibError {
     /// A file whose contents do not follow its format.
     #[error("{path}: {detail}")]
     Format { path: PathBuf, detail: String },
+    /// Drawing or encoding a plot failed (before anything was written).
+    #[error("cannot draw the plot: {0}")]
+    Plot(String),
 }
 
 /// Shorthand used throughout the crate.

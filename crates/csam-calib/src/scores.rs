@@ -10,11 +10,25 @@ use ndarray::{Array2, ArrayView1, ArrayView2, Zip};
 use crate::error::{CalibError, Result};
 
 /// Element types a metric accepts: `f32` or `f64`. Metrics read values through
-/// `Into<f64>` and accumulate in `f64`.
-pub trait Real: Copy + Send + Sync + Into<f64> + PartialOrd + 'static {}
+/// `Into<f64>` and accumulate in `f64`; comparisons run in the type itself.
+pub trait Real:
+    Copy + Send + Sync + Into<f64> + PartialOrd + std::ops::Add<Output = Self> + 'static
+{
+    /// 0 in this type.
+    const ZERO: Self;
+    /// 1 in this type.
+    const ONE: Self;
+}
 
-impl Real for f32 {}
-impl Real for f64 {}
+impl Real for f32 {
+    const ZERO: Self = 0.0;
+    const ONE: Self = 1.0;
+}
+
+impl Real for f64 {
+    const ZERO: Self = 0.0;
+    const ONE: Self = 1.0;
+}
 
 /// Row-wise softmax `p_k = exp(z_k - m) / sum_j exp(z_j - m)` with `m = max_j z_j`.
 ///
@@ -70,31 +84,66 @@ pub fn log_probabilities(probs: ArrayView2<'_, f64>) -> Array2<f64> {
 /// probability, the confidence. Fails if any entry of the row is NaN or outside
 /// `[0, 1]`; `row_index` names the row in the error.
 pub fn top_class<T: Real>(row: ArrayView1<'_, T>, row_index: usize) -> Result<(usize, f64)> {
+    if let Some(found) = row.as_slice().and_then(scan_valid_row) {
+        return Ok(found);
+    }
+    // Strided rows, and rows the fast scan refused: find the first bad entry.
     let mut best = (0, f64::NEG_INFINITY);
-    let mut bad = None;
-    let mut scan = |col: usize, value: f64| {
-        if !(0.0..=1.0).contains(&value) && bad.is_none() {
-            bad = Some((col, value));
+    for (col, &value) in row.iter().enumerate() {
+        let value: f64 = value.into();
+        if !(0.0..=1.0).contains(&value) {
+            return Err(probability_error(row_index, col, value));
         }
         if value > best.1 {
             best = (col, value);
         }
-    };
-    match row.as_slice() {
-        Some(slice) => slice
-            .iter()
-            .enumerate()
-            .for_each(|(col, &v)| scan(col, v.into())),
-        None => row
-            .iter()
-            .enumerate()
-            .for_each(|(col, &v)| scan(col, v.into())),
     }
-    match bad {
-        None if best.1.is_finite() => Ok(best),
-        None => Err(CalibError::Empty(format!("row {row_index} has no classes"))),
-        Some((col, value)) => Err(probability_error(row_index, col, value)),
+    if row.is_empty() {
+        return Err(CalibError::Empty(format!("row {row_index} has no classes")));
     }
+    Ok(best)
+}
+
+/// Fast path of [`top_class`] for a contiguous row: lane-wise max, min and sum
+/// in the element type (which the compiler vectorises; a NaN turns the sum
+/// NaN), then the first index of the max. `None` if the row is empty or any
+/// entry is not in `[0, 1]`.
+#[inline]
+fn scan_valid_row<T: Real>(row: &[T]) -> Option<(usize, f64)> {
+    const LANES: usize = 16;
+    let first = *row.first()?;
+    let (mut max, mut min, mut sum) = ([first; LANES], [first; LANES], [T::ZERO; LANES]);
+    let chunks = row.chunks_exact(LANES);
+    let tail = chunks.remainder();
+    for chunk in chunks {
+        for lane in 0..LANES {
+            let v = chunk[lane];
+            max[lane] = if v > max[lane] { v } else { max[lane] };
+            min[lane] = if v < min[lane] { v } else { min[lane] };
+            sum[lane] = sum[lane] + v;
+        }
+    }
+    for (lane, &v) in tail.iter().enumerate() {
+        max[lane] = if v > max[lane] { v } else { max[lane] };
+        min[lane] = if v < min[lane] { v } else { min[lane] };
+        sum[lane] = sum[lane] + v;
+    }
+    let top = max.iter().fold(first, |a, &b| if b > a { b } else { a });
+    let bottom = min.iter().fold(first, |a, &b| if b < a { b } else { a });
+    let total: f64 = sum.iter().map(|&v| v.into()).sum();
+    // Every entry is in the sum, so any NaN (also a first one, where max and
+    // min start) makes the total NaN.
+    if bottom < T::ZERO || top > T::ONE || total.is_nan() {
+        return None;
+    }
+    // First index of the max: whole chunks compared without branches, then
+    // the position inside the first chunk that holds it.
+    let (offset, chunk) = row
+        .chunks(LANES)
+        .enumerate()
+        .find(|(_, chunk)| chunk.iter().fold(false, |seen, &v| seen | (v == top)))?;
+    let index = offset * LANES + chunk.iter().position(|&v| v == top)?;
+    Some((index, top.into()))
 }
 
 /// The error for a single entry that is not a probability.
@@ -240,6 +289,10 @@ mod tests {
             Err(CalibError::NonFinite { row: 7, col: 1, .. })
         ));
         assert!(matches!(
+            top_class(array![f64::NAN, 0.5].view(), 4),
+            Err(CalibError::NonFinite { row: 4, col: 0, .. })
+        ));
+        assert!(matches!(
             top_class(array![1.5, -0.5].view(), 2),
             Err(CalibError::InvalidArgument(_))
         ));
@@ -307,6 +360,27 @@ mod tests {
     }
 
     proptest! {
+        #[test]
+        fn fast_and_strided_row_scans_agree(
+            mut values in prop::collection::vec(prop_oneof![0.0..=1.0_f64, Just(0.5), Just(0.0)], 1..70),
+            corrupt in prop::option::of((any::<prop::sample::Index>(), prop_oneof![Just(-0.1), Just(f64::NAN), Just(1.5)])),
+        ) {
+            if let Some((at, bad)) = corrupt {
+                let i = at.index(values.len());
+                values[i] = bad;
+            }
+            // A column of a 2-row matrix is strided, so it takes the slow path.
+            let k = values.len();
+            let two_rows = Array2::from_shape_fn((k, 2), |(i, _)| values[i]);
+            let strided = top_class(two_rows.column(0), 3);
+            let contiguous = top_class(ndarray::ArrayView1::from(&values[..]), 3);
+            match (strided, contiguous) {
+                (Ok(a), Ok(b)) => prop_assert_eq!(a, b),
+                (Err(a), Err(b)) => prop_assert_eq!(a.to_string(), b.to_string()),
+                (a, b) => prop_assert!(false, "{:?} vs {:?}", a, b),
+            }
+        }
+
         #[test]
         fn softmax_rows_sum_to_one_for_huge_logits(
             rows in prop::collection::vec(prop::collection::vec(-1e300..1e300_f64, 1..8), 1..8)

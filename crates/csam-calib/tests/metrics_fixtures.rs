@@ -151,47 +151,32 @@ fn temperature_and_tce_match_numpy() {
         "nll from logits",
     );
 
+    let fit = |objective| {
+        fit_temperature(val.view(), &val_labels, objective, &Binning::default()).unwrap()
+    };
+    let tce_by = |objective| {
+        let (test, labels) = (test.view(), &test_labels);
+        tce(val.view(), &val_labels, test, labels, &options, objective).unwrap()
+    };
+
     // Newton stops at 1e-6 in ln T, numpy's golden section at 1e-12: compare T
     // to 1e-5 relative and the NLL at it (flat at the minimum) to 1e-9.
-    let fit = fit_temperature(
-        val.view(),
-        &val_labels,
-        TemperatureObjective::Nll,
-        &Binning::default(),
-    )
-    .unwrap();
+    let by_nll = fit(TemperatureObjective::Nll);
     let t_numpy = number(expected, "nll_temperature");
-    assert_close(fit.temperature, t_numpy, 1e-5 * t_numpy, "NLL temperature");
     assert_close(
-        fit.objective_value,
-        number(expected, "nll_value"),
-        TOLERANCE,
-        "NLL at T",
+        by_nll.temperature,
+        t_numpy,
+        1e-5 * t_numpy,
+        "NLL temperature",
     );
-    assert!(fit.iterations < 30, "{} iterations", fit.iterations);
+    let nll_numpy = number(expected, "nll_value");
+    assert_close(by_nll.objective_value, nll_numpy, TOLERANCE, "NLL at T");
+    assert!(by_nll.iterations < 30, "{} iterations", by_nll.iterations);
 
-    let grid = fit_temperature(
-        val.view(),
-        &val_labels,
-        TemperatureObjective::EceGrid,
-        &Binning::default(),
-    )
-    .unwrap();
-    assert_close(
-        grid.temperature,
-        number(expected, "grid_temperature"),
-        1e-12,
-        "grid temperature",
-    );
-    let got = tce(
-        val.view(),
-        &val_labels,
-        test.view(),
-        &test_labels,
-        &options,
-        TemperatureObjective::EceGrid,
-    )
-    .unwrap();
+    let by_grid = fit(TemperatureObjective::EceGrid);
+    let t_grid = number(expected, "grid_temperature");
+    assert_close(by_grid.temperature, t_grid, 1e-12, "grid temperature");
+    let got = tce_by(TemperatureObjective::EceGrid);
     assert_close(
         got,
         number(expected, "tce_grid"),
@@ -199,14 +184,6 @@ fn temperature_and_tce_match_numpy() {
         "TCE (ECE grid)",
     );
     // ECE moves with T continuously between bin jumps; 1e-6 in T moves it ~1e-6.
-    let got = tce(
-        val.view(),
-        &val_labels,
-        test.view(),
-        &test_labels,
-        &options,
-        TemperatureObjective::Nll,
-    )
-    .unwrap();
+    let got = tce_by(TemperatureObjective::Nll);
     assert_close(got, number(expected, "tce_nll"), 1e-5, "TCE (NLL)");
 }

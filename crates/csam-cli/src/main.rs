@@ -1,8 +1,15 @@
 //! `csam`: train calibrated classifiers and measure calibration.
+//!
+//! A thin dispatcher: argument parsing lives in [`commands`], the work in the
+//! `csam_calib` / `csam_train` libraries. Every failure is printed as one line
+//! (`error: ...`, naming the file and the problem) with exit status 1.
 
 mod commands;
+mod table;
 
-use clap::{Parser, Subcommand};
+use std::process::ExitCode;
+
+use clap::Parser;
 
 #[derive(Parser)]
 #[command(
@@ -12,28 +19,54 @@ use clap::{Parser, Subcommand};
 )]
 struct Cli {
     #[command(subcommand)]
-    command: Command,
+    command: commands::Command,
 }
 
-#[derive(Subcommand)]
-enum Command {
-    /// Train a classifier with SGD, SAM, ASAM or CSAM into a run directory.
-    Train(Box<commands::train::TrainArgs>),
-    /// Evaluate a trained run's best model on a data set.
-    Eval(commands::eval::EvalArgs),
-    /// Time SGD, SAM and CSAM steps on synthetic batches.
-    Bench(commands::bench::BenchArgs),
-    /// Compare SGD, SAM and CSAM over seeds: the paper's calibration table.
-    Compare(Box<commands::compare::CompareArgs>),
-}
-
-fn main() -> anyhow::Result<()> {
+fn main() -> ExitCode {
     // Before libtorch allocates anything (see the function's doc).
     csam_train::train::allocator::tune_allocator();
-    match Cli::parse().command {
-        Command::Train(args) => commands::train::run(*args),
-        Command::Eval(args) => commands::eval::run(args),
-        Command::Bench(args) => commands::bench::run(args),
-        Command::Compare(args) => commands::compare::run(*args),
+    let cli = Cli::parse();
+    match commands::run(cli.command) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(error) => {
+            eprintln!("error: {}", one_line(&error));
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// The error and its causes joined by ": " on one line ("test labels: l.npy: ..."),
+/// skipping a cause whose text its parent already ends with (library errors
+/// such as `CalibError::Io` print their source themselves).
+fn one_line(error: &anyhow::Error) -> String {
+    let mut line = String::new();
+    for cause in error.chain() {
+        let text = cause.to_string().replace('\n', " ");
+        if line.ends_with(&text) {
+            continue;
+        }
+        if !line.is_empty() {
+            line.push_str(": ");
+        }
+        line.push_str(&text);
+    }
+    line
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn one_line_joins_context_and_drops_repeated_sources() {
+        let io = std::io::Error::new(std::io::ErrorKind::NotFound, "gone");
+        let calib = csam_calib::CalibError::Io {
+            path: "p.npy".into(),
+            source: io,
+        };
+        let error = anyhow::Error::new(calib).context("test predictions");
+        assert_eq!(one_line(&error), "test predictions: p.npy: gone");
+        let multi = anyhow::anyhow!("first\nsecond").context("outer");
+        assert_eq!(one_line(&multi), "outer: first second");
     }
 }

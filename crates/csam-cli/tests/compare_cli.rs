@@ -111,6 +111,25 @@ fn check_artefacts(out: &Path) {
         assert_eq!(table.matches(row).count(), 1, "{row} in {table}");
     }
     assert!(table.contains(" ± "), "{table}");
+
+    for method in METHODS {
+        for figure in ["reliability", "confidence"] {
+            let svg = out.join(format!("plots/{figure}-{method}-seed0.svg"));
+            assert!(
+                std::fs::read_to_string(&svg).unwrap().contains("<svg"),
+                "{}",
+                svg.display()
+            );
+            let png =
+                std::fs::read(out.join(format!("plots/{figure}-{method}-seed0.png"))).unwrap();
+            assert_eq!(&png[..8], b"\x89PNG\r\n\x1a\n");
+        }
+    }
+    assert_eq!(
+        std::fs::read_dir(out.join("plots")).unwrap().count(),
+        12,
+        "seed 0 only"
+    );
 }
 
 #[test]

@@ -109,7 +109,14 @@ fn config_file_is_overridden_by_flags_and_saved() {
     let out = dir.path().join("run");
     let trained = train(
         &out,
-        &["--config", config.to_str().unwrap(), "--rho", "0.02"],
+        &[
+            "--config",
+            config.to_str().unwrap(),
+            "--rho",
+            "0.02",
+            "--mlp-hidden",
+            "64,32",
+        ],
     );
     assert!(trained.status.success(), "{}", text(&trained));
     let saved = std::fs::read_to_string(out.join("config.toml")).unwrap();
@@ -130,6 +137,11 @@ fn config_file_is_overridden_by_flags_and_saved() {
         "file wins over the default"
     );
     assert_eq!(saved["epochs"].as_integer(), Some(1));
+    let hidden = saved["mlp_hidden"].as_array().unwrap();
+    assert_eq!(
+        hidden,
+        &vec![toml::Value::Integer(64), toml::Value::Integer(32)]
+    );
 }
 
 #[test]
@@ -171,4 +183,62 @@ fn gamma_outside_the_papers_range_warns() {
         assert!(stderr.contains("gamma"), "{stderr}");
         assert!(!out.exists());
     }
+}
+
+#[test]
+fn killed_run_resumes_from_its_own_config_to_identical_weights() {
+    let dir = tempfile::tempdir().unwrap();
+    let whole = dir.path().join("whole");
+    let flags = ["--epochs", "3", "--optimizer", "csam", "--dropout", "0.1"];
+    let uninterrupted = train(&whole, &flags);
+    assert!(uninterrupted.status.success(), "{}", text(&uninterrupted));
+
+    let split = dir.path().join("split");
+    let mut first = flags.to_vec();
+    first.extend_from_slice(&["--stop-after-epoch", "1"]);
+    let stopped = train(&split, &first);
+    assert!(stopped.status.success(), "{}", text(&stopped));
+    assert!(String::from_utf8_lossy(&stopped.stdout).contains("stopped after epoch 1"));
+
+    // No settings on the command line: the run's config.toml supplies them.
+    let split_dir = split.to_str().unwrap();
+    let resumed = csam(&["train", "--out", split_dir, "--resume", "--quiet"]);
+    assert!(resumed.status.success(), "{}", text(&resumed));
+    let stdout = String::from_utf8_lossy(&resumed.stdout);
+    assert!(
+        !stdout.contains("epoch 1/3") && stdout.contains("epoch 3/3"),
+        "{stdout}"
+    );
+    for file in ["model-last.safetensors", "model.safetensors"] {
+        let a = std::fs::read(whole.join(file)).unwrap();
+        let b = std::fs::read(split.join(file)).unwrap();
+        assert!(a == b, "{file} differs after resume");
+    }
+}
+
+#[test]
+fn bench_prints_one_row_per_case() {
+    let output = csam(&[
+        "bench",
+        "--models",
+        "mlp",
+        "--input",
+        "fmnist",
+        "--batch-size",
+        "4",
+        "--warmup",
+        "0",
+        "--steps",
+        "1",
+        "--device",
+        "cpu",
+    ]);
+    assert!(output.status.success(), "{}", text(&output));
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let rows: Vec<&str> = stdout.lines().filter(|l| l.starts_with("mlp ")).collect();
+    assert_eq!(rows.len(), 3, "{stdout}");
+    assert!(
+        rows[0].contains("sgd") && rows[2].contains("csam"),
+        "{stdout}"
+    );
 }

@@ -48,6 +48,7 @@ fn registry_parses_every_documented_name() {
 }
 
 fn assert_logits_shape(kind: ModelKind, input: InputShape) {
+    tch::set_num_threads(1); // tiny tensors: threads only contend
     let vs = nn::VarStore::new(Device::Cpu);
     let model = build_model(kind, &vs.root(), input, 7).unwrap();
     let xs = Tensor::randn(
@@ -89,6 +90,7 @@ fn models_accept_any_spatial_size() {
 
 #[test]
 fn resnet110_builds_and_runs() {
+    tch::set_num_threads(1); // tiny tensors: threads only contend
     let vs = nn::VarStore::new(Device::Cpu);
     let kind = "resnet110".parse().unwrap();
     let model = build_model(kind, &vs.root(), shape(3, 8, 8), 100).unwrap();
@@ -164,6 +166,7 @@ fn models_follow_the_store_kind() {
 
 #[test]
 fn dropout_modes() {
+    tch::set_num_threads(1); // tiny tensors: threads only contend
     let vs = nn::VarStore::new(Device::Cpu);
     let options = ModelOptions {
         dropout: 0.5,
@@ -220,4 +223,28 @@ fn invalid_configurations_are_errors() {
             dropout: 0.0
         }
     ));
+}
+
+#[test]
+fn inputs_that_do_not_fit_are_errors_not_panics() {
+    let vs = nn::VarStore::new(Device::Cpu);
+    let mlp = build_model("mlp".parse().unwrap(), &vs.root(), shape(1, 4, 4), 3).unwrap();
+    let cnn = build_model(
+        "cnn".parse().unwrap(),
+        &(vs.root() / "c"),
+        shape(3, 4, 4),
+        3,
+    )
+    .unwrap();
+    let x = |dims: &[i64]| Tensor::zeros(dims, (Kind::Float, Device::Cpu));
+    assert!(mlp.try_forward(&x(&[2, 1, 4, 4]), Mode::Eval).is_ok());
+    for bad in [&[2, 1, 4, 5][..], &[2, 3, 4, 4], &[2, 16], &[0, 1, 4, 4]] {
+        let err = mlp.try_forward(&x(bad), Mode::Eval).unwrap_err();
+        assert!(matches!(err, ModelError::Input(_)), "{bad:?}");
+        assert!(err.to_string().contains("[B, 1, 4, 4]"), "{err}");
+    }
+    // Convolutional nets take any spatial size but need their channel count.
+    assert!(cnn.check_input(&x(&[2, 3, 9, 2])).is_ok());
+    assert!(cnn.check_input(&x(&[2, 1, 4, 4])).is_err());
+    assert!(ModelKind::all().all(|k| !k.summary().is_empty()));
 }

@@ -105,6 +105,7 @@ fn get<'a>(named: &'a [(String, Tensor)], key: &str) -> &'a Tensor {
 
 #[test]
 fn rust_and_pytorch_twins_agree_both_ways() {
+    tch::set_num_threads(1); // tiny tensors: threads only contend
     let Some(python) = python() else {
         eprintln!("SKIPPED: no python at <workspace>/.venv/bin/python (set CSAM_PYTHON)");
         return;
@@ -147,6 +148,7 @@ fn rust_and_pytorch_twins_agree_both_ways() {
     std::fs::write(&manifest_path, serde_json::to_string(&manifest).unwrap()).unwrap();
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/twins.py");
     let status = std::process::Command::new(&python)
+        .env("OMP_NUM_THREADS", "1")
         .arg(&script)
         .arg(&manifest_path)
         .status()

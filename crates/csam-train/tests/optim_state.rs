@@ -126,6 +126,8 @@ fn misaligned_gradients_are_rejected() {
     let mut swapped: Vec<Tensor> = grads.iter().map(|g| g.shallow_clone()).collect();
     swapped.swap(0, n - 1);
     assert!(matches!(opt.step(&swapped), Err(OptimError::Mismatch(_))));
+    let as_f64: Vec<Tensor> = grads.iter().map(|g| g.to_kind(Kind::Double)).collect();
+    assert!(matches!(opt.step(&as_f64), Err(OptimError::Mismatch(_))));
 }
 
 #[test]

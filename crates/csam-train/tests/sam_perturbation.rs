@@ -3,8 +3,8 @@
 use csam_train::optim::{Perturbation, SamConfig, SamStep, SecondLoss};
 use tch::{nn, Tensor};
 
-fn tensors(values: &[&[f64]]) -> Vec<Tensor> {
-    values.iter().map(|v| Tensor::from_slice(v)).collect()
+fn flat(values: &[f64]) -> Tensor {
+    Tensor::from_slice(values)
 }
 
 fn to_vec(t: &Tensor) -> Vec<f64> {
@@ -19,32 +19,29 @@ fn assert_all_close(got: &[f64], expected: &[f64], tol: f64) {
 }
 
 #[test]
-fn sam_uses_the_global_norm_over_all_tensors() {
-    // g = ([3], [0, 4]): ||g|| = 5, e = rho g / (5 + 1e-12).
-    let params = tensors(&[&[1.0], &[-1.0, 2.0]]);
-    let grads = tensors(&[&[3.0], &[0.0, 4.0]]);
-    let norm = Perturbation::Sam.apply(&params, &grads, 0.5);
+fn sam_uses_the_global_norm() {
+    // Weights (1, -1, 2), g = (3, 0, 4): ||g|| = 5, e = rho g / (5 + 1e-12).
+    let (tilde, norm) =
+        Perturbation::Sam.perturb(&flat(&[1.0, -1.0, 2.0]), &flat(&[3.0, 0.0, 4.0]), 0.5);
     assert!((norm.double_value(&[]) - 5.0).abs() < 1e-15);
-    assert_all_close(&to_vec(&params[0]), &[1.0 + 0.3], 1e-12);
-    assert_all_close(&to_vec(&params[1]), &[-1.0, 2.0 + 0.4], 1e-12);
+    assert_all_close(&to_vec(&tilde), &[1.3, -1.0, 2.4], 1e-12);
 }
 
 #[test]
 fn asam_scales_by_t_squared_over_the_norm_of_t_g() {
-    // w = ([1, -2], [0]), g = ([3, 1], [2]), eta = 0.01, rho = 0.5.
+    // w = (1, -2, 0), g = (3, 1, 2), eta = 0.01, rho = 0.5.
     // T = |w| + eta = (1.01, 2.01, 0.01); T g = (3.03, 2.01, 0.02);
     // ||T g|| = sqrt(9.1809 + 4.0401 + 0.0004) = sqrt(13.2214);
     // e = rho T^2 g / ||T g|| = 0.5 (3.0603, 4.0401, 0.0002) / sqrt(13.2214).
-    let params = tensors(&[&[1.0, -2.0], &[0.0]]);
-    let grads = tensors(&[&[3.0, 1.0], &[2.0]]);
-    let norm = Perturbation::Asam { eta: 0.01 }.apply(&params, &grads, 0.5);
+    let rule = Perturbation::Asam { eta: 0.01 };
+    let (tilde, norm) = rule.perturb(&flat(&[1.0, -2.0, 0.0]), &flat(&[3.0, 1.0, 2.0]), 0.5);
     let denom = 13.2214f64.sqrt();
-    assert_all_close(
-        &to_vec(&params[0]),
-        &[1.0 + 0.5 * 3.0603 / denom, -2.0 + 0.5 * 4.0401 / denom],
-        1e-12,
-    );
-    assert_all_close(&to_vec(&params[1]), &[0.5 * 0.0002 / denom], 1e-12);
+    let expected = [
+        1.0 + 0.5 * 3.0603 / denom,
+        -2.0 + 0.5 * 4.0401 / denom,
+        0.5 * 0.0002 / denom,
+    ];
+    assert_all_close(&to_vec(&tilde), &expected, 1e-12);
     // The reported norm is ||g||, not ||T g||: sqrt(9 + 1 + 4).
     assert!((norm.double_value(&[]) - 14f64.sqrt()).abs() < 1e-12);
 }
@@ -52,10 +49,9 @@ fn asam_scales_by_t_squared_over_the_norm_of_t_g() {
 #[test]
 fn zero_gradient_gives_zero_perturbation_not_nan() {
     for rule in [Perturbation::Sam, Perturbation::Asam { eta: 0.0 }] {
-        let params = tensors(&[&[1.0, 2.0]]);
-        let grads = tensors(&[&[0.0, 0.0]]);
-        let _ = rule.apply(&params, &grads, 0.05);
-        assert_eq!(to_vec(&params[0]), [1.0, 2.0], "{rule:?}");
+        let (tilde, norm) = rule.perturb(&flat(&[1.0, 2.0]), &flat(&[0.0, 0.0]), 0.05);
+        assert_eq!(to_vec(&tilde), [1.0, 2.0], "{rule:?}");
+        assert_eq!(norm.double_value(&[]), 0.0);
     }
 }
 

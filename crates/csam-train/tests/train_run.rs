@@ -102,6 +102,10 @@ fn csam_on_digits_learns_and_writes_every_artefact() {
         .iter()
         .all(|r| r.val.nll.is_finite() && r.train.loss.is_finite()));
 
+    // What `csam metrics` reads.
+    let read_logits = csam_calib::io::load_matrix(out.join("test_logits.npy"), None).unwrap();
+    let read_labels = csam_calib::io::load_labels(out.join("test_labels.npy"), None).unwrap();
+    assert_eq!((read_logits.dim(), read_labels.len()), ((355, 10), 355));
     let test_logits = npy(&out.join("test_logits.npy"));
     assert_eq!(npy(&out.join("val_logits.npy")).size(), vec![300, 10]);
     assert_eq!(test_logits.size(), vec![355, 10]);
@@ -130,10 +134,13 @@ fn csam_on_digits_learns_and_writes_every_artefact() {
 fn resumed_run_ends_with_bit_identical_weights() {
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let dir = tempfile::tempdir().unwrap();
+    // Dropout and augmentation make the run depend on libtorch's and the
+    // loader's random streams, which a resume must replay exactly.
     let config = TrainConfig {
         optimizer: OptimizerFamily::Sam,
         nesterov: true,
         augment: true,
+        dropout: 0.2,
         ..digits_config(3)
     };
     let whole = dir.path().join("whole");

@@ -165,24 +165,26 @@ impl Moments {
     }
 }
 
+/// One pass over the row: with `d = z - m`, `w = exp(b d)`, the sums of `w`,
+/// `w d`, `w d^2` give `E_p[z] = m + E[d]` and `Var_p[z] = E[d^2] - E[d]^2` (the
+/// shift by the max keeps `d` small where the mass is, so the difference is safe).
 fn scaled_moments(z: ArrayView1<'_, f64>, b: f64) -> Moments {
     let m = z.fold(f64::NEG_INFINITY, |acc, &v| acc.max(v));
-    let (mut sum_w, mut sum_wz) = (0.0, 0.0);
+    let (mut sum_w, mut sum_wd, mut sum_wdd) = (0.0, 0.0, 0.0);
     for &v in z {
-        let w = (b * (v - m)).exp();
+        let d = v - m;
+        let w = (b * d).exp();
         sum_w += w;
-        sum_wz += w * v;
+        sum_wd += w * d;
+        sum_wdd += w * d * d;
     }
-    let mean = sum_wz / sum_w;
-    let variance = z.fold(0.0, |acc, &v| {
-        acc + (b * (v - m)).exp() * (v - mean) * (v - mean)
-    }) / sum_w;
+    let mean_d = sum_wd / sum_w;
     Moments {
         b,
         max: m,
         ln_sum: sum_w.ln(),
-        mean,
-        variance,
+        mean: m + mean_d,
+        variance: (sum_wdd / sum_w - mean_d * mean_d).max(0.0),
     }
 }
 

@@ -178,7 +178,7 @@ mod tests {
         let stats = reliability_diagram(probs.view(), &labels, &RIGHT).unwrap();
         assert_eq!(stats.bins[11].count, 1);
         assert_eq!(stats.bins[11].accuracy(), Some(0.0));
-        assert_eq!(stats.bins[12].mean_score(), Some(0.85));
+        assert_eq!(stats.bins[12].mean_confidence(), Some(0.85));
         assert_eq!(stats.bins[0].accuracy(), None);
     }
 

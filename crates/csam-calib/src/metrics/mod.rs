@@ -6,18 +6,19 @@
 //! paper prints percent). Confidence is the largest probability of a row, the
 //! prediction its first index (numpy's `argmax`).
 //!
-//! Each metric refuses empty or mismatched input, labels outside `0..K` and
-//! entries that are NaN or outside `[0, 1]`. Row sums are not checked here (that
-//! costs a pass over the matrix): call [`crate::scores::validate_probabilities`]
-//! first, as [`summary::summarize`] does.
+//! Each metric refuses empty or mismatched input, labels outside `0..K` and any
+//! entry it reads that is NaN or outside `[0, 1]` (the error names row and
+//! column). Row sums are not checked here (that would cost a second pass over
+//! the matrix): call [`crate::scores::validate_probabilities`] first, as
+//! [`summary::summarize`] does.
 //!
 //! * [`calibration_error`]: ECE (l1 / l2 / max), AdaECE, classwise ECE and the
 //!   reliability diagram, all from [`crate::binning::BinStats`];
-//! * [`auroc`]: misclassification, OOD and one-vs-rest AUROC, exact with ties;
+//! * [`auroc`](mod@auroc): misclassification, OOD and one-vs-rest AUROC, exact with ties;
 //! * [`scoring`]: NLL, Brier, accuracy, mean confidence, mean entropy;
 //! * [`histogram`]: the confidence histogram;
-//! * [`bootstrap`]: percentile intervals for any metric;
-//! * [`tce`]: ECE after temperature scaling fitted on validation data;
+//! * [`bootstrap`](mod@bootstrap): percentile intervals for any metric;
+//! * [`tce`](mod@tce): ECE after temperature scaling fitted on validation data;
 //! * [`summary`]: all of the above in one serialisable record.
 
 pub mod auroc;

@@ -9,7 +9,7 @@ use super::{
     mean_entropy, nll,
 };
 use crate::binning::{AdaptiveVariant, Binning, EdgeConvention, Norm};
-use crate::error::Result;
+use crate::error::{CalibError, Result};
 use crate::scores::{validate_labels, validate_probabilities};
 
 /// The binning and input checks a summary uses.
@@ -76,10 +76,12 @@ pub struct MetricSummary {
     pub nll: f64,
     /// Multi-class Brier score, summed over classes.
     pub brier: f64,
-    /// Misclassification-detection AUROC of the confidence.
-    pub auroc_misclassification: f64,
-    /// One-vs-rest macro AUROC over classes present in the labels.
-    pub auroc_ovr: f64,
+    /// Misclassification-detection AUROC of the confidence; `None` (JSON `null`)
+    /// where it is undefined: every prediction right, or every one wrong.
+    pub auroc_misclassification: Option<f64>,
+    /// One-vs-rest macro AUROC over classes present in the labels; `None` where
+    /// no class has both positives and negatives (a single class in the labels).
+    pub auroc_ovr: Option<f64>,
     /// Mean max probability.
     pub mean_confidence: f64,
     /// Mean predictive entropy (nats).
@@ -90,8 +92,9 @@ pub struct MetricSummary {
 }
 
 /// Checks `probs` (row sums within `options.tolerance`) and `labels`, then
-/// computes every metric. Fails where a metric is undefined, e.g. the
-/// misclassification AUROC when every prediction is right.
+/// computes every metric. The AUROCs are `None` where they are undefined (a
+/// perfect or a hopeless model, a single class), so a small or easy test set
+/// still gets its summary; every other failure is an error.
 pub fn summarize(
     probs: ArrayView2<'_, f64>,
     labels: &[usize],
@@ -110,18 +113,26 @@ pub fn summarize(
         classwise_ece: classwise_ece(probs, labels, &width)?,
         nll: nll(probs, labels)?,
         brier: brier(probs, labels)?,
-        auroc_misclassification: auroc_misclassification(probs, labels)?,
-        auroc_ovr: auroc_ovr(probs, labels)?,
+        auroc_misclassification: defined(auroc_misclassification(probs, labels))?,
+        auroc_ovr: defined(auroc_ovr(probs, labels))?,
         mean_confidence: mean_confidence(probs, labels)?,
         mean_entropy: mean_entropy(probs)?,
         tce: None,
     })
 }
 
+/// `Some(value)`, `None` for [`CalibError::Undefined`], other errors unchanged.
+fn defined(result: Result<f64>) -> Result<Option<f64>> {
+    match result {
+        Ok(value) => Ok(Some(value)),
+        Err(CalibError::Undefined { .. }) => Ok(None),
+        Err(other) => Err(other),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::error::CalibError;
     use crate::metrics::test_support::two_class;
     use ndarray::array;
 
@@ -136,7 +147,7 @@ mod tests {
             ece(probs.view(), &labels, &width, Norm::Max).unwrap()
         );
         assert_eq!(s.accuracy, 0.75);
-        assert_eq!(s.auroc_misclassification, 2.0 / 3.0);
+        assert_eq!(s.auroc_misclassification, Some(2.0 / 3.0));
         assert_eq!(s.tce, None);
         let json = serde_json::to_string(&s).unwrap();
         assert!(json.contains("\"auroc_ovr\"") && json.contains("\"tce\":null"));
@@ -150,6 +161,16 @@ mod tests {
         assert_eq!(o.n_bins, 15);
         assert_eq!(o.edges, EdgeConvention::LeftClosedWithOneBin);
         assert_eq!(o.adaptive, AdaptiveVariant::Chunked);
+    }
+
+    #[test]
+    fn undefined_aurocs_are_none_not_an_error() {
+        let (probs, labels) = two_class(&[(0.8, true), (0.9, true)]);
+        let s = summarize(probs.view(), &labels, &MetricOptions::default()).unwrap();
+        assert_eq!(s.auroc_misclassification, None);
+        assert_eq!(s.accuracy, 1.0);
+        let json = serde_json::to_string(&s).unwrap();
+        assert!(json.contains("\"auroc_misclassification\":null"));
     }
 
     #[test]

@@ -130,7 +130,7 @@ pub fn run(args: CompareArgs) -> anyhow::Result<()> {
         compare::run(&request).with_context(|| format!("comparing into {}", out.display()))?;
     println!("\n{}", outcome.table);
     println!(
-        "wrote {} (results.json, results.csv, table.md, runs/) in {:.1}s",
+        "wrote {} (results.json, results.csv, table.md, plots/, runs/) in {:.1}s",
         out.display(),
         outcome.results.wall_time_s
     );

@@ -3,4 +3,49 @@
 pub mod bench;
 pub mod compare;
 pub mod eval;
+pub mod metrics;
 pub mod train;
+
+use std::io::{ErrorKind, Write};
+
+use anyhow::Context;
+use clap::Subcommand;
+
+/// What `csam` can do.
+#[derive(Subcommand)]
+pub enum Command {
+    /// Calibration metrics of saved predictions (logits or probabilities), with
+    /// optional post-hoc calibration fitted on validation predictions.
+    Metrics(metrics::MetricsArgs),
+    /// Train a classifier with SGD, SAM, ASAM or CSAM into a run directory.
+    Train(Box<train::TrainArgs>),
+    /// Evaluate a trained run's best model on a data set.
+    Eval(eval::EvalArgs),
+    /// Time SGD, SAM and CSAM steps on synthetic batches.
+    Bench(bench::BenchArgs),
+    /// Compare SGD, SAM and CSAM over seeds: the paper's calibration table.
+    Compare(Box<compare::CompareArgs>),
+}
+
+/// Runs one subcommand.
+pub fn run(command: Command) -> anyhow::Result<()> {
+    match command {
+        Command::Metrics(args) => metrics::run(&args),
+        Command::Train(args) => train::run(*args),
+        Command::Eval(args) => eval::run(args),
+        Command::Bench(args) => bench::run(args),
+        Command::Compare(args) => compare::run(*args),
+    }
+}
+
+/// Writes a command's result to standard output. A reader that went away
+/// (`csam ... | head`) is not an error: there is nobody left to tell.
+pub fn print_stdout(text: &str) -> anyhow::Result<()> {
+    let mut out = std::io::stdout().lock();
+    match out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
+        Err(e) if e.kind() != ErrorKind::BrokenPipe => {
+            Err(e).context("writing the results to standard output")
+        }
+        _ => Ok(()),
+    }
+}

@@ -34,6 +34,12 @@ pub struct TrainArgs {
     /// Model: mlp, cnn, resnet20, resnet32, resnet44, resnet56, resnet110 (default resnet20).
     #[arg(long)]
     model: Option<String>,
+    /// MLP hidden widths, comma-separated (default 256,256).
+    #[arg(long, value_delimiter = ',')]
+    mlp_hidden: Option<Vec<usize>>,
+    /// Dropout rate in [0, 1) (default 0).
+    #[arg(long)]
+    dropout: Option<f64>,
     /// Number of epochs (default 200).
     #[arg(long)]
     epochs: Option<usize>,
@@ -133,6 +139,18 @@ impl TrainArgs {
         put("val_size", int(self.val_size));
         put("seed", self.seed.map(|s| toml::Value::Integer(s as i64)));
         put("model", text(&self.model));
+        put(
+            "mlp_hidden",
+            self.mlp_hidden.as_ref().map(|widths| {
+                toml::Value::Array(
+                    widths
+                        .iter()
+                        .map(|&w| toml::Value::Integer(w as i64))
+                        .collect(),
+                )
+            }),
+        );
+        put("dropout", float(self.dropout));
         put("epochs", int(self.epochs));
         put("batch_size", int(self.batch_size));
         put("lr", float(self.lr));

@@ -16,7 +16,7 @@ use serde::Serialize;
 use tch::{Device, Kind, Tensor};
 
 use crate::device::device_name;
-use crate::model::{InputShape, ModelKind, ModelOptions};
+use crate::model::{InputShape, ModelKind};
 use crate::train::config::{OptimizerFamily, TrainConfig};
 use crate::train::error::{Result, TrainError};
 use crate::train::session::{invalid, Trainer};
@@ -150,11 +150,7 @@ fn bench_case(
         }
     }
     let seconds = median(&mut times);
-    let hidden: Vec<u64> = ModelOptions::default()
-        .mlp_hidden
-        .iter()
-        .map(|&h| h as u64)
-        .collect();
+    let hidden: Vec<u64> = config.mlp_hidden.iter().map(|&h| h as u64).collect();
     let forward_flops = flops::forward_macs(
         kind.name(),
         (channels as u64, height as u64, width as u64),
@@ -188,7 +184,7 @@ pub fn format_table(rows: &[BenchRow], options: &BenchOptions) -> String {
         width,
     } = options.input;
     let mut out = format!(
-        "csam (tch {}), device {}, threads {}, batch {}, input {channels}x{height}x{width}, \
+        "csam {}, device {}, threads {}, batch {}, input {channels}x{height}x{width}, \
          {} warm-up + {} timed steps (median)\n",
         env!("CARGO_PKG_VERSION"),
         device_name(options.device),
@@ -223,7 +219,43 @@ pub fn format_table(rows: &[BenchRow], options: &BenchOptions) -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::median;
+    use super::*;
+
+    #[test]
+    fn small_cpu_bench_reports_every_case() {
+        let options = BenchOptions {
+            models: vec!["mlp".into()],
+            optimizers: vec![
+                OptimizerFamily::Sgd,
+                OptimizerFamily::Sam,
+                OptimizerFamily::Csam,
+            ],
+            input: InputShape {
+                channels: 1,
+                height: 28,
+                width: 28,
+            },
+            n_classes: 10,
+            batch_size: 8,
+            warmup: 1,
+            steps: 2,
+            device: Device::Cpu,
+        };
+        let rows = run_bench(&options).unwrap();
+        let names: Vec<String> = rows.iter().map(|r| r.optimizer.to_string()).collect();
+        assert_eq!(names, ["sgd", "sam", "csam"]);
+        // 2 FLOPs per multiply-add, 8 examples, 3 (SGD) or 6 (SAM) passes.
+        let forward = 2.0 * 268_800.0 * 8.0;
+        assert_eq!(rows[0].step_flops, Some(3.0 * forward));
+        assert_eq!(rows[2].step_flops, Some(6.0 * forward));
+        assert_eq!(rows[0].ratio_to_sgd, Some(1.0));
+        assert!(rows
+            .iter()
+            .all(|r| r.ms_per_step > 0.0 && r.images_per_s > 0.0));
+        let table = format_table(&rows, &options);
+        assert_eq!(table.lines().count(), 2 + rows.len());
+        assert!(table.contains("input 1x28x28"));
+    }
 
     #[test]
     fn median_of_odd_and_even() {

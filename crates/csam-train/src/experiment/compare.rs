@@ -13,7 +13,8 @@ use std::time::Instant;
 
 use serde::{Deserialize, Serialize};
 
-use super::posthoc::calibrate_run;
+use super::plots::write_method_plots;
+use super::posthoc::{calibrate_run, RunCalibration};
 use super::results::{aggregate, csv, CompareResults, RunRecord, SCHEMA};
 use super::table;
 use crate::data::{self, DatasetSpec};
@@ -251,6 +252,11 @@ impl CompareDir {
         self.root.join("table.md")
     }
 
+    /// `plots/`.
+    pub fn plots(&self) -> PathBuf {
+        self.root.join("plots")
+    }
+
     /// Creates the directory and `compare.json`, or accepts an existing one
     /// whose `compare.json` holds the same settings. Refuses a different
     /// comparison and a non-empty directory without `compare.json`.
@@ -325,7 +331,16 @@ pub fn run(request: &CompareRequest) -> Result<CompareOutcome> {
         let label = format!("[{}/{}] {method} seed {seed}", index + 1, pairs.len());
         let run_started = Instant::now();
         let summary = train_or_reuse(request, &dir, method, seed, &label)?;
-        let record = record_run(&dir, method, seed, summary)?;
+        let (record, calibration) = record_run(&dir, method, seed, summary)?;
+        if seed == settings.seeds[0] {
+            write_method_plots(
+                &dir.plots(),
+                method,
+                seed,
+                calibration.test_probabilities.view(),
+                &calibration.test_labels,
+            )?;
+        }
         println!(
             "{label}: done in {:.1}s, {:.1}s since start (test accuracy {:.2}%, ECE {:.2}%, TCE {:.2}%)",
             run_started.elapsed().as_secs_f64(),
@@ -422,17 +437,18 @@ fn read_summary(run_dir: &RunDir) -> Result<RunSummary> {
     })
 }
 
-/// The record of a finished run: its summary plus post-hoc calibration.
+/// The record of a finished run (its summary plus post-hoc calibration) and
+/// the calibration's raw test predictions.
 fn record_run(
     dir: &CompareDir,
     method: OptimizerFamily,
     seed: u64,
     summary: RunSummary,
-) -> Result<RunRecord> {
+) -> Result<(RunRecord, RunCalibration)> {
     let calibration = calibrate_run(&RunDir::new(dir.run(method, seed)))?;
     let mut test = summary.test;
     test.tce = Some(calibration.posthoc.temperature.ece);
-    Ok(RunRecord {
+    let record = RunRecord {
         method,
         seed,
         run_dir: CompareDir::relative_run(method, seed),
@@ -442,7 +458,8 @@ fn record_run(
         val: summary.val,
         test,
         posthoc: calibration.posthoc,
-    })
+    };
+    Ok((record, calibration))
 }
 
 #[cfg(test)]

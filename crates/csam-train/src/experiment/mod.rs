@@ -12,9 +12,11 @@
 //!   seed (see [`crate::train::rundir`]);
 //! - `results.json` ([`results::CompareResults`]), `results.csv` (one row per
 //!   run, see [`results::csv`]) and `table.md` (see [`table`]);
-//! - `plots/`: reliability diagrams and confidence histograms (when built).
+//! - `plots/`: per method, the reliability diagram and confidence histogram
+//!   of the first seed's raw test predictions (SVG and PNG, see [`plots`]).
 
 pub mod compare;
+pub mod plots;
 pub mod posthoc;
 pub mod results;
 pub mod table;

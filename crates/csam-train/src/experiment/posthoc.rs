@@ -9,7 +9,6 @@ use csam_calib::calibrators::registry::{fit, CalibratorKind, FittedCalibrator};
 use csam_calib::metrics::summary::{summarize, MetricOptions, MetricSummary};
 use ndarray::Array2;
 use serde::{Deserialize, Serialize};
-use tch::{Kind, Tensor};
 
 use crate::train::rundir::{RunDir, Split};
 use crate::train::TrainError;
@@ -81,35 +80,27 @@ pub fn calibrate_run(run_dir: &RunDir) -> Result<RunCalibration> {
     })
 }
 
-/// The logits (as f64) and labels of one split of a finished run.
+/// The logits (as f64) and labels of one split of a finished run, read with
+/// the calibration crate's npy reader (as `csam metrics` reads them).
 fn read_split(run_dir: &RunDir, split: Split) -> Result<(Array2<f64>, Vec<usize>)> {
     let logits_path = run_dir.logits(split);
-    let logits = read_npy(&logits_path)?.to_kind(Kind::Double);
-    let size = logits.size();
-    let &[n, k] = size.as_slice() else {
-        return Err(corrupt(
-            &logits_path,
-            format!("expected N x K logits, got shape {size:?}"),
-        ));
-    };
-    let values = Vec::<f64>::try_from(logits.view([-1]))?;
-    let logits = Array2::from_shape_vec((n as usize, k as usize), values)
+    let logits = csam_calib::io::load_matrix(&logits_path, None)
         .map_err(|e| corrupt(&logits_path, e.to_string()))?;
     let labels_path = run_dir.labels(split);
-    let labels = Vec::<i64>::try_from(read_npy(&labels_path)?.to_kind(Kind::Int64).view([-1]))?;
-    let labels = csam_calib::scores::labels_from_i64(&labels, k as usize)
+    let labels = csam_calib::io::load_labels(&labels_path, None)
+        .and_then(|labels| csam_calib::scores::labels_from_i64(&labels, logits.ncols()))
         .map_err(|e| corrupt(&labels_path, e.to_string()))?;
-    if labels.len() != n as usize {
+    if labels.len() != logits.nrows() {
         return Err(corrupt(
             &labels_path,
-            format!("{} labels for {n} rows of logits", labels.len()),
+            format!(
+                "{} labels for {} rows of logits",
+                labels.len(),
+                logits.nrows()
+            ),
         ));
     }
     Ok((logits, labels))
-}
-
-fn read_npy(path: &Path) -> Result<Tensor> {
-    Tensor::read_npy(path).map_err(|e| corrupt(path, e.to_string()))
 }
 
 fn corrupt(path: &Path, message: String) -> TrainError {

@@ -133,21 +133,22 @@ impl Metric {
         !matches!(self, Metric::Nll | Metric::Brier)
     }
 
-    /// The metric's value in `run`.
-    pub fn of(self, run: &RunRecord) -> f64 {
+    /// The metric's value in `run`; None where it is undefined (an AUROC
+    /// without both positives and negatives, e.g. when every prediction is right).
+    pub fn of(self, run: &RunRecord) -> Option<f64> {
         let test = &run.test;
         match self {
-            Metric::Accuracy => test.accuracy,
-            Metric::Ece => test.ece,
-            Metric::Adaece => test.adaece,
-            Metric::ClasswiseEce => test.classwise_ece,
-            Metric::Tce => run.posthoc.temperature.ece,
-            Metric::Nll => test.nll,
-            Metric::Brier => test.brier,
+            Metric::Accuracy => Some(test.accuracy),
+            Metric::Ece => Some(test.ece),
+            Metric::Adaece => Some(test.adaece),
+            Metric::ClasswiseEce => Some(test.classwise_ece),
+            Metric::Tce => Some(run.posthoc.temperature.ece),
+            Metric::Nll => Some(test.nll),
+            Metric::Brier => Some(test.brier),
             Metric::AurocMisclassification => test.auroc_misclassification,
             Metric::AurocOvr => test.auroc_ovr,
-            Metric::EceIsotonic => run.posthoc.isotonic.ece,
-            Metric::EceHistogram => run.posthoc.histogram.ece,
+            Metric::EceIsotonic => Some(run.posthoc.isotonic.ece),
+            Metric::EceHistogram => Some(run.posthoc.histogram.ece),
         }
     }
 }
@@ -197,7 +198,8 @@ impl MethodAggregate {
 }
 
 /// Aggregates `runs` per method, in the order of `methods`; a method without
-/// runs is left out.
+/// runs is left out, and so is a metric undefined in every run of the method
+/// (a metric undefined in some runs is aggregated over the others: see `n`).
 pub fn aggregate(runs: &[RunRecord], methods: &[OptimizerFamily]) -> Vec<MethodAggregate> {
     methods
         .iter()
@@ -206,7 +208,7 @@ pub fn aggregate(runs: &[RunRecord], methods: &[OptimizerFamily]) -> Vec<MethodA
             let metrics = Metric::ALL
                 .iter()
                 .filter_map(|&metric| {
-                    let values: Vec<f64> = mine.iter().map(|r| metric.of(r)).collect();
+                    let values: Vec<f64> = mine.iter().filter_map(|r| metric.of(r)).collect();
                     Some((metric.key().to_string(), mean_std(&values)?))
                 })
                 .collect::<BTreeMap<_, _>>();
@@ -238,7 +240,7 @@ pub struct CompareResults {
 
 /// `results.csv`: a header, then one row per run with `method`, `seed`,
 /// `run_dir`, `best_epoch`, `train_wall_time_s`, `temperature` and every
-/// [`Metric::key`] (fractions, full precision).
+/// [`Metric::key`] (fractions, full precision; empty where undefined).
 pub fn csv(runs: &[RunRecord]) -> String {
     let mut header = vec![
         "method",
@@ -260,7 +262,11 @@ pub fn csv(runs: &[RunRecord]) -> String {
             run.train_wall_time_s.to_string(),
             run.temperature.to_string(),
         ];
-        row.extend(Metric::ALL.iter().map(|m| m.of(run).to_string()));
+        row.extend(
+            Metric::ALL
+                .iter()
+                .map(|m| m.of(run).map(|v| v.to_string()).unwrap_or_default()),
+        );
         out.push_str(&row.join(","));
         out.push('\n');
     }
@@ -282,8 +288,8 @@ pub(crate) mod tests {
             classwise_ece: value,
             nll: value,
             brier: value,
-            auroc_misclassification: value,
-            auroc_ovr: value,
+            auroc_misclassification: Some(value),
+            auroc_ovr: Some(value),
             mean_confidence: value,
             mean_entropy: value,
             tce: None,
@@ -356,6 +362,25 @@ pub(crate) mod tests {
         assert!((isotonic.mean - 0.015).abs() < 1e-12);
         assert_eq!(aggregates[0].get(Metric::Nll).unwrap().std, Some(0.0));
         assert_eq!(sgd.metrics.len(), Metric::ALL.len());
+    }
+
+    #[test]
+    fn undefined_values_are_left_out_of_the_aggregate_and_the_csv() {
+        let mut perfect = record(OptimizerFamily::Sgd, 1, 1.0, 0.0);
+        perfect.test.auroc_misclassification = None;
+        let runs = vec![record(OptimizerFamily::Sgd, 0, 0.5, 0.1), perfect];
+        let sgd = &aggregate(&runs, &[OptimizerFamily::Sgd])[0];
+        let auroc = sgd.get(Metric::AurocMisclassification).unwrap();
+        assert_eq!((auroc.mean, auroc.std, auroc.n), (0.5, None, 1));
+        assert_eq!(sgd.get(Metric::Accuracy).unwrap().n, 2);
+        let text = csv(&runs);
+        let header: Vec<&str> = text.lines().next().unwrap().split(',').collect();
+        let column = header
+            .iter()
+            .position(|h| *h == "auroc_misclassification")
+            .unwrap();
+        let row: Vec<&str> = text.lines().nth(2).unwrap().split(',').collect();
+        assert_eq!(row[column], "");
     }
 
     #[test]

@@ -35,6 +35,9 @@ pub enum ModelError {
     /// A shape or size argument is out of range.
     #[error("invalid model configuration: {0}")]
     InvalidConfig(String),
+    /// An input batch does not fit the model.
+    #[error("input does not fit the model: {0}")]
+    Input(String),
 }
 
 /// Shape of one input example, channels first (`C x H x W`).
@@ -107,6 +110,43 @@ impl Model {
     /// The forward pass in an explicit [`Mode`].
     pub fn forward_mode(&self, xs: &Tensor, mode: Mode) -> Tensor {
         self.network.forward_mode(xs, mode)
+    }
+
+    /// Checks that `xs` is a batch `[B >= 1, C, H, W]` this model accepts: the
+    /// channels it was built for and, for architectures without global pooling
+    /// (the MLP), the height and width too.
+    pub fn check_input(&self, xs: &Tensor) -> Result<(), ModelError> {
+        let size = xs.size();
+        let fits = match *size.as_slice() {
+            [b, c, h, w] => {
+                b >= 1
+                    && c == self.input.channels
+                    && h >= 1
+                    && w >= 1
+                    && (self.kind.any_spatial_size()
+                        || (h == self.input.height && w == self.input.width))
+            }
+            _ => false,
+        };
+        if fits {
+            return Ok(());
+        }
+        let i = self.input;
+        let expected = if self.kind.any_spatial_size() {
+            format!("[B, {}, H, W]", i.channels)
+        } else {
+            format!("[B, {}, {}, {}]", i.channels, i.height, i.width)
+        };
+        Err(ModelError::Input(format!(
+            "{} expects {expected}, got {size:?}",
+            self.kind
+        )))
+    }
+
+    /// [`Model::check_input`], then the forward pass in `mode`.
+    pub fn try_forward(&self, xs: &Tensor, mode: Mode) -> Result<Tensor, ModelError> {
+        self.check_input(xs)?;
+        Ok(self.forward_mode(xs, mode))
     }
 
     /// The registry entry this model was built from.

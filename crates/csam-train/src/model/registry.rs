@@ -38,6 +38,11 @@ type Builder = fn(&nn::Path, &BuildArgs) -> Result<Box<dyn Network>, ModelError>
 /// One registered architecture.
 struct Architecture {
     name: &'static str,
+    /// One line for help texts.
+    summary: &'static str,
+    /// Whether inputs of any height and width work (global pooling), or only
+    /// the shape the model was built for.
+    any_spatial_size: bool,
     build: Builder,
 }
 
@@ -50,6 +55,8 @@ fn resnet(p: &nn::Path, a: &BuildArgs, depth: i64) -> Result<Box<dyn Network>, M
 static ARCHITECTURES: &[Architecture] = &[
     Architecture {
         name: "mlp",
+        summary: "fully connected ReLU network on the flattened input (hidden sizes: mlp_hidden)",
+        any_spatial_size: false,
         build: |p, a| {
             let o = a.options;
             let net = Mlp::new(p, a.input.features(), &o.mlp_hidden, a.n_classes, o.dropout)?;
@@ -58,6 +65,8 @@ static ARCHITECTURES: &[Architecture] = &[
     },
     Architecture {
         name: "cnn",
+        summary: "small 3-stage convolutional network with BatchNorm (32/64/128 channels)",
+        any_spatial_size: true,
         build: |p, a| {
             let net = SmallCnn::new(p, a.input.channels, a.n_classes, a.options.dropout);
             Ok(Box::new(net))
@@ -65,22 +74,32 @@ static ARCHITECTURES: &[Architecture] = &[
     },
     Architecture {
         name: "resnet20",
+        summary: "CIFAR ResNet-20 (He et al. 2016, option-A shortcuts, 0.27 M parameters)",
+        any_spatial_size: true,
         build: |p, a| resnet(p, a, 20),
     },
     Architecture {
         name: "resnet32",
+        summary: "CIFAR ResNet-32 (He et al. 2016, option-A shortcuts, 0.46 M parameters)",
+        any_spatial_size: true,
         build: |p, a| resnet(p, a, 32),
     },
     Architecture {
         name: "resnet44",
+        summary: "CIFAR ResNet-44 (He et al. 2016, option-A shortcuts, 0.66 M parameters)",
+        any_spatial_size: true,
         build: |p, a| resnet(p, a, 44),
     },
     Architecture {
         name: "resnet56",
+        summary: "CIFAR ResNet-56 (He et al. 2016, option-A shortcuts, 0.85 M parameters)",
+        any_spatial_size: true,
         build: |p, a| resnet(p, a, 56),
     },
     Architecture {
         name: "resnet110",
+        summary: "CIFAR ResNet-110 (He et al. 2016, option-A shortcuts, 1.7 M parameters)",
+        any_spatial_size: true,
         build: |p, a| resnet(p, a, 110),
     },
 ];
@@ -94,6 +113,16 @@ impl ModelKind {
     /// The registry name.
     pub fn name(&self) -> &'static str {
         self.0.name
+    }
+
+    /// A one-line description for help texts.
+    pub fn summary(&self) -> &'static str {
+        self.0.summary
+    }
+
+    /// Whether the architecture accepts inputs of any height and width.
+    pub fn any_spatial_size(&self) -> bool {
+        self.0.any_spatial_size
     }
 
     /// Every registered architecture, in registry order.

@@ -1,5 +1,6 @@
 //! Adam with decoupled weight decay, as `torch.optim.AdamW`.
 
+use super::flat::{chunk_views, flatten, scatter};
 use super::params::load_entries;
 use super::{BaseOptimizer, OptimError, Params};
 use tch::{nn::VarStore, Tensor};
@@ -36,8 +37,10 @@ impl Default for AdamWConfig {
 pub struct AdamW {
     params: Params,
     config: AdamWConfig,
-    exp_avg: Vec<Tensor>,
-    exp_avg_sq: Vec<Tensor>,
+    /// First and second moments of all parameters, each concatenated into one
+    /// buffer (one kernel per operation instead of one per tensor).
+    exp_avg: Tensor,
+    exp_avg_sq: Tensor,
     /// Number of steps taken.
     steps: u64,
 }
@@ -50,10 +53,10 @@ impl AdamW {
         if params.is_empty() {
             return Err(OptimError::Config("no trainable parameters".into()));
         }
-        let zeros = |p: &Params| p.tensors().iter().map(|t| t.zeros_like()).collect();
+        let zeros = tch::no_grad(|| flatten(params.tensors()))?.zeros_like();
         Ok(Self {
-            exp_avg: zeros(&params),
-            exp_avg_sq: zeros(&params),
+            exp_avg: zeros.zeros_like(),
+            exp_avg_sq: zeros,
             params,
             config,
             steps: 0,
@@ -116,35 +119,32 @@ impl BaseOptimizer for AdamW {
         let step_size = lr / (1.0 - beta1.powi(t));
         let bias_correction2_sqrt = (1.0 - beta2.powi(t)).sqrt();
         let _guard = tch::no_grad_guard();
-        let moments = self.exp_avg.iter_mut().zip(self.exp_avg_sq.iter_mut());
-        for ((param, grad), (m, v)) in self.params.tensors().iter().zip(grads).zip(moments) {
-            let mut param = param.shallow_clone();
-            if weight_decay != 0.0 {
-                let _ = param.g_mul_scalar_(1.0 - lr * weight_decay);
-            }
-            let _ = m.lerp_(grad, 1.0 - beta1);
-            let _ = v
-                .g_mul_scalar_(beta2)
-                .addcmul_(&(grad * (1.0 - beta2)), grad);
-            let denom = v.sqrt() / bias_correction2_sqrt + eps;
-            let _ = param.addcdiv_(&(&*m * -step_size), &denom);
+        let mut theta = flatten(self.params.tensors())?;
+        let grad = flatten(grads)?;
+        if weight_decay != 0.0 {
+            let _ = theta.g_mul_scalar_(1.0 - lr * weight_decay);
         }
-        Ok(())
+        let (m, v) = (&mut self.exp_avg, &mut self.exp_avg_sq);
+        let _ = m.lerp_(&grad, 1.0 - beta1);
+        let _ = v
+            .g_mul_scalar_(beta2)
+            .addcmul_(&(&grad * (1.0 - beta2)), &grad);
+        let denom = v.sqrt() / bias_correction2_sqrt + eps;
+        let _ = theta.addcdiv_(&(&*m * -step_size), &denom);
+        scatter(&theta, self.params.tensors())
     }
 
     fn state(&self) -> Vec<(String, Tensor)> {
-        let device = self.exp_avg[0].device();
         // f64 holds every step count below 2^53 exactly.
-        let step = Tensor::from_slice(&[self.steps as f64]).to_device(device);
+        let step = Tensor::from_slice(&[self.steps as f64]).to_device(self.exp_avg.device());
         let mut state = vec![("step".to_string(), step)];
-        for (name, (m, v)) in self
-            .params
-            .names()
-            .iter()
-            .zip(self.exp_avg.iter().zip(&self.exp_avg_sq))
-        {
-            state.push((format!("{name}.exp_avg"), m.shallow_clone()));
-            state.push((format!("{name}.exp_avg_sq"), v.shallow_clone()));
+        // Views of buffers shaped like the parameters: an invariant, not input.
+        let like = self.params.tensors();
+        let m = chunk_views(&self.exp_avg, like).expect("moment buffer layout");
+        let v = chunk_views(&self.exp_avg_sq, like).expect("moment buffer layout");
+        for (name, (m, v)) in self.params.names().iter().zip(m.into_iter().zip(v)) {
+            state.push((format!("{name}.exp_avg"), m));
+            state.push((format!("{name}.exp_avg_sq"), v));
         }
         state
     }
@@ -167,9 +167,16 @@ impl BaseOptimizer for AdamW {
                 "state entry 'step' must be a non-negative integer, got {steps}"
             )));
         }
-        let mut targets = Vec::with_capacity(2 * self.exp_avg.len());
-        let moments = self.exp_avg.iter_mut().zip(self.exp_avg_sq.iter_mut());
-        for (name, (m, v)) in self.params.names().iter().zip(moments) {
+        let like = self.params.tensors();
+        let mut m = chunk_views(&self.exp_avg, like)?;
+        let mut v = chunk_views(&self.exp_avg_sq, like)?;
+        let mut targets = Vec::with_capacity(2 * like.len());
+        for (name, (m, v)) in self
+            .params
+            .names()
+            .iter()
+            .zip(m.iter_mut().zip(v.iter_mut()))
+        {
             targets.push((format!("{name}.exp_avg"), m));
             targets.push((format!("{name}.exp_avg_sq"), v));
         }

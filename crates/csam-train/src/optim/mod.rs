@@ -8,6 +8,7 @@
 
 mod adamw;
 mod buffers;
+mod flat;
 mod params;
 mod perturbation;
 pub mod sam;
@@ -65,7 +66,8 @@ pub trait BaseOptimizer: Send {
     /// One update with `grads[i]` the gradient of `params().tensors()[i]`.
     fn step(&mut self, grads: &[Tensor]) -> Result<(), OptimError>;
 
-    /// The optimiser state as `(name, tensor)` pairs (shallow clones).
+    /// The optimiser state as `(name, tensor)` pairs. The tensors share the
+    /// optimiser's storage (no copy): write them out before the next step.
     fn state(&self) -> Vec<(String, Tensor)>;
 
     /// Restores a state produced by [`BaseOptimizer::state`] (values copied in;

@@ -49,7 +49,8 @@ impl Params {
         self.tensors.is_empty()
     }
 
-    /// Checks that `grads` has one tensor per parameter with the same shape.
+    /// Checks that `grads` has one tensor per parameter with the same shape,
+    /// kind and device.
     pub(crate) fn check_aligned(&self, grads: &[Tensor], what: &str) -> Result<(), OptimError> {
         if grads.len() != self.tensors.len() {
             return Err(OptimError::Mismatch(format!(
@@ -59,11 +60,15 @@ impl Params {
             )));
         }
         for ((name, p), g) in self.names.iter().zip(&self.tensors).zip(grads) {
-            if p.size() != g.size() {
+            if p.size() != g.size() || p.kind() != g.kind() || p.device() != g.device() {
                 return Err(OptimError::Mismatch(format!(
-                    "{what} of '{name}' has shape {:?}, parameter has {:?}",
+                    "{what} of '{name}' is {:?} {:?} on {:?}, the parameter {:?} {:?} on {:?}",
+                    g.kind(),
                     g.size(),
-                    p.size()
+                    g.device(),
+                    p.kind(),
+                    p.size(),
+                    p.device()
                 )));
             }
         }
@@ -72,10 +77,9 @@ impl Params {
 }
 
 /// Global L2 norm `sqrt(sum_i ||t_i||^2)` as a 0-d tensor on the tensors' device
-/// (no host synchronisation).
-pub(crate) fn global_norm(tensors: &[Tensor]) -> Tensor {
-    let norms: Vec<Tensor> = tensors.iter().map(|t| t.norm()).collect();
-    Tensor::stack(&norms, 0).norm()
+/// (no host synchronisation), computed on their concatenation.
+pub(crate) fn global_norm(tensors: &[Tensor]) -> Result<Tensor, OptimError> {
+    Ok(super::flat::flatten(tensors)?.norm())
 }
 
 /// Copies the state entries named in `targets` into their tensors. Every entry

@@ -1,6 +1,5 @@
 //! Perturbation rules of the SAM family: the ascent step `e` added to the weights.
 
-use super::params::global_norm;
 use tch::Tensor;
 
 /// Added to norms in denominators so that a zero gradient gives `e = 0`, not NaN.
@@ -19,30 +18,26 @@ pub enum Perturbation {
 }
 
 impl Perturbation {
-    /// Adds `e(g)` to `params` in place and returns `||g||_2` as a 0-d tensor on
-    /// the parameters' device (no host synchronisation). `grads[i]` is the
-    /// gradient of `params[i]`. Call under `tch::no_grad` when the parameters
-    /// require gradients.
-    pub fn apply(&self, params: &[Tensor], grads: &[Tensor], rho: f64) -> Tensor {
-        let grad_norm = global_norm(grads);
-        match *self {
+    /// The perturbed weights `theta + e(g)` and `||g||_2` (a 0-d tensor on the
+    /// weights' device: no host synchronisation), from all trainable weights
+    /// `theta` and their gradient `g` flattened into 1-D tensors (the global
+    /// norms are then plain norms).
+    pub fn perturb(&self, theta: &Tensor, grad: &Tensor, rho: f64) -> (Tensor, Tensor) {
+        let _guard = tch::no_grad_guard();
+        let grad_norm = grad.norm();
+        let theta_tilde = match *self {
             Perturbation::Sam => {
                 let scale = ratio(rho, &(&grad_norm + NORM_EPS));
-                for (p, g) in params.iter().zip(grads) {
-                    let _ = p.shallow_clone().addcmul_(g, &scale);
-                }
+                theta.addcmul(grad, &scale)
             }
             Perturbation::Asam { eta } => {
-                let t: Vec<Tensor> = params.iter().map(|p| p.abs() + eta).collect();
-                let mut scaled: Vec<Tensor> = t.iter().zip(grads).map(|(t, g)| t * g).collect();
-                let scale = ratio(rho, &(global_norm(&scaled) + NORM_EPS));
-                for ((p, tg), t) in params.iter().zip(&mut scaled).zip(&t) {
-                    let _ = tg.g_mul_(t); // T^2 g
-                    let _ = p.shallow_clone().addcmul_(tg, &scale);
-                }
+                let t = theta.abs() + eta;
+                let t_grad = &t * grad;
+                let scale = ratio(rho, &(t_grad.norm() + NORM_EPS));
+                theta.addcmul(&(t * t_grad), &scale) // T^2 g
             }
-        }
-        grad_norm
+        };
+        (theta_tilde, grad_norm)
     }
 
     /// Checks the rule's own parameters.

@@ -17,6 +17,7 @@
 //! perturbed with its own gradient; their g' are averaged (weighted by size).
 
 use super::buffers::BufferSnapshot;
+use super::flat::{flatten, scatter, FlatCopy};
 use super::params::global_norm;
 use super::stats::StatsAccumulator;
 use super::{BaseOptimizer, OptimError, Perturbation, StepStats};
@@ -93,8 +94,8 @@ impl SecondLossFn {
 pub struct SamStep {
     config: SamConfig,
     second_loss: SecondLossFn,
-    /// theta while the weights are perturbed; allocated on the first SAM step.
-    saved_params: Vec<Tensor>,
+    /// theta (flat) while the weights are perturbed; allocated on the first SAM step.
+    saved_params: Option<FlatCopy>,
     buffers: BufferSnapshot,
     steps_taken: u64,
 }
@@ -124,8 +125,8 @@ impl SamStep {
         Ok(Self {
             second_loss: SecondLossFn::from_config(config.second_loss)?,
             config,
-            saved_params: Vec::new(),
-            buffers: BufferSnapshot::new(vs),
+            saved_params: None,
+            buffers: BufferSnapshot::new(vs)?,
             steps_taken: 0,
         })
     }
@@ -138,6 +139,12 @@ impl SamStep {
     /// Number of steps taken so far (SAM and plain).
     pub fn steps_taken(&self) -> u64 {
         self.steps_taken
+    }
+
+    /// Sets the step counter, e.g. to the global step of a resumed run, so the
+    /// `sam_every` pattern continues where the checkpoint left it.
+    pub fn set_steps_taken(&mut self, steps: u64) {
+        self.steps_taken = steps;
     }
 
     /// Whether the next step perturbs (`steps_taken` is a multiple of `sam_every`).
@@ -178,89 +185,126 @@ impl SamStep {
         M: ModuleT + ?Sized,
         O: BaseOptimizer + ?Sized,
     {
-        let params = optimizer.params().tensors();
-        self.save_params(params);
-        let batch = xs.size().first().copied().unwrap_or(0);
+        let batch = check_batch(xs, ys)?;
         let (x_parts, y_parts) = match self.config.m {
             Some(m) if (m as i64) < batch => (xs.f_split(m as i64, 0)?, ys.f_split(m as i64, 0)?),
             _ => (vec![xs.shallow_clone()], vec![ys.shallow_clone()]),
         };
-        let single = x_parts.len() == 1;
-        let mut update: Option<Vec<Tensor>> = None;
+        let params = optimizer.params().tensors();
+        let saved = match self.saved_params.take() {
+            Some(mut copy) if copy.fits(params) => {
+                copy.capture(params)?;
+                copy
+            }
+            _ => FlatCopy::new(params)?,
+        };
+        let saved = &*self.saved_params.insert(saved);
         let mut stats = StatsAccumulator::new();
+        let mut update: Vec<Tensor> = Vec::new();
         for (i, (x, y)) in x_parts.iter().zip(&y_parts).enumerate() {
             let share = x.size()[0] as f64 / batch as f64;
-            // Pass 1 at theta.
-            let logits = model.forward_t(x, true);
-            let log_p = true_class_log_probs(&logits, y)?;
-            let ce = cross_entropy_from_log_probs(&log_p);
-            let grads = Tensor::f_run_backward(&[&ce], params, false, false)?;
-            if i == 0 {
-                self.buffers.capture();
-            }
-            let grad_norm = tch::no_grad(|| {
-                self.config
-                    .perturbation
-                    .apply(params, &grads, self.config.rho)
-            });
-            drop(grads);
-            // Pass 2 at theta_tilde, same (sub-)batch.
-            let logits_tilde = model.forward_t(x, true);
-            let log_p_tilde = true_class_log_probs(&logits_tilde, y)?;
-            let objective = self.second_loss.of_log_probs(&log_p_tilde);
-            let weighted = if single {
-                objective.shallow_clone()
-            } else {
-                &objective * share
-            };
-            let grads_tilde = Tensor::f_run_backward(&[&weighted], params, false, false)?;
-            self.restore_params(params);
-            update = Some(match update {
-                None => grads_tilde,
-                Some(acc) => acc.iter().zip(&grads_tilde).map(|(a, g)| a + g).collect(),
-            });
-            let ce_tilde = tch::no_grad(|| cross_entropy_from_log_probs(&log_p_tilde));
-            stats.add(
-                share,
-                &ce,
-                &logits,
-                y,
-                &grad_norm,
-                Some((&objective, &ce_tilde)),
+            let part = perturbed_gradient(
+                &self.config,
+                &self.second_loss,
+                &mut self.buffers,
+                saved,
+                Part {
+                    model,
+                    x,
+                    y,
+                    params,
+                    first: i == 0,
+                    share,
+                },
+                &mut stats,
             );
+            // theta is restored by copy after every part, also when a pass failed.
+            saved.restore(params)?;
+            let grads = match part {
+                Ok(grads) => grads,
+                Err(e) => {
+                    self.buffers.restore()?;
+                    return Err(e);
+                }
+            };
+            update = if update.is_empty() {
+                grads
+            } else {
+                update.iter().zip(&grads).map(|(a, g)| a + g).collect()
+            };
         }
-        self.buffers.restore();
-        // `update` is Some: split yields at least one part for a non-empty batch,
-        // and an empty batch fails in `true_class_log_probs` above.
-        let update = update.ok_or_else(|| OptimError::Mismatch("empty batch".into()))?;
-        let update = clip(update, self.config.clip_grad_norm);
+        self.buffers.restore()?;
+        let update = clip(update, self.config.clip_grad_norm)?;
         optimizer.step(&update)?;
         stats.finish()
     }
+}
 
-    /// Copies theta into the reusable buffers (allocated on first use).
-    fn save_params(&mut self, params: &[Tensor]) {
-        let _guard = tch::no_grad_guard();
-        let same_layout = self.saved_params.len() == params.len()
-            && self.saved_params.iter().zip(params).all(|(s, p)| {
-                s.size() == p.size() && s.kind() == p.kind() && s.device() == p.device()
-            });
-        if same_layout {
-            for (saved, p) in self.saved_params.iter_mut().zip(params) {
-                saved.copy_(p);
-            }
-        } else {
-            self.saved_params = params.iter().map(|p| p.detach().copy()).collect();
-        }
-    }
+/// One (sub-)batch of a SAM step.
+struct Part<'a, M: ?Sized> {
+    model: &'a M,
+    x: &'a Tensor,
+    y: &'a Tensor,
+    params: &'a [Tensor],
+    /// Whether this is the first part (its pass 1 sets the running statistics).
+    first: bool,
+    /// Fraction of the batch in this part.
+    share: f64,
+}
 
-    /// Writes the saved theta back (exact copy).
-    fn restore_params(&self, params: &[Tensor]) {
-        let _guard = tch::no_grad_guard();
-        for (p, saved) in params.iter().zip(&self.saved_params) {
-            p.shallow_clone().copy_(saved);
-        }
+/// Passes 1 and 2 on one part: returns `share * g'` and leaves the weights at
+/// theta_tilde (the caller restores theta from `saved`). The BatchNorm buffers
+/// are captured after pass 1 of the first part.
+fn perturbed_gradient<M: ModuleT + ?Sized>(
+    config: &SamConfig,
+    second_loss: &SecondLossFn,
+    buffers: &mut BufferSnapshot,
+    saved: &FlatCopy,
+    part: Part<'_, M>,
+    stats: &mut StatsAccumulator,
+) -> Result<Vec<Tensor>, OptimError> {
+    let Part {
+        model,
+        x,
+        y,
+        params,
+        first,
+        share,
+    } = part;
+    // Pass 1 at theta: plain cross entropy.
+    let logits = model.forward_t(x, true);
+    let ce = cross_entropy_from_log_probs(&true_class_log_probs(&logits, y)?);
+    let grads = Tensor::f_run_backward(&[&ce], params, false, false)?;
+    if first {
+        buffers.capture()?;
     }
+    let flat_grad = tch::no_grad(|| flatten(&grads))?;
+    drop(grads);
+    let (theta_tilde, grad_norm) =
+        config
+            .perturbation
+            .perturb(saved.values(), &flat_grad, config.rho);
+    scatter(&theta_tilde, params)?;
+    drop((flat_grad, theta_tilde));
+    // Pass 2 at theta_tilde, same part, with the second-pass loss.
+    let log_p_tilde = true_class_log_probs(&model.forward_t(x, true), y)?;
+    let objective = second_loss.of_log_probs(&log_p_tilde);
+    let weighted = if share == 1.0 {
+        objective.shallow_clone()
+    } else {
+        &objective * share
+    };
+    let grads_tilde = Tensor::f_run_backward(&[&weighted], params, false, false)?;
+    let ce_tilde = tch::no_grad(|| cross_entropy_from_log_probs(&log_p_tilde));
+    stats.add(
+        share,
+        &ce,
+        &logits,
+        y,
+        &grad_norm,
+        Some((&objective, &ce_tilde)),
+    );
+    Ok(grads_tilde)
 }
 
 /// One plain step: train-mode forward, mean cross entropy, gradient, optional
@@ -276,27 +320,39 @@ where
     M: ModuleT + ?Sized,
     O: BaseOptimizer + ?Sized,
 {
+    check_batch(xs, ys)?;
     let logits = model.forward_t(xs, true);
     let log_p = true_class_log_probs(&logits, ys)?;
     let ce = cross_entropy_from_log_probs(&log_p);
     let grads = Tensor::f_run_backward(&[&ce], optimizer.params().tensors(), false, false)?;
-    let grad_norm = tch::no_grad(|| global_norm(&grads));
-    let grads = clip(grads, clip_grad_norm);
+    let grad_norm = tch::no_grad(|| global_norm(&grads))?;
+    let grads = clip(grads, clip_grad_norm)?;
     optimizer.step(&grads)?;
     let mut stats = StatsAccumulator::new();
     stats.add(1.0, &ce, &logits, ys, &grad_norm, None);
     stats.finish()
 }
 
+/// The batch size `B` of inputs `[B, ...]` and targets `[B]`.
+fn check_batch(xs: &Tensor, ys: &Tensor) -> Result<i64, OptimError> {
+    let (x, y) = (xs.size(), ys.size());
+    match (x.first(), y.as_slice()) {
+        (Some(&b), &[n]) if b == n && b > 0 => Ok(b),
+        _ => Err(OptimError::Loss(crate::loss::LossError::Shape(format!(
+            "a batch needs inputs [B, ...] and targets [B] with B >= 1, got {x:?} and {y:?}"
+        )))),
+    }
+}
+
 /// Scales `grads` so that their global L2 norm is at most `max_norm`, as
 /// `torch.nn.utils.clip_grad_norm_`: `g * min(1, max_norm / (||g|| + 1e-6))`,
 /// computed on the device.
-fn clip(grads: Vec<Tensor>, max_norm: Option<f64>) -> Vec<Tensor> {
+fn clip(grads: Vec<Tensor>, max_norm: Option<f64>) -> Result<Vec<Tensor>, OptimError> {
     let Some(max_norm) = max_norm else {
-        return grads;
+        return Ok(grads);
     };
     let _guard = tch::no_grad_guard();
-    let total = global_norm(&grads) + 1e-6;
+    let total = global_norm(&grads)? + 1e-6;
     let coef = (total.full_like(max_norm) / total).clamp_max(1.0);
-    grads.iter().map(|g| g * &coef).collect()
+    Ok(grads.iter().map(|g| g * &coef).collect())
 }

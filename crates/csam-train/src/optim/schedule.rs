@@ -16,7 +16,8 @@ pub enum LrSchedule {
     /// Linear warm-up then cosine decay (paper-notes §5):
     /// `lr(t) = base_lr * (t + 1) / warmup_steps` for `t < warmup_steps`, then
     /// `min_lr + (base_lr - min_lr) * (1 + cos(pi * (t - w) / (total_steps - w))) / 2`,
-    /// and `min_lr` from `total_steps` on. Without warm-up this is
+    /// and `min_lr` from `total_steps` on. The warm-up ramps from
+    /// `base_lr / warmup_steps` (which may lie below `min_lr`). Without warm-up this is
     /// `torch.optim.lr_scheduler.CosineAnnealingLR(T_max = total_steps, eta_min = min_lr)`.
     Cosine {
         base_lr: f64,
@@ -203,5 +204,39 @@ mod tests {
         let json = serde_json::to_string(&s).unwrap();
         assert!(json.contains("\"kind\":\"cosine\""), "{json}");
         assert_eq!(serde_json::from_str::<LrSchedule>(&json).unwrap(), s);
+    }
+}
+
+#[cfg(test)]
+mod properties {
+    use super::LrSchedule;
+    use proptest::prelude::*;
+
+    proptest! {
+        #[test]
+        fn cosine_rises_during_warmup_then_decays_within_its_bounds(
+            base in 1e-4f64..1.0,
+            min_frac in 0.0f64..1.0,
+            warmup in 0u64..20,
+            extra in 1u64..200,
+        ) {
+            let min_lr = base * min_frac;
+            let s = LrSchedule::Cosine { base_lr: base, min_lr, warmup_steps: warmup, total_steps: warmup + extra };
+            prop_assert!(s.validate().is_ok());
+            let lrs: Vec<f64> = (0..warmup + extra + 5).map(|t| s.lr(t)).collect();
+            for (t, w) in lrs.windows(2).enumerate() {
+                let t = t as u64 + 1;
+                if t < warmup {
+                    prop_assert!(w[1] > w[0], "warm-up must rise at {}", t);
+                } else {
+                    prop_assert!(w[1] <= w[0] + 1e-15, "must not rise at {}", t);
+                }
+            }
+            // Warm-up ramps from base / warmup (possibly below min_lr) up to base.
+            prop_assert!(lrs.iter().all(|&lr| lr > 0.0 || min_lr == 0.0));
+            let after_warmup = &lrs[warmup as usize..];
+            prop_assert!(after_warmup.iter().all(|&lr| lr >= min_lr - 1e-15 && lr <= base + 1e-15));
+            prop_assert!((s.lr(warmup) - base).abs() < 1e-15);
+        }
     }
 }

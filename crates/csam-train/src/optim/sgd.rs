@@ -1,5 +1,6 @@
 //! Stochastic gradient descent with momentum, as `torch.optim.SGD`.
 
+use super::flat::{chunk_views, flatten, scatter};
 use super::params::load_entries;
 use super::{BaseOptimizer, OptimError, Params};
 use tch::{nn::VarStore, Tensor};
@@ -35,9 +36,10 @@ impl Default for SgdConfig {
 pub struct Sgd {
     params: Params,
     config: SgdConfig,
-    /// Momentum buffers, zero-initialised (`0 * mu + d = d` reproduces PyTorch's
-    /// first-step `b = d` exactly); empty when momentum is 0.
-    momentum_buffers: Vec<Tensor>,
+    /// The momentum buffers of all parameters, concatenated (one kernel per
+    /// operation instead of one per tensor); zero-initialised (`0 * mu + d = d`
+    /// reproduces PyTorch's first-step `b = d` exactly); `None` without momentum.
+    momentum_buffer: Option<Tensor>,
 }
 
 impl Sgd {
@@ -48,15 +50,15 @@ impl Sgd {
         if params.is_empty() {
             return Err(OptimError::Config("no trainable parameters".into()));
         }
-        let momentum_buffers = if config.momentum > 0.0 {
-            params.tensors().iter().map(|p| p.zeros_like()).collect()
+        let momentum_buffer = if config.momentum > 0.0 {
+            Some(tch::no_grad(|| flatten(params.tensors()))?.zeros_like())
         } else {
-            Vec::new()
+            None
         };
         Ok(Self {
             params,
             config,
-            momentum_buffers,
+            momentum_buffer,
         })
     }
 
@@ -111,41 +113,49 @@ impl BaseOptimizer for Sgd {
             weight_decay,
         } = self.config;
         let _guard = tch::no_grad_guard();
-        for (i, (param, grad)) in self.params.tensors().iter().zip(grads).enumerate() {
-            let mut direction = if weight_decay != 0.0 {
-                grad + param * weight_decay
+        let theta = flatten(self.params.tensors())?;
+        let grad = flatten(grads)?;
+        let mut direction = if weight_decay != 0.0 {
+            grad + &theta * weight_decay
+        } else {
+            grad
+        };
+        if let Some(buf) = &mut self.momentum_buffer {
+            let _ = buf.g_mul_scalar_(momentum).g_add_(&direction);
+            direction = if nesterov {
+                direction + &*buf * momentum
             } else {
-                grad.shallow_clone()
+                buf.shallow_clone()
             };
-            if let Some(buf) = self.momentum_buffers.get_mut(i) {
-                let _ = buf.g_mul_scalar_(momentum).g_add_(&direction);
-                direction = if nesterov {
-                    direction + &*buf * momentum
-                } else {
-                    buf.shallow_clone()
-                };
-            }
-            let _ = param.shallow_clone().g_add_(&(direction * -lr));
         }
-        Ok(())
+        scatter(&(theta + direction * -lr), self.params.tensors())
     }
 
     fn state(&self) -> Vec<(String, Tensor)> {
+        let Some(buf) = &self.momentum_buffer else {
+            return Vec::new();
+        };
+        // Views of a buffer shaped like the parameters: an invariant, not input.
+        let views = chunk_views(buf, self.params.tensors()).expect("momentum buffer layout");
         self.params
             .names()
             .iter()
-            .zip(&self.momentum_buffers)
-            .map(|(n, b)| (format!("{n}.momentum_buffer"), b.shallow_clone()))
+            .zip(views)
+            .map(|(n, b)| (format!("{n}.momentum_buffer"), b))
             .collect()
     }
 
     fn load_state(&mut self, state: &[(String, Tensor)]) -> Result<(), OptimError> {
+        let Some(buf) = &self.momentum_buffer else {
+            return Ok(());
+        };
+        let mut views = chunk_views(buf, self.params.tensors())?;
         let targets = self
             .params
             .names()
             .iter()
-            .zip(&mut self.momentum_buffers)
-            .map(|(name, buf)| (format!("{name}.momentum_buffer"), buf))
+            .zip(views.iter_mut())
+            .map(|(name, view)| (format!("{name}.momentum_buffer"), view))
             .collect();
         load_entries(state, targets)
     }

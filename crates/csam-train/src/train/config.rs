@@ -122,6 +122,10 @@ pub struct TrainConfig {
     pub seed: u64,
     /// Model name (`mlp`, `cnn`, `resnet20`, ...).
     pub model: String,
+    /// Hidden layer widths of the MLP.
+    pub mlp_hidden: Vec<usize>,
+    /// Dropout rate in [0, 1) (MLP hidden layers, pooled features of the CNNs).
+    pub dropout: f64,
     /// Number of epochs (the schedule spans exactly this many).
     pub epochs: usize,
     /// Mini-batch size.
@@ -181,6 +185,8 @@ impl Default for TrainConfig {
             val_size: 5000,
             seed: 0,
             model: "resnet20".to_string(),
+            mlp_hidden: vec![256, 256],
+            dropout: 0.0,
             epochs: 200,
             batch_size: 128,
             lr: 0.1,
@@ -270,7 +276,7 @@ impl TrainConfig {
 
     /// Checks the numeric settings; returns the warnings of legal but odd
     /// values. Names (data spec, model) are checked where they are parsed,
-    /// see [`crate::train::setup`].
+    /// see [`crate::train::session::Names`].
     pub fn validate(&self) -> Result<Vec<ConfigWarning>, ConfigError> {
         let invalid = |key: &'static str, value: String, reason: &str| ConfigError::Invalid {
             key,
@@ -294,6 +300,20 @@ impl TrainConfig {
         }
         if self.epochs == 0 {
             return Err(invalid("epochs", "0".into(), "must be at least 1"));
+        }
+        if !(0.0..1.0).contains(&self.dropout) {
+            return Err(invalid(
+                "dropout",
+                self.dropout.to_string(),
+                "must lie in [0, 1)",
+            ));
+        }
+        if self.mlp_hidden.contains(&0) {
+            return Err(invalid(
+                "mlp_hidden",
+                format!("{:?}", self.mlp_hidden),
+                "every hidden width must be at least 1",
+            ));
         }
         if self.batch_size == 0 {
             return Err(invalid("batch_size", "0".into(), "must be at least 1"));
@@ -414,6 +434,14 @@ impl TrainConfig {
         Ok(())
     }
 
+    /// The architecture options of `mlp_hidden` and `dropout`.
+    pub fn model_options(&self) -> crate::model::ModelOptions {
+        crate::model::ModelOptions {
+            mlp_hidden: self.mlp_hidden.iter().map(|&h| h as i64).collect(),
+            dropout: self.dropout,
+        }
+    }
+
     /// How CSAM's second-pass loss was differentiated, for the run summary
     /// (paper-notes §1); None for the other families.
     pub fn csam_gradient_mode(&self) -> Option<&'static str> {
@@ -453,6 +481,8 @@ pub const CONFIG_KEYS: &[&str] = &[
     "val_size",
     "seed",
     "model",
+    "mlp_hidden",
+    "dropout",
     "epochs",
     "batch_size",
     "lr",
@@ -604,6 +634,20 @@ mod tests {
                     ..valid()
                 },
                 "val_size",
+            ),
+            (
+                TrainConfig {
+                    dropout: 1.0,
+                    ..valid()
+                },
+                "dropout",
+            ),
+            (
+                TrainConfig {
+                    mlp_hidden: vec![64, 0],
+                    ..valid()
+                },
+                "mlp_hidden",
             ),
             (
                 TrainConfig {

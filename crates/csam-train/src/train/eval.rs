@@ -128,7 +128,13 @@ pub fn evaluate_run(request: &EvalRequest) -> Result<(EvalReport, PathBuf)> {
         )));
     }
     let mut vs = VarStore::new(device);
-    let model = build_network(kind, &vs, shape_of(&dataset), dataset.n_classes)?;
+    let model = build_network(
+        kind,
+        &vs,
+        shape_of(&dataset),
+        dataset.n_classes,
+        &config.model_options(),
+    )?;
     vs.load(&weights).map_err(|e| {
         TrainError::Data(format!(
             "the weights in {} do not fit {} on {} ({e}); is the data set's shape and class count that of the training data?",

@@ -7,9 +7,10 @@ use std::path::Path;
 
 use csam_calib::metrics::summary::{summarize, MetricOptions, MetricSummary};
 use ndarray::Array2;
-use tch::{nn::ModuleT, Device, Kind, Tensor};
+use tch::{Device, Kind, Tensor};
 
-use super::atomic::write_atomic_with;
+use crate::model::{Mode, Model};
+
 use super::error::{Result, TrainError};
 
 /// A model's logits on a data set, in data set order, with the true labels.
@@ -21,9 +22,10 @@ pub struct Predictions {
     pub labels: Vec<usize>,
 }
 
-/// Runs `model` in eval mode over `batches` (`xs` [B, C, H, W], `ys` [B]).
+/// Runs `model` in eval mode over `batches` (`xs` `[B, C, H, W]`, `ys` `[B]`);
+/// a batch whose shape the model cannot take is an error, not a panic.
 pub fn predict(
-    model: &dyn ModuleT,
+    model: &Model,
     batches: impl IntoIterator<Item = (Tensor, Tensor)>,
     n_classes: usize,
 ) -> Result<Predictions> {
@@ -32,7 +34,8 @@ pub fn predict(
     tch::no_grad(|| -> Result<()> {
         for (xs, ys) in batches {
             let out = model
-                .forward_t(&xs, false)
+                .try_forward(&xs, Mode::Eval)
+                .map_err(|e| TrainError::Data(e.to_string()))?
                 .to_kind(Kind::Float)
                 .to_device(Device::Cpu)
                 .contiguous();
@@ -78,19 +81,12 @@ impl Predictions {
     }
 
     /// Writes `logits` (f32, N x K) and `labels` (int64, N) as .npy files
-    /// (libtorch's writer, NumPy format 1.0), each atomically, for
-    /// `csam metrics` and NumPy.
+    /// for `csam metrics` and NumPy (the calibration crate's writers, which
+    /// replace files atomically).
     pub fn write_npy(&self, logits_path: &Path, labels_path: &Path) -> Result<()> {
-        let (n, k) = self.logits.dim();
-        let flat: Vec<f32> = self.logits.iter().copied().collect();
-        let logits = Tensor::from_slice(&flat).view([n as i64, k as i64]);
+        let io = |e: csam_calib::CalibError| TrainError::Metrics(e.to_string());
+        csam_calib::io::npy::write_f32(logits_path, &self.logits.view()).map_err(io)?;
         let labels: Vec<i64> = self.labels.iter().map(|&y| y as i64).collect();
-        let labels = Tensor::from_slice(&labels);
-        write_atomic_with(logits_path, |tmp| {
-            logits.write_npy(tmp).map_err(TrainError::from)
-        })?;
-        write_atomic_with(labels_path, |tmp| {
-            labels.write_npy(tmp).map_err(TrainError::from)
-        })
+        csam_calib::io::npy::write_i64(labels_path, &labels).map_err(io)
     }
 }

@@ -191,7 +191,7 @@ impl Trainer {
         steps_per_epoch: usize,
     ) -> Result<Trainer> {
         let vs = VarStore::new(device);
-        let model = build_network(kind, &vs, input, n_classes)?;
+        let model = build_network(kind, &vs, input, n_classes, &config.model_options())?;
         Ok(Trainer {
             optimizer: build_optimizer(&vs, config)?,
             sam: build_sam(config, &vs)?,
@@ -268,21 +268,16 @@ pub(crate) fn shape_of(dataset: &Dataset) -> InputShape {
     }
 }
 
-/// Builds model `kind` in `vs` (default architecture options).
+/// Builds model `kind` in `vs`.
 pub(crate) fn build_network(
     kind: ModelKind,
     vs: &VarStore,
     input: InputShape,
     n_classes: usize,
+    options: &ModelOptions,
 ) -> Result<Model> {
-    build_model_with(
-        kind,
-        &vs.root(),
-        input,
-        n_classes as i64,
-        &ModelOptions::default(),
-    )
-    .map_err(|e| TrainError::Engine(e.to_string()))
+    build_model_with(kind, &vs.root(), input, n_classes as i64, options)
+        .map_err(|e| TrainError::Engine(e.to_string()))
 }
 
 /// A model's eval-mode predictions on a whole data set, in file order.

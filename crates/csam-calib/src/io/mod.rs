@@ -1,0 +1,125 @@
+//! Readers for predictions and labels saved by other tools, and an `.npy` writer.
+//!
+//! The format follows the file extension: `.npy` ([`npy`]), `.npz` ([`npz`]),
+//! `.csv` / `.tsv` / `.txt` ([`csv`]). The readers are strict and small (they
+//! are fuzzed): every refusal is a [`CalibError::Io`] or [`CalibError::Format`]
+//! naming the file and, where it applies, the byte offset or line.
+//!
+//! [`CalibError::Io`]: crate::CalibError::Io
+//! [`CalibError::Format`]: crate::CalibError::Format
+
+mod array;
+mod atomic;
+pub mod csv;
+pub mod npy;
+mod npy_header;
+pub mod npz;
+
+use std::path::Path;
+
+use ndarray::Array2;
+
+pub use array::{Elements, LoadedArray};
+pub use atomic::write_atomically;
+pub use npy_header::{ByteOrder, Dtype, Header as NpyHeader, Kind};
+
+use crate::error::Result;
+
+/// The array read from an `.npz` that holds several when no name is given:
+/// the one of these names that is present (if two are, the caller must choose).
+const MATRIX_NAMES: &[&str] = &["logits", "probs"];
+const LABEL_NAMES: &[&str] = &["labels"];
+
+/// Reads an `N x K` prediction matrix (logits or probabilities) as `f64`.
+///
+/// `array_name` picks the array inside an `.npz` (see [`npz::read`]; by default
+/// the only array, or the one named `logits` or `probs`); it is refused for
+/// other formats. Values are not validated here beyond their shape (finite,
+/// normalised: see the `scores` validators).
+pub fn load_matrix(path: impl AsRef<Path>, array_name: Option<&str>) -> Result<Array2<f64>> {
+    let path = path.as_ref();
+    load(path, array_name, MATRIX_NAMES)?.into_matrix(path)
+}
+
+/// Reads `N` integer labels (shape `(N,)` or `(N, 1)`, integer or bool dtype).
+///
+/// `array_name` picks the array inside an `.npz` (by default the only array,
+/// or the one named `labels`). The range `0..K` is checked by the caller, who
+/// knows `K`.
+pub fn load_labels(path: impl AsRef<Path>, array_name: Option<&str>) -> Result<Vec<i64>> {
+    let path = path.as_ref();
+    load(path, array_name, LABEL_NAMES)?.into_labels(path)
+}
+
+/// The on-disk formats, chosen by extension.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Format {
+    Npy,
+    Npz,
+    Delimited,
+}
+
+fn format_of(path: &Path) -> Result<Format> {
+    let ext = path
+        .extension()
+        .and_then(|e| e.to_str())
+        .map(str::to_ascii_lowercase);
+    match ext.as_deref() {
+        Some("npy") => Ok(Format::Npy),
+        Some("npz") => Ok(Format::Npz),
+        Some("csv" | "tsv" | "txt") => Ok(Format::Delimited),
+        _ => Err(array::format_error(
+            path,
+            "unknown file type; expected the extension .npy, .npz, .csv, .tsv or .txt".into(),
+        )),
+    }
+}
+
+fn load(path: &Path, array_name: Option<&str>, preferred: &[&str]) -> Result<LoadedArray> {
+    let format = format_of(path)?;
+    if array_name.is_some() && format != Format::Npz {
+        return Err(array::format_error(
+            path,
+            "an array name only applies to .npz archives".into(),
+        ));
+    }
+    match format {
+        Format::Npy => npy::read(path),
+        Format::Npz => npz::read(path, array_name, preferred),
+        Format::Delimited => csv::read(path),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn dispatches_on_extension() {
+        let dir = tempfile::tempdir().unwrap();
+        let csv = dir.path().join("p.CSV");
+        std::fs::write(&csv, "0.25,0.75\n1,0\n").unwrap();
+        let m = load_matrix(&csv, None).unwrap();
+        assert_eq!(m, ndarray::array![[0.25, 0.75], [1.0, 0.0]]);
+        let npy = dir.path().join("l.npy");
+        npy::write_i64(&npy, &[1, 0]).unwrap();
+        assert_eq!(load_labels(&npy, None).unwrap(), vec![1, 0]);
+    }
+
+    #[test]
+    fn unknown_extension_and_misplaced_array_name() {
+        let e = load_matrix("preds.pt", None).unwrap_err().to_string();
+        assert!(e.starts_with("preds.pt: unknown file type"), "{e}");
+        let e = load_labels("labels.npy", Some("labels"))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("only applies to .npz"), "{e}");
+    }
+
+    #[test]
+    fn missing_file_names_the_path() {
+        let e = load_matrix("/no/such/dir/p.npz", None).unwrap_err();
+        assert!(matches!(e, crate::CalibError::Io { .. }), "{e:?}");
+        assert!(e.to_string().starts_with("/no/such/dir/p.npz:"));
+    }
+}
