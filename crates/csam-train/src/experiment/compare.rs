@@ -312,9 +312,10 @@ pub struct CompareOutcome {
     pub table: String,
 }
 
-/// Trains (or reuses) every run, calibrates it, aggregates and writes
-/// `results.json`, `results.csv` and `table.md`. Prints one line when a run
-/// starts and one when it finishes, with elapsed times.
+/// Trains (or reuses) every run, calibrates it, draws the first seed's
+/// figures, aggregates and writes `results.json`, `results.csv` and
+/// `table.md`. Prints one line when a run starts and one when it finishes,
+/// with elapsed times.
 pub fn run(request: &CompareRequest) -> Result<CompareOutcome> {
     let started = Instant::now();
     let settings = &request.settings;
