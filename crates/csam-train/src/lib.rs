@@ -12,6 +12,7 @@ pub fn default_device() -> tch::Device {
 pub mod bench;
 pub mod data;
 pub mod device;
+pub mod experiment;
 pub mod loss;
 pub mod model;
 pub mod optim;

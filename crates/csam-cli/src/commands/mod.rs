@@ -1,6 +1,7 @@
 //! The subcommands of `csam`, one module each.
 
 pub mod bench;
+pub mod compare;
 pub mod eval;
 pub mod metrics;
 pub mod train;
@@ -22,6 +23,8 @@ pub enum Command {
     Eval(eval::EvalArgs),
     /// Time SGD, SAM and CSAM steps on synthetic batches.
     Bench(bench::BenchArgs),
+    /// Compare SGD, SAM and CSAM over seeds: the paper's calibration table.
+    Compare(Box<compare::CompareArgs>),
 }
 
 /// Runs one subcommand.
@@ -31,6 +34,7 @@ pub fn run(command: Command) -> anyhow::Result<()> {
         Command::Train(args) => train::run(*args),
         Command::Eval(args) => eval::run(args),
         Command::Bench(args) => bench::run(args),
+        Command::Compare(args) => compare::run(*args),
     }
 }
 

@@ -10,7 +10,7 @@
 //! are pure functions of (seed, epoch) (see [`checkpoint`]).
 
 pub mod allocator;
-mod atomic;
+pub mod atomic;
 pub mod checkpoint;
 pub mod config;
 pub mod error;

@@ -1,0 +1,219 @@
+//! `csam compare` end to end through the binary, on the bundled digits with
+//! an MLP and 2 epochs (seconds on a CPU): every artefact, reuse of finished
+//! runs, resume of an interrupted one, refusal of a different comparison.
+
+use std::path::Path;
+use std::process::{Command, Output};
+use std::time::SystemTime;
+
+fn compare(out: &Path, extra: &[&str]) -> Output {
+    let mut args = vec![
+        "compare", "--data", "digits", "--model", "mlp", "--epochs", "2", "--seeds", "0,1", "--out",
+    ];
+    args.push(out.to_str().unwrap());
+    args.extend_from_slice(extra);
+    Command::new(env!("CARGO_BIN_EXE_csam"))
+        .args(&args)
+        .output()
+        .expect("the csam binary runs")
+}
+
+fn text(output: &Output) -> String {
+    format!(
+        "status {:?}\nstdout:\n{}\nstderr:\n{}",
+        output.status,
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    )
+}
+
+fn modified(path: &Path) -> SystemTime {
+    std::fs::metadata(path).unwrap().modified().unwrap()
+}
+
+const METHODS: [&str; 3] = ["sgd", "sam", "csam"];
+const METRIC_KEYS: [&str; 11] = [
+    "accuracy",
+    "ece",
+    "adaece",
+    "classwise_ece",
+    "tce",
+    "nll",
+    "brier",
+    "auroc_misclassification",
+    "auroc_ovr",
+    "ece_isotonic",
+    "ece_histogram",
+];
+
+fn check_artefacts(out: &Path) {
+    let results: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("results.json")).unwrap()).unwrap();
+    assert_eq!(results["schema"], "csam-compare/1");
+    assert_eq!(results["settings"]["data"], "digits");
+    assert_eq!(results["settings"]["epochs"], 2);
+    let runs = results["runs"].as_array().unwrap();
+    assert_eq!(runs.len(), 6, "2 seeds x 3 methods");
+    for (i, run) in runs.iter().enumerate() {
+        let (seed, method) = (i / 3, METHODS[i % 3]);
+        assert_eq!(run["method"], method);
+        assert_eq!(run["seed"], seed);
+        let dir = out.join(run["run_dir"].as_str().unwrap());
+        assert!(dir.join("summary.json").is_file(), "{}", dir.display());
+        assert!(dir.join("test_logits.npy").is_file());
+        let test = &run["test"];
+        assert!(test["accuracy"].as_f64().unwrap() > 0.3, "{run}");
+        assert_eq!(test["tce"], run["posthoc"]["temperature"]["ece"]);
+        for calibrator in ["temperature", "isotonic", "histogram"] {
+            let ece = run["posthoc"][calibrator]["ece"].as_f64().unwrap();
+            assert!((0.0..=1.0).contains(&ece), "{calibrator}: {ece}");
+        }
+        assert!(run["temperature"].as_f64().unwrap() > 0.0);
+    }
+    let aggregates = results["aggregates"].as_array().unwrap();
+    assert_eq!(aggregates.len(), 3);
+    for (aggregate, method) in aggregates.iter().zip(METHODS) {
+        assert_eq!(aggregate["method"], method);
+        assert_eq!(aggregate["seeds"], serde_json::json!([0, 1]));
+        for key in METRIC_KEYS {
+            let value = &aggregate["metrics"][key];
+            assert_eq!(value["n"], 2, "{method} {key}");
+            assert!(value["std"].as_f64().unwrap() >= 0.0, "{method} {key}");
+        }
+        // The aggregate is the mean of the two runs' values.
+        let accuracies: Vec<f64> = runs
+            .iter()
+            .filter(|r| r["method"] == method)
+            .map(|r| r["test"]["accuracy"].as_f64().unwrap())
+            .collect();
+        let mean = aggregate["metrics"]["accuracy"]["mean"].as_f64().unwrap();
+        assert!((mean - (accuracies[0] + accuracies[1]) / 2.0).abs() < 1e-12);
+    }
+
+    let csv = std::fs::read_to_string(out.join("results.csv")).unwrap();
+    let lines: Vec<&str> = csv.lines().collect();
+    assert_eq!(lines.len(), 7, "{csv}");
+    assert!(lines[0].starts_with("method,seed,run_dir,"), "{}", lines[0]);
+    assert!(
+        lines[1].starts_with("sgd,0,runs/sgd-seed0,"),
+        "{}",
+        lines[1]
+    );
+    assert!(
+        lines[6].starts_with("csam,1,runs/csam-seed1,"),
+        "{}",
+        lines[6]
+    );
+
+    let table = std::fs::read_to_string(out.join("table.md")).unwrap();
+    assert!(table.contains("over 2 seeds (0, 1)"), "{table}");
+    for row in ["| SGD | ", "| SAM | ", "| CSAM | "] {
+        assert_eq!(table.matches(row).count(), 1, "{row} in {table}");
+    }
+    assert!(table.contains(" ± "), "{table}");
+
+    for method in METHODS {
+        for figure in ["reliability", "confidence"] {
+            let svg = out.join(format!("plots/{figure}-{method}-seed0.svg"));
+            assert!(
+                std::fs::read_to_string(&svg).unwrap().contains("<svg"),
+                "{}",
+                svg.display()
+            );
+            let png =
+                std::fs::read(out.join(format!("plots/{figure}-{method}-seed0.png"))).unwrap();
+            assert_eq!(&png[..8], b"\x89PNG\r\n\x1a\n");
+        }
+    }
+    assert_eq!(
+        std::fs::read_dir(out.join("plots")).unwrap().count(),
+        12,
+        "seed 0 only"
+    );
+}
+
+#[test]
+fn compare_writes_everything_reuses_finished_runs_and_refuses_another_comparison() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("cmp");
+    let first = compare(&out, &[]);
+    assert!(first.status.success(), "{}", text(&first));
+    let stdout = String::from_utf8_lossy(&first.stdout);
+    assert!(
+        stdout.contains("[1/6] sgd seed 0: training into"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("[6/6] csam seed 1: done in"), "{stdout}");
+    assert!(
+        stdout.contains("| CSAM | "),
+        "the table is printed: {stdout}"
+    );
+    check_artefacts(&out);
+
+    let run = out.join("runs/sam-seed1");
+    let stamps = |run: &Path| {
+        (
+            modified(&run.join("metrics.jsonl")),
+            modified(&run.join("model.safetensors")),
+        )
+    };
+    let before = stamps(&run);
+    let results_before = std::fs::read_to_string(out.join("results.csv")).unwrap();
+    let again = compare(&out, &[]);
+    assert!(again.status.success(), "{}", text(&again));
+    let stdout = String::from_utf8_lossy(&again.stdout);
+    assert_eq!(stdout.matches("reused finished run").count(), 6, "{stdout}");
+    assert!(!stdout.contains("training into"), "{stdout}");
+    assert_eq!(stamps(&run), before, "a finished run is not retrained");
+    assert_eq!(
+        std::fs::read_to_string(out.join("results.csv")).unwrap(),
+        results_before,
+        "the same runs give the same numbers"
+    );
+
+    // A run killed after its last checkpoint but before its summary resumes
+    // from the checkpoint: no epoch is trained again (the loop rewrites
+    // metrics.jsonl on resume, so its content is compared, not its time).
+    let log_before = std::fs::read_to_string(run.join("metrics.jsonl")).unwrap();
+    std::fs::remove_file(run.join("summary.json")).unwrap();
+    let resumed = compare(&out, &[]);
+    assert!(resumed.status.success(), "{}", text(&resumed));
+    let stdout = String::from_utf8_lossy(&resumed.stdout);
+    assert!(
+        stdout.contains("[5/6] sam seed 1: resuming into"),
+        "{stdout}"
+    );
+    assert_eq!(stdout.matches("reused finished run").count(), 5, "{stdout}");
+    // Epoch records carry their wall time, so a retrained epoch would differ.
+    assert_eq!(
+        std::fs::read_to_string(run.join("metrics.jsonl")).unwrap(),
+        log_before
+    );
+    check_artefacts(&out);
+
+    let different = compare(&out, &["--gamma", "2"]);
+    assert!(!different.status.success());
+    let message = text(&different);
+    assert!(
+        message.contains("different comparison") && message.contains("gamma"),
+        "{message}"
+    );
+}
+
+#[test]
+fn compare_refuses_a_directory_of_other_files() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("notes.txt"), "mine").unwrap();
+    let refused = compare(dir.path(), &[]);
+    assert!(!refused.status.success());
+    assert!(
+        text(&refused).contains("holds no comparison"),
+        "{}",
+        text(&refused)
+    );
+    assert_eq!(
+        std::fs::read_dir(dir.path()).unwrap().count(),
+        1,
+        "nothing written"
+    );
+}
