@@ -3,7 +3,7 @@
 //!
 //! Layout: the magic `\x93NUMPY`, a major and minor version byte, the header
 //! length (`u16` little-endian in version 1, `u32` in versions 2 and 3), the
-//! header (a Python dict literal, see [`super::npy_header`]) ending in `\n`,
+//! header (a Python dict literal, see [`super::NpyHeader`]) ending in `\n`,
 //! then the raw elements in C order.
 //!
 //! The reader checks the size the header claims against the bytes that are

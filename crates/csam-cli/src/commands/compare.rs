@@ -68,7 +68,7 @@ pub struct CompareArgs {
     /// shared machine libtorch's threads wait on each other (measured 9x slower with 2).
     #[arg(long, default_value_t = 1)]
     threads: usize,
-    /// Comparison directory (default runs/compare-<data>-<model>); rerunning with the same
+    /// Comparison directory (default runs/compare-DATA-MODEL); rerunning with the same
     /// settings reuses finished runs and resumes interrupted ones.
     #[arg(long, value_name = "DIR")]
     out: Option<PathBuf>,

@@ -1,6 +1,6 @@
 //! The architecture registry: names, builders and [`build_model`].
 //!
-//! Adding an architecture is a new module and one line in [`ARCHITECTURES`].
+//! Adding an architecture is a new module and one line in `ARCHITECTURES`.
 
 use super::{InputShape, Mlp, Model, ModelError, Network, ResNet, SmallCnn};
 use std::fmt;
