@@ -238,3 +238,62 @@ fn bench_prints_one_row_per_case() {
         "{stdout}"
     );
 }
+
+#[test]
+fn init_starts_from_saved_weights_and_refuses_foreign_ones() {
+    let dir = tempfile::tempdir().unwrap();
+    let first = dir.path().join("first");
+    let trained = train(&first, &["--epochs", "2"]);
+    assert!(trained.status.success(), "{}", text(&trained));
+    let weights = first.join("model.safetensors");
+    let summary = |run: &Path| -> serde_json::Value {
+        serde_json::from_slice(&std::fs::read(run.join("summary.json")).unwrap()).unwrap()
+    };
+
+    // With a learning rate too small to move the weights, a run initialised from
+    // the first run's best weights predicts like it: same test accuracy, far
+    // above what a freshly initialised MLP reaches in one such epoch.
+    let second = dir.path().join("second");
+    let init = weights.to_str().unwrap();
+    let resumed = train(&second, &["--epochs", "1", "--lr", "1e-9", "--init", init]);
+    assert!(resumed.status.success(), "{}", text(&resumed));
+    assert_eq!(
+        summary(&second)["test"]["accuracy"],
+        summary(&first)["test"]["accuracy"]
+    );
+    let fresh = dir.path().join("fresh");
+    let untrained = train(&fresh, &["--epochs", "1", "--lr", "1e-9"]);
+    assert!(untrained.status.success(), "{}", text(&untrained));
+    assert_ne!(
+        summary(&fresh)["test"]["accuracy"],
+        summary(&first)["test"]["accuracy"]
+    );
+
+    // Weights of another architecture, or no file at all: a clear error, no run.
+    let foreign = dir.path().join("foreign");
+    let refused = train(
+        &foreign,
+        &["--epochs", "1", "--model", "cnn", "--init", init],
+    );
+    assert!(!refused.status.success());
+    assert!(
+        String::from_utf8_lossy(&refused.stderr).contains("--init"),
+        "{}",
+        text(&refused)
+    );
+    let missing = train(
+        &dir.path().join("missing"),
+        &[
+            "--epochs",
+            "1",
+            "--init",
+            "/nonexistent/weights.safetensors",
+        ],
+    );
+    assert!(!missing.status.success());
+    assert!(
+        String::from_utf8_lossy(&missing.stderr).contains("init"),
+        "{}",
+        text(&missing)
+    );
+}

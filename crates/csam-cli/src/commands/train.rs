@@ -115,6 +115,10 @@ pub struct TrainArgs {
     /// CPU threads of libtorch.
     #[arg(long)]
     threads: Option<usize>,
+    /// Start from these safetensors weights (PyTorch key names of the model's twin,
+    /// e.g. saved with safetensors.torch.save_file(model.state_dict(), FILE)).
+    #[arg(long, value_name = "FILE")]
+    init: Option<String>,
     /// Hide the progress bar (epoch lines are still printed).
     #[arg(long)]
     quiet: bool,
@@ -179,6 +183,7 @@ impl TrainArgs {
         put("device", text(&self.device));
         put("best_metric", text(&self.best_metric));
         put("threads", int(self.threads));
+        put("init", text(&self.init));
         table
     }
 }

@@ -176,6 +176,10 @@ pub struct TrainConfig {
     pub best_metric: BestMetric,
     /// Intra-op CPU threads of libtorch (None: libtorch's default).
     pub threads: Option<usize>,
+    /// Safetensors weights with the model's PyTorch key names to start from
+    /// instead of the seeded initialisation (e.g. a PyTorch twin's
+    /// `save_file(model.state_dict(), ...)`). None: initialise from the seed.
+    pub init: Option<String>,
 }
 
 impl Default for TrainConfig {
@@ -212,6 +216,7 @@ impl Default for TrainConfig {
             device: None,
             best_metric: BestMetric::Nll,
             threads: None,
+            init: None,
         }
     }
 }
@@ -284,6 +289,11 @@ impl TrainConfig {
             reason: reason.to_string(),
         };
         let mut warnings = Vec::new();
+        if let Some(init) = &self.init {
+            if !std::path::Path::new(init).is_file() {
+                return Err(invalid("init", init.clone(), "no such weights file"));
+            }
+        }
         if self.data.trim().is_empty() {
             return Err(invalid(
                 "data",
@@ -512,6 +522,7 @@ pub const CONFIG_KEYS: &[&str] = &[
     "device",
     "best_metric",
     "threads",
+    "init",
 ];
 
 #[cfg(test)]
@@ -539,6 +550,7 @@ mod tests {
             clip: Some(1.0),
             device: Some("cpu".into()),
             threads: Some(1),
+            init: Some("weights.safetensors".into()),
             ..valid()
         })
         .unwrap();

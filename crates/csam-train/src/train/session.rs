@@ -85,8 +85,9 @@ pub struct Session {
 
 impl Session {
     /// Loads and splits the data, fits the normalisation on the training
-    /// split and builds the model (initialised from the run's seed) and the
-    /// optimizer.
+    /// split and builds the model (initialised from the run's seed, or from
+    /// `config.init`) and the optimizer. A resumed run then overwrites the
+    /// weights with its checkpoint's.
     pub fn prepare(config: &TrainConfig, names: Names) -> Result<Session> {
         let Names { spec, kind, device } = names;
         if let Some(threads) = config.threads {
@@ -99,7 +100,7 @@ impl Session {
             Normalization::fit(&splits.train).map_err(|e| TrainError::Data(e.to_string()))?;
         tch::manual_seed(epoch_seed(config.seed, 0));
         let steps_per_epoch = splits.train.n.div_ceil(config.batch_size);
-        let trainer = Trainer::new(
+        let mut trainer = Trainer::new(
             config,
             kind,
             shape_of(&splits.train),
@@ -107,6 +108,11 @@ impl Session {
             device,
             steps_per_epoch,
         )?;
+        if let Some(init) = &config.init {
+            trainer
+                .load_weights(Path::new(init))
+                .map_err(|e| TrainError::Engine(format!("--init {init}: {e}")))?;
+        }
         Ok(Session {
             config: config.clone(),
             device,
