@@ -1,23 +1,17 @@
 //! `csam train` and `csam eval` end to end through the binary, on the
 //! bundled digits with an MLP (seconds on a CPU).
 
+mod support;
+
 use std::path::Path;
 use std::process::{Command, Output};
+use support::text;
 
 fn csam(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_csam"))
         .args(args)
         .output()
         .expect("the csam binary runs")
-}
-
-fn text(output: &Output) -> String {
-    format!(
-        "status {:?}\nstdout:\n{}\nstderr:\n{}",
-        output.status,
-        String::from_utf8_lossy(&output.stdout),
-        String::from_utf8_lossy(&output.stderr)
-    )
 }
 
 const DIGITS_MLP: &[&str] = &[
