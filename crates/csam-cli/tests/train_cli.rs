@@ -5,7 +5,7 @@ mod support;
 
 use std::path::Path;
 use std::process::{Command, Output};
-use support::text;
+use support::{text, DIGITS_MLP};
 
 fn csam(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_csam"))
@@ -13,24 +13,6 @@ fn csam(args: &[&str]) -> Output {
         .output()
         .expect("the csam binary runs")
 }
-
-const DIGITS_MLP: &[&str] = &[
-    "--data",
-    "digits",
-    "--model",
-    "mlp",
-    "--val-size",
-    "300",
-    "--batch-size",
-    "64",
-    "--lr",
-    "0.05",
-    "--device",
-    "cpu",
-    "--threads",
-    "1",
-    "--quiet",
-];
 
 fn train(out: &Path, extra: &[&str]) -> Output {
     let mut args = vec!["train", "--out", out.to_str().unwrap()];

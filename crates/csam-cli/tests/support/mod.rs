@@ -2,6 +2,27 @@
 
 use std::process::Output;
 
+/// A small valid training run: the bundled digits, an MLP, one CPU thread
+/// (seconds per epoch); tests add `--out` and `--epochs`.
+#[allow(dead_code)] // not every test binary trains
+pub const DIGITS_MLP: &[&str] = &[
+    "--data",
+    "digits",
+    "--model",
+    "mlp",
+    "--val-size",
+    "300",
+    "--batch-size",
+    "64",
+    "--lr",
+    "0.05",
+    "--device",
+    "cpu",
+    "--threads",
+    "1",
+    "--quiet",
+];
+
 /// Exit status, stdout and stderr of a finished `csam`, for assertion messages.
 pub fn text(output: &Output) -> String {
     format!(
