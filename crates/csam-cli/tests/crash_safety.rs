@@ -21,30 +21,11 @@ const EPOCHS: &str = "5";
 const SIGKILL: i32 = 9;
 
 /// A small SAM run on the bundled digits: about 0.1 s per epoch on a CPU.
+#[rustfmt::skip]
 const RUN: &[&str] = &[
-    "--data",
-    "digits",
-    "--model",
-    "mlp",
-    "--mlp-hidden",
-    "64",
-    "--val-size",
-    "300",
-    "--batch-size",
-    "32",
-    "--lr",
-    "0.05",
-    "--optimizer",
-    "sam",
-    "--dropout",
-    "0.1",
-    "--epochs",
-    EPOCHS,
-    "--device",
-    "cpu",
-    "--threads",
-    "1",
-    "--quiet",
+    "--data", "digits", "--model", "mlp", "--mlp-hidden", "64", "--val-size", "300",
+    "--batch-size", "32", "--lr", "0.05", "--optimizer", "sam", "--dropout", "0.1", "--epochs",
+    EPOCHS, "--device", "cpu", "--threads", "1", "--quiet",
 ];
 
 /// `csam train --resume` of RUN into `out` (a fresh directory starts a new
@@ -180,6 +161,9 @@ fn kill_at_random_moments_then_resume_gives_identical_weights() {
     let mut random = SplitMix(20_251_126);
     let mut kills = 0;
     for _ in 0..KILLS {
+        if run.join("summary.json").exists() {
+            break; // a kill after summary.json's rename found the run finished
+        }
         let done = std::fs::read(run.join("checkpoint/state.json"))
             .ok()
             .and_then(|b| serde_json::from_slice::<serde_json::Value>(&b).ok())
@@ -190,9 +174,9 @@ fn kill_at_random_moments_then_resume_gives_identical_weights() {
             .stderr(Stdio::null())
             .spawn()
             .unwrap();
-        // Epoch lines to wait for (0: kill during start-up or the first
-        // epoch to run), then a delay up to about one epoch (so the last
-        // epoch's line plus a delay can reach the final evaluation).
+        // Epoch lines to wait for, fewer than the epochs left (0: start-up
+        // or the first epoch to run), then a delay of up to about one epoch
+        // (into the next epoch, its checkpoint, or the final evaluation).
         let lines = random.below((epochs - done).max(1));
         let delay = Duration::from_micros(random.below(150_000));
         let mut stdout = BufReader::new(child.stdout.take().unwrap()).lines();
@@ -210,7 +194,6 @@ fn kill_at_random_moments_then_resume_gives_identical_weights() {
         assert_whole(&run, &format!("after kill {kills}"));
     }
     assert!(kills >= 2, "only {kills} kills landed");
-    // A kill after summary.json's rename found the run already finished.
     if !run.join("summary.json").exists() {
         finish(&run);
     }
