@@ -2,9 +2,12 @@
 //! an MLP and 2 epochs (seconds on a CPU): every artefact, reuse of finished
 //! runs, resume of an interrupted one, refusal of a different comparison.
 
+mod support;
+
 use std::path::Path;
 use std::process::{Command, Output};
 use std::time::SystemTime;
+use support::text;
 
 fn compare(out: &Path, extra: &[&str]) -> Output {
     let mut args = vec![
@@ -16,15 +19,6 @@ fn compare(out: &Path, extra: &[&str]) -> Output {
         .args(&args)
         .output()
         .expect("the csam binary runs")
-}
-
-fn text(output: &Output) -> String {
-    format!(
-        "status {:?}\nstdout:\n{}\nstderr:\n{}",
-        output.status,
-        String::from_utf8_lossy(&output.stdout),
-        String::from_utf8_lossy(&output.stderr)
-    )
 }
 
 fn modified(path: &Path) -> SystemTime {

@@ -12,7 +12,9 @@ use csam_train::train::OptimizerFamily;
 /// Flags of `csam compare`. Without flags it runs the default comparison:
 /// SGD, SAM and CSAM on the bundled Fashion-MNIST subset, 3 seeds (see
 /// docs/compare-defaults.md for how the defaults were chosen).
+/// A flag given twice takes its last value.
 #[derive(Debug, Args)]
+#[command(args_override_self = true)]
 pub struct CompareArgs {
     /// Methods, comma-separated: sgd, sam, asam, csam (default sgd,sam,csam).
     #[arg(long, value_delimiter = ',', value_name = "LIST")]
@@ -92,6 +94,7 @@ impl CompareArgs {
         };
         let seeds = match (&self.seeds, self.n_seeds) {
             (Some(seeds), _) => seeds.clone(),
+            (None, Some(0)) => anyhow::bail!("--n-seeds must be at least 1"),
             (None, Some(n)) => (0..n).collect(),
             (None, None) => defaults.seeds.clone(),
         };
