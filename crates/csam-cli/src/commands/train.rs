@@ -119,6 +119,10 @@ pub struct TrainArgs {
     /// e.g. saved with safetensors.torch.save_file(model.state_dict(), FILE)).
     #[arg(long, value_name = "FILE")]
     init: Option<String>,
+    /// Log the paper's per-step diagnostics to theory.jsonl (SAM and CSAM only): geometric
+    /// means p_y and p~_y, Lemma 2's bound, lambda, lambda_0, H(p_y), ||g||; plots at the end.
+    #[arg(long, num_args = 0..=1, default_missing_value = "true", value_name = "BOOL")]
+    track_theory: Option<bool>,
     /// Hide the progress bar (epoch lines are still printed).
     #[arg(long)]
     quiet: bool,
@@ -184,6 +188,7 @@ impl TrainArgs {
         put("best_metric", text(&self.best_metric));
         put("threads", int(self.threads));
         put("init", text(&self.init));
+        put("track_theory", self.track_theory.map(toml::Value::Boolean));
         table
     }
 }

@@ -15,6 +15,7 @@ use super::rundir::{RunDir, Split};
 use super::session::{Names, Session};
 use super::summary::RunSummary;
 use crate::device::device_name;
+use crate::theory::{self, TheoryRecord, TheorySummary};
 use csam_calib::metrics::summary::MetricSummary;
 
 /// What `csam train` asks for.
@@ -84,10 +85,23 @@ pub fn run(request: &TrainRequest) -> Result<RunOutcome> {
         elapsed_s: 0.0,
     });
     log.truncate_after(state.epochs_done)?;
+    let theory_log = config
+        .track_theory
+        .then(|| theory::theory_log(run_dir.root()));
+    if let Some(theory_log) = &theory_log {
+        theory_log.truncate_after(state.epochs_done)?;
+    }
 
     for epoch in state.epochs_done + 1..=config.epochs {
         let started = Instant::now();
-        let (train, lr) = train_epoch(&mut session, &mut state, epoch, request.show_progress)?;
+        let mut theory_records = Vec::new();
+        let (train, lr) = train_epoch(
+            &mut session,
+            &mut state,
+            epoch,
+            request.show_progress,
+            &mut theory_records,
+        )?;
         let val = session.predict_split(Split::Val)?;
         if val.non_finite_rows() > 0 {
             let what = format!(
@@ -114,6 +128,9 @@ pub fn run(request: &TrainRequest) -> Result<RunOutcome> {
             best,
             seconds,
         };
+        if let Some(theory_log) = &theory_log {
+            theory_log.append_all(&theory_records)?;
+        }
         log.append(&record)?;
         state.epochs_done = epoch;
         state.elapsed_s += seconds;
@@ -159,12 +176,15 @@ fn diverged(epoch: usize, step: usize, what: &str, state: &TrainState) -> TrainE
 }
 
 /// One pass over the training split. Returns the epoch's training stats and
-/// its last learning rate.
+/// its last learning rate; with `track_theory`, pushes the record of every
+/// perturbed step onto `theory` (derived from the step's own statistics: no
+/// extra forward pass).
 fn train_epoch(
     session: &mut Session,
     state: &mut TrainState,
     epoch: usize,
     show_progress: bool,
+    theory: &mut Vec<TheoryRecord>,
 ) -> Result<(TrainStats, f64)> {
     let config = &session.config;
     // Dropout and any other libtorch randomness of this epoch depend on
@@ -182,6 +202,14 @@ fn train_epoch(
             Ok(stats) => stats,
             Err(message) => return Err(diverged(epoch, step + 1, &message, state)),
         };
+        if config.track_theory {
+            theory.extend(TheoryRecord::from_step(
+                epoch,
+                state.global_step,
+                config.rho,
+                &stats,
+            ));
+        }
         let batch = ys.size().first().copied().unwrap_or(0) as f64;
         loss_sum += stats.loss * batch;
         correct += stats.accuracy * batch;
@@ -238,6 +266,11 @@ fn finish(session: &mut Session, run_dir: &RunDir, state: &TrainState) -> Result
         path: run_dir.summary(),
         message: e.to_string(),
     })?;
+    if config.track_theory {
+        let records = theory::read_theory(run_dir.root())?;
+        theory::write_theory_plots(run_dir.root(), &records)?;
+        println!("{}", TheorySummary::of(&records).line());
+    }
     super::atomic::write_atomic(&run_dir.summary(), &json)?;
     Ok(summary)
 }
