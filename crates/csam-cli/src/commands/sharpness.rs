@@ -22,8 +22,9 @@ enum Checkpoint {
     Last,
 }
 
-/// Flags of `csam sharpness`.
+/// Flags of `csam sharpness`. A flag given twice takes its last value.
 #[derive(Debug, Args)]
+#[command(args_override_self = true)]
 pub struct SharpnessArgs {
     /// Run directory written by `csam train`.
     #[arg(long, value_name = "DIR")]
