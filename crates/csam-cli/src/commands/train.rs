@@ -16,7 +16,8 @@ pub struct TrainArgs {
     /// TOML file of settings, keys as in a run's config.toml.
     #[arg(long, value_name = "FILE")]
     config: Option<PathBuf>,
-    /// Run directory: config.toml, metrics.jsonl, model.safetensors, logits, summary.json.
+    /// Run directory: config.toml, metrics.jsonl, model.safetensors, logits, summary.json
+    /// (and theory.jsonl with --track-theory).
     #[arg(long, value_name = "DIR")]
     out: PathBuf,
     /// Continue the unfinished run in --out from its last checkpoint.

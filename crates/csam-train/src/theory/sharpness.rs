@@ -100,8 +100,8 @@ pub struct SharpnessReport {
     pub optimizer: String,
     /// The rho that built theta~.
     pub rho: f64,
-    /// Examples actually used (`min(examples, training split)` is refused
-    /// instead, so this equals `settings.examples`).
+    /// Training examples the loss averages over (`settings.examples`; more
+    /// than the training split holds is refused).
     pub n_examples: usize,
     /// Number of weights (dimension of the Hessian).
     pub n_weights: i64,
