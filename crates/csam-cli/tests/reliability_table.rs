@@ -41,12 +41,12 @@ const fn case(
 }
 
 /// The commands the table covers, in its order.
-const COMMANDS: &[&str] = &["train", "eval", "metrics", "bench", "compare"];
+const COMMANDS: &[&str] = &["train", "eval", "metrics", "bench", "compare", "sharpness"];
 
 /// Placeholders (see [`expand`]): `{train}` a valid small training command
 /// into the fresh directory `{run}`; `config:TOML` a config file of a valid
 /// run plus the TOML given; `{eval}`, `{metrics}`, `{val}`, `{bench}`,
-/// `{compare}` valid base arguments; `{dir}` the directory of prepared bad
+/// `{compare}`, `{sharpness}` valid base arguments; `{dir}` the directory of prepared bad
 /// files (see [`prepare`]); `{fx}` the CLI's fixtures, `{calib}` the
 /// calibration crate's; `{trained}` a finished run.
 #[rustfmt::skip]
@@ -102,6 +102,7 @@ const CASES: &[Case] = &[
     case("train", "--init", "missing file", &["{train}", "--init", "{dir}/missing.safetensors"]),
     case("train", "--init", "not safetensors", &["{train}", "--init", "{dir}/garbage.safetensors"]),
     case("train", "--quiet", "a value", &["{train}", "--quiet=yes"]),
+    case("train", "--track-theory", "with SGD", &["{train}", "--track-theory"]),
     case("train", "config: (file)", "unknown key", &["{train}", "config:lrr = 0.1"]),
     case("train", "config: data", "3", &["{train}", "config:data = 3"]),
     case("train", "config: val_size", "0", &["{train}", "config:val_size = 0"]),
@@ -128,6 +129,7 @@ const CASES: &[Case] = &[
     case("train", "config: csam_detach", "1", &["{train}", "config:csam_detach = 1"]),
     case("train", "config: m", "0 (SAM)", &["{train}", "config:optimizer = \"sam\"\nm = 0"]),
     case("train", "config: sam_every", "0", &["{train}", "config:sam_every = 0"]),
+    case("train", "config: track_theory", "true (SGD)", &["{train}", "config:track_theory = true"]),
     case("train", "config: clip", "-1.0", &["{train}", "config:clip = -1.0"]),
     case("train", "config: augment", "\"no\"", &["{train}", "config:augment = \"no\""]),
     case("train", "config: shuffle", "\"no\"", &["{train}", "config:shuffle = \"no\""]),
@@ -203,6 +205,20 @@ const CASES: &[Case] = &[
     case("compare", "--threads", "0", &["{compare}", "--threads", "0"]),
     case("compare", "--out", "path below a regular file", &["{compare}", "--out", "{dir}/notes.txt/cmp"]),
     case("compare", "--quiet", "a value", &["{compare}", "--quiet=yes"]),
+    case("compare", "--track-theory", "a value", &["{compare}", "--track-theory=yes"]),
+    case("sharpness", "--run", "missing directory", &["sharpness", "--run", "{dir}/missing"]),
+    case("sharpness", "--run", "not a run", &["sharpness", "--run", "{dir}/empty"]),
+    case("sharpness", "--checkpoint", "middle", &["{sharpness}", "--checkpoint", "middle"]),
+    case("sharpness", "--examples", "0", &["{sharpness}", "--examples", "0"]),
+    case("sharpness", "--batch-size", "0", &["{sharpness}", "--batch-size", "0"]),
+    case("sharpness", "--max-iterations", "0", &["{sharpness}", "--max-iterations", "0"]),
+    case("sharpness", "--tolerance", "0", &["{sharpness}", "--tolerance", "0"]),
+    case("sharpness", "--segment-points", "-1", &["{sharpness}", "--segment-points=-1"]),
+    case("sharpness", "--seed", "-1", &["{sharpness}", "--seed=-1"]),
+    case("sharpness", "--rho", "-1", &["{sharpness}", "--rho=-1"]),
+    case("sharpness", "--device", "tpu", &["{sharpness}", "--device", "tpu"]),
+    case("sharpness", "--force", "a value", &["{sharpness}", "--force=yes"]),
+    case("sharpness", "--quiet", "a value", &["{sharpness}", "--quiet=yes"]),
 ];
 
 /// A valid small training run (flags after it override these).
@@ -245,6 +261,11 @@ const BENCH: &[&str] = &[
     "--steps", "1", "--device", "cpu",
 ];
 #[rustfmt::skip]
+const SHARPNESS: &[&str] = &[
+    "sharpness", "--run", "{trained}", "--examples", "50", "--max-iterations", "3",
+    "--device", "cpu", "--quiet",
+];
+#[rustfmt::skip]
 const COMPARE: &[&str] = &[
     "compare", "--data", "digits", "--model", "mlp", "--epochs", "1", "--seeds", "0",
     "--device", "cpu", "--quiet", "--out", "{run}",
@@ -285,13 +306,14 @@ fn expand(case: &Case, index: usize, places: &Places) -> Vec<String> {
     // A config file sets the run, so no flag may override its keys.
     let by_file = case.args.iter().any(|a| a.starts_with("config:"));
     let train = train_base();
-    let bases: [(&str, &[&str]); 6] = [
+    let bases: [(&str, &[&str]); 7] = [
         ("{train}", if by_file { TRAIN_BY_FILE } else { &train }),
         ("{eval}", EVAL),
         ("{metrics}", METRICS),
         ("{val}", VAL),
         ("{bench}", BENCH),
         ("{compare}", COMPARE),
+        ("{sharpness}", SHARPNESS),
     ];
     let mut args = Vec::new();
     for &arg in case.args {

@@ -18,6 +18,7 @@
 
 mod frame;
 mod histogram;
+mod lines;
 mod reliability;
 mod render;
 mod style;
@@ -27,6 +28,8 @@ use std::path::Path;
 use crate::binning::{Bin, BinStats};
 use crate::error::{CalibError, Result};
 use crate::io::write_atomically;
+
+pub use lines::{LineChart, Series};
 
 /// Image formats the plots are written in.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -102,6 +105,23 @@ pub fn write_reliability_diagram(
 /// Writes [`confidence_histogram`] to `path` (format from the extension), atomically.
 pub fn write_confidence_histogram(path: &Path, stats: &BinStats, title: &str) -> Result<()> {
     let bytes = confidence_histogram(stats, title, ImageFormat::from_path(path)?)?;
+    write_atomically(path, &bytes)
+}
+
+/// `chart` as SVG or PNG bytes; refuses a chart without a finite point.
+pub fn line_chart(chart: &LineChart, format: ImageFormat) -> Result<Vec<u8>> {
+    if chart.ranges().is_none() {
+        return Err(CalibError::Empty(format!(
+            "{}: no finite point to plot",
+            chart.title
+        )));
+    }
+    render::render(chart, format)
+}
+
+/// Writes [`line_chart`] to `path` (format from the extension), atomically.
+pub fn write_line_chart(path: &Path, chart: &LineChart) -> Result<()> {
+    let bytes = line_chart(chart, ImageFormat::from_path(path)?)?;
     write_atomically(path, &bytes)
 }
 
@@ -238,6 +258,41 @@ mod tests {
         nan.bins[last].sum_confidence = f64::NAN;
         assert!(reliability_diagram(&nan, "t", 0.0, ImageFormat::Png).is_err());
         assert!(ImageFormat::from_path(Path::new("a.jpg")).is_err());
+    }
+
+    #[test]
+    fn line_chart_draws_labels_and_refuses_empty_data() {
+        let chart = LineChart {
+            title: "lambda over training".into(),
+            x_desc: "Step".into(),
+            y_desc: "Value".into(),
+            series: vec![
+                Series {
+                    label: "lambda".into(),
+                    points: vec![(0.0, 1.0), (1.0, f64::NAN), (2.0, 3.0)],
+                },
+                Series {
+                    label: "lambda_0".into(),
+                    points: vec![(0.0, 1.0), (2.0, 1.0)],
+                },
+            ],
+        };
+        assert_eq!(chart.ranges().unwrap().0, (0.0, 2.0));
+        let svg = String::from_utf8(line_chart(&chart, ImageFormat::Svg).unwrap()).unwrap();
+        for text in ["lambda over training", "Step", "Value", "lambda_0"] {
+            assert!(svg.contains(text), "missing {text}");
+        }
+        let empty = LineChart {
+            series: vec![Series {
+                label: "x".into(),
+                points: vec![(0.0, f64::INFINITY)],
+            }],
+            ..chart
+        };
+        assert!(matches!(
+            line_chart(&empty, ImageFormat::Png),
+            Err(CalibError::Empty(_))
+        ));
     }
 
     #[test]

@@ -74,6 +74,10 @@ pub struct CompareArgs {
     /// settings reuses finished runs and resumes interrupted ones.
     #[arg(long, value_name = "DIR")]
     out: Option<PathBuf>,
+    /// Log the paper's per-step theory diagnostics (theory.jsonl) of the SAM and
+    /// CSAM runs (see `csam train --track-theory`).
+    #[arg(long)]
+    track_theory: bool,
     /// Hide the per-epoch progress bar.
     #[arg(long)]
     quiet: bool,
@@ -111,6 +115,7 @@ impl CompareArgs {
             rho: self.rho.unwrap_or(defaults.rho),
             gamma: self.gamma.unwrap_or(defaults.gamma),
             augment: self.augment.unwrap_or(defaults.augment),
+            track_theory: self.track_theory,
         })
     }
 }

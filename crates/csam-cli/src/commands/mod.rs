@@ -4,6 +4,7 @@ pub mod bench;
 pub mod compare;
 pub mod eval;
 pub mod metrics;
+pub mod sharpness;
 pub mod train;
 
 use std::io::{ErrorKind, Write};
@@ -25,6 +26,8 @@ pub enum Command {
     Bench(bench::BenchArgs),
     /// Compare SGD, SAM and CSAM over seeds: the paper's calibration table.
     Compare(Box<compare::CompareArgs>),
+    /// Hessian spectrum of a trained run: kappa_max, and kappa_min from theta to SAM's theta~.
+    Sharpness(sharpness::SharpnessArgs),
 }
 
 /// Runs one subcommand.
@@ -35,6 +38,7 @@ pub fn run(command: Command) -> anyhow::Result<()> {
         Command::Eval(args) => eval::run(args),
         Command::Bench(args) => bench::run(args),
         Command::Compare(args) => compare::run(*args),
+        Command::Sharpness(args) => sharpness::run(args),
     }
 }
 

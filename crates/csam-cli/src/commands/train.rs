@@ -16,7 +16,8 @@ pub struct TrainArgs {
     /// TOML file of settings, keys as in a run's config.toml.
     #[arg(long, value_name = "FILE")]
     config: Option<PathBuf>,
-    /// Run directory: config.toml, metrics.jsonl, model.safetensors, logits, summary.json.
+    /// Run directory: config.toml, metrics.jsonl, model.safetensors, logits, summary.json
+    /// (and theory.jsonl with --track-theory).
     #[arg(long, value_name = "DIR")]
     out: PathBuf,
     /// Continue the unfinished run in --out from its last checkpoint.
@@ -119,6 +120,10 @@ pub struct TrainArgs {
     /// e.g. saved with safetensors.torch.save_file(model.state_dict(), FILE)).
     #[arg(long, value_name = "FILE")]
     init: Option<String>,
+    /// Log the paper's per-step diagnostics to theory.jsonl (SAM and CSAM only): geometric
+    /// means p_y and p~_y, Lemma 2's bound, lambda, lambda_0, H(p_y), ||g||; plots at the end.
+    #[arg(long, num_args = 0..=1, default_missing_value = "true", value_name = "BOOL")]
+    track_theory: Option<bool>,
     /// Hide the progress bar (epoch lines are still printed).
     #[arg(long)]
     quiet: bool,
@@ -184,6 +189,7 @@ impl TrainArgs {
         put("best_metric", text(&self.best_metric));
         put("threads", int(self.threads));
         put("init", text(&self.init));
+        put("track_theory", self.track_theory.map(toml::Value::Boolean));
         table
     }
 }

@@ -64,6 +64,11 @@ pub struct CompareSettings {
     /// Training augmentation (random crop with padding, flip where the data
     /// set allows it).
     pub augment: bool,
+    /// Log the theory diagnostics (`theory.jsonl`) of the SAM and CSAM runs;
+    /// the other methods have no perturbed point to track (see
+    /// [`crate::theory`]). Absent in older `compare.json` files: off.
+    #[serde(default)]
+    pub track_theory: bool,
 }
 
 impl Default for CompareSettings {
@@ -90,6 +95,7 @@ impl Default for CompareSettings {
             rho: 0.05,
             gamma: 1.0,
             augment: false,
+            track_theory: false,
         }
     }
 }
@@ -110,6 +116,8 @@ impl CompareSettings {
             rho: self.rho,
             gamma: self.gamma,
             augment: self.augment,
+            track_theory: self.track_theory
+                && matches!(method, OptimizerFamily::Sam | OptimizerFamily::Csam),
             ..TrainConfig::default()
         }
     }
@@ -479,6 +487,13 @@ mod tests {
         assert_eq!(csam.optimizer, OptimizerFamily::Csam);
         assert_eq!((csam.seed, csam.rho, csam.gamma), (2, 0.05, 1.0));
         settings.validate().unwrap();
+        let tracked = CompareSettings {
+            track_theory: true,
+            ..settings
+        };
+        assert!(!tracked.train_config(OptimizerFamily::Sgd, 0).track_theory);
+        assert!(tracked.train_config(OptimizerFamily::Csam, 0).track_theory);
+        tracked.validate().unwrap();
     }
 
     #[test]

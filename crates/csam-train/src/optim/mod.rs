@@ -8,7 +8,7 @@
 
 mod adamw;
 mod buffers;
-mod flat;
+pub(crate) mod flat;
 mod params;
 mod perturbation;
 pub mod sam;

@@ -180,6 +180,10 @@ pub struct TrainConfig {
     /// instead of the seeded initialisation (e.g. a PyTorch twin's
     /// `save_file(model.state_dict(), ...)`). None: initialise from the seed.
     pub init: Option<String>,
+    /// Log the paper's per-step diagnostics (p_y, p~_y, Lemma 2's bound,
+    /// lambda, lambda_0, H(p_y), ||g||) to `theory.jsonl`; SAM and CSAM only
+    /// (see [`crate::theory::TheoryRecord`]).
+    pub track_theory: bool,
 }
 
 impl Default for TrainConfig {
@@ -217,6 +221,7 @@ impl Default for TrainConfig {
             best_metric: BestMetric::Nll,
             threads: None,
             init: None,
+            track_theory: false,
         }
     }
 }
@@ -408,6 +413,20 @@ impl TrainConfig {
                 ));
             }
         }
+        if self.track_theory
+            && !matches!(self.optimizer, OptimizerFamily::Sam | OptimizerFamily::Csam)
+        {
+            return Err(invalid(
+                "track_theory",
+                "true".into(),
+                &format!(
+                    "the theory diagnostics compare theta with SAM's perturbed point \
+                     theta~ = theta + rho g/||g|| (the paper's Lemma 2); optimizer {} has no \
+                     such point. Use --optimizer sam or csam",
+                    self.optimizer
+                ),
+            ));
+        }
         if self.threads == Some(0) {
             return Err(invalid("threads", "0".into(), "must be at least 1"));
         }
@@ -523,6 +542,7 @@ pub const CONFIG_KEYS: &[&str] = &[
     "best_metric",
     "threads",
     "init",
+    "track_theory",
 ];
 
 #[cfg(test)]
@@ -752,6 +772,21 @@ mod tests {
                     ..valid()
                 },
                 "gamma",
+            ),
+            (
+                TrainConfig {
+                    track_theory: true,
+                    ..valid()
+                },
+                "track_theory",
+            ),
+            (
+                TrainConfig {
+                    track_theory: true,
+                    optimizer: OptimizerFamily::Asam,
+                    ..valid()
+                },
+                "track_theory",
             ),
         ];
         for (config, key) in cases {

@@ -1,14 +1,11 @@
-//! `metrics.jsonl`: one JSON object per finished epoch, rewritten atomically
-//! after every epoch (so a reader never sees half a line) and cut back to the
-//! checkpointed epochs when a run resumes.
-
-use std::path::PathBuf;
+//! `metrics.jsonl`: one JSON object per finished epoch (an [`EpochLog`]:
+//! rewritten atomically after every epoch and cut back to the checkpointed
+//! epochs when a run resumes).
 
 use csam_calib::metrics::summary::MetricSummary;
 use serde::{Deserialize, Serialize};
 
-use super::atomic::write_atomic;
-use super::error::{Result, TrainError};
+pub use super::epoch_log::EpochLog;
 
 /// Loss and accuracy of the training mini-batches of one epoch (means over
 /// examples, at the weights each step started from).
@@ -37,83 +34,8 @@ pub struct EpochRecord {
     pub seconds: f64,
 }
 
-/// The epoch log of a run.
-#[derive(Debug, Clone)]
-pub struct MetricsLog {
-    path: PathBuf,
-}
-
-impl MetricsLog {
-    /// The log at `path` (created on the first append).
-    pub fn new(path: impl Into<PathBuf>) -> Self {
-        MetricsLog { path: path.into() }
-    }
-
-    /// The log's records, in file order; an absent file is an empty log.
-    pub fn read(&self) -> Result<Vec<EpochRecord>> {
-        self.lines()?
-            .iter()
-            .map(|(number, line)| self.parse(*number, line))
-            .collect()
-    }
-
-    /// Appends one record (rewrites the file atomically; earlier lines are
-    /// kept byte for byte).
-    pub fn append(&self, record: &EpochRecord) -> Result<()> {
-        let line = serde_json::to_string(record).map_err(|e| TrainError::Corrupt {
-            path: self.path.clone(),
-            message: e.to_string(),
-        })?;
-        let mut lines: Vec<String> = self.lines()?.into_iter().map(|(_, l)| l).collect();
-        lines.push(line);
-        self.write(&lines)
-    }
-
-    /// Drops the records of epochs after `epochs_done` (those a killed run
-    /// logged before its checkpoint was written; resuming repeats them).
-    pub fn truncate_after(&self, epochs_done: usize) -> Result<()> {
-        let mut kept = Vec::new();
-        for (number, line) in self.lines()? {
-            if self.parse::<EpochOnly>(number, &line)?.epoch <= epochs_done {
-                kept.push(line);
-            }
-        }
-        self.write(&kept)
-    }
-
-    /// Non-empty lines with their 1-based line numbers.
-    fn lines(&self) -> Result<Vec<(usize, String)>> {
-        if !self.path.exists() {
-            return Ok(Vec::new());
-        }
-        let text =
-            std::fs::read_to_string(&self.path).map_err(TrainError::io("read", &self.path))?;
-        Ok(text
-            .lines()
-            .enumerate()
-            .filter(|(_, line)| !line.trim().is_empty())
-            .map(|(i, line)| (i + 1, line.to_string()))
-            .collect())
-    }
-
-    fn parse<T: serde::de::DeserializeOwned>(&self, number: usize, line: &str) -> Result<T> {
-        serde_json::from_str(line).map_err(|e| TrainError::Corrupt {
-            path: self.path.clone(),
-            message: format!("line {number}: {e}"),
-        })
-    }
-
-    fn write(&self, lines: &[String]) -> Result<()> {
-        let text: String = lines.iter().map(|l| format!("{l}\n")).collect();
-        write_atomic(&self.path, text.as_bytes())
-    }
-}
-
-/// The one field `truncate_after` needs from a line.
-#[derive(Deserialize)]
-struct EpochOnly {
-    epoch: usize,
-}
+/// The epoch log of a run (`metrics.jsonl`).
+pub type MetricsLog = EpochLog<EpochRecord>;
 
 #[cfg(test)]
 mod tests {
@@ -154,17 +76,5 @@ mod tests {
             first
         );
         assert_eq!(log.read().unwrap()[0].epoch, 1);
-    }
-
-    #[test]
-    fn corrupt_line_is_named() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("metrics.jsonl");
-        std::fs::write(&path, "{\"epoch\": 1}\nnot json\n").unwrap();
-        let err = MetricsLog::new(&path)
-            .truncate_after(5)
-            .unwrap_err()
-            .to_string();
-        assert!(err.contains("line 2"), "{err}");
     }
 }

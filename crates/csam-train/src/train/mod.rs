@@ -13,6 +13,7 @@ pub mod allocator;
 pub mod atomic;
 pub mod checkpoint;
 pub mod config;
+pub mod epoch_log;
 pub mod error;
 pub mod eval;
 pub mod evaluate;

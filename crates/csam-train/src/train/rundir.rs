@@ -5,6 +5,9 @@
 //! - `config.toml`: the effective configuration;
 //! - `normalization.json`: per-channel mean / std fitted on the training split;
 //! - `metrics.jsonl`: one JSON object per finished epoch;
+//! - `theory.jsonl` (with `track_theory`): one JSON object per perturbed step,
+//!   and its figures `theory-*.{svg,png}` (see [`crate::theory`]);
+//! - `sharpness.json`: the report of `csam sharpness`;
 //! - `model.safetensors` (best by the chosen validation metric) and
 //!   `model-last.safetensors` (after the last epoch);
 //! - `{val,test}_logits.npy` (f32, N x K) and `{val,test}_labels.npy` of the best model;
@@ -84,6 +87,11 @@ impl RunDir {
     /// `metrics.jsonl`.
     pub fn metrics_log(&self) -> PathBuf {
         self.root.join("metrics.jsonl")
+    }
+
+    /// `theory.jsonl`.
+    pub fn theory_log(&self) -> PathBuf {
+        self.root.join("theory.jsonl")
     }
 
     /// `model.safetensors`: the best weights by the validation metric.

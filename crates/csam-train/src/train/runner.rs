@@ -16,6 +16,7 @@ use super::rundir::{RunDir, Split};
 use super::session::{Names, Session};
 use super::summary::RunSummary;
 use crate::device::device_name;
+use crate::theory::{self, TheoryLog, TheoryRecord, TheorySummary};
 use csam_calib::metrics::summary::MetricSummary;
 
 /// What `csam train` asks for.
@@ -88,10 +89,23 @@ pub fn run(request: &TrainRequest) -> Result<RunOutcome> {
         elapsed_s: 0.0,
     });
     log.truncate_after(state.epochs_done)?;
+    let theory_log = config
+        .track_theory
+        .then(|| theory::theory_log(run_dir.root()));
+    if let Some(theory_log) = &theory_log {
+        theory_log.truncate_after(state.epochs_done)?;
+    }
 
     for epoch in state.epochs_done + 1..=config.epochs {
         let started = Instant::now();
-        let (train, lr) = train_epoch(&mut session, &mut state, epoch, request.show_progress)?;
+        let mut theory_records = Vec::new();
+        let (train, lr) = train_epoch(
+            &mut session,
+            &mut state,
+            epoch,
+            request.show_progress,
+            &mut theory_records,
+        )?;
         let val = session.predict_split(Split::Val)?;
         if val.non_finite_rows() > 0 {
             let what = format!(
@@ -120,7 +134,8 @@ pub fn run(request: &TrainRequest) -> Result<RunOutcome> {
         };
         state.epochs_done = epoch;
         state.elapsed_s += seconds;
-        save_epoch(&run_dir, &log, &session, &state, &record).map_err(|cause| {
+        let theory = theory_log.as_ref().map(|l| (l, theory_records.as_slice()));
+        save_epoch(&run_dir, &log, theory, &session, &state, &record).map_err(|cause| {
             TrainError::SaveFailed {
                 epoch,
                 last_good_epoch,
@@ -136,11 +151,13 @@ pub fn run(request: &TrainRequest) -> Result<RunOutcome> {
 }
 
 /// Writes an epoch's results: the best weights when it improved, its log
-/// line, then its checkpoint, which commits the epoch (a run killed before
-/// that repeats it on resume, see [`checkpoint`]).
+/// line and, when tracked, its theory records, then its checkpoint, which
+/// commits the epoch (a run killed before that repeats it on resume, see
+/// [`checkpoint`]).
 fn save_epoch(
     run_dir: &RunDir,
     log: &MetricsLog,
+    theory: Option<(&TheoryLog, &[TheoryRecord])>,
     session: &Session,
     state: &TrainState,
     record: &EpochRecord,
@@ -148,6 +165,9 @@ fn save_epoch(
     let weights = session.trainer.var_store();
     if record.best {
         checkpoint::save_weights(weights, &run_dir.best_model())?;
+    }
+    if let Some((theory_log, records)) = theory {
+        theory_log.append_all(records)?;
     }
     log.append(record)?;
     checkpoint::save(run_dir, state, weights, &session.trainer.optimizer_state())
@@ -181,12 +201,15 @@ fn diverged(epoch: usize, step: usize, what: &str, state: &TrainState) -> TrainE
 }
 
 /// One pass over the training split. Returns the epoch's training stats and
-/// its last learning rate.
+/// its last learning rate; with `track_theory`, pushes the record of every
+/// perturbed step onto `theory` (derived from the step's own statistics: no
+/// extra forward pass).
 fn train_epoch(
     session: &mut Session,
     state: &mut TrainState,
     epoch: usize,
     show_progress: bool,
+    theory: &mut Vec<TheoryRecord>,
 ) -> Result<(TrainStats, f64)> {
     let config = &session.config;
     // Dropout and any other libtorch randomness of this epoch depend on
@@ -204,6 +227,14 @@ fn train_epoch(
             Ok(stats) => stats,
             Err(message) => return Err(diverged(epoch, step + 1, &message, state)),
         };
+        if config.track_theory {
+            theory.extend(TheoryRecord::from_step(
+                epoch,
+                state.global_step,
+                config.rho,
+                &stats,
+            ));
+        }
         let batch = ys.size().first().copied().unwrap_or(0) as f64;
         loss_sum += stats.loss * batch;
         correct += stats.accuracy * batch;
@@ -260,6 +291,11 @@ fn finish(session: &mut Session, run_dir: &RunDir, state: &TrainState) -> Result
         path: run_dir.summary(),
         message: e.to_string(),
     })?;
+    if config.track_theory {
+        let records = theory::read_theory(run_dir.root())?;
+        theory::write_theory_plots(run_dir.root(), &records)?;
+        println!("{}", TheorySummary::of(&records).line());
+    }
     super::atomic::write_atomic(&run_dir.summary(), &json)?;
     Ok(summary)
 }
