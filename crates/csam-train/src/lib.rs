@@ -16,4 +16,5 @@ pub mod experiment;
 pub mod loss;
 pub mod model;
 pub mod optim;
+pub mod shift;
 pub mod train;
