@@ -20,7 +20,7 @@ pub(crate) enum Purpose {
     /// Crop offsets and flips in an epoch.
     Augment = 3,
     /// The noise and angles of one corrupted image (`crate::shift::corrupt`);
-    /// the `epoch` slot carries the corruption, severity and image index.
+    /// the `epoch` slot carries the corruption and the image index.
     Corrupt = 4,
 }
 

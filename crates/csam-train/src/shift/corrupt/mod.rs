@@ -6,10 +6,13 @@
 //! Written in Rust from those definitions, for any image size and 1 or 3
 //! channels (the formulas are per channel or per pixel; brightness uses the
 //! pixel's maximum over its channels, the HSV value). The random draws come
-//! from ChaCha8 streams keyed by `(seed, corruption, severity, image index)`,
-//! so an image's corruption does not depend on which other images or
-//! corruptions were made, and the same seed gives the same bytes on every
-//! machine. numpy's random streams are not reproduced: the noise is the same
+//! from ChaCha8 streams keyed by `(seed, corruption, image index)`, so an
+//! image's corruption does not depend on which other images or corruptions
+//! were made, and the same seed gives the same bytes on every machine. The
+//! severity is not part of the key: an image meets the same random numbers
+//! at every severity (the same motion angle, the same Gaussian draws scaled
+//! by a larger deviation, impulse hits that grow into a superset), so its
+//! severities differ in strength only. numpy's random streams are not reproduced: the noise is the same
 //! distribution as CIFAR-10-C's, not the same samples.
 //!
 //! Families: [`noise`] (Gaussian, shot, impulse), [`blur`] (defocus, motion),
@@ -150,7 +153,7 @@ impl Corruption {
     }
 
     /// Sample `index` of `dataset` corrupted at `severity`, as CHW bytes.
-    /// The random stream is keyed by `(seed, self, severity, index)`.
+    /// The random stream is keyed by `(seed, self, index)` (see the module doc).
     pub fn corrupt_sample(
         self,
         dataset: &Dataset,
@@ -164,7 +167,7 @@ impl Corruption {
             dataset.height,
             dataset.width,
         );
-        let key = (self as u64) << 56 | u64::from(severity.level()) << 48 | index as u64;
+        let key = (self as u64) << 56 | index as u64;
         let mut rng = stream(seed, Purpose::Corrupt, key);
         self.apply(&clean, severity, &mut rng).to_bytes()
     }
