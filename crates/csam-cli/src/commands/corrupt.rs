@@ -24,7 +24,7 @@ pub struct CorruptArgs {
     /// The part of the dataset to corrupt.
     #[arg(long, value_enum, default_value = "test")]
     split: Part,
-    /// Output directory: DIR/<corruption>.npy, DIR/labels.npy, DIR/meta.json.
+    /// Output directory: DIR/CORRUPTION.npy, DIR/labels.npy, DIR/meta.json.
     #[arg(long, value_name = "DIR")]
     out: PathBuf,
     /// Comma list of gaussian_noise, shot_noise, impulse_noise, defocus_blur,

@@ -21,7 +21,7 @@ pub struct EvalArgs {
     /// --data`; default: the first run's training data).
     #[arg(long, value_name = "SPEC")]
     data: Option<String>,
-    /// Also evaluate every <corruption>.npy of this CIFAR-10-C layout directory
+    /// Also evaluate every CORRUPTION.npy of this CIFAR-10-C layout directory
     /// (written by `csam corrupt`, or the real CIFAR-10-C): accuracy, ECE and
     /// NLL per corruption and severity, and their means.
     #[arg(long, value_name = "DIR")]

@@ -175,7 +175,7 @@ pub(crate) fn hwc_to_chw(hwc: &[u8], channels: usize, height: usize, width: usiz
 }
 
 /// Transposes samples stored `C x H x W` to `H x W x C` (the `.npy` image
-/// layout of CIFAR-10-C), the inverse of [`hwc_to_chw`].
+/// layout of CIFAR-10-C), the inverse of the HWC-to-CHW transpose the loaders apply.
 pub fn chw_to_hwc(chw: &[u8], channels: usize, height: usize, width: usize) -> Vec<u8> {
     transpose_samples(chw, channels, height * width, true)
 }

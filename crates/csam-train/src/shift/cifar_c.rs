@@ -3,7 +3,7 @@
 //! `(S * N, H, W, C)`), and `DIR/labels.npy` the labels repeated `S` times.
 //! Hendrycks & Dietterich's release has `S = 5` and no other file;
 //! [`write_corruption_set`] also writes `meta.json` (which severities, seed,
-//! source), which [`read_corruption_set`] uses when it is there.
+//! source), which [`open_corruption_set`] uses when it is there.
 
 use std::path::{Path, PathBuf};
 
@@ -154,10 +154,21 @@ fn progress_bar(total: usize, visible: bool) -> ProgressBar {
 
 const TEMPLATE: &str = "{msg:15} [{bar:30}] {pos}/{len} images ({elapsed}<{eta})";
 
-/// Reads every `<name>.npy` of a CIFAR-10-C layout directory (sorted by
-/// name; `labels.npy` is the labels) with `n_classes` classes, split into
-/// severities: those of `meta.json` when csam wrote the set, 1..5 otherwise.
-pub fn read_corruption_set(dir: &Path, n_classes: usize) -> Result<Vec<CorruptionFile>> {
+/// A CIFAR-10-C layout directory, opened: its corruption files are read
+/// one at a time by [`CorruptionSet::load`] (the real CIFAR-10-C holds 19
+/// files of 150 MB).
+#[derive(Debug, Clone)]
+pub struct CorruptionSet {
+    /// Every `<name>.npy` but `labels.npy`, sorted by name.
+    pub files: Vec<PathBuf>,
+    /// The severities stacked in each file: those of `meta.json` when csam
+    /// wrote the set, 1..5 otherwise.
+    pub severities: Vec<u8>,
+    labels: PathBuf,
+}
+
+/// Lists the corruption files of the CIFAR-10-C layout directory `dir`.
+pub fn open_corruption_set(dir: &Path) -> Result<CorruptionSet> {
     let labels = dir.join(LABELS_FILE);
     if !labels.is_file() {
         return Err(TrainError::Data(format!(
@@ -167,24 +178,25 @@ pub fn read_corruption_set(dir: &Path, n_classes: usize) -> Result<Vec<Corruptio
         )));
     }
     let severities = read_severities(dir)?;
-    let mut paths: Vec<PathBuf> = std::fs::read_dir(dir)
+    let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
         .map_err(TrainError::io("list", dir))?
         .filter_map(|entry| entry.ok().map(|e| e.path()))
         .filter(|p| {
             p.extension().is_some_and(|e| e == "npy") && p.file_name() != Some(LABELS_FILE.as_ref())
         })
         .collect();
-    paths.sort();
-    if paths.is_empty() {
+    files.sort();
+    if files.is_empty() {
         return Err(TrainError::Data(format!(
             "{} holds no <corruption>.npy file",
             dir.display()
         )));
     }
-    paths
-        .into_iter()
-        .map(|path| read_corruption_file(path, &labels, &severities, n_classes))
-        .collect()
+    Ok(CorruptionSet {
+        files,
+        severities,
+        labels,
+    })
 }
 
 fn read_severities(dir: &Path) -> Result<Vec<u8>> {
@@ -206,46 +218,47 @@ fn read_severities(dir: &Path) -> Result<Vec<u8>> {
     Ok(meta.severities)
 }
 
-fn read_corruption_file(
-    path: PathBuf,
-    labels: &Path,
-    severities: &[u8],
-    n_classes: usize,
-) -> Result<CorruptionFile> {
-    let spec = DatasetSpec::Npy {
-        images: path.clone(),
-        labels: labels.to_path_buf(),
-        n_classes: Some(n_classes),
-    };
-    let all = data::load(&spec)
-        .map_err(|e| TrainError::Data(e.to_string()))?
-        .test;
-    if all.n % severities.len() != 0 {
-        return Err(TrainError::Data(format!(
-            "{}: {} images do not split into {} severities",
-            path.display(),
-            all.n,
-            severities.len()
-        )));
-    }
-    let per = all.n / severities.len();
-    let name = path
-        .file_stem()
-        .map_or_else(String::new, |s| s.to_string_lossy().into_owned());
-    let severities = severities
-        .iter()
-        .enumerate()
-        .map(|(k, &level)| {
-            let indices: Vec<usize> = (k * per..(k + 1) * per).collect();
-            let named = format!("{} (severity {level})", path.display());
-            (level, all.select(&indices).renamed(named))
+impl CorruptionSet {
+    /// Reads one of [`CorruptionSet::files`] with `n_classes` classes,
+    /// split by severity.
+    pub fn load(&self, path: &Path, n_classes: usize) -> Result<CorruptionFile> {
+        let severities = &self.severities;
+        let (path, labels) = (path.to_path_buf(), self.labels.as_path());
+        let spec = DatasetSpec::Npy {
+            images: path.clone(),
+            labels: labels.to_path_buf(),
+            n_classes: Some(n_classes),
+        };
+        let all = data::load(&spec)
+            .map_err(|e| TrainError::Data(e.to_string()))?
+            .test;
+        if all.n % severities.len() != 0 {
+            return Err(TrainError::Data(format!(
+                "{}: {} images do not split into {} severities",
+                path.display(),
+                all.n,
+                severities.len()
+            )));
+        }
+        let per = all.n / severities.len();
+        let name = path
+            .file_stem()
+            .map_or_else(String::new, |s| s.to_string_lossy().into_owned());
+        let severities = severities
+            .iter()
+            .enumerate()
+            .map(|(k, &level)| {
+                let indices: Vec<usize> = (k * per..(k + 1) * per).collect();
+                let named = format!("{} (severity {level})", path.display());
+                (level, all.select(&indices).renamed(named))
+            })
+            .collect();
+        Ok(CorruptionFile {
+            name,
+            path,
+            severities,
         })
-        .collect();
-    Ok(CorruptionFile {
-        name,
-        path,
-        severities,
-    })
+    }
 }
 
 #[cfg(test)]

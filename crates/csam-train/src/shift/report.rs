@@ -11,7 +11,7 @@ use csam_calib::metrics::summary::{summarize, MetricOptions};
 use ndarray::ArrayView2;
 use serde::{Deserialize, Serialize};
 
-use super::cifar_c::read_corruption_set;
+use super::cifar_c::open_corruption_set;
 use super::predictor::Predictor;
 use crate::train::error::{Result, TrainError};
 
@@ -107,9 +107,10 @@ pub fn evaluate_corruptions(
     dir: &Path,
     n_classes: usize,
 ) -> Result<CorruptionReport> {
-    let files = read_corruption_set(dir, n_classes)?;
-    let mut corruptions = Vec::with_capacity(files.len());
-    for file in files {
+    let set = open_corruption_set(dir)?;
+    let mut corruptions = Vec::with_capacity(set.files.len());
+    for path in &set.files {
+        let file = set.load(path, n_classes)?;
         let mut severities = Vec::with_capacity(file.severities.len());
         for (severity, dataset) in &file.severities {
             let probs = predictor.probabilities(dataset)?;
