@@ -98,12 +98,9 @@ def cifar10_sample_outputs(wheel):
     return outputs
 
 
-def main():
-    args = sys.argv[1:]
-    check = "--check" in args
-    outputs = fashion_outputs()
-    if "--cifar10-samples" in args:
-        outputs.update(cifar10_sample_outputs(args[args.index("--cifar10-samples") + 1]))
+def emit(outputs, check):
+    """Writes each `data/NAME` atomically and prints its SHA-256 and size; with `check`,
+    only compares. Returns whether a file differs (check mode)."""
     differ = False
     for name, payload in outputs.items():
         path = OUT / name
@@ -117,7 +114,15 @@ def main():
         tmp.write_bytes(payload)
         tmp.replace(path)
         print(f"{hashlib.sha256(payload).hexdigest()}  {len(payload):>9}  {name}")
-    sys.exit(1 if differ else 0)
+    return differ
+
+
+def main():
+    args = sys.argv[1:]
+    outputs = fashion_outputs()
+    if "--cifar10-samples" in args:
+        outputs.update(cifar10_sample_outputs(args[args.index("--cifar10-samples") + 1]))
+    sys.exit(1 if emit(outputs, "--check" in args) else 0)
 
 
 if __name__ == "__main__":

@@ -41,12 +41,20 @@ const fn case(
 }
 
 /// The commands the table covers, in its order.
-const COMMANDS: &[&str] = &["train", "eval", "metrics", "bench", "compare", "sharpness"];
+const COMMANDS: &[&str] = &[
+    "train",
+    "eval",
+    "metrics",
+    "bench",
+    "compare",
+    "sharpness",
+    "corrupt",
+];
 
 /// Placeholders (see [`expand`]): `{train}` a valid small training command
 /// into the fresh directory `{run}`; `config:TOML` a config file of a valid
 /// run plus the TOML given; `{eval}`, `{metrics}`, `{val}`, `{bench}`,
-/// `{compare}`, `{sharpness}` valid base arguments; `{dir}` the directory of prepared bad
+/// `{compare}`, `{sharpness}`, `{corrupt}` valid base arguments; `{dir}` the directory of prepared bad
 /// files (see [`prepare`]); `{fx}` the CLI's fixtures, `{calib}` the
 /// calibration crate's; `{trained}` a finished run.
 #[rustfmt::skip]
@@ -145,6 +153,13 @@ const CASES: &[Case] = &[
     case("eval", "--force", "a value", &["{eval}", "--force=yes"]),
     case("eval", "--device", "tpu", &["{eval}", "--device", "tpu"]),
     case("eval", "--batch-size", "0", &["{eval}", "--batch-size", "0"]),
+    case("eval", "--corruptions", "missing directory", &["{eval}", "--corruptions", "{dir}/missing"]),
+    case("eval", "--corruptions", "directory without .npy files", &["{eval}", "--corruptions", "{dir}/empty"]),
+    case("eval", "--ood", "unknown name", &["{eval}", "--ood", "nonsense"]),
+    case("eval", "--mc-dropout", "0", &["{eval}", "--mc-dropout", "0"]),
+    case("eval", "--mc-dropout", "run without dropout", &["{eval}", "--mc-dropout", "5"]),
+    case("eval", "--seed", "-1", &["{eval}", "--seed=-1"]),
+    case("eval", "--json", "a value", &["{eval}", "--json=yes"]),
     case("metrics", "PREDS", "not a .npy file", &["metrics", "{dir}/garbage.npy", "--labels", "{fx}/test_labels.npy", "--logits"]),
     case("metrics", "PREDS", "unknown extension", &["metrics", "{dir}/preds.xyz", "--labels", "{fx}/test_labels.npy", "--logits"]),
     case("metrics", "PREDS", "missing file", &["metrics", "{dir}/missing.npy", "--labels", "{fx}/test_labels.npy", "--logits"]),
@@ -219,6 +234,15 @@ const CASES: &[Case] = &[
     case("sharpness", "--device", "tpu", &["{sharpness}", "--device", "tpu"]),
     case("sharpness", "--force", "a value", &["{sharpness}", "--force=yes"]),
     case("sharpness", "--quiet", "a value", &["{sharpness}", "--quiet=yes"]),
+    case("corrupt", "--data", "unknown name", &["{corrupt}", "--data", "nonsense"]),
+    case("corrupt", "--split", "val", &["{corrupt}", "--split", "val"]),
+    case("corrupt", "--out", "path below a regular file", &["{corrupt}", "--out", "{dir}/notes.txt/c"]),
+    case("corrupt", "--corruptions", "fog", &["{corrupt}", "--corruptions", "fog"]),
+    case("corrupt", "--severities", "6", &["{corrupt}", "--severities", "6"]),
+    case("corrupt", "--severities", "3-1", &["{corrupt}", "--severities", "3-1"]),
+    case("corrupt", "--seed", "-1", &["{corrupt}", "--seed=-1"]),
+    case("corrupt", "--force", "a value", &["{corrupt}", "--force=yes"]),
+    case("corrupt", "--quiet", "a value", &["{corrupt}", "--quiet=yes"]),
 ];
 
 /// A valid small training run (flags after it override these).
@@ -266,6 +290,8 @@ const SHARPNESS: &[&str] = &[
     "--device", "cpu", "--quiet",
 ];
 #[rustfmt::skip]
+const CORRUPT: &[&str] = &["corrupt", "--data", "digits", "--out", "{run}", "--quiet"];
+#[rustfmt::skip]
 const COMPARE: &[&str] = &[
     "compare", "--data", "digits", "--model", "mlp", "--epochs", "1", "--seeds", "0",
     "--device", "cpu", "--quiet", "--out", "{run}",
@@ -306,7 +332,7 @@ fn expand(case: &Case, index: usize, places: &Places) -> Vec<String> {
     // A config file sets the run, so no flag may override its keys.
     let by_file = case.args.iter().any(|a| a.starts_with("config:"));
     let train = train_base();
-    let bases: [(&str, &[&str]); 7] = [
+    let bases: [(&str, &[&str]); 8] = [
         ("{train}", if by_file { TRAIN_BY_FILE } else { &train }),
         ("{eval}", EVAL),
         ("{metrics}", METRICS),
@@ -314,6 +340,7 @@ fn expand(case: &Case, index: usize, places: &Places) -> Vec<String> {
         ("{bench}", BENCH),
         ("{compare}", COMPARE),
         ("{sharpness}", SHARPNESS),
+        ("{corrupt}", CORRUPT),
     ];
     let mut args = Vec::new();
     for &arg in case.args {

@@ -16,5 +16,6 @@ pub mod experiment;
 pub mod loss;
 pub mod model;
 pub mod optim;
+pub mod shift;
 pub mod theory;
 pub mod train;

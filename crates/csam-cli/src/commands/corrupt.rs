@@ -1,0 +1,95 @@
+//! `csam corrupt`: write a dataset's corrupted copies in the CIFAR-10-C layout.
+
+use std::path::PathBuf;
+
+use anyhow::Context;
+use clap::{Args, ValueEnum};
+use csam_train::data::{load, DatasetSpec};
+use csam_train::shift::cifar_c::{write_corruption_set, CorruptionPlan};
+use csam_train::shift::corrupt::{Corruption, Severity};
+
+/// Which part of the dataset to corrupt.
+#[derive(Debug, Clone, Copy, ValueEnum)]
+enum Part {
+    Test,
+    Train,
+}
+
+/// Flags of `csam corrupt`.
+#[derive(Debug, Args)]
+#[command(args_override_self = true)]
+pub struct CorruptArgs {
+    /// Dataset spec (same forms as `csam train --data`).
+    #[arg(long, value_name = "SPEC")]
+    data: String,
+    /// The part of the dataset to corrupt.
+    #[arg(long, value_enum, default_value = "test")]
+    split: Part,
+    /// Output directory: DIR/CORRUPTION.npy, DIR/labels.npy, DIR/meta.json.
+    #[arg(long, value_name = "DIR")]
+    out: PathBuf,
+    /// Comma list of gaussian_noise, shot_noise, impulse_noise, defocus_blur,
+    /// motion_blur, contrast, brightness (default: all seven).
+    #[arg(long, value_delimiter = ',', value_name = "LIST")]
+    corruptions: Vec<String>,
+    /// Severities stacked in each file, in order: a range (1-5), a level or a comma list.
+    #[arg(long, default_value = "1-5", value_name = "LEVELS")]
+    severities: String,
+    /// Seed of the random noise and motion-blur angles.
+    #[arg(long, default_value_t = 0)]
+    seed: u64,
+    /// Replace existing files in DIR.
+    #[arg(long)]
+    force: bool,
+    /// No progress bar.
+    #[arg(long)]
+    quiet: bool,
+}
+
+/// Runs `csam corrupt`.
+pub fn run(args: CorruptArgs) -> anyhow::Result<()> {
+    let corruptions = if args.corruptions.is_empty() {
+        Corruption::ALL.to_vec()
+    } else {
+        args.corruptions
+            .iter()
+            .map(|name| name.parse::<Corruption>())
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|e| anyhow::anyhow!("--corruptions: {e}"))?
+    };
+    let severities =
+        Severity::parse_list(&args.severities).map_err(|e| anyhow::anyhow!("--severities: {e}"))?;
+    let spec: DatasetSpec = args.data.parse().context("--data")?;
+    let source = load(&spec).with_context(|| format!("loading {}", args.data))?;
+    let (dataset, part) = match args.split {
+        Part::Test => (source.test, "test"),
+        Part::Train => (
+            source
+                .train
+                .with_context(|| format!("--split train: {} has no training part", args.data))?,
+            "train",
+        ),
+    };
+    let plan = CorruptionPlan {
+        corruptions,
+        severities,
+        seed: args.seed,
+    };
+    let source_name = format!("{}/{part}", args.data);
+    let written = write_corruption_set(
+        &args.out,
+        &dataset,
+        &source_name,
+        &plan,
+        args.force,
+        !args.quiet,
+    )?;
+    println!(
+        "{} images of {source_name} x {} severities; wrote {} files to {}",
+        dataset.n,
+        plan.severities.len(),
+        written.len(),
+        args.out.display()
+    );
+    Ok(())
+}

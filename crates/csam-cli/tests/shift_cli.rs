@@ -1,0 +1,251 @@
+//! `csam corrupt` and `csam eval --corruptions / --ood / --run ... / --mc-dropout`
+//! end to end through the binary: digits with an MLP, and the bundled
+//! Fashion-MNIST against the bundled MNIST (seconds on a CPU).
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+fn csam(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_csam"))
+        .args(args)
+        .output()
+        .expect("the csam binary runs")
+}
+
+fn text(output: &Output) -> String {
+    format!(
+        "status {:?}\nstdout:\n{}\nstderr:\n{}",
+        output.status,
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    )
+}
+
+fn ok(args: &[&str]) -> String {
+    let output = csam(args);
+    assert!(output.status.success(), "{args:?}\n{}", text(&output));
+    String::from_utf8_lossy(&output.stdout).into_owned()
+}
+
+fn fails(args: &[&str]) -> String {
+    let output = csam(args);
+    assert!(
+        !output.status.success(),
+        "{args:?} should fail\n{}",
+        text(&output)
+    );
+    String::from_utf8_lossy(&output.stderr).into_owned()
+}
+
+fn train(out: &Path, data: &str, seed: &str, dropout: &str) {
+    ok(&[
+        "train",
+        "--out",
+        out.to_str().unwrap(),
+        "--data",
+        data,
+        "--model",
+        "mlp",
+        "--epochs",
+        "1",
+        "--val-size",
+        "300",
+        "--batch-size",
+        "64",
+        "--lr",
+        "0.05",
+        "--seed",
+        seed,
+        "--dropout",
+        dropout,
+        "--device",
+        "cpu",
+        "--threads",
+        "1",
+        "--quiet",
+    ]);
+}
+
+fn json(path: &Path) -> serde_json::Value {
+    serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
+}
+
+/// The shape in a `.npy` header, as text (`(1775, 8, 8, 1)`).
+fn npy_shape(path: &Path) -> String {
+    let bytes = std::fs::read(path).unwrap();
+    let header = String::from_utf8_lossy(&bytes[10..128]).into_owned();
+    let start = header.find("'shape': ").unwrap() + 9;
+    header[start..start + header[start..].find(')').unwrap() + 1].to_string()
+}
+
+#[test]
+fn corrupt_writes_what_eval_reads_back_per_corruption_and_severity() {
+    let dir = tempfile::tempdir().unwrap();
+    let (run, set) = (dir.path().join("run"), dir.path().join("digits-c"));
+    train(&run, "digits", "0", "0.2");
+    let (run_s, set_s) = (run.to_str().unwrap(), set.to_str().unwrap());
+    let corrupt = [
+        "corrupt",
+        "--data",
+        "digits",
+        "--out",
+        set_s,
+        "--corruptions",
+        "gaussian_noise,contrast",
+        "--quiet",
+    ];
+    ok(&corrupt);
+    assert_eq!(
+        npy_shape(&set.join("gaussian_noise.npy")),
+        "(1775, 8, 8, 1)"
+    );
+    assert_eq!(npy_shape(&set.join("labels.npy")), "(1775,)");
+    assert!(fails(&corrupt).contains("--force"));
+
+    let eval_corruptions = |extra: &[&str]| {
+        let mut args = vec![
+            "eval",
+            "--run",
+            run_s,
+            "--corruptions",
+            set_s,
+            "--device",
+            "cpu",
+        ];
+        args.extend_from_slice(extra);
+        ok(&args)
+    };
+    let table = eval_corruptions(&[]);
+    assert!(
+        table.contains("gaussian_noise") && table.contains("acc s5"),
+        "{table}"
+    );
+    let report = json(&run.join("eval-digits-corrupt-digits-c.json"));
+    let c = &report["corruptions"];
+    let names: Vec<&str> = c["corruptions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["contrast", "gaussian_noise"]);
+    for r in c["corruptions"].as_array().unwrap() {
+        let severities = r["severities"].as_array().unwrap();
+        let levels: Vec<u64> = severities
+            .iter()
+            .map(|s| s["severity"].as_u64().unwrap())
+            .collect();
+        assert_eq!(levels, [1, 2, 3, 4, 5]);
+        assert!(severities.iter().all(|s| s["n"] == 355));
+        let mean_acc = severities
+            .iter()
+            .map(|s| s["accuracy"].as_f64().unwrap())
+            .sum::<f64>()
+            / 5.0;
+        assert!((mean_acc - r["mean"]["accuracy"].as_f64().unwrap()).abs() < 1e-12);
+    }
+    assert_eq!(c["per_severity"][0]["n"], 710);
+
+    // A set without meta.json (as the real CIFAR-10-C ships) is read as severities 1..5:
+    // the same numbers come back.
+    std::fs::remove_file(set.join("meta.json")).unwrap();
+    let bare: serde_json::Value =
+        serde_json::from_str(&eval_corruptions(&["--json", "--name", "bare"])).unwrap();
+    assert_eq!(bare["corruptions"]["corruptions"], c["corruptions"]);
+
+    // Corrupted images of another size are refused with the sizes named.
+    let fashion_set = dir.path().join("fashion-c");
+    let f = fashion_set.to_str().unwrap();
+    ok(&[
+        "corrupt",
+        "--data",
+        "fashion-mnist",
+        "--out",
+        f,
+        "--corruptions",
+        "contrast",
+        "--severities",
+        "1",
+        "--quiet",
+    ]);
+    let error = fails(&[
+        "eval",
+        "--run",
+        run_s,
+        "--corruptions",
+        f,
+        "--device",
+        "cpu",
+    ]);
+    assert!(
+        error.contains("1x28x28") && error.contains("1x8x8"),
+        "{error}"
+    );
+
+    // MC-Dropout and OOD against itself: the AUROC of a set against itself is 0.5.
+    let out = ok(&[
+        "eval",
+        "--run",
+        run_s,
+        "--mc-dropout",
+        "3",
+        "--ood",
+        "digits",
+        "--device",
+        "cpu",
+        "--json",
+    ]);
+    let report: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(report["method"], "mc-dropout");
+    assert_eq!(report["passes"], 3);
+    assert_eq!(report["ood"]["auroc_max_probability"], 0.5);
+    assert_eq!(report["ood"]["auroc_entropy"], 0.5);
+}
+
+#[test]
+fn fashion_mnist_against_bundled_mnist_and_ensembles_of_runs() {
+    let dir = tempfile::tempdir().unwrap();
+    let (a, b, digits) = (
+        dir.path().join("a"),
+        dir.path().join("b"),
+        dir.path().join("digits"),
+    );
+    train(&a, "fashion-mnist", "0", "0");
+    train(&b, "fashion-mnist", "1", "0");
+    let (a_s, b_s) = (a.to_str().unwrap(), b.to_str().unwrap());
+    let out = ok(&[
+        "eval", "--run", a_s, "--run", b_s, "--ood", "mnist", "--device", "cpu", "--json",
+    ]);
+    let report: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(report["method"], "ensemble");
+    assert_eq!(report["weights"].as_array().unwrap().len(), 2);
+    assert_eq!(report["data"], "fashion-mnist");
+    assert_eq!(
+        (&report["ood"]["n_in"], &report["ood"]["n_ood"]),
+        (&2000.into(), &2000.into())
+    );
+    for score in ["auroc_max_probability", "auroc_entropy"] {
+        let auroc = report["ood"][score].as_f64().unwrap();
+        assert!(
+            auroc.is_finite() && (0.0..=1.0).contains(&auroc),
+            "{score} {auroc}"
+        );
+    }
+    assert!(a
+        .join("eval-fashion-mnist-ensemble2-ood-mnist.json")
+        .exists());
+
+    let error = fails(&["eval", "--run", a_s, "--mc-dropout", "5", "--device", "cpu"]);
+    assert!(error.contains("trained without dropout"), "{error}");
+    train(&digits, "digits", "0", "0");
+    let error = fails(&[
+        "eval",
+        "--run",
+        a_s,
+        "--run",
+        digits.to_str().unwrap(),
+        "--device",
+        "cpu",
+    ]);
+    assert!(error.contains("must share data and model"), "{error}");
+}

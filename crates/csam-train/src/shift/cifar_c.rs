@@ -1,0 +1,270 @@
+//! The CIFAR-10-C directory layout: `DIR/<corruption>.npy` holds the test
+//! images corrupted at each severity, stacked in severity order (`uint8`,
+//! `(S * N, H, W, C)`), and `DIR/labels.npy` the labels repeated `S` times.
+//! Hendrycks & Dietterich's release has `S = 5` and no other file;
+//! [`write_corruption_set`] also writes `meta.json` (which severities, seed,
+//! source), which [`open_corruption_set`] uses when it is there.
+
+use std::path::{Path, PathBuf};
+
+use indicatif::{ProgressBar, ProgressStyle};
+use serde::{Deserialize, Serialize};
+
+use super::corrupt::{Corruption, Severity, SEVERITIES};
+use crate::data::{self, chw_to_hwc, Dataset, DatasetSpec};
+use crate::train::error::{Result, TrainError};
+
+/// The labels file of the layout.
+pub const LABELS_FILE: &str = "labels.npy";
+/// csam's description of a corruption set it wrote.
+pub const META_FILE: &str = "meta.json";
+
+/// What `meta.json` records.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CorruptionSetMeta {
+    /// Version of csam that wrote the set.
+    pub csam_version: String,
+    /// The dataset spec and split the clean images came from.
+    pub source: String,
+    /// Clean images per severity.
+    pub n: usize,
+    /// The severities stacked in every file, in order.
+    pub severities: Vec<u8>,
+    /// The corruptions written.
+    pub corruptions: Vec<Corruption>,
+    /// Seed of the random draws.
+    pub seed: u64,
+}
+
+/// One corruption file read back, split by severity.
+#[derive(Debug, Clone)]
+pub struct CorruptionFile {
+    /// The file stem (`gaussian_noise`), any name for files csam did not write.
+    pub name: String,
+    /// The file.
+    pub path: PathBuf,
+    /// `(severity level, images at that severity)`, in file order.
+    pub severities: Vec<(u8, Dataset)>,
+}
+
+/// What to corrupt and how.
+#[derive(Debug, Clone)]
+pub struct CorruptionPlan {
+    /// The corruptions, one file each.
+    pub corruptions: Vec<Corruption>,
+    /// The severities stacked in every file, in this order.
+    pub severities: Vec<Severity>,
+    /// Seed of the random draws (see [`Corruption::corrupt_sample`]).
+    pub seed: u64,
+}
+
+/// Writes `dataset` (named `source` in `meta.json`) corrupted as `plan` says
+/// into `dir` in the CIFAR-10-C layout, each file atomically. Refuses
+/// (before writing anything) when one of the files exists, unless `force`.
+/// Shows a progress bar on stderr when `progress`. Returns the files written.
+pub fn write_corruption_set(
+    dir: &Path,
+    dataset: &Dataset,
+    source: &str,
+    plan: &CorruptionPlan,
+    force: bool,
+    progress: bool,
+) -> Result<Vec<PathBuf>> {
+    let CorruptionPlan {
+        corruptions,
+        severities,
+        seed,
+    } = plan;
+    let seed = *seed;
+    let targets: Vec<PathBuf> = corruptions
+        .iter()
+        .map(|c| dir.join(format!("{}.npy", c.name())))
+        .chain([dir.join(LABELS_FILE), dir.join(META_FILE)])
+        .collect();
+    if !force {
+        if let Some(existing) = targets.iter().find(|p| p.exists()) {
+            return Err(TrainError::RunDir(format!(
+                "{} exists; pass --force to replace it or pick another --out",
+                existing.display()
+            )));
+        }
+    }
+    std::fs::create_dir_all(dir).map_err(TrainError::io("create", dir))?;
+    let bar = progress_bar(corruptions.len() * severities.len() * dataset.n, progress);
+    let shape = [
+        severities.len() * dataset.n,
+        dataset.height,
+        dataset.width,
+        dataset.channels,
+    ];
+    for (corruption, path) in corruptions.iter().zip(&targets) {
+        bar.set_message(corruption.name());
+        let mut chw = Vec::with_capacity(shape.iter().product());
+        for &severity in severities {
+            for i in 0..dataset.n {
+                chw.extend(corruption.corrupt_sample(dataset, i, severity, seed));
+                bar.inc(1);
+            }
+        }
+        let hwc = chw_to_hwc(&chw, dataset.channels, dataset.height, dataset.width);
+        write_npy_u8(path, &shape, &hwc)?;
+    }
+    bar.finish_and_clear();
+    let labels: Vec<i64> = severities
+        .iter()
+        .flat_map(|_| dataset.labels.iter().map(|&y| y as i64))
+        .collect();
+    let labels_path = dir.join(LABELS_FILE);
+    csam_calib::io::npy::write_i64(&labels_path, &labels).map_err(calib_error)?;
+    let meta = CorruptionSetMeta {
+        csam_version: env!("CARGO_PKG_VERSION").to_string(),
+        source: source.to_string(),
+        n: dataset.n,
+        severities: severities.iter().map(|s| s.level()).collect(),
+        corruptions: corruptions.clone(),
+        seed,
+    };
+    let meta_path = dir.join(META_FILE);
+    let json = serde_json::to_vec_pretty(&meta).map_err(|e| TrainError::Corrupt {
+        path: meta_path.clone(),
+        message: e.to_string(),
+    })?;
+    csam_calib::io::write_atomically(&meta_path, &json).map_err(calib_error)?;
+    Ok(targets)
+}
+
+fn write_npy_u8(path: &Path, shape: &[usize], data: &[u8]) -> Result<()> {
+    csam_calib::io::npy::write_u8(path, shape, data).map_err(calib_error)
+}
+
+fn calib_error(e: csam_calib::CalibError) -> TrainError {
+    TrainError::Data(e.to_string())
+}
+
+fn progress_bar(total: usize, visible: bool) -> ProgressBar {
+    let bar = if visible {
+        ProgressBar::new(total as u64)
+    } else {
+        ProgressBar::hidden()
+    };
+    // Invariant: the template is a literal checked by the test below.
+    bar.set_style(ProgressStyle::with_template(TEMPLATE).expect("valid template"));
+    bar
+}
+
+const TEMPLATE: &str = "{msg:15} [{bar:30}] {pos}/{len} images ({elapsed}<{eta})";
+
+/// A CIFAR-10-C layout directory, opened: its corruption files are read
+/// one at a time by [`CorruptionSet::load`] (the real CIFAR-10-C holds 19
+/// files of 150 MB).
+#[derive(Debug, Clone)]
+pub struct CorruptionSet {
+    /// Every `<name>.npy` but `labels.npy`, sorted by name.
+    pub files: Vec<PathBuf>,
+    /// The severities stacked in each file: those of `meta.json` when csam
+    /// wrote the set, 1..5 otherwise.
+    pub severities: Vec<u8>,
+    labels: PathBuf,
+}
+
+/// Lists the corruption files of the CIFAR-10-C layout directory `dir`.
+pub fn open_corruption_set(dir: &Path) -> Result<CorruptionSet> {
+    let labels = dir.join(LABELS_FILE);
+    if !labels.is_file() {
+        return Err(TrainError::Data(format!(
+            "{} is missing: --corruptions expects a CIFAR-10-C layout directory \
+             (<corruption>.npy files and labels.npy, as `csam corrupt` writes)",
+            labels.display()
+        )));
+    }
+    let severities = read_severities(dir)?;
+    let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
+        .map_err(TrainError::io("list", dir))?
+        .filter_map(|entry| entry.ok().map(|e| e.path()))
+        .filter(|p| {
+            p.extension().is_some_and(|e| e == "npy") && p.file_name() != Some(LABELS_FILE.as_ref())
+        })
+        .collect();
+    files.sort();
+    if files.is_empty() {
+        return Err(TrainError::Data(format!(
+            "{} holds no <corruption>.npy file",
+            dir.display()
+        )));
+    }
+    Ok(CorruptionSet {
+        files,
+        severities,
+        labels,
+    })
+}
+
+fn read_severities(dir: &Path) -> Result<Vec<u8>> {
+    let meta_path = dir.join(META_FILE);
+    if !meta_path.exists() {
+        return Ok(SEVERITIES.iter().map(|s| s.level()).collect());
+    }
+    let text = std::fs::read_to_string(&meta_path).map_err(TrainError::io("read", &meta_path))?;
+    let meta: CorruptionSetMeta = serde_json::from_str(&text).map_err(|e| TrainError::Corrupt {
+        path: meta_path.clone(),
+        message: e.to_string(),
+    })?;
+    if meta.severities.is_empty() {
+        return Err(TrainError::Corrupt {
+            path: meta_path,
+            message: "no severities listed".into(),
+        });
+    }
+    Ok(meta.severities)
+}
+
+impl CorruptionSet {
+    /// Reads one of [`CorruptionSet::files`] with `n_classes` classes,
+    /// split by severity.
+    pub fn load(&self, path: &Path, n_classes: usize) -> Result<CorruptionFile> {
+        let severities = &self.severities;
+        let (path, labels) = (path.to_path_buf(), self.labels.as_path());
+        let spec = DatasetSpec::Npy {
+            images: path.clone(),
+            labels: labels.to_path_buf(),
+            n_classes: Some(n_classes),
+        };
+        let all = data::load(&spec)
+            .map_err(|e| TrainError::Data(e.to_string()))?
+            .test;
+        if all.n % severities.len() != 0 {
+            return Err(TrainError::Data(format!(
+                "{}: {} images do not split into {} severities",
+                path.display(),
+                all.n,
+                severities.len()
+            )));
+        }
+        let per = all.n / severities.len();
+        let name = path
+            .file_stem()
+            .map_or_else(String::new, |s| s.to_string_lossy().into_owned());
+        let severities = severities
+            .iter()
+            .enumerate()
+            .map(|(k, &level)| {
+                let indices: Vec<usize> = (k * per..(k + 1) * per).collect();
+                let named = format!("{} (severity {level})", path.display());
+                (level, all.select(&indices).renamed(named))
+            })
+            .collect();
+        Ok(CorruptionFile {
+            name,
+            path,
+            severities,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn template_parses() {
+        assert!(indicatif::ProgressStyle::with_template(super::TEMPLATE).is_ok());
+    }
+}

@@ -1,0 +1,10 @@
+//! Distribution shift and uncertainty (the paper's Table 1 and ImageNet-C
+//! columns): image corruptions at 5 severities ([`corrupt`]), the
+//! CIFAR-10-C directory layout ([`cifar_c`]), and evaluation of a run, a
+//! deep ensemble or MC-Dropout on clean, corrupted and out-of-distribution
+//! data ([`predictor`], [`report`]).
+
+pub mod cifar_c;
+pub mod corrupt;
+pub mod predictor;
+pub mod report;
