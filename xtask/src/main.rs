@@ -8,7 +8,7 @@
 //! that directory into every binary, so nothing needs `LD_LIBRARY_PATH`.
 //!
 //! ```text
-//! cargo xtask setup            # create .venv and install PyTorch if missing
+//! cargo xtask setup            # create .venv and install PyTorch (+ test packages) if missing
 //! cargo xtask test [ARGS]      # setup, then cargo test --workspace [ARGS]
 //! cargo xtask bench [ARGS]     # setup, then cargo bench --workspace [ARGS]
 //! cargo xtask <csam args>      # setup, then cargo run --release -p csam-cli -- <csam args>
@@ -19,6 +19,10 @@ use std::process::{Command, ExitCode};
 
 /// The PyTorch release whose libtorch tch 0.24.0 expects.
 const TORCH_VERSION: &str = "2.11.0";
+
+/// Python packages the tests use beside torch: the PyTorch-twin and benchmark
+/// scripts read and write safetensors (whose torch flavour needs numpy).
+const TEST_PACKAGES: [(&str, &str); 2] = [("numpy", "2.4.6"), ("safetensors", "0.8.0")];
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -96,22 +100,29 @@ fn ensure_libtorch(root: &Path) -> Result<(), String> {
             &format!("{python3} -m venv (is python3 with the venv module installed?)"),
         )?;
     }
-    if installed_torch_version(&python).as_deref() != Some(TORCH_VERSION) {
+    let wanted = std::iter::once(("torch", TORCH_VERSION)).chain(TEST_PACKAGES);
+    let missing: Vec<String> = wanted
+        .filter(|(name, version)| installed_version(&python, name).as_deref() != Some(*version))
+        .map(|(name, version)| format!("{name}=={version}"))
+        .collect();
+    if !missing.is_empty() {
         eprintln!(
-            "xtask: installing torch=={TORCH_VERSION} into .venv (about 5 GB, a few minutes)"
+            "xtask: installing {} into .venv (torch is about 5 GB, a few minutes)",
+            missing.join(" ")
         );
         check(
-            Command::new(&python).args([
-                "-m",
-                "pip",
-                "install",
-                "--quiet",
-                "--disable-pip-version-check",
-                &format!("torch=={TORCH_VERSION}"),
-            ]),
-            "pip install torch",
+            Command::new(&python)
+                .args([
+                    "-m",
+                    "pip",
+                    "install",
+                    "--quiet",
+                    "--disable-pip-version-check",
+                ])
+                .args(&missing),
+            "pip install",
         )?;
-        let now = installed_torch_version(&python);
+        let now = installed_version(&python, "torch");
         if now.as_deref() != Some(TORCH_VERSION) {
             return Err(format!(
                 "after pip install, torch reports version {now:?}, expected {TORCH_VERSION}"
@@ -126,10 +137,11 @@ fn ensure_libtorch(root: &Path) -> Result<(), String> {
     link_libtorch(&venv.join("libtorch"), Path::new(torch_dir.trim()))
 }
 
-/// The `major.minor.patch` of the torch in this interpreter, without a local
-/// suffix such as `+cu130`; `None` when torch is not importable.
-fn installed_torch_version(python: &Path) -> Option<String> {
-    let version = python_output(python, "import torch; print(torch.__version__)")?;
+/// The installed version of distribution `name` in this interpreter, without a
+/// local suffix such as torch's `+cu130`; `None` when it is not installed.
+fn installed_version(python: &Path, name: &str) -> Option<String> {
+    let code = format!("import importlib.metadata as m; print(m.version({name:?}))");
+    let version = python_output(python, &code)?;
     Some(
         version
             .trim()

@@ -85,7 +85,7 @@ fn invalid_sam_settings_are_errors() {
         },
         SamConfig {
             second_loss: SecondLoss::Csam {
-                gamma: 3.0,
+                gamma: -1.0,
                 detach: false,
             },
             ..SamConfig::default()
@@ -94,6 +94,15 @@ fn invalid_sam_settings_are_errors() {
     for config in bad {
         assert!(SamStep::new(config.clone(), &vs).is_err(), "{config:?}");
     }
+    // The paper sweeps gamma up to 3: above 2 warns but is a valid setting.
+    let steep = SamConfig {
+        second_loss: SecondLoss::Csam {
+            gamma: 3.0,
+            detach: false,
+        },
+        ..SamConfig::default()
+    };
+    assert!(SamStep::new(steep, &vs).is_ok());
 }
 
 #[test]
