@@ -11,8 +11,12 @@
 //! cargo xtask setup            # create .venv and install PyTorch (+ test packages) if missing
 //! cargo xtask test [ARGS]      # setup, then cargo test --workspace [ARGS]
 //! cargo xtask bench [ARGS]     # setup, then cargo bench --workspace [ARGS]
+//! cargo xtask fuzz [--seconds N] [--sanitizer address|none] [TARGET...]
+//!                              # setup, then run the cargo-fuzz targets N s each
 //! cargo xtask <csam args>      # setup, then cargo run --release -p csam-cli -- <csam args>
 //! ```
+
+mod fuzz;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
@@ -54,6 +58,12 @@ fn run(args: &[String]) -> Result<ExitCode, String> {
             ensure_libtorch(&root)?;
             cargo(&root, &["test", "--workspace"], rest)
         }
+        "fuzz" => {
+            let options = fuzz::FuzzOptions::parse(rest)?;
+            ensure_libtorch(&root)?;
+            fuzz::run(&root, &options)?;
+            Ok(ExitCode::SUCCESS)
+        }
         "bench" => {
             ensure_libtorch(&root)?;
             cargo(&root, &["bench", "--workspace"], rest)
@@ -70,11 +80,13 @@ fn run(args: &[String]) -> Result<ExitCode, String> {
 }
 
 fn usage() -> &'static str {
-    "usage: cargo xtask setup | test [ARGS] | bench [ARGS] | <csam subcommand> [ARGS]\n\
+    "usage: cargo xtask setup | test [ARGS] | bench [ARGS] | fuzz [ARGS] | <csam subcommand> [ARGS]\n\
      \n\
      setup   create .venv with torch==2.11.0 (libtorch) if it is missing\n\
      test    set up, then run the whole test suite\n\
      bench   set up, then run the benchmarks\n\
+     fuzz    set up, then run every cargo-fuzz target for a bounded time:\n\
+     \x20       [--seconds N (20)] [--sanitizer address|none (address)] [TARGET...]\n\
      other   set up, build csam in release mode and run it with these arguments,\n\
      \x20       e.g. `cargo xtask compare` or `cargo xtask metrics --help`"
 }

@@ -70,7 +70,12 @@ impl Variant {
 
     /// Reads one batch file: whole records only, every label byte in range.
     fn read_file(&self, path: &Path) -> Result<Part> {
-        let mut stream = ByteStream::open(path)?;
+        self.read_part(ByteStream::open(path)?)
+    }
+
+    /// Reads one batch from `stream` (a file or bytes in memory).
+    fn read_part(&self, mut stream: ByteStream<'_>) -> Result<Part> {
+        let path = stream.path().to_path_buf();
         let bytes = stream.read_to_end()?;
         let record_len = self.record_len();
         let n = bytes.len() / record_len;
@@ -83,7 +88,7 @@ impl Variant {
             for (j, &n_classes) in self.label_classes.iter().enumerate() {
                 if record[j] as usize >= n_classes {
                     return Err(DataError::LabelOutOfRange {
-                        path: path.to_path_buf(),
+                        path: path.clone(),
                         offset: (i * record_len + j) as u64,
                         label: record[j].into(),
                         n_classes,
@@ -98,12 +103,18 @@ impl Variant {
             labels,
             shape: (3, 32, 32),
             label_locations: vec![LabelLocation {
-                path: path.to_path_buf(),
+                path,
                 first: self.used_label as u64,
                 stride: record_len as u64,
                 count: n,
             }],
         })
+    }
+
+    /// One batch as a test-only source.
+    fn read_batch(&self, stream: ByteStream<'_>) -> Result<DataSource> {
+        let test = self.read_part(stream)?;
+        into_source(self.name, None, test, Classes::Fixed(self.n_classes()))
     }
 
     /// The directory holding the files: `dir` or `dir/<archive folder>`.
@@ -157,6 +168,16 @@ impl Variant {
         let test = self.read_file(&dir.join(self.test_file))?;
         into_source(self.name, train, test, Classes::Fixed(self.n_classes()))
     }
+}
+
+/// One CIFAR-10 batch as a test-only source.
+pub(crate) fn read_cifar10_batch(stream: ByteStream<'_>) -> Result<DataSource> {
+    CIFAR10.read_batch(stream)
+}
+
+/// One CIFAR-100 file (fine labels) as a test-only source.
+pub(crate) fn read_cifar100_batch(stream: ByteStream<'_>) -> Result<DataSource> {
+    CIFAR100.read_batch(stream)
 }
 
 /// Loads CIFAR-10 binary batches from `dir` (see the module doc).

@@ -43,6 +43,7 @@ mod idx;
 mod loader;
 mod normalize;
 mod npy;
+pub mod parse;
 mod part;
 pub(crate) mod rng;
 mod spec;

@@ -18,6 +18,7 @@ mod layers;
 mod mlp;
 pub mod registry;
 mod resnet;
+pub mod weights;
 
 pub use cnn::SmallCnn;
 pub use mlp::Mlp;

@@ -274,7 +274,8 @@ impl Trainer {
 
     /// Loads saved weights (e.g. the best checkpoint) into the model.
     pub fn load_weights(&mut self, path: &Path) -> Result<()> {
-        self.vs.load(path).map_err(TrainError::from)
+        crate::model::weights::load_safetensors_file(&self.vs, path)
+            .map_err(|e| TrainError::Engine(e.to_string()))
     }
 }
 

@@ -1,0 +1,101 @@
+//! Importing safetensors weights (`csam train --init`, a run's best model)
+//! into a model's [`VarStore`], checked tensor by tensor.
+//!
+//! tch's `VarStore::load` broadcasts a stored tensor into a variable of
+//! another shape (a `[5]` bias silently fills a `[10, 5]` weight) and turns a
+//! variable into the stored dtype (a float64 file makes the model float64,
+//! and its next forward pass fails). Here every variable must be present with
+//! exactly its own shape; floating-point values are converted to the
+//! variable's kind. Extra tensors are ignored (PyTorch's `state_dict` holds
+//! BatchNorm's `num_batches_tracked`, which the VarStore has not).
+//!
+//! The bytes are parsed by the `safetensors` crate, which checks the header
+//! length, the JSON header and every tensor's byte range against the buffer
+//! before anything is allocated for the tensors.
+
+use std::path::{Path, PathBuf};
+
+use safetensors::SafeTensors;
+use tch::nn::VarStore;
+use tch::{Kind, Tensor};
+
+/// A weights file that cannot be loaded into the model (which is left as it
+/// was).
+#[derive(Debug, thiserror::Error)]
+pub enum WeightsError {
+    #[error("{}: cannot read: {source}", path.display())]
+    Io {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("{}: not a safetensors file: {reason}", path.display())]
+    Format { path: PathBuf, reason: String },
+    #[error("{}: tensor '{name}': {reason}", path.display())]
+    Tensor {
+        path: PathBuf,
+        name: String,
+        reason: String,
+    },
+}
+
+/// Reads `path` and loads it with [`load_safetensors`].
+pub fn load_safetensors_file(vs: &VarStore, path: &Path) -> Result<(), WeightsError> {
+    let bytes = std::fs::read(path).map_err(|source| WeightsError::Io {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    load_safetensors(vs, &bytes, path)
+}
+
+/// Loads safetensors `bytes` into the variables of `vs`; `path` names the
+/// source in errors. Every tensor is checked before any variable is written,
+/// so a refused file leaves the model as it was.
+pub fn load_safetensors(vs: &VarStore, bytes: &[u8], path: &Path) -> Result<(), WeightsError> {
+    let file = SafeTensors::deserialize(bytes).map_err(|e| WeightsError::Format {
+        path: path.to_path_buf(),
+        reason: format!("{e:?}"),
+    })?;
+    let tensor_error = |name: &str, reason: String| WeightsError::Tensor {
+        path: path.to_path_buf(),
+        name: name.to_string(),
+        reason,
+    };
+    let mut variables: Vec<(String, Tensor)> = vs.variables().into_iter().collect();
+    variables.sort_by(|a, b| a.0.cmp(&b.0));
+    let mut sources = Vec::with_capacity(variables.len());
+    for (name, variable) in &variables {
+        let view = file
+            .tensor(name)
+            .map_err(|_| tensor_error(name, "missing from the file".into()))?;
+        let shape: Vec<i64> = view.shape().iter().map(|&d| d as i64).collect();
+        if shape != variable.size() {
+            return Err(tensor_error(
+                name,
+                format!("shape {shape:?}, the model's is {:?}", variable.size()),
+            ));
+        }
+        let stored = Tensor::try_from(view).map_err(|e| tensor_error(name, e.to_string()))?;
+        if !is_float(stored.kind()) {
+            return Err(tensor_error(
+                name,
+                format!("dtype {:?}, expected floating point", stored.kind()),
+            ));
+        }
+        sources.push(stored.to_kind(variable.kind()));
+    }
+    tch::no_grad(|| {
+        for ((name, variable), source) in variables.iter_mut().zip(&sources) {
+            variable
+                .f_copy_(source)
+                .map_err(|e| tensor_error(name, e.to_string()))?;
+        }
+        Ok(())
+    })
+}
+
+fn is_float(kind: Kind) -> bool {
+    matches!(
+        kind,
+        Kind::Half | Kind::BFloat16 | Kind::Float | Kind::Double
+    )
+}

@@ -1,0 +1,89 @@
+"""Writes the seed inputs of the csam-train fuzz targets (fuzz/corpus/*/seed_*).
+
+Run with the project's venv: .venv/bin/python fuzz/make_seeds.py
+Seeds named seed_bad_* are invalid on purpose: the corpus replay test
+(crates/csam-train/tests/fuzz_corpus.rs) checks that they are refused.
+Pair targets (idx, npy_images) take one input holding two files: a u16
+little-endian length of the first file, the first file, then the second
+(see csam_fuzz::split_pair in fuzz/src/lib.rs).
+"""
+
+import gzip
+import io
+import struct
+from pathlib import Path
+
+import numpy as np
+import torch
+from safetensors.torch import save
+
+CORPUS = Path(__file__).parent / "corpus"
+
+
+def write(target, name, data):
+    folder = CORPUS / target
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / f"seed_{name}").write_bytes(data)
+
+
+def pair(first, second):
+    return struct.pack("<H", len(first)) + first + second
+
+
+def idx(type_code, dims, data):
+    header = bytes([0, 0, type_code, len(dims)]) + b"".join(struct.pack(">I", d) for d in dims)
+    return header + bytes(data)
+
+
+def npy(array):
+    buffer = io.BytesIO()
+    np.save(buffer, array)
+    return buffer.getvalue()
+
+
+def gz(data):
+    return gzip.compress(data, mtime=0)
+
+
+def idx_seeds():
+    images = idx(8, [2, 2, 3], range(12))
+    labels = idx(8, [2], [3, 1])
+    write("idx", "pair", pair(images, labels))
+    write("idx", "pair_gzip", pair(gz(images), gz(labels)))
+    write("idx", "bad_count_mismatch", pair(images, idx(8, [3], [0, 1, 2])))
+    # 2^32 - 1 images of 1000x1000 in a gzip of a few dozen bytes.
+    write("idx", "bad_huge_claim_gzip", pair(gz(idx(8, [2**32 - 1, 1000, 1000], [])), labels))
+
+
+def cifar_seeds():
+    record10 = bytes([7]) + bytes(range(256)) * 12
+    write("cifar", "cifar10_two_records", record10 + bytes([9]) + bytes(3072))
+    write("cifar", "cifar100_record", bytes([3, 42]) + bytes(range(256)) * 12)
+    write("cifar", "cifar10_gzip", gz(record10))
+    write("cifar", "bad_label_out_of_range", bytes([10]) + bytes(3072))
+
+
+def npy_images_seeds():
+    images = np.arange(12, dtype=np.uint8).reshape(2, 1, 2, 3)
+    write("npy_images", "nhwc_i8_labels", pair(npy(images), npy(np.array([3, 1], dtype="<i8"))))
+    write("npy_images", "nhw_u2_be_labels", pair(npy(images[..., 0]), npy(np.array([0, 2], dtype=">u2"))))
+    write("npy_images", "bad_negative_label", pair(npy(images), npy(np.array([-1, 1], dtype="<i4"))))
+    write("npy_images", "bad_fortran", pair(npy(np.asfortranarray(images)), npy(np.array([0, 1], dtype="|u1"))))
+
+
+def safetensors_seeds():
+    # The fuzz target's model: MLP 4 -> 3 -> 2 (keys as in tests/fixtures/twins.py).
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(4, 3), torch.nn.ReLU(), torch.nn.Linear(3, 2))
+    state = {k: v.contiguous() for k, v in model.state_dict().items()}
+    write("safetensors", "mlp", save(state))
+    write("safetensors", "mlp_float64", save({k: v.double() for k, v in state.items()}))
+    write("safetensors", "mlp_extra_counter", save({**state, "bn.num_batches_tracked": torch.tensor(7)}))
+    write("safetensors", "bad_wrong_shape", save({**state, "1.weight": torch.ones(1, 4)}))
+
+
+if __name__ == "__main__":
+    idx_seeds()
+    cifar_seeds()
+    npy_images_seeds()
+    safetensors_seeds()
