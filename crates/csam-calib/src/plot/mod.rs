@@ -9,7 +9,10 @@
 //!   inside) the bar, the diagonal of perfect calibration, axes "Confidence" /
 //!   "Accuracy", the ECE in the title;
 //! * [`write_confidence_histogram`]: the fraction of samples per bin, with
-//!   vertical lines at the accuracy and the mean confidence.
+//!   vertical lines at the accuracy and the mean confidence;
+//! * [`line_chart`] and [`bar_chart`]: a value against epochs or a
+//!   hyperparameter, one line per series, and grouped bars, for experiment
+//!   reports.
 //!
 //! Text is drawn with a bundled font (DejaVu Sans, `assets/fonts`, licence
 //! alongside), so PNGs render identically on machines without system fonts.
@@ -18,11 +21,14 @@
 
 mod frame;
 mod histogram;
+mod lines;
 mod reliability;
 mod render;
 mod style;
 
 use std::path::Path;
+
+pub use lines::{bar_chart, line_chart, BarChart, LineChart, Series, PALETTE};
 
 use crate::binning::{Bin, BinStats};
 use crate::error::{CalibError, Result};
