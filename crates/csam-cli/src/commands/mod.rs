@@ -3,7 +3,10 @@
 pub mod bench;
 pub mod compare;
 pub mod eval;
+mod experiment_args;
 pub mod metrics;
+pub mod report;
+pub mod sweep;
 pub mod train;
 
 use std::io::{ErrorKind, Write};
@@ -25,6 +28,10 @@ pub enum Command {
     Bench(bench::BenchArgs),
     /// Compare SGD, SAM and CSAM over seeds: the paper's calibration table.
     Compare(Box<compare::CompareArgs>),
+    /// Train CSAM over a rho x gamma grid: the paper's rho x gamma table and figures.
+    Sweep(Box<sweep::SweepArgs>),
+    /// Rewrite report.html and the figures of a compare or sweep directory, without training.
+    Report(report::ReportArgs),
 }
 
 /// Runs one subcommand.
@@ -35,6 +42,8 @@ pub fn run(command: Command) -> anyhow::Result<()> {
         Command::Eval(args) => eval::run(args),
         Command::Bench(args) => bench::run(args),
         Command::Compare(args) => compare::run(*args),
+        Command::Sweep(args) => sweep::run(*args),
+        Command::Report(args) => report::run(args),
     }
 }
 

@@ -4,7 +4,8 @@
 //! Layout:
 //! - `config.toml`: the effective configuration;
 //! - `normalization.json`: per-channel mean / std fitted on the training split;
-//! - `metrics.jsonl`: one JSON object per finished epoch;
+//! - `metrics.jsonl`: one JSON object per finished epoch (training loss,
+//!   validation metrics, test metrics with the TCE of that epoch);
 //! - `model.safetensors` (best by the chosen validation metric) and
 //!   `model-last.safetensors` (after the last epoch);
 //! - `{val,test}_logits.npy` (f32, N x K) and `{val,test}_labels.npy` of the best model;
