@@ -165,3 +165,28 @@ fn invalid_grids_are_refused_before_any_work() {
         assert!(!out.exists(), "nothing written for rho {rho} gamma {gamma}");
     }
 }
+
+/// The report check itself fails on what it is meant to catch.
+#[test]
+fn report_check_catches_missing_files_foreign_resources_and_broken_html() {
+    let good = "<!DOCTYPE html><html><head><title>t</title></head><body>\
+                <svg viewBox=\"0 0 1 1\"><rect x=\"0\"/></svg><a href=\"plots/a.svg\">SVG</a>\
+                </body></html>";
+    let bad = [
+        good.replace("plots/a.svg", "plots/missing.svg"),
+        good.replace("plots/a.svg", "https://example.org/a.svg"),
+        good.replace("</body>", "<script></script></body>"),
+        good.replace("</svg>", ""),
+        good.replace("<title>t</title>", "<title>t</title><p a=\"1\"b=\"2\">"),
+    ];
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir(dir.path().join("plots")).unwrap();
+    std::fs::write(dir.path().join("plots/a.svg"), "<svg></svg>").unwrap();
+    std::fs::write(dir.path().join("report.html"), good).unwrap();
+    support::check_report(dir.path());
+    for page in bad {
+        std::fs::write(dir.path().join("report.html"), &page).unwrap();
+        let caught = std::panic::catch_unwind(|| support::check_report(dir.path()));
+        assert!(caught.is_err(), "accepted: {page}");
+    }
+}

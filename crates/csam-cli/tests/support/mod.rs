@@ -25,7 +25,7 @@ const VOID: [&str; 6] = ["meta", "br", "img", "hr", "input", "link"];
 /// table cell (in page order) and the text of the cell.
 pub struct Cells(pub Vec<(BTreeMap<String, String>, String)>);
 
-fn text(bytes: &[u8]) -> String {
+fn utf8(bytes: &[u8]) -> String {
     String::from_utf8(bytes.to_vec()).expect("UTF-8 in the report")
 }
 
@@ -47,7 +47,7 @@ pub fn check_report(dir: &Path) -> Cells {
         match token {
             Token::Error(error) => panic!("HTML error: {:?}", error.value),
             Token::StartTag(tag) => {
-                let name = text(&tag.name);
+                let name = utf8(&tag.name);
                 assert!(
                     !["script", "link", "iframe", "object", "embed"].contains(&name.as_str()),
                     "<{name}> in a self-contained report"
@@ -56,7 +56,7 @@ pub fn check_report(dir: &Path) -> Cells {
                 let attributes: BTreeMap<String, String> = tag
                     .attributes
                     .iter()
-                    .map(|(k, v)| (text(k), text(&v.value)))
+                    .map(|(k, v)| (utf8(k), utf8(&v.value)))
                     .collect();
                 if let Some(id) = attributes.get("id") {
                     assert!(ids.insert(id.clone()), "id {id} twice");
@@ -80,7 +80,7 @@ pub fn check_report(dir: &Path) -> Cells {
                 }
             }
             Token::EndTag(tag) => {
-                let name = text(&tag.name);
+                let name = utf8(&tag.name);
                 assert_eq!(
                     open.pop().as_deref(),
                     Some(name.as_str()),
@@ -92,7 +92,7 @@ pub fn check_report(dir: &Path) -> Cells {
             }
             Token::String(s) => {
                 if let Some((_, content)) = current.as_mut() {
-                    content.push_str(&text(&s.value));
+                    content.push_str(&utf8(&s.value));
                 }
             }
             Token::Comment(_) | Token::Doctype(_) => {}
