@@ -115,7 +115,10 @@ fn figures_section(dir: &SweepDir, results: &SweepResults) -> Result<Section> {
             figures.push(write_figure(
                 dir.root(),
                 &format!("{}-vs-{axis}", metric.key()),
-                format!("Test {} against {axis}, mean over seeds", metric.header()),
+                format!(
+                    "{} on the test set against {axis}, mean over seeds",
+                    metric.header()
+                ),
                 |format| line_chart(&chart, format),
             )?);
         }
