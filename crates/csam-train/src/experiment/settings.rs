@@ -170,11 +170,6 @@ impl ExperimentDir {
         self.root.join(relative)
     }
 
-    /// Reads the settings file.
-    pub fn read_settings<S: DeserializeOwned>(&self) -> Result<S> {
-        read_json(&self.settings())
-    }
-
     /// Creates the directory and its settings file, or accepts an existing
     /// one whose settings file holds the same settings. Refuses different
     /// settings and a non-empty directory without the settings file.

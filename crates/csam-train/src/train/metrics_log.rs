@@ -32,7 +32,7 @@ pub struct EpochRecord {
     /// Validation metrics (fractions, not percent).
     pub val: MetricSummary,
     /// Test metrics of this epoch's weights, `tce` set to the test ECE after a
-    /// temperature fitted on this epoch's validation logits (the paper's ECE
+    /// temperature fitted (by NLL) on this epoch's validation logits (the paper's ECE
     /// and TCE over training, Figure 3c-d). Only logged: nothing is chosen by
     /// it. Absent in logs written before it existed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
