@@ -19,9 +19,7 @@ pub struct Series {
     pub points: Vec<(f64, f64)>,
 }
 
-/// Lines with a marker at every point, a legend, and axes spanning the data
-/// (the y axis starts at 0 when every value is non-negative, so that
-/// calibration errors are compared against zero, not against each other).
+/// Lines with a marker at every point, a legend, and axes spanning the data.
 #[derive(Debug, Clone, PartialEq)]
 pub struct LineChart {
     /// The title above the chart.
@@ -32,6 +30,9 @@ pub struct LineChart {
     pub y_label: String,
     /// The lines, drawn in order with the colours of [`PALETTE`].
     pub series: Vec<Series>,
+    /// Start the y axis at 0 when no value is negative: calibration errors
+    /// are read against zero; accuracies near 90% are not.
+    pub y_from_zero: bool,
 }
 
 /// Bars of several series side by side per group (e.g. one group per method,
@@ -85,7 +86,7 @@ pub fn line_chart(chart: &LineChart, format: super::ImageFormat) -> Result<Vec<u
         )));
     }
     let x = padded(points.iter().map(|p| p.0), false);
-    let y = padded(points.iter().map(|p| p.1), true);
+    let y = padded(points.iter().map(|p| p.1), chart.y_from_zero);
     super::render::render(&Lines { chart, x, y }, format)
 }
 
@@ -282,6 +283,7 @@ mod tests {
                     points: vec![(1.0, 2.0), (2.0, 1.0)],
                 },
             ],
+            y_from_zero: true,
         }
     }
 

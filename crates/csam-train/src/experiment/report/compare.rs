@@ -216,6 +216,7 @@ fn training_section(dir: &CompareDir, results: &CompareResults) -> Result<Sectio
         x_label: "Epoch".into(),
         y_label: format!("{what} (%)"),
         series,
+        y_from_zero: true,
     };
     let ece = line("ECE", curves.ece.clone());
     let mut figures = vec![write_figure(
@@ -274,6 +275,7 @@ fn entropy_section(dir: &CompareDir, predictions: &[MethodPredictions]) -> Resul
         x_label: "Entropy of the predicted distribution (nats)".into(),
         y_label: "Fraction of samples".into(),
         series,
+        y_from_zero: true,
     };
     let figure = write_figure(
         dir.root(),

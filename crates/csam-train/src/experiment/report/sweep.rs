@@ -111,6 +111,7 @@ fn figures_section(dir: &SweepDir, results: &SweepResults) -> Result<Section> {
                 x_label: axis.to_string(),
                 y_label: metric.header().to_string(),
                 series,
+                y_from_zero: metric == SweepMetric::Ece,
             };
             figures.push(write_figure(
                 dir.root(),
