@@ -6,11 +6,10 @@
 
 mod support;
 
-use support::text;
-
 use std::path::Path;
 use std::process::{Command, Output};
 use std::time::SystemTime;
+use support::text;
 
 fn compare(out: &Path, extra: &[&str]) -> Output {
     let mut args = vec![
@@ -139,7 +138,7 @@ fn check_artefacts(out: &Path) {
 /// report.html is valid and self-contained, and every table cell shows the
 /// mean ± std of results.json (and carries the exact mean).
 fn check_report_table(out: &Path, results: &serde_json::Value) {
-    let support::Cells(cells) = support::check_report(out);
+    let support::report::Cells(cells) = support::report::check_report(out);
     assert_eq!(
         cells.len(),
         3 * METRIC_KEYS.len(),
@@ -158,7 +157,7 @@ fn check_report_table(out: &Path, results: &serde_json::Value) {
         let in_percent = !["nll", "brier"].contains(&data["metric"].as_str());
         assert_eq!(
             text,
-            support::mean_std(mean, value["std"].as_f64(), in_percent),
+            support::report::mean_std(mean, value["std"].as_f64(), in_percent),
             "{data:?}"
         );
     }

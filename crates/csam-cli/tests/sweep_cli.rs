@@ -5,10 +5,10 @@
 
 mod support;
 
-use support::text;
-
 use std::path::Path;
 use std::process::{Command, Output};
+
+use support::text;
 
 fn sweep(out: &Path, extra: &[&str]) -> Output {
     sweep_grid(out, "0.05,0.1", "0,1", extra)
@@ -92,7 +92,7 @@ fn sweep_trains_the_grid_reuses_runs_and_refuses_another_sweep() {
         }
     }
     // The report's cells are the cells of results.json.
-    let support::Cells(shown) = support::check_report(&out);
+    let support::report::Cells(shown) = support::report::check_report(&out);
     assert_eq!(shown.len(), 3 * 4, "3 metrics x 4 cells");
     for (data, text) in shown {
         let cell = cells
@@ -108,7 +108,7 @@ fn sweep_trains_the_grid_reuses_runs_and_refuses_another_sweep() {
         let in_percent = data["metric"] != "h_py";
         assert_eq!(
             text,
-            support::mean_std(mean, value["std"].as_f64(), in_percent)
+            support::report::mean_std(mean, value["std"].as_f64(), in_percent)
         );
     }
 
@@ -183,10 +183,10 @@ fn report_check_catches_missing_files_foreign_resources_and_broken_html() {
     std::fs::create_dir(dir.path().join("plots")).unwrap();
     std::fs::write(dir.path().join("plots/a.svg"), "<svg></svg>").unwrap();
     std::fs::write(dir.path().join("report.html"), good).unwrap();
-    support::check_report(dir.path());
+    support::report::check_report(dir.path());
     for page in bad {
         std::fs::write(dir.path().join("report.html"), &page).unwrap();
-        let caught = std::panic::catch_unwind(|| support::check_report(dir.path()));
+        let caught = std::panic::catch_unwind(|| support::report::check_report(dir.path()));
         assert!(caught.is_err(), "accepted: {page}");
     }
 }

@@ -1,8 +1,11 @@
 //! `csam train` and `csam eval` end to end through the binary, on the
 //! bundled digits with an MLP (seconds on a CPU).
 
+mod support;
+
 use std::path::Path;
 use std::process::{Command, Output};
+use support::{text, DIGITS_MLP};
 
 fn csam(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_csam"))
@@ -10,33 +13,6 @@ fn csam(args: &[&str]) -> Output {
         .output()
         .expect("the csam binary runs")
 }
-
-fn text(output: &Output) -> String {
-    format!(
-        "status {:?}\nstdout:\n{}\nstderr:\n{}",
-        output.status,
-        String::from_utf8_lossy(&output.stdout),
-        String::from_utf8_lossy(&output.stderr)
-    )
-}
-
-const DIGITS_MLP: &[&str] = &[
-    "--data",
-    "digits",
-    "--model",
-    "mlp",
-    "--val-size",
-    "300",
-    "--batch-size",
-    "64",
-    "--lr",
-    "0.05",
-    "--device",
-    "cpu",
-    "--threads",
-    "1",
-    "--quiet",
-];
 
 fn train(out: &Path, extra: &[&str]) -> Output {
     let mut args = vec!["train", "--out", out.to_str().unwrap()];

@@ -39,9 +39,43 @@ fn temporary_sibling(path: &Path) -> PathBuf {
     path.with_file_name(format!(".{name}.{}.{n}.tmp", std::process::id()))
 }
 
+/// True for a name [`write_atomically`] gives its temporary files
+/// (`.NAME.PID.N.tmp`): a leftover of a writer killed before its rename,
+/// never a file anyone keeps.
+pub fn is_temporary_name(file_name: &str) -> bool {
+    let Some(inner) = file_name
+        .strip_prefix('.')
+        .and_then(|rest| rest.strip_suffix(".tmp"))
+    else {
+        return false;
+    };
+    let mut parts = inner.rsplitn(3, '.');
+    let numeric = |part: Option<&str>| {
+        part.is_some_and(|p| !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit()))
+    };
+    numeric(parts.next()) && numeric(parts.next()) && parts.next().is_some_and(|n| !n.is_empty())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn temporary_names_are_recognised() {
+        let temp = temporary_sibling(Path::new("/run/val_logits.npy"));
+        assert!(is_temporary_name(
+            &temp.file_name().unwrap().to_string_lossy()
+        ));
+        for kept in [
+            "val_logits.npy",
+            ".a.tmp",
+            ".a.x.1.tmp",
+            "a.1.2.tmp",
+            ".1.2.tmp",
+        ] {
+            assert!(!is_temporary_name(kept), "{kept}");
+        }
+    }
 
     #[test]
     fn replaces_existing_file_and_leaves_no_temporary() {

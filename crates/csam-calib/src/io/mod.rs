@@ -20,7 +20,7 @@ use std::path::Path;
 use ndarray::Array2;
 
 pub use array::{Elements, LoadedArray};
-pub use atomic::write_atomically;
+pub use atomic::{is_temporary_name, write_atomically};
 pub use npy_header::{ByteOrder, Dtype, Header as NpyHeader, Kind};
 
 use crate::error::Result;

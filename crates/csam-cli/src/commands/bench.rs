@@ -17,7 +17,9 @@ enum InputKind {
 }
 
 /// Flags of `csam bench`.
+/// A flag given twice takes its last value.
 #[derive(Debug, Args)]
+#[command(args_override_self = true)]
 pub struct BenchArgs {
     /// Models to time, comma-separated.
     #[arg(long, value_delimiter = ',', default_value = "mlp,resnet20")]
@@ -57,7 +59,10 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
     let optimizers = args
         .optimizers
         .iter()
-        .map(|name| name.parse::<OptimizerFamily>().map_err(anyhow::Error::msg))
+        .map(|name| {
+            name.parse::<OptimizerFamily>()
+                .map_err(|e| anyhow::anyhow!("--optimizers {name:?}: {e}"))
+        })
         .collect::<anyhow::Result<Vec<_>>>()?;
     let (channels, side) = match args.input {
         InputKind::Fmnist => (1, 28),

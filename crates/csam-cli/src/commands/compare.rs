@@ -12,7 +12,9 @@ use super::experiment_args::SharedArgs;
 /// Flags of `csam compare`. Without flags it runs the default comparison:
 /// SGD, SAM and CSAM on the bundled Fashion-MNIST subset, 3 seeds (see
 /// docs/compare-defaults.md for how the defaults were chosen).
+/// A flag given twice takes its last value.
 #[derive(Debug, Args)]
+#[command(args_override_self = true)]
 pub struct CompareArgs {
     /// Methods, comma-separated: sgd, sam, asam, csam (default sgd,sam,csam).
     #[arg(long, value_delimiter = ',', value_name = "LIST")]

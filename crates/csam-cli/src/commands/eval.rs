@@ -6,7 +6,9 @@ use clap::Args;
 use csam_train::train::eval::{evaluate_run, EvalRequest};
 
 /// Flags of `csam eval`.
+/// A flag given twice takes its last value.
 #[derive(Debug, Args)]
+#[command(args_override_self = true)]
 pub struct EvalArgs {
     /// Run directory written by `csam train`.
     #[arg(long, value_name = "DIR")]

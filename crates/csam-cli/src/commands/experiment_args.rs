@@ -79,6 +79,7 @@ impl SharedArgs {
         };
         let seeds = match (&self.seeds, self.n_seeds) {
             (Some(seeds), _) => seeds.clone(),
+            (None, Some(0)) => anyhow::bail!("--n-seeds must be at least 1"),
             (None, Some(n)) => (0..n).collect(),
             (None, None) => defaults.seeds.clone(),
         };

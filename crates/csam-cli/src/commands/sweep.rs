@@ -8,8 +8,9 @@ use csam_train::experiment::sweep::{self, SweepRequest, SweepSettings};
 use super::experiment_args::SharedArgs;
 
 /// Flags of `csam sweep`: the grid, and the settings every run shares (as
-/// in `csam compare`).
+/// in `csam compare`). A flag given twice takes its last value.
 #[derive(Debug, Args)]
+#[command(args_override_self = true)]
 pub struct SweepArgs {
     /// Perturbation radii, comma-separated (default 0.02,0.05,0.1,0.2).
     #[arg(long, value_delimiter = ',', value_name = "LIST")]

@@ -77,12 +77,10 @@ fn median(values: &mut [f64]) -> f64 {
 
 /// Runs every (model, optimizer) case; rows in that order.
 pub fn run_bench(options: &BenchOptions) -> Result<Vec<BenchRow>> {
-    if options.steps == 0 || options.batch_size == 0 {
-        return Err(invalid(
-            "steps",
-            &options.steps.to_string(),
-            "steps and batch size must be at least 1",
-        ));
+    for (key, value) in [("steps", options.steps), ("batch_size", options.batch_size)] {
+        if value == 0 {
+            return Err(invalid(key, "0", "must be at least 1"));
+        }
     }
     let mut rows = Vec::new();
     for model in &options.models {

@@ -57,6 +57,17 @@ pub enum TrainError {
         what: String,
         last_good_epoch: usize,
     },
+    /// Saving an epoch's results failed (a full disk, say); the atomic
+    /// writes leave the previous checkpoint intact.
+    #[error(
+        "could not save epoch {epoch}: {cause}; the run directory keeps the checkpoint of \
+         epoch {last_good_epoch} (0: none yet). Free some space, then continue with --resume."
+    )]
+    SaveFailed {
+        epoch: usize,
+        last_good_epoch: usize,
+        cause: Box<TrainError>,
+    },
     /// An error from libtorch (shape, device, file format).
     #[error("libtorch: {0}")]
     Torch(#[from] tch::TchError),

@@ -17,6 +17,7 @@ pub mod error;
 pub mod eval;
 pub mod evaluate;
 pub mod metrics_log;
+pub mod preflight;
 mod progress;
 pub mod rundir;
 mod runner;

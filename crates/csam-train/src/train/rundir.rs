@@ -15,7 +15,12 @@
 
 use std::path::{Path, PathBuf};
 
+use super::atomic::is_temporary;
 use super::error::{Result, TrainError};
+
+fn is_temporary_entry(entry: &std::fs::DirEntry) -> bool {
+    is_temporary(&entry.file_name().to_string_lossy())
+}
 
 /// Which split a logits / labels file belongs to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -122,9 +127,12 @@ impl RunDir {
         if !self.root.exists() {
             return Ok(RunState::Empty);
         }
-        let mut entries =
+        // A temporary file of a writer killed before its first rename is
+        // not a run yet.
+        let entries =
             std::fs::read_dir(&self.root).map_err(TrainError::io("read directory", &self.root))?;
-        if entries.next().is_none() {
+        let mut kept = entries.flatten().filter(|e| !is_temporary_entry(e));
+        if kept.next().is_none() {
             return Ok(RunState::Empty);
         }
         Ok(if self.summary().exists() {
@@ -162,6 +170,24 @@ impl RunDir {
         }
     }
 
+    /// Removes the temporary files that a killed writer left in the
+    /// directory and in `checkpoint/` (see [`super::atomic::is_temporary`]);
+    /// their targets are untouched, so nothing the run keeps is lost.
+    pub fn remove_temporaries(&self) -> Result<()> {
+        for dir in [self.root.clone(), self.checkpoint_dir()] {
+            let Ok(entries) = std::fs::read_dir(&dir) else {
+                continue; // not created yet: nothing left behind
+            };
+            for entry in entries.flatten().filter(is_temporary_entry) {
+                std::fs::remove_file(entry.path()).map_err(TrainError::io(
+                    "remove leftover temporary file",
+                    entry.path(),
+                ))?;
+            }
+        }
+        Ok(())
+    }
+
     /// Creates the directory (and its parents).
     pub fn create(&self) -> Result<()> {
         std::fs::create_dir_all(&self.root)
@@ -183,6 +209,24 @@ mod tests {
         run.create().unwrap();
         assert!(run.root().is_dir());
         assert_eq!(run.state().unwrap(), RunState::Empty);
+    }
+
+    #[test]
+    fn leftover_temporaries_are_removed_and_kept_files_are_not() {
+        let dir = tempfile::tempdir().unwrap();
+        let run = RunDir::new(dir.path());
+        std::fs::create_dir(run.checkpoint_dir()).unwrap();
+        let kept = [run.config(), run.checkpoint_dir().join("state.json")];
+        let leftovers = [
+            dir.path().join(".model.tmp-12.safetensors"),
+            run.checkpoint_dir().join(".weights-2.tmp-12.safetensors"),
+        ];
+        for path in kept.iter().chain(&leftovers) {
+            std::fs::write(path, "x").unwrap();
+        }
+        run.remove_temporaries().unwrap();
+        assert!(kept.iter().all(|p| p.exists()));
+        assert!(leftovers.iter().all(|p| !p.exists()));
     }
 
     #[test]
@@ -211,6 +255,8 @@ mod tests {
         assert!(!run.check(true).unwrap(), "no checkpoint yet: start over");
 
         let other = tempfile::tempdir().unwrap();
+        std::fs::write(other.path().join(".config.tmp-7.toml"), "half").unwrap();
+        assert_eq!(RunDir::new(other.path()).state().unwrap(), RunState::Empty);
         std::fs::write(other.path().join("notes.txt"), "mine").unwrap();
         let run = RunDir::new(other.path());
         assert_eq!(run.state().unwrap(), RunState::Foreign);

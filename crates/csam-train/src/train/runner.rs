@@ -10,6 +10,7 @@ use super::config::{BestMetric, TrainConfig};
 use super::error::{Result, TrainError};
 use super::evaluate::Predictions;
 use super::metrics_log::{EpochRecord, MetricsLog, TrainStats};
+use super::preflight;
 use super::progress::{epoch_line, EpochProgress};
 use super::rundir::{RunDir, Split};
 use super::session::{Names, Session};
@@ -67,8 +68,11 @@ pub fn run(request: &TrainRequest) -> Result<RunOutcome> {
     if resuming {
         check_resume_config(&run_dir, config)?;
     }
+    preflight::check_writable(run_dir.root())?;
     let mut session = Session::prepare(config, names)?;
+    preflight::check_free_space(run_dir.root(), session.estimated_output_bytes())?;
     run_dir.create()?;
+    run_dir.remove_temporaries()?;
     super::atomic::write_atomic(&run_dir.config(), config.to_toml().as_bytes())?;
     session.data.save_normalization(&run_dir.normalization())?;
 
@@ -104,8 +108,8 @@ pub fn run(request: &TrainRequest) -> Result<RunOutcome> {
         let best = config
             .best_metric
             .improves(value, state.best.map(|b| b.value));
+        let last_good_epoch = state.epochs_done;
         if best {
-            checkpoint::save_weights(session.trainer.var_store(), &run_dir.best_model())?;
             state.best = Some(BestRecord { epoch, value });
         }
         let seconds = started.elapsed().as_secs_f64();
@@ -118,21 +122,39 @@ pub fn run(request: &TrainRequest) -> Result<RunOutcome> {
             best,
             seconds,
         };
-        log.append(&record)?;
         state.epochs_done = epoch;
         state.elapsed_s += seconds;
-        checkpoint::save(
-            &run_dir,
-            &state,
-            session.trainer.var_store(),
-            &session.trainer.optimizer_state(),
-        )?;
+        save_epoch(&run_dir, &log, &session, &state, &record).map_err(|cause| {
+            TrainError::SaveFailed {
+                epoch,
+                last_good_epoch,
+                cause: Box::new(cause),
+            }
+        })?;
         println!("{}", epoch_line(&record, config.epochs));
         if request.stop_after_epoch == Some(epoch) && epoch < config.epochs {
             return Ok(RunOutcome::Stopped { epoch });
         }
     }
     finish(&mut session, &run_dir, &state).map(|s| RunOutcome::Finished(Box::new(s)))
+}
+
+/// Writes an epoch's results: the best weights when it improved, its log
+/// line, then its checkpoint, which commits the epoch (a run killed before
+/// that repeats it on resume, see [`checkpoint`]).
+fn save_epoch(
+    run_dir: &RunDir,
+    log: &MetricsLog,
+    session: &Session,
+    state: &TrainState,
+    record: &EpochRecord,
+) -> Result<()> {
+    let weights = session.trainer.var_store();
+    if record.best {
+        checkpoint::save_weights(weights, &run_dir.best_model())?;
+    }
+    log.append(record)?;
+    checkpoint::save(run_dir, state, weights, &session.trainer.optimizer_state())
 }
 
 /// Refuses a resume whose configuration would not continue the same run.

@@ -129,6 +129,18 @@ impl Session {
         self.data.splits.train.n.div_ceil(self.config.batch_size)
     }
 
+    /// An upper estimate of the bytes the run writes into its directory
+    /// (see [`super::preflight::estimate_run_bytes`]).
+    pub fn estimated_output_bytes(&self) -> u64 {
+        let splits = &self.data.splits;
+        let predictions = (splits.val.n + splits.test.n) as u64;
+        super::preflight::estimate_run_bytes(
+            super::preflight::weight_bytes(self.trainer.var_store()),
+            predictions * splits.train.n_classes as u64,
+            predictions,
+        )
+    }
+
     /// The model's predictions on a split, in eval mode.
     pub fn predict_split(&self, split: Split) -> Result<Predictions> {
         predict_dataset(

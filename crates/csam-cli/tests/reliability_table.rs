@@ -1,0 +1,601 @@
+//! docs/reliability.md, checked: every user-facing input of `csam` (each
+//! flag of each subcommand, each config key, each kind of file read) with a
+//! bad value, run through the binary, must end with a non-zero exit and one
+//! `error:` line, never a panic; the table of those errors must equal the
+//! committed doc. Regenerate it with
+//! `CSAM_UPDATE_DOCS=1 cargo test -p csam-cli --test reliability_table`.
+//!
+//! Adding an input is one line in [`CASES`]; a flag of a covered command
+//! that has no row fails [`every_flag_and_config_key_has_a_row`].
+
+mod support;
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use support::{text, DIGITS_MLP};
+
+/// One bad input: the command, the input (a flag, `config: KEY`, or a file
+/// kind), the bad value as the table shows it, and the arguments after
+/// `csam`, with the placeholders of [`expand`].
+struct Case {
+    command: &'static str,
+    input: &'static str,
+    bad: &'static str,
+    args: &'static [&'static str],
+}
+
+const fn case(
+    command: &'static str,
+    input: &'static str,
+    bad: &'static str,
+    args: &'static [&'static str],
+) -> Case {
+    Case {
+        command,
+        input,
+        bad,
+        args,
+    }
+}
+
+/// The commands the table covers, in its order.
+const COMMANDS: &[&str] = &["train", "eval", "metrics", "bench", "compare"];
+
+/// Placeholders (see [`expand`]): `{train}` a valid small training command
+/// into the fresh directory `{run}`; `config:TOML` a config file of a valid
+/// run plus the TOML given; `{eval}`, `{metrics}`, `{val}`, `{bench}`,
+/// `{compare}` valid base arguments; `{dir}` the directory of prepared bad
+/// files (see [`prepare`]); `{fx}` the CLI's fixtures, `{calib}` the
+/// calibration crate's; `{trained}` a finished run.
+#[rustfmt::skip]
+const CASES: &[Case] = &[
+    case("train", "--config", "missing file", &["{train}", "--config", "{dir}/missing.toml"]),
+    case("train", "--config", "TOML syntax error", &["{train}", "--config", "{dir}/bad.toml"]),
+    case("train", "--out", "path below a regular file", &["{train}", "--out", "{dir}/notes.txt/run"]),
+    case("train", "--out", "finished run", &["{train}", "--out", "{trained}"]),
+    case("train", "--out", "directory of foreign files", &["{train}", "--out", "{dir}/foreign"]),
+    case("train", "--out", "unfinished run without --resume", &["{train}", "--out", "{dir}/corrupt-state"]),
+    case("train", "--resume", "a value", &["{train}", "--resume=yes"]),
+    case("train", "--resume", "corrupt checkpoint/state.json", &["{train}", "--resume", "--epochs", "2", "--out", "{dir}/corrupt-state"]),
+    case("train", "--resume", "torn checkpoint weights", &["{train}", "--resume", "--epochs", "2", "--out", "{dir}/torn-weights"]),
+    case("train", "--resume", "corrupt metrics.jsonl", &["{train}", "--resume", "--epochs", "2", "--out", "{dir}/corrupt-log"]),
+    case("train", "--resume", "changed settings", &["{train}", "--resume", "--epochs", "2", "--out", "{dir}/resumable", "--lr", "0.5"]),
+    case("train", "--data", "unknown name", &["{train}", "--data", "nonsense"]),
+    case("train", "--data", "idx: empty directory", &["{train}", "--data", "idx:{dir}/empty"]),
+    case("train", "--data", "cifar10: empty directory", &["{train}", "--data", "cifar10:{dir}/empty"]),
+    case("train", "--data", "npy: not .npy files", &["{train}", "--data", "npy:{dir}/garbage.npy,{dir}/garbage.npy"]),
+    case("train", "--data", "folder: empty directory", &["{train}", "--data", "folder:{dir}/empty"]),
+    case("train", "--val-size", "0", &["{train}", "--val-size", "0"]),
+    case("train", "--val-size", "the whole training set", &["{train}", "--val-size", "100000"]),
+    case("train", "--seed", "-1", &["{train}", "--seed=-1"]),
+    case("train", "--model", "resnet7", &["{train}", "--model", "resnet7"]),
+    case("train", "--mlp-hidden", "0", &["{train}", "--mlp-hidden", "64,0"]),
+    case("train", "--dropout", "1", &["{train}", "--dropout", "1"]),
+    case("train", "--epochs", "0", &["{train}", "--epochs", "0"]),
+    case("train", "--batch-size", "0", &["{train}", "--batch-size", "0"]),
+    case("train", "--lr", "-0.1", &["{train}", "--lr=-0.1"]),
+    case("train", "--lr", "NaN", &["{train}", "--lr", "NaN"]),
+    case("train", "--momentum", "1", &["{train}", "--momentum", "1"]),
+    case("train", "--nesterov", "without momentum", &["{train}", "--nesterov", "--momentum", "0"]),
+    case("train", "--weight-decay", "-1", &["{train}", "--weight-decay=-1"]),
+    case("train", "--base-optimizer", "lamb", &["{train}", "--base-optimizer", "lamb"]),
+    case("train", "--schedule", "linear", &["{train}", "--schedule", "linear"]),
+    case("train", "--warmup-epochs", "= --epochs", &["{train}", "--warmup-epochs", "1"]),
+    case("train", "--min-lr", "above --lr", &["{train}", "--min-lr", "1"]),
+    case("train", "--step-size", "0", &["{train}", "--schedule", "step", "--step-size", "0"]),
+    case("train", "--decay-factor", "2", &["{train}", "--schedule", "step", "--decay-factor", "2"]),
+    case("train", "--optimizer", "lamb", &["{train}", "--optimizer", "lamb"]),
+    case("train", "--rho", "0 with SAM", &["{train}", "--optimizer", "sam", "--rho", "0"]),
+    case("train", "--eta", "-1 with ASAM", &["{train}", "--optimizer", "asam", "--eta=-1"]),
+    case("train", "--gamma", "-1 with CSAM", &["{train}", "--optimizer", "csam", "--gamma=-1"]),
+    case("train", "--csam-detach", "maybe", &["{train}", "--csam-detach", "maybe"]),
+    case("train", "--m", "0", &["{train}", "--optimizer", "sam", "--m", "0"]),
+    case("train", "--sam-every", "0", &["{train}", "--optimizer", "sam", "--sam-every", "0"]),
+    case("train", "--clip", "0", &["{train}", "--clip", "0"]),
+    case("train", "--augment", "maybe", &["{train}", "--augment", "maybe"]),
+    case("train", "--no-shuffle", "a value", &["{train}", "--no-shuffle=yes"]),
+    case("train", "--device", "tpu", &["{train}", "--device", "tpu"]),
+    case("train", "--best-metric", "f1", &["{train}", "--best-metric", "f1"]),
+    case("train", "--threads", "0", &["{train}", "--threads", "0"]),
+    case("train", "--init", "missing file", &["{train}", "--init", "{dir}/missing.safetensors"]),
+    case("train", "--init", "not safetensors", &["{train}", "--init", "{dir}/garbage.safetensors"]),
+    case("train", "--quiet", "a value", &["{train}", "--quiet=yes"]),
+    case("train", "config: (file)", "unknown key", &["{train}", "config:lrr = 0.1"]),
+    case("train", "config: data", "3", &["{train}", "config:data = 3"]),
+    case("train", "config: val_size", "0", &["{train}", "config:val_size = 0"]),
+    case("train", "config: seed", "-1", &["{train}", "config:seed = -1"]),
+    case("train", "config: model", "\"resnet7\"", &["{train}", "config:model = \"resnet7\""]),
+    case("train", "config: mlp_hidden", "[0]", &["{train}", "config:mlp_hidden = [0]"]),
+    case("train", "config: dropout", "1.0", &["{train}", "config:dropout = 1.0"]),
+    case("train", "config: epochs", "0", &["{train}", "config:epochs = 0"]),
+    case("train", "config: batch_size", "0", &["{train}", "config:batch_size = 0"]),
+    case("train", "config: lr", "-0.1", &["{train}", "config:lr = -0.1"]),
+    case("train", "config: momentum", "1.0", &["{train}", "config:momentum = 1.0"]),
+    case("train", "config: nesterov", "\"yes\"", &["{train}", "config:nesterov = \"yes\""]),
+    case("train", "config: weight_decay", "-1.0", &["{train}", "config:weight_decay = -1.0"]),
+    case("train", "config: base_optimizer", "\"lamb\"", &["{train}", "config:base_optimizer = \"lamb\""]),
+    case("train", "config: schedule", "\"linear\"", &["{train}", "config:schedule = \"linear\""]),
+    case("train", "config: warmup_epochs", "5 (epochs 1)", &["{train}", "config:warmup_epochs = 5"]),
+    case("train", "config: min_lr", "1.0 (lr 0.05)", &["{train}", "config:min_lr = 1.0"]),
+    case("train", "config: step_size", "0", &["{train}", "config:schedule = \"step\"\nstep_size = 0"]),
+    case("train", "config: decay_factor", "2.0", &["{train}", "config:schedule = \"step\"\ndecay_factor = 2.0"]),
+    case("train", "config: optimizer", "\"lamb\"", &["{train}", "config:optimizer = \"lamb\""]),
+    case("train", "config: rho", "0.0 (SAM)", &["{train}", "config:optimizer = \"sam\"\nrho = 0.0"]),
+    case("train", "config: eta", "-1.0 (ASAM)", &["{train}", "config:optimizer = \"asam\"\neta = -1.0"]),
+    case("train", "config: gamma", "-1.0 (CSAM)", &["{train}", "config:optimizer = \"csam\"\ngamma = -1.0"]),
+    case("train", "config: csam_detach", "1", &["{train}", "config:csam_detach = 1"]),
+    case("train", "config: m", "0 (SAM)", &["{train}", "config:optimizer = \"sam\"\nm = 0"]),
+    case("train", "config: sam_every", "0", &["{train}", "config:sam_every = 0"]),
+    case("train", "config: clip", "-1.0", &["{train}", "config:clip = -1.0"]),
+    case("train", "config: augment", "\"no\"", &["{train}", "config:augment = \"no\""]),
+    case("train", "config: shuffle", "\"no\"", &["{train}", "config:shuffle = \"no\""]),
+    case("train", "config: device", "\"tpu\"", &["{train}", "config:device = \"tpu\""]),
+    case("train", "config: best_metric", "\"f1\"", &["{train}", "config:best_metric = \"f1\""]),
+    case("train", "config: threads", "0", &["{train}", "config:threads = 0"]),
+    case("train", "config: init", "missing file", &["{train}", "config:init = \"/nonexistent/w.safetensors\""]),
+    case("eval", "--run", "missing directory", &["{eval}", "--run", "{dir}/missing-run"]),
+    case("eval", "--run", "run without a model", &["{eval}", "--run", "{dir}/no-model"]),
+    case("eval", "--data", "unknown name", &["{eval}", "--data", "nonsense"]),
+    case("eval", "--data", "idx: empty directory", &["{eval}", "--data", "idx:{dir}/empty"]),
+    case("eval", "--name", "../x", &["{eval}", "--name", "../x"]),
+    case("eval", "--force", "a value", &["{eval}", "--force=yes"]),
+    case("eval", "--device", "tpu", &["{eval}", "--device", "tpu"]),
+    case("eval", "--batch-size", "0", &["{eval}", "--batch-size", "0"]),
+    case("metrics", "PREDS", "not a .npy file", &["metrics", "{dir}/garbage.npy", "--labels", "{fx}/test_labels.npy", "--logits"]),
+    case("metrics", "PREDS", "unknown extension", &["metrics", "{dir}/preds.xyz", "--labels", "{fx}/test_labels.npy", "--logits"]),
+    case("metrics", "PREDS", "missing file", &["metrics", "{dir}/missing.npy", "--labels", "{fx}/test_labels.npy", "--logits"]),
+    case("metrics", "PREDS", "CSV with a NaN logit", &["metrics", "{dir}/nan.csv", "--labels", "{dir}/labels2.npy", "--logits"]),
+    case("metrics", "PREDS", "ragged CSV", &["metrics", "{dir}/ragged.csv", "--labels", "{dir}/labels2.npy", "--logits"]),
+    case("metrics", "PREDS", "empty CSV", &["metrics", "{dir}/empty.csv", "--labels", "{dir}/labels2.npy", "--logits"]),
+    case("metrics", "PREDS", "not a .npz archive", &["metrics", "{dir}/garbage.npz", "--labels", "{fx}/test_labels.npy", "--logits"]),
+    case("metrics", "--preds", "and PREDS", &["{metrics}", "--preds", "{fx}/test_logits.npy"]),
+    case("metrics", "--labels", "not a .npy file", &["metrics", "{fx}/test_logits.npy", "--labels", "{dir}/garbage.npy", "--logits"]),
+    case("metrics", "--labels", "label 99 of 10 classes", &["metrics", "{fx}/test_logits.npy", "--labels", "{dir}/labels99.npy", "--logits"]),
+    case("metrics", "--labels", "label -1", &["metrics", "{fx}/test_logits.npy", "--labels", "{dir}/labels-negative.npy", "--logits"]),
+    case("metrics", "--labels", "fewer labels than rows", &["metrics", "{fx}/test_logits.npy", "--labels", "{fx}/val_labels.npy", "--logits"]),
+    case("metrics", "--logits", "with --probs", &["{metrics}", "--probs"]),
+    case("metrics", "--probs", "logits given", &["metrics", "{fx}/test_logits.npy", "--labels", "{fx}/test_labels.npy", "--probs"]),
+    case("metrics", "--probs", "rows summing to 1.2", &["metrics", "{dir}/probs-sum.csv", "--labels", "{dir}/labels2.npy", "--probs"]),
+    case("metrics", "--array", "on a .npy file", &["{metrics}", "--array", "logits"]),
+    case("metrics", "--array", "no such array", &["metrics", "{calib}/predictions.npz", "--labels", "{calib}/predictions.npz", "--logits", "--array", "nope"]),
+    case("metrics", "--labels-array", "no such array", &["metrics", "{calib}/predictions.npz", "--labels", "{calib}/predictions.npz", "--logits", "--array", "logits", "--labels-array", "nope"]),
+    case("metrics", "--val-preds", "without --val-labels", &["{metrics}", "--val-preds", "{fx}/val_logits.npy"]),
+    case("metrics", "--val-preds", "another class count", &["{metrics}", "--val-preds", "{dir}/nan.csv", "--val-labels", "{dir}/labels2.npy"]),
+    case("metrics", "--val-labels", "not a .npy file", &["{metrics}", "--val-preds", "{fx}/val_logits.npy", "--val-labels", "{dir}/garbage.npy"]),
+    case("metrics", "--calibrate", "foo", &["{metrics}", "{val}", "--calibrate", "foo"]),
+    case("metrics", "--calibrate", "without validation data", &["{metrics}", "--calibrate", "temperature"]),
+    case("metrics", "--bins", "0", &["{metrics}", "--bins", "0"]),
+    case("metrics", "--edges", "middle", &["{metrics}", "--edges", "middle"]),
+    case("metrics", "--adaptive", "none", &["{metrics}", "--adaptive", "none"]),
+    case("metrics", "--tce-objective", "auc", &["{metrics}", "--tce-objective", "auc"]),
+    case("metrics", "--tolerance", "NaN", &["{metrics}", "--tolerance", "NaN"]),
+    case("metrics", "--tolerance", "-1", &["{metrics}", "--tolerance=-1"]),
+    case("metrics", "--json", "a value", &["{metrics}", "--json=yes"]),
+    case("metrics", "--plot", "path below a regular file", &["{metrics}", "--plot", "{dir}/notes.txt/plots"]),
+    case("metrics", "--save-calibrators", "path below a regular file", &["{metrics}", "{val}", "--save-calibrators", "{dir}/notes.txt/cal"]),
+    case("bench", "--models", "foo", &["{bench}", "--models", "foo"]),
+    case("bench", "--optimizers", "lamb", &["{bench}", "--optimizers", "lamb"]),
+    case("bench", "--input", "imagenet", &["{bench}", "--input", "imagenet"]),
+    case("bench", "--batch-size", "0", &["{bench}", "--batch-size", "0"]),
+    case("bench", "--warmup", "-1", &["{bench}", "--warmup=-1"]),
+    case("bench", "--steps", "0", &["{bench}", "--steps", "0"]),
+    case("bench", "--device", "tpu", &["{bench}", "--device", "tpu"]),
+    case("bench", "--threads", "0", &["{bench}", "--threads", "0"]),
+    case("bench", "--json", "a value", &["{bench}", "--json=yes"]),
+    case("compare", "--methods", "lamb", &["{compare}", "--methods", "sgd,lamb"]),
+    case("compare", "--seeds", "a", &["{compare}", "--seeds", "0,a"]),
+    case("compare", "--n-seeds", "0", &["compare", "--n-seeds", "0", "--data", "digits", "--out", "{run}"]),
+    case("compare", "--n-seeds", "with --seeds", &["{compare}", "--n-seeds", "2"]),
+    case("compare", "--data", "unknown name", &["{compare}", "--data", "nonsense"]),
+    case("compare", "--full", "with --data", &["{compare}", "--full"]),
+    case("compare", "--model", "resnet7", &["{compare}", "--model", "resnet7"]),
+    case("compare", "--epochs", "0", &["{compare}", "--epochs", "0"]),
+    case("compare", "--lr", "-1", &["{compare}", "--lr=-1"]),
+    case("compare", "--weight-decay", "-1", &["{compare}", "--weight-decay=-1"]),
+    case("compare", "--rho", "0", &["{compare}", "--rho", "0"]),
+    case("compare", "--gamma", "-1", &["{compare}", "--gamma=-1"]),
+    case("compare", "--batch-size", "0", &["{compare}", "--batch-size", "0"]),
+    case("compare", "--val-size", "0", &["{compare}", "--val-size", "0"]),
+    case("compare", "--augment", "maybe", &["{compare}", "--augment", "maybe"]),
+    case("compare", "--device", "tpu", &["{compare}", "--device", "tpu"]),
+    case("compare", "--threads", "0", &["{compare}", "--threads", "0"]),
+    case("compare", "--out", "path below a regular file", &["{compare}", "--out", "{dir}/notes.txt/cmp"]),
+    case("compare", "--quiet", "a value", &["{compare}", "--quiet=yes"]),
+];
+
+/// A valid small training run (flags after it override these).
+fn train_base() -> Vec<&'static str> {
+    let mut args = vec!["train", "--out", "{run}", "--epochs", "1"];
+    args.extend_from_slice(DIGITS_MLP);
+    args
+}
+/// The valid small training run into `out`.
+fn train_into(out: &Path) -> Command {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_csam"));
+    command.args(
+        train_base()
+            .iter()
+            .map(|a| a.replace("{run}", &out.to_string_lossy())),
+    );
+    command
+}
+
+/// The base of the `config:` rows: the run comes from the file.
+const TRAIN_BY_FILE: &[&str] = &["train", "--out", "{run}", "--quiet"];
+/// The same run as a config file (for the `config:` rows).
+const TRAIN_TOML: &str = "data = \"digits\"\nmodel = \"mlp\"\nepochs = 1\nval_size = 300\n\
+                          batch_size = 64\nlr = 0.05\ndevice = \"cpu\"\nthreads = 1\n";
+#[rustfmt::skip]
+const EVAL: &[&str] = &[
+    "eval", "--run", "{trained}", "--data", "digits", "--device", "cpu",
+];
+#[rustfmt::skip]
+const METRICS: &[&str] = &[
+    "metrics", "{fx}/test_logits.npy", "--labels", "{fx}/test_labels.npy", "--logits",
+];
+#[rustfmt::skip]
+const VAL: &[&str] = &[
+    "--val-preds", "{fx}/val_logits.npy", "--val-labels", "{fx}/val_labels.npy",
+];
+#[rustfmt::skip]
+const BENCH: &[&str] = &[
+    "bench", "--models", "mlp", "--input", "fmnist", "--batch-size", "2", "--warmup", "0",
+    "--steps", "1", "--device", "cpu",
+];
+#[rustfmt::skip]
+const COMPARE: &[&str] = &[
+    "compare", "--data", "digits", "--model", "mlp", "--epochs", "1", "--seeds", "0",
+    "--device", "cpu", "--quiet", "--out", "{run}",
+];
+
+/// Where the prepared inputs live.
+struct Places {
+    dir: PathBuf,
+    fixtures: PathBuf,
+    calib: PathBuf,
+    trained: PathBuf,
+}
+
+impl Places {
+    /// Path placeholders replaced in one argument (longest first, so that
+    /// `{trained}` inside `{dir}` is shown as itself).
+    fn substitutions(&self) -> [(&'static str, &'static str, &Path); 4] {
+        [
+            ("{trained}", "$RUN", &self.trained),
+            ("{dir}", "$TMP", &self.dir),
+            ("{fx}", "$FIXTURES", &self.fixtures),
+            ("{calib}", "$CALIB_FIXTURES", &self.calib),
+        ]
+    }
+
+    /// `text` with the real paths written as their short names.
+    fn shorten(&self, text: &str) -> String {
+        self.substitutions()
+            .iter()
+            .fold(text.to_string(), |t, (_, short, path)| {
+                t.replace(&*path.to_string_lossy(), short)
+            })
+    }
+}
+
+/// The arguments of case number `index`, placeholders replaced.
+fn expand(case: &Case, index: usize, places: &Places) -> Vec<String> {
+    // A config file sets the run, so no flag may override its keys.
+    let by_file = case.args.iter().any(|a| a.starts_with("config:"));
+    let train = train_base();
+    let bases: [(&str, &[&str]); 6] = [
+        ("{train}", if by_file { TRAIN_BY_FILE } else { &train }),
+        ("{eval}", EVAL),
+        ("{metrics}", METRICS),
+        ("{val}", VAL),
+        ("{bench}", BENCH),
+        ("{compare}", COMPARE),
+    ];
+    let mut args = Vec::new();
+    for &arg in case.args {
+        if let Some(toml) = arg.strip_prefix("config:") {
+            let file = places.dir.join(format!("case-{index}.toml"));
+            std::fs::write(&file, merged_toml(toml)).unwrap();
+            args.extend(["--config".to_string(), file.display().to_string()]);
+            continue;
+        }
+        let single = [arg];
+        let base = bases.iter().find(|(name, _)| *name == arg);
+        let expanded = base.map_or(&single[..], |(_, b)| b);
+        args.extend(expanded.iter().map(|a| a.to_string()));
+    }
+    let run = places.dir.join(format!("run-{index}"));
+    args.into_iter()
+        .map(|a| {
+            let a = a.replace("{run}", &run.to_string_lossy());
+            places.substitutions().iter().fold(a, |a, (name, _, path)| {
+                a.replace(name, &path.to_string_lossy())
+            })
+        })
+        .collect()
+}
+
+/// The valid run's TOML with the case's keys replacing or added to it.
+fn merged_toml(case: &str) -> String {
+    let mut table: toml::Table = TRAIN_TOML.parse().unwrap();
+    let extra: toml::Table = case.parse().expect("a case's TOML parses");
+    table.extend(extra);
+    table.to_string()
+}
+
+/// Writes the bad files and directories the cases name.
+fn prepare(dir: &Path, trained: &Path) {
+    let write = |name: &str, content: &str| std::fs::write(dir.join(name), content).unwrap();
+    write("garbage.npy", "not a numpy file");
+    write("garbage.npz", "not a zip archive");
+    write("garbage.safetensors", "not safetensors");
+    write("preds.xyz", "1,2\n");
+    write("nan.csv", "NaN,1\n0,1\n");
+    write("ragged.csv", "0.1,0.2\n0.3\n");
+    write("empty.csv", "");
+    write("probs-sum.csv", "0.5,0.7\n0.2,0.8\n");
+    write("bad.toml", "lr = = 0.1\n");
+    write("notes.txt", "mine");
+    let npy_labels = |name: &str, labels: &[i64]| {
+        csam_calib::io::npy::write_i64(&dir.join(name), labels).unwrap();
+    };
+    npy_labels("labels2.npy", &[0, 1]);
+    npy_labels("labels99.npy", &[99; 450]);
+    npy_labels("labels-negative.npy", &[-1; 450]);
+    for empty in ["empty", "foreign", "no-model"] {
+        std::fs::create_dir(dir.join(empty)).unwrap();
+    }
+    write("foreign/notes.txt", "mine");
+    std::fs::copy(
+        trained.join("config.toml"),
+        dir.join("no-model/config.toml"),
+    )
+    .unwrap();
+    // Interrupted runs (checkpoint of epoch 1 of 2), each damaged one way.
+    let stopped = dir.join("resumable");
+    let output = train_into(&stopped)
+        .args(["--epochs", "2", "--stop-after-epoch", "1"])
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{}", text(&output));
+    let damaged: [(&str, &str, &[u8]); 3] = [
+        (
+            "corrupt-state",
+            "checkpoint/state.json",
+            b"{\"epochs_done\": ",
+        ),
+        (
+            "torn-weights",
+            "checkpoint/weights-1.safetensors",
+            b"\x10\0\0\0\0\0\0\0{\"w\":",
+        ),
+        (
+            "corrupt-log",
+            "metrics.jsonl",
+            b"{\"epoch\": 1}\nnot json\n",
+        ),
+    ];
+    for (name, file, content) in damaged {
+        copy_run(&stopped, &dir.join(name));
+        std::fs::write(dir.join(name).join(file), content).unwrap();
+    }
+}
+
+fn copy_run(from: &Path, to: &Path) {
+    for sub in ["", "checkpoint"] {
+        std::fs::create_dir_all(to.join(sub)).unwrap();
+        for entry in std::fs::read_dir(from.join(sub)).unwrap().flatten() {
+            if entry.path().is_file() {
+                std::fs::copy(entry.path(), to.join(sub).join(entry.file_name())).unwrap();
+            }
+        }
+    }
+}
+
+/// Runs one case; returns its table row, or why it is not a clean refusal.
+fn run_case(case: &Case, index: usize, places: &Places) -> Result<String, String> {
+    let args = expand(case, index, places);
+    let output = Command::new(env!("CARGO_BIN_EXE_csam"))
+        .args(&args)
+        .output()
+        .unwrap();
+    let why = |problem: &str| {
+        Err(format!(
+            "{} {} {:?}: {problem}\nargs: {args:?}\n{}",
+            case.command,
+            case.input,
+            case.bad,
+            text(&output)
+        ))
+    };
+    let code = output.status.code();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    let errors: Vec<&str> = stderr.lines().filter(|l| l.starts_with("error:")).collect();
+    match code {
+        Some(0) => return why("accepted"),
+        Some(1) | Some(2) => {}
+        _ => return why("not exit status 1 (csam) or 2 (argument parsing)"),
+    }
+    if stderr.contains("panicked") || errors.len() != 1 {
+        return why("not one error line, or a panic");
+    }
+    let extra = stderr
+        .lines()
+        .filter(|l| !l.starts_with("error:") && !l.starts_with("warning:"));
+    if code == Some(1) && extra.count() > 0 {
+        return why("more than the error line");
+    }
+    // clap continues an error on indented lines ("required arguments were
+    // not provided:\n  --val-labels <FILE>"): they belong to it.
+    let continued = stderr
+        .lines()
+        .skip_while(|l| !l.starts_with("error:"))
+        .skip(1)
+        .take_while(|l| l.starts_with(' '))
+        .map(str::trim);
+    let error = std::iter::once(errors[0].trim_end())
+        .chain(continued)
+        .collect::<Vec<_>>()
+        .join(" ");
+    let run = places.dir.join(format!("run-{index}"));
+    let config = places.dir.join(format!("case-{index}.toml"));
+    let error = places
+        .shorten(
+            &error
+                .replace(&*run.to_string_lossy(), "$OUT")
+                .replace(&*config.to_string_lossy(), "$CONFIG"),
+        )
+        .replace('|', "\\|");
+    Ok(format!(
+        "| `{}` | {} | {} | `{}` |",
+        case.input,
+        case.bad.replace('|', "\\|"),
+        code.unwrap_or(-1),
+        error.replace('`', "'")
+    ))
+}
+
+const HEADER: &str = "\
+# Reliability: every input, a bad value, the error it gets
+
+Generated by `crates/csam-cli/tests/reliability_table.rs`, which runs each row through the
+`csam` binary and fails when a bad value is accepted, panics, or gives more than one `error:`
+line, or when this file differs from what it generates. Regenerate after changing a message:
+
+    CSAM_UPDATE_DOCS=1 cargo test -p csam-cli --test reliability_table
+
+Exit status 2 is an argument clap refused (only its first line is shown), 1 any other error.
+Paths: `$TMP` the test's directory of bad files, `$OUT` a fresh run directory, `$CONFIG` the
+row's config file (a valid small run plus the key shown), `$RUN` a finished run, `$FIXTURES`
+`crates/csam-cli/tests/fixtures`, `$CALIB_FIXTURES` `crates/csam-calib/fixtures/io`.
+
+Crash safety is tested separately (`crates/csam-cli/tests/crash_safety.rs`): SIGKILL at seeded
+random moments and inside every kind of checkpoint write, then `--resume`, ends bit-identical to
+an uninterrupted run with every file whole; a disk that fills up mid-run (`CSAM_FAULT=enospc:...`)
+keeps the previous checkpoint; an unwritable run directory is refused before training; a
+diverging run names its epoch and step and keeps its last good checkpoint.
+";
+
+fn document(rows: &[(usize, String)]) -> String {
+    let mut doc = HEADER.to_string();
+    for command in COMMANDS {
+        doc.push_str(&format!(
+            "\n## csam {command}\n\n| Input | Bad value | Exit | Error |\n|---|---|---|---|\n"
+        ));
+        for (index, row) in rows {
+            if CASES[*index].command == *command {
+                doc.push_str(row);
+                doc.push('\n');
+            }
+        }
+    }
+    doc
+}
+
+fn doc_path() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/reliability.md")
+}
+
+#[test]
+fn every_bad_input_gets_one_clear_error_and_the_doc_is_current() {
+    let dir = tempfile::tempdir().unwrap();
+    let manifest = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let places = Places {
+        dir: dir.path().to_path_buf(),
+        fixtures: manifest.join("tests/fixtures"),
+        calib: manifest.join("../csam-calib/fixtures/io"),
+        trained: dir.path().join("trained"),
+    };
+    let trained = train_into(&places.trained).output().unwrap();
+    assert!(trained.status.success(), "{}", text(&trained));
+    prepare(&places.dir, &places.trained);
+
+    // The binary mostly waits on loading libtorch: run cases side by side.
+    let workers = 8;
+    let results: Vec<(usize, Result<String, String>)> = std::thread::scope(|scope| {
+        let handles: Vec<_> = (0..workers)
+            .map(|worker| {
+                let places = &places;
+                scope.spawn(move || {
+                    (worker..CASES.len())
+                        .step_by(workers)
+                        .map(|i| (i, run_case(&CASES[i], i, places)))
+                        .collect::<Vec<_>>()
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .flat_map(|h| h.join().unwrap())
+            .collect()
+    });
+    let mut rows = Vec::new();
+    let mut failures = Vec::new();
+    for (index, result) in results {
+        match result {
+            Ok(row) => rows.push((index, row)),
+            Err(why) => failures.push(why),
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n\n"));
+    rows.sort_by_key(|(index, _)| *index);
+    let generated = document(&rows);
+    let path = doc_path();
+    if std::env::var_os("CSAM_UPDATE_DOCS").is_some() {
+        std::fs::write(&path, &generated).unwrap();
+    }
+    let committed = std::fs::read_to_string(&path).unwrap_or_default();
+    assert!(
+        committed == generated,
+        "docs/reliability.md is stale; regenerate it with CSAM_UPDATE_DOCS=1 cargo test -p \
+         csam-cli --test reliability_table"
+    );
+}
+
+/// The long flags that `csam COMMAND --help` lists.
+fn flags_of(command: &str) -> BTreeSet<String> {
+    let output = Command::new(env!("CARGO_BIN_EXE_csam"))
+        .args([command, "--help"])
+        .output()
+        .unwrap();
+    let help = String::from_utf8_lossy(&output.stdout).into_owned();
+    help.lines()
+        .map(str::trim_start)
+        .filter_map(|line| {
+            let line = line.strip_prefix("-h, ").unwrap_or(line);
+            let flag = line.strip_prefix("--")?;
+            let name: String = flag
+                .chars()
+                .take_while(|c| c.is_ascii_alphanumeric() || *c == '-')
+                .collect();
+            Some(format!("--{name}"))
+        })
+        .filter(|flag| flag != "--help")
+        .collect()
+}
+
+#[test]
+fn every_flag_and_config_key_has_a_row() {
+    let mut missing = Vec::new();
+    for command in COMMANDS {
+        let covered: BTreeSet<&str> = CASES
+            .iter()
+            .filter(|c| c.command == *command)
+            .map(|c| c.input)
+            .collect();
+        for flag in flags_of(command) {
+            if !covered.contains(flag.as_str()) {
+                missing.push(format!("csam {command} {flag}"));
+            }
+        }
+    }
+    for key in csam_train::train::config::CONFIG_KEYS {
+        let input = format!("config: {key}");
+        if !CASES.iter().any(|c| c.input == input) {
+            missing.push(input);
+        }
+    }
+    assert!(missing.is_empty(), "inputs without a row: {missing:?}");
+}

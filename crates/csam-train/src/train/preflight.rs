@@ -1,0 +1,155 @@
+//! Checks made before a run writes anything, so that a run directory that
+//! cannot be created or written, or a file system too full for what the run
+//! will write, is a clear error at the start instead of a failure hours in.
+//! A disk that fills up during the run anyway is handled by the atomic
+//! writes: the previous checkpoint stays intact (see [`super::atomic`]).
+
+use std::ffi::CString;
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
+
+use tch::nn::VarStore;
+
+use super::error::{Result, TrainError};
+
+/// Slack for the small files (config, logs, JSON reports), bytes.
+const SMALL_FILES_BYTES: u64 = 1 << 20;
+
+/// The deepest existing ancestor of `path` (itself included); `.` for a
+/// relative path none of whose ancestors exist.
+fn nearest_existing(path: &Path) -> PathBuf {
+    path.ancestors()
+        .find(|p| !p.as_os_str().is_empty() && p.exists())
+        .map_or_else(|| PathBuf::from("."), Path::to_path_buf)
+}
+
+fn c_path(path: &Path) -> Result<CString> {
+    CString::new(path.as_os_str().as_bytes())
+        .map_err(|_| TrainError::RunDir(format!("{} contains a NUL byte", path.display())))
+}
+
+/// Refuses a run directory that cannot be created or written: a path below
+/// a regular file, or a directory (or nearest existing parent) without
+/// write permission or on a read-only file system. Creates nothing.
+pub fn check_writable(root: &Path) -> Result<()> {
+    let existing = nearest_existing(root);
+    if !existing.is_dir() {
+        return Err(TrainError::RunDir(format!(
+            "cannot create the run directory {}: {} is not a directory",
+            root.display(),
+            existing.display()
+        )));
+    }
+    let path = c_path(&existing)?;
+    // SAFETY: `path` is a valid NUL-terminated string that outlives the call.
+    if unsafe { libc::access(path.as_ptr(), libc::W_OK | libc::X_OK) } != 0 {
+        let reason = std::io::Error::last_os_error();
+        let what = if existing == root {
+            "the run directory".to_string()
+        } else {
+            format!("cannot create the run directory {}:", root.display())
+        };
+        return Err(TrainError::RunDir(format!(
+            "{what} {} is not writable ({reason})",
+            existing.display()
+        )));
+    }
+    Ok(())
+}
+
+/// Bytes available to this user on the file system holding `path`.
+fn available_bytes(path: &Path) -> Result<u64> {
+    let c = c_path(path)?;
+    // SAFETY: statvfs fills the zeroed struct it is given; `c` outlives the call.
+    let mut stats: libc::statvfs = unsafe { std::mem::zeroed() };
+    if unsafe { libc::statvfs(c.as_ptr(), &mut stats) } != 0 {
+        return Err(TrainError::io("query free space of", path)(
+            std::io::Error::last_os_error(),
+        ));
+    }
+    Ok(stats.f_bavail as u64 * stats.f_frsize as u64)
+}
+
+/// An upper estimate of the bytes a run writes into its directory at its
+/// fullest: with W the weights' size, a checkpoint holds the weights and
+/// the optimizer state (at most 2 W, AdamW's two moments), twice while the
+/// next epoch's replaces it (6 W); `model.safetensors`,
+/// `model-last.safetensors` and one temporary copy add 3 W. Then the
+/// `prediction_values` f32 logits and their labels, and the small files.
+pub fn estimate_run_bytes(weight_bytes: u64, prediction_values: u64, predictions: u64) -> u64 {
+    9 * weight_bytes + 4 * prediction_values + 8 * predictions + SMALL_FILES_BYTES
+}
+
+/// The size in bytes of the variables of `vs`.
+pub fn weight_bytes(vs: &VarStore) -> u64 {
+    vs.variables()
+        .values()
+        .map(|t| (t.numel() * t.kind().elt_size_in_bytes()) as u64)
+        .sum()
+}
+
+/// Refuses to start when the file system that will hold `root` has less
+/// than `needed` bytes available.
+pub fn check_free_space(root: &Path, needed: u64) -> Result<()> {
+    let existing = nearest_existing(root);
+    let available = available_bytes(&existing)?;
+    if available < needed {
+        return Err(TrainError::RunDir(format!(
+            "not enough free space for the run directory {}: the run writes up to {} and {} has {} \
+             available",
+            root.display(),
+            mebibytes(needed),
+            existing.display(),
+            mebibytes(available)
+        )));
+    }
+    Ok(())
+}
+
+fn mebibytes(bytes: u64) -> String {
+    format!("{:.1} MiB", bytes as f64 / (1u64 << 20) as f64)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_path_below_a_regular_file_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("notes.txt");
+        std::fs::write(&file, "mine").unwrap();
+        let err = check_writable(&file.join("run")).unwrap_err().to_string();
+        assert!(err.contains("notes.txt is not a directory"), "{err}");
+        assert!(check_writable(&dir.path().join("new/run")).is_ok());
+    }
+
+    #[test]
+    fn relative_paths_start_from_the_current_directory() {
+        assert_eq!(
+            nearest_existing(Path::new("no-such-dir-xyz/run")),
+            Path::new(".")
+        );
+    }
+
+    #[test]
+    fn more_than_the_disk_holds_is_refused_and_little_is_accepted() {
+        let dir = tempfile::tempdir().unwrap();
+        let run = dir.path().join("run");
+        let available = available_bytes(dir.path()).unwrap();
+        assert!(available > 0);
+        check_free_space(&run, 1).unwrap();
+        let err = check_free_space(&run, available.saturating_mul(2).max(u64::MAX / 2))
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("not enough free space"), "{err}");
+    }
+
+    #[test]
+    fn estimate_grows_with_weights_and_predictions() {
+        let base = estimate_run_bytes(1000, 10, 5);
+        assert!(estimate_run_bytes(2000, 10, 5) > base + 8000);
+        assert!(estimate_run_bytes(1000, 20, 5) > base);
+        assert!(base >= SMALL_FILES_BYTES);
+    }
+}
