@@ -1,6 +1,8 @@
 //! `csam compare` end to end through the binary, on the bundled digits with
-//! an MLP and 2 epochs (seconds on a CPU): every artefact, reuse of finished
-//! runs, resume of an interrupted one, refusal of a different comparison.
+//! an MLP and 2 epochs (seconds on a CPU): every artefact including a valid,
+//! self-contained report.html whose table holds the numbers of results.json,
+//! `csam report` rewriting it without training, reuse of finished runs,
+//! resume of an interrupted one, refusal of a different comparison.
 
 mod support;
 
@@ -119,11 +121,46 @@ fn check_artefacts(out: &Path) {
             assert_eq!(&png[..8], b"\x89PNG\r\n\x1a\n");
         }
     }
+    for figure in ["ece-epochs", "tce-epochs", "entropy", "posthoc-ece"] {
+        for extension in ["svg", "png"] {
+            let path = out.join(format!("plots/{figure}.{extension}"));
+            assert!(path.is_file(), "{}", path.display());
+        }
+    }
     assert_eq!(
         std::fs::read_dir(out.join("plots")).unwrap().count(),
-        12,
-        "seed 0 only"
+        20,
+        "seed 0 only for the per-method figures"
     );
+    check_report_table(out, &results);
+}
+
+/// report.html is valid and self-contained, and every table cell shows the
+/// mean ± std of results.json (and carries the exact mean).
+fn check_report_table(out: &Path, results: &serde_json::Value) {
+    let support::report::Cells(cells) = support::report::check_report(out);
+    assert_eq!(
+        cells.len(),
+        3 * METRIC_KEYS.len(),
+        "a cell per method and metric"
+    );
+    for (data, text) in cells {
+        let aggregate = results["aggregates"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|a| a["method"] == data["method"].as_str())
+            .unwrap();
+        let value = &aggregate["metrics"][data["metric"].as_str()];
+        let mean = value["mean"].as_f64().unwrap();
+        assert_eq!(data["mean"].parse::<f64>().unwrap(), mean, "{data:?}");
+        let in_percent = !["nll", "brier"].contains(&data["metric"].as_str());
+        assert_eq!(
+            text,
+            support::report::mean_std(mean, value["std"].as_f64(), in_percent),
+            "{data:?}"
+        );
+    }
 }
 
 #[test]
@@ -143,6 +180,26 @@ fn compare_writes_everything_reuses_finished_runs_and_refuses_another_comparison
         "the table is printed: {stdout}"
     );
     check_artefacts(&out);
+
+    // Per-epoch test metrics with TCE (paper Figure 3c-d) in every epoch log.
+    let log = std::fs::read_to_string(out.join("runs/sgd-seed0/metrics.jsonl")).unwrap();
+    for line in log.lines() {
+        let record: serde_json::Value = serde_json::from_str(line).unwrap();
+        assert!(record["test"]["tce"].as_f64().is_some(), "{line}");
+    }
+
+    // `csam report` rewrites the same page and figures from the directory alone.
+    let page = std::fs::read(out.join("report.html")).unwrap();
+    std::fs::remove_file(out.join("report.html")).unwrap();
+    std::fs::remove_file(out.join("plots/entropy.svg")).unwrap();
+    let report = Command::new(env!("CARGO_BIN_EXE_csam"))
+        .args(["report", out.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert!(report.status.success(), "{}", text(&report));
+    assert!(!text(&report).contains("training"), "{}", text(&report));
+    assert_eq!(std::fs::read(out.join("report.html")).unwrap(), page);
+    assert!(out.join("plots/entropy.svg").is_file());
 
     let run = out.join("runs/sam-seed1");
     let stamps = |run: &Path| {
@@ -191,6 +248,21 @@ fn compare_writes_everything_reuses_finished_runs_and_refuses_another_comparison
     assert!(
         message.contains("different comparison") && message.contains("gamma"),
         "{message}"
+    );
+}
+
+#[test]
+fn report_of_a_directory_without_an_experiment_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let output = Command::new(env!("CARGO_BIN_EXE_csam"))
+        .args(["report", dir.path().to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert!(!output.status.success());
+    assert!(
+        text(&output).contains("neither a comparison"),
+        "{}",
+        text(&output)
     );
 }
 

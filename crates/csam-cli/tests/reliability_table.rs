@@ -49,12 +49,14 @@ const COMMANDS: &[&str] = &[
     "compare",
     "sharpness",
     "corrupt",
+    "sweep",
+    "report",
 ];
 
 /// Placeholders (see [`expand`]): `{train}` a valid small training command
 /// into the fresh directory `{run}`; `config:TOML` a config file of a valid
 /// run plus the TOML given; `{eval}`, `{metrics}`, `{val}`, `{bench}`,
-/// `{compare}`, `{sharpness}`, `{corrupt}` valid base arguments; `{dir}` the directory of prepared bad
+/// `{compare}`, `{sharpness}`, `{corrupt}`, `{sweep}` valid base arguments; `{dir}` the directory of prepared bad
 /// files (see [`prepare`]); `{fx}` the CLI's fixtures, `{calib}` the
 /// calibration crate's; `{trained}` a finished run.
 #[rustfmt::skip]
@@ -243,6 +245,27 @@ const CASES: &[Case] = &[
     case("corrupt", "--seed", "-1", &["{corrupt}", "--seed=-1"]),
     case("corrupt", "--force", "a value", &["{corrupt}", "--force=yes"]),
     case("corrupt", "--quiet", "a value", &["{corrupt}", "--quiet=yes"]),
+    case("sweep", "--rho", "0", &["{sweep}", "--rho", "0"]),
+    case("sweep", "--rho", "a", &["{sweep}", "--rho", "0.05,a"]),
+    case("sweep", "--gamma", "-1", &["{sweep}", "--gamma=-1"]),
+    case("sweep", "--seeds", "a", &["{sweep}", "--seeds", "0,a"]),
+    case("sweep", "--n-seeds", "0", &["sweep", "--n-seeds", "0", "--data", "digits", "--out", "{run}"]),
+    case("sweep", "--data", "unknown name", &["{sweep}", "--data", "nonsense"]),
+    case("sweep", "--full", "with --data", &["{sweep}", "--full"]),
+    case("sweep", "--model", "resnet7", &["{sweep}", "--model", "resnet7"]),
+    case("sweep", "--epochs", "0", &["{sweep}", "--epochs", "0"]),
+    case("sweep", "--lr", "-1", &["{sweep}", "--lr=-1"]),
+    case("sweep", "--weight-decay", "-1", &["{sweep}", "--weight-decay=-1"]),
+    case("sweep", "--batch-size", "0", &["{sweep}", "--batch-size", "0"]),
+    case("sweep", "--val-size", "0", &["{sweep}", "--val-size", "0"]),
+    case("sweep", "--augment", "maybe", &["{sweep}", "--augment", "maybe"]),
+    case("sweep", "--device", "tpu", &["{sweep}", "--device", "tpu"]),
+    case("sweep", "--threads", "0", &["{sweep}", "--threads", "0"]),
+    case("sweep", "--out", "path below a regular file", &["{sweep}", "--out", "{dir}/notes.txt/sweep"]),
+    case("sweep", "--track-theory", "a value", &["{sweep}", "--track-theory=yes"]),
+    case("sweep", "--quiet", "a value", &["{sweep}", "--quiet=yes"]),
+    case("report", "DIR", "missing directory", &["report", "{dir}/missing"]),
+    case("report", "DIR", "directory without an experiment", &["report", "{dir}/empty"]),
 ];
 
 /// A valid small training run (flags after it override these).
@@ -290,6 +313,11 @@ const SHARPNESS: &[&str] = &[
     "--device", "cpu", "--quiet",
 ];
 #[rustfmt::skip]
+const SWEEP: &[&str] = &[
+    "sweep", "--data", "digits", "--model", "mlp", "--epochs", "1", "--seeds", "0", "--rho",
+    "0.05", "--gamma", "0", "--device", "cpu", "--quiet", "--out", "{run}",
+];
+#[rustfmt::skip]
 const CORRUPT: &[&str] = &["corrupt", "--data", "digits", "--out", "{run}", "--quiet"];
 #[rustfmt::skip]
 const COMPARE: &[&str] = &[
@@ -332,7 +360,7 @@ fn expand(case: &Case, index: usize, places: &Places) -> Vec<String> {
     // A config file sets the run, so no flag may override its keys.
     let by_file = case.args.iter().any(|a| a.starts_with("config:"));
     let train = train_base();
-    let bases: [(&str, &[&str]); 8] = [
+    let bases: [(&str, &[&str]); 9] = [
         ("{train}", if by_file { TRAIN_BY_FILE } else { &train }),
         ("{eval}", EVAL),
         ("{metrics}", METRICS),
@@ -341,6 +369,7 @@ fn expand(case: &Case, index: usize, places: &Places) -> Vec<String> {
         ("{compare}", COMPARE),
         ("{sharpness}", SHARPNESS),
         ("{corrupt}", CORRUPT),
+        ("{sweep}", SWEEP),
     ];
     let mut args = Vec::new();
     for &arg in case.args {

@@ -2,23 +2,18 @@
 //! binary, on the bundled digits with a small MLP (seconds on a CPU), and
 //! the clear errors for bad arguments.
 
+mod support;
+
 use std::path::Path;
 use std::process::{Command, Output};
+
+use support::text;
 
 fn csam(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_csam"))
         .args(args)
         .output()
         .expect("the csam binary runs")
-}
-
-fn text(output: &Output) -> String {
-    format!(
-        "status {:?}\nstdout:\n{}\nstderr:\n{}",
-        output.status,
-        String::from_utf8_lossy(&output.stdout),
-        String::from_utf8_lossy(&output.stderr)
-    )
 }
 
 fn train(out: &Path, optimizer: &str) -> Output {
@@ -166,5 +161,52 @@ fn missing_run_and_untracked_optimizers_are_refused() {
             !dir.path().join(optimizer).exists(),
             "refused before any work"
         );
+    }
+}
+
+#[test]
+fn compare_with_track_theory_reports_the_lemma_2_fraction_of_each_tracked_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("cmp");
+    let output = csam(&[
+        "compare",
+        "--data",
+        "digits",
+        "--model",
+        "mlp",
+        "--epochs",
+        "1",
+        "--seeds",
+        "0",
+        "--methods",
+        "sgd,csam",
+        "--track-theory",
+        "--quiet",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert!(output.status.success(), "{}", text(&output));
+    assert!(
+        !out.join("runs/sgd-seed0/theory.jsonl").exists(),
+        "SGD has no perturbed point to track"
+    );
+    // The fraction, recomputed from the run's own log.
+    let log = std::fs::read_to_string(out.join("runs/csam-seed0/theory.jsonl")).unwrap();
+    let steps: Vec<serde_json::Value> = log
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let held = steps.iter().filter(|s| s["lemma2_holds"] == true).count();
+    let fraction = format!("{:.1}", 100.0 * held as f64 / steps.len() as f64);
+    support::report::check_report(&out);
+    let html = std::fs::read_to_string(out.join("report.html")).unwrap();
+    let theory = &html[html.find("id=\"theory\"").expect("a theory section")..];
+    let row = format!(
+        "<th scope=\"row\">CSAM</th><td>0</td><td>{}</td><td>{fraction}</td>",
+        steps.len()
+    );
+    assert!(theory.contains(&row), "no row {row} in\n{theory}");
+    for stem in ["theory-probabilities-csam", "theory-lambda-csam"] {
+        assert!(out.join(format!("plots/{stem}.png")).is_file(), "{stem}");
     }
 }

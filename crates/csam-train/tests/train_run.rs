@@ -101,6 +101,18 @@ fn csam_on_digits_learns_and_writes_every_artefact() {
     assert!(records
         .iter()
         .all(|r| r.val.nll.is_finite() && r.train.loss.is_finite()));
+    // Every epoch logs its test metrics with a TCE; the best epoch's are the
+    // final test metrics (the same weights), except the TCE the summary leaves out.
+    assert!(records
+        .iter()
+        .all(|r| r.test.is_some_and(|t| t.tce.is_some_and(f64::is_finite))));
+    let best = records.iter().rfind(|r| r.best).unwrap();
+    assert_eq!(best.epoch, summary.best_epoch);
+    let logged = best.test.unwrap();
+    assert_eq!(
+        (logged.accuracy, logged.ece),
+        (summary.test.accuracy, summary.test.ece)
+    );
 
     // What `csam metrics` reads.
     let read_logits = csam_calib::io::load_matrix(out.join("test_logits.npy"), None).unwrap();

@@ -15,7 +15,8 @@
 //! * [`calibration_error`]: ECE (l1 / l2 / max), AdaECE, classwise ECE and the
 //!   reliability diagram, all from [`crate::binning::BinStats`];
 //! * [`auroc`](mod@auroc): misclassification, OOD and one-vs-rest AUROC, exact with ties;
-//! * [`scoring`]: NLL, Brier, accuracy, mean confidence, mean entropy;
+//! * [`scoring`]: NLL, Brier, accuracy, mean confidence, mean entropy, the
+//!   per-row entropies and the mean binary entropy of the true-class probability;
 //! * [`histogram`]: the confidence histogram;
 //! * [`bootstrap`](mod@bootstrap): percentile intervals for any metric;
 //! * [`tce`](mod@tce): ECE after temperature scaling fitted on validation data;
@@ -33,7 +34,10 @@ pub use auroc::{auroc, auroc_misclassification, auroc_ood, auroc_ovr, OodScore};
 pub use bootstrap::{bootstrap, BootstrapOptions, ConfidenceInterval};
 pub use calibration_error::{adaptive_ece, classwise_ece, ece, reliability_diagram};
 pub use histogram::{confidence_histogram, ConfidenceHistogram};
-pub use scoring::{accuracy, brier, mean_confidence, mean_entropy, nll, nll_from_logits};
+pub use scoring::{
+    accuracy, binary_entropy, brier, entropies, mean_confidence, mean_entropy,
+    mean_true_class_entropy, nll, nll_from_logits,
+};
 
 use ndarray::{ArrayView2, Axis};
 

@@ -80,6 +80,36 @@ pub fn mean_entropy<T: Real>(probs: ArrayView2<'_, T>) -> Result<f64> {
     mean_of(per_row, n)
 }
 
+/// The predictive entropy `-sum_k p_{ik} ln p_{ik}` of every row, in nats
+/// (`0 ln 0 = 0`): the distribution whose mean is [`mean_entropy`].
+pub fn entropies<T: Real>(probs: ArrayView2<'_, T>) -> Result<Vec<f64>> {
+    probs
+        .outer_iter()
+        .enumerate()
+        .map(|(row, values)| row_entropy(values, row))
+        .collect()
+}
+
+/// Binary entropy `H(p) = -p ln p - (1 - p) ln(1 - p)` in nats, `0 ln 0 = 0`
+/// (the paper's Theorem 1, where `p` is the true-class probability).
+pub fn binary_entropy(p: f64) -> f64 {
+    let term = |q: f64| if q > 0.0 { -q * q.ln() } else { 0.0 };
+    term(p) + term(1.0 - p)
+}
+
+/// Mean binary entropy of the true-class probability, `(1/N) sum_i H(p_{i, y_i})`:
+/// the paper's `H(p_y)` of its perturbation-radius figure, averaged over
+/// examples (not of the geometric mean over a batch, which the per-step
+/// theory diagnostics use). Largest (ln 2) when every `p_y` is 1/2.
+pub fn mean_true_class_entropy<T: Real>(probs: ArrayView2<'_, T>, labels: &[usize]) -> Result<f64> {
+    check_predictions(probs, labels)?;
+    let per_row = labels.iter().enumerate().map(|(row, &label)| {
+        let p = checked(probs[[row, label]].into(), row, label)?;
+        Ok(binary_entropy(p))
+    });
+    mean_of(per_row, labels.len())
+}
+
 /// `-sum_k p_k ln p_k` of one row, `0 ln 0 = 0`; `row` names it in errors.
 pub(crate) fn row_entropy<T: Real>(values: ArrayView1<'_, T>, row: usize) -> Result<f64> {
     values.iter().enumerate().try_fold(0.0, |acc, (k, &p)| {
@@ -101,6 +131,33 @@ fn checked(value: f64, row: usize, col: usize) -> Result<f64> {
 mod tests {
     use super::*;
     use ndarray::array;
+
+    #[test]
+    fn true_class_entropy_by_hand() {
+        assert_eq!(binary_entropy(0.0), 0.0);
+        assert_eq!(binary_entropy(1.0), 0.0);
+        assert!((binary_entropy(0.5) - std::f64::consts::LN_2).abs() < 1e-15);
+        // p_y = 0.5 and 0.9: (ln 2 + H(0.9)) / 2, H(0.9) = -0.9 ln 0.9 - 0.1 ln 0.1.
+        let probs = array![[0.5, 0.5], [0.1, 0.9]];
+        let h9 = -0.9f64 * 0.9f64.ln() - 0.1f64 * 0.1f64.ln();
+        let got = mean_true_class_entropy(probs.view(), &[0, 1]).unwrap();
+        assert!((got - (std::f64::consts::LN_2 + h9) / 2.0).abs() < 1e-15);
+        // The true class, not the predicted one: p_y = 0.1 has the same H as 0.9.
+        let wrong = mean_true_class_entropy(probs.view(), &[1, 0]).unwrap();
+        assert!((wrong - got).abs() < 1e-15);
+        assert!(mean_true_class_entropy(probs.view(), &[0, 2]).is_err());
+    }
+
+    #[test]
+    fn entropies_average_to_the_mean_entropy() {
+        let probs = array![[0.5, 0.5, 0.0], [0.2, 0.3, 0.5], [1.0, 0.0, 0.0]];
+        let each = entropies(probs.view()).unwrap();
+        assert_eq!(each.len(), 3);
+        assert!((each[0] - std::f64::consts::LN_2).abs() < 1e-15);
+        assert_eq!(each[2], 0.0);
+        let mean = each.iter().sum::<f64>() / 3.0;
+        assert!((mean - mean_entropy(probs.view()).unwrap()).abs() < 1e-15);
+    }
 
     #[test]
     fn nll_by_hand_and_clamped() {

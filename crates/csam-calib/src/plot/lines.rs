@@ -1,100 +1,344 @@
-//! Line charts of quantities over training (x: step or epoch), e.g. the
-//! paper's Figure 2c (lambda and lambda_0 over training).
+//! Line charts (a value against epochs, rho or gamma, one line per method or
+//! setting) and grouped bar charts (a value per method, one bar per
+//! calibrator): the figures of experiment reports, in the style of the
+//! calibration figures.
 
 use plotters::coord::Shift;
 use plotters::prelude::*;
 
 use super::render::Figure;
-use super::style::{AXIS_SIZE, BAR, FONT, LABEL_SIZE, RED, TITLE_SIZE};
+use super::style::{AXIS_SIZE, FONT, LABEL_SIZE, TITLE_SIZE};
+use crate::error::{CalibError, Result};
 
-/// One labelled line: `(x, y)` points in drawing order.
+/// One labelled line of a [`LineChart`]: `(x, y)` points in drawing order.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Series {
-    /// Legend text.
+    /// The legend entry.
     pub label: String,
-    /// The points; non-finite ones are skipped.
+    /// The points.
     pub points: Vec<(f64, f64)>,
 }
 
-/// A line chart: title, axis descriptions and its series.
+/// Lines with a marker at every point, a legend, and axes spanning the data.
 #[derive(Debug, Clone, PartialEq)]
 pub struct LineChart {
+    /// The title above the chart.
     pub title: String,
-    pub x_desc: String,
-    pub y_desc: String,
+    /// What the x axis shows.
+    pub x_label: String,
+    /// What the y axis shows.
+    pub y_label: String,
+    /// The lines, drawn in order with the colours of [`PALETTE`].
     pub series: Vec<Series>,
+    /// Start the y axis at 0 when no value is negative: calibration errors
+    /// are read against zero; accuracies near 90% are not.
+    pub y_from_zero: bool,
 }
 
-/// Line colours, in series order (matplotlib's first four).
-const COLOURS: [RGBColor; 4] = [BAR, RED, RGBColor(44, 160, 44), RGBColor(255, 127, 14)];
-
-impl LineChart {
-    /// The x and y ranges covering every finite point, padded so that a
-    /// constant series is still drawn; None without a finite point.
-    pub(super) fn ranges(&self) -> Option<((f64, f64), (f64, f64))> {
-        let points: Vec<(f64, f64)> = self.finite_points().flatten().collect();
-        let span = |values: Vec<f64>, pad: f64| {
-            let lo = values.iter().copied().fold(f64::INFINITY, f64::min);
-            let hi = values.iter().copied().fold(f64::NEG_INFINITY, f64::max);
-            let margin = if hi > lo {
-                (hi - lo) * pad
-            } else {
-                lo.abs().max(1.0) * 0.05
-            };
-            (lo - margin, hi + margin)
-        };
-        (!points.is_empty()).then(|| {
-            (
-                span(points.iter().map(|p| p.0).collect(), 0.0),
-                span(points.iter().map(|p| p.1).collect(), 0.05),
-            )
-        })
-    }
-
-    fn finite_points(&self) -> impl Iterator<Item = impl Iterator<Item = (f64, f64)> + '_> + '_ {
-        self.series.iter().map(|s| {
-            s.points
-                .iter()
-                .copied()
-                .filter(|(x, y)| x.is_finite() && y.is_finite())
-        })
-    }
+/// Bars of several series side by side per group (e.g. one group per method,
+/// one bar per post-hoc calibrator, as in the paper's Figure 3a-b).
+#[derive(Debug, Clone, PartialEq)]
+pub struct BarChart {
+    /// The title above the chart.
+    pub title: String,
+    /// What the y axis shows.
+    pub y_label: String,
+    /// The group names along the x axis.
+    pub groups: Vec<String>,
+    /// `(legend entry, one value per group)`.
+    pub series: Vec<(String, Vec<f64>)>,
 }
 
-impl Figure for LineChart {
-    fn draw<DB: DrawingBackend>(&self, root: &DrawingArea<DB, Shift>) -> Result<(), String> {
+/// Distinct colours (matplotlib's tab10 order), cycled when there are more
+/// series than colours.
+pub const PALETTE: [RGBColor; 8] = [
+    RGBColor(31, 119, 180),
+    RGBColor(214, 39, 40),
+    RGBColor(44, 160, 44),
+    RGBColor(148, 103, 189),
+    RGBColor(255, 127, 14),
+    RGBColor(140, 86, 75),
+    RGBColor(227, 119, 194),
+    RGBColor(23, 190, 207),
+];
+
+/// The line chart as SVG or PNG bytes. Refuses a chart without points and
+/// any non-finite coordinate.
+pub fn line_chart(chart: &LineChart, format: super::ImageFormat) -> Result<Vec<u8>> {
+    let points: Vec<(f64, f64)> = chart
+        .series
+        .iter()
+        .flat_map(|s| s.points.iter().copied())
+        .collect();
+    if points.is_empty() {
+        return Err(CalibError::Empty(format!(
+            "{}: no points to draw",
+            chart.title
+        )));
+    }
+    if let Some(bad) = points
+        .iter()
+        .find(|(x, y)| !x.is_finite() || !y.is_finite())
+    {
+        return Err(CalibError::InvalidArgument(format!(
+            "{}: the point {bad:?} is not finite",
+            chart.title
+        )));
+    }
+    let x = padded(points.iter().map(|p| p.0), false);
+    let y = padded(points.iter().map(|p| p.1), chart.y_from_zero);
+    super::render::render(&Lines { chart, x, y }, format)
+}
+
+/// The bar chart as SVG or PNG bytes. Refuses a series whose length differs
+/// from the number of groups and any non-finite value.
+pub fn bar_chart(chart: &BarChart, format: super::ImageFormat) -> Result<Vec<u8>> {
+    for (label, values) in &chart.series {
+        if values.len() != chart.groups.len() {
+            return Err(CalibError::InvalidArgument(format!(
+                "{}: series {label} has {} values for {} groups",
+                chart.title,
+                values.len(),
+                chart.groups.len()
+            )));
+        }
+        if values.iter().any(|v| !v.is_finite()) {
+            return Err(CalibError::InvalidArgument(format!(
+                "{}: series {label} has a non-finite value",
+                chart.title
+            )));
+        }
+    }
+    if chart.groups.is_empty() || chart.series.is_empty() {
+        return Err(CalibError::Empty(format!(
+            "{}: no bars to draw",
+            chart.title
+        )));
+    }
+    let y = padded(
+        chart.series.iter().flat_map(|(_, v)| v.iter().copied()),
+        true,
+    );
+    super::render::render(&Bars { chart, y }, format)
+}
+
+/// The range of `values` widened by 5% on each side (by 0.5 when they are all
+/// equal); starting at 0 when `from_zero` and no value is negative.
+fn padded(values: impl Iterator<Item = f64>, from_zero: bool) -> (f64, f64) {
+    let (lo, hi) = values.fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), v| {
+        (lo.min(v), hi.max(v))
+    });
+    let span = hi - lo;
+    let pad = if span > 0.0 { 0.05 * span } else { 0.5 };
+    let lo = if from_zero && lo >= 0.0 {
+        0.0
+    } else {
+        lo - pad
+    };
+    (lo, hi + pad)
+}
+
+struct Lines<'a> {
+    chart: &'a LineChart,
+    x: (f64, f64),
+    y: (f64, f64),
+}
+
+fn colour(i: usize) -> RGBColor {
+    PALETTE[i % PALETTE.len()]
+}
+
+impl Figure for Lines<'_> {
+    fn draw<DB: DrawingBackend>(
+        &self,
+        root: &DrawingArea<DB, Shift>,
+    ) -> std::result::Result<(), String> {
         let err = |e: DrawingAreaErrorKind<DB::ErrorType>| e.to_string();
-        let ((x_lo, x_hi), (y_lo, y_hi)) =
-            self.ranges().ok_or("nothing to plot: no finite point")?;
         let mut chart = ChartBuilder::on(root)
-            .caption(&self.title, (FONT, TITLE_SIZE))
+            .caption(&self.chart.title, (FONT, TITLE_SIZE))
             .margin(20)
             .x_label_area_size(55)
-            .y_label_area_size(85)
-            .build_cartesian_2d(x_lo..x_hi, y_lo..y_hi)
-            .map_err(|e| e.to_string())?;
+            .y_label_area_size(75)
+            .build_cartesian_2d(self.x.0..self.x.1, self.y.0..self.y.1)
+            .map_err(err)?;
         chart
             .configure_mesh()
-            .x_desc(&self.x_desc)
-            .y_desc(&self.y_desc)
+            .x_desc(self.chart.x_label.as_str())
+            .y_desc(self.chart.y_label.as_str())
             .axis_desc_style((FONT, AXIS_SIZE))
             .label_style((FONT, LABEL_SIZE))
-            .light_line_style(WHITE)
+            .light_line_style(WHITE.mix(0.0))
             .draw()
-            .map_err(|e| e.to_string())?;
-        for ((series, points), colour) in self
-            .series
-            .iter()
-            .zip(self.finite_points())
-            .zip(COLOURS.iter().cycle())
-        {
-            let style = colour.stroke_width(2);
+            .map_err(err)?;
+        for (i, series) in self.chart.series.iter().enumerate() {
+            let style = colour(i).stroke_width(3);
             chart
-                .draw_series(LineSeries::new(points, style))
+                .draw_series(LineSeries::new(series.points.iter().copied(), style))
                 .map_err(err)?
                 .label(series.label.as_str())
                 .legend(move |(lx, ly)| PathElement::new([(lx, ly), (lx + 18, ly)], style));
+            chart
+                .draw_series(
+                    series
+                        .points
+                        .iter()
+                        .map(|&p| Circle::new(p, 4, colour(i).filled())),
+                )
+                .map_err(err)?;
         }
-        super::frame::legend(&mut chart)
+        chart
+            .configure_series_labels()
+            .position(SeriesLabelPosition::UpperRight)
+            .label_font((FONT, LABEL_SIZE))
+            .background_style(WHITE.mix(0.9))
+            .border_style(BLACK)
+            .draw()
+            .map_err(err)
+    }
+}
+
+struct Bars<'a> {
+    chart: &'a BarChart,
+    y: (f64, f64),
+}
+
+impl Figure for Bars<'_> {
+    fn draw<DB: DrawingBackend>(
+        &self,
+        root: &DrawingArea<DB, Shift>,
+    ) -> std::result::Result<(), String> {
+        let err = |e: DrawingAreaErrorKind<DB::ErrorType>| e.to_string();
+        let groups = &self.chart.groups;
+        let n_series = self.chart.series.len() as f64;
+        let mut chart = ChartBuilder::on(root)
+            .caption(&self.chart.title, (FONT, TITLE_SIZE))
+            .margin(20)
+            .x_label_area_size(55)
+            .y_label_area_size(75)
+            .build_cartesian_2d(-0.5f64..groups.len() as f64 - 0.5, self.y.0..self.y.1)
+            .map_err(err)?;
+        let group_name = |x: &f64| {
+            let index = x.round();
+            match (index - x).abs() < 1e-6 && index >= 0.0 {
+                true => groups.get(index as usize).cloned().unwrap_or_default(),
+                false => String::new(),
+            }
+        };
+        chart
+            .configure_mesh()
+            .x_labels(groups.len().max(2) * 2 + 1)
+            .x_label_formatter(&group_name)
+            .disable_x_mesh()
+            .y_desc(self.chart.y_label.as_str())
+            .axis_desc_style((FONT, AXIS_SIZE))
+            .label_style((FONT, LABEL_SIZE))
+            .light_line_style(WHITE.mix(0.0))
+            .draw()
+            .map_err(err)?;
+        // Each group spans 0.8 of its unit; the series share it equally.
+        let width = 0.8 / n_series;
+        for (s, (label, values)) in self.chart.series.iter().enumerate() {
+            let fill = colour(s).filled();
+            let left = |g: usize| g as f64 - 0.4 + s as f64 * width;
+            chart
+                .draw_series(values.iter().enumerate().flat_map(|(g, &v)| {
+                    let corners = [(left(g), 0f64.max(self.y.0)), (left(g) + width, v)];
+                    [
+                        Rectangle::new(corners, fill),
+                        Rectangle::new(corners, BLACK.stroke_width(1)),
+                    ]
+                }))
+                .map_err(err)?
+                .label(label.as_str())
+                .legend(move |(lx, ly)| Rectangle::new([(lx, ly - 6), (lx + 14, ly + 6)], fill));
+        }
+        chart
+            .configure_series_labels()
+            .position(SeriesLabelPosition::UpperRight)
+            .label_font((FONT, LABEL_SIZE))
+            .background_style(WHITE.mix(0.9))
+            .border_style(BLACK)
+            .draw()
+            .map_err(err)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::plot::ImageFormat;
+
+    fn chart() -> LineChart {
+        LineChart {
+            title: "ECE over epochs".into(),
+            x_label: "Epoch".into(),
+            y_label: "ECE (%)".into(),
+            series: vec![
+                Series {
+                    label: "SGD".into(),
+                    points: vec![(1.0, 3.0), (2.0, 4.5)],
+                },
+                Series {
+                    label: "CSAM".into(),
+                    points: vec![(1.0, 2.0), (2.0, 1.0)],
+                },
+            ],
+            y_from_zero: true,
+        }
+    }
+
+    #[test]
+    fn svg_line_chart_has_title_axes_and_every_legend_entry() {
+        let svg = String::from_utf8(line_chart(&chart(), ImageFormat::Svg).unwrap()).unwrap();
+        for text in ["ECE over epochs", "Epoch", "ECE (%)", "SGD", "CSAM"] {
+            assert!(svg.contains(text), "missing {text}");
+        }
+        // One marker per point.
+        assert_eq!(svg.matches("<circle").count(), 4);
+    }
+
+    #[test]
+    fn empty_or_non_finite_lines_are_refused() {
+        let mut empty = chart();
+        empty.series.iter_mut().for_each(|s| s.points.clear());
+        assert!(matches!(
+            line_chart(&empty, ImageFormat::Svg),
+            Err(CalibError::Empty(_))
+        ));
+        let mut nan = chart();
+        nan.series[1].points[0].1 = f64::NAN;
+        assert!(line_chart(&nan, ImageFormat::Png).is_err());
+    }
+
+    #[test]
+    fn bar_chart_names_groups_and_refuses_ragged_series() {
+        let bars = BarChart {
+            title: "ECE after post-hoc calibration".into(),
+            y_label: "ECE (%)".into(),
+            groups: vec!["SGD".into(), "SAM".into()],
+            series: vec![
+                ("raw".into(), vec![3.0, 2.0]),
+                ("temperature".into(), vec![1.0, 1.5]),
+            ],
+        };
+        let svg = String::from_utf8(bar_chart(&bars, ImageFormat::Svg).unwrap()).unwrap();
+        for text in ["SGD", "SAM", "raw", "temperature", "ECE (%)"] {
+            assert!(svg.contains(text), "missing {text}");
+        }
+        let png = bar_chart(&bars, ImageFormat::Png).unwrap();
+        assert_eq!(&png[..8], b"\x89PNG\r\n\x1a\n");
+        let ragged = BarChart {
+            series: vec![("raw".into(), vec![3.0])],
+            ..bars
+        };
+        assert!(bar_chart(&ragged, ImageFormat::Svg).is_err());
+    }
+
+    #[test]
+    fn ranges_are_padded_and_start_at_zero_for_non_negative_values() {
+        assert_eq!(padded([1.0, 3.0].into_iter(), true), (0.0, 3.1));
+        assert_eq!(padded([1.0, 3.0].into_iter(), false), (0.9, 3.1));
+        assert_eq!(padded([2.0].into_iter(), false), (1.5, 2.5));
+        assert_eq!(padded([-1.0, 1.0].into_iter(), true), (-1.1, 1.1));
     }
 }

@@ -9,7 +9,10 @@
 //!   inside) the bar, the diagonal of perfect calibration, axes "Confidence" /
 //!   "Accuracy", the ECE in the title;
 //! * [`write_confidence_histogram`]: the fraction of samples per bin, with
-//!   vertical lines at the accuracy and the mean confidence.
+//!   vertical lines at the accuracy and the mean confidence;
+//! * [`line_chart`] and [`bar_chart`]: a value against epochs or a
+//!   hyperparameter, one line per series, and grouped bars, for experiment
+//!   reports.
 //!
 //! Text is drawn with a bundled font (DejaVu Sans, `assets/fonts`, licence
 //! alongside), so PNGs render identically on machines without system fonts.
@@ -25,11 +28,11 @@ mod style;
 
 use std::path::Path;
 
+pub use lines::{bar_chart, line_chart, BarChart, LineChart, Series, PALETTE};
+
 use crate::binning::{Bin, BinStats};
 use crate::error::{CalibError, Result};
 use crate::io::write_atomically;
-
-pub use lines::{LineChart, Series};
 
 /// Image formats the plots are written in.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -106,17 +109,6 @@ pub fn write_reliability_diagram(
 pub fn write_confidence_histogram(path: &Path, stats: &BinStats, title: &str) -> Result<()> {
     let bytes = confidence_histogram(stats, title, ImageFormat::from_path(path)?)?;
     write_atomically(path, &bytes)
-}
-
-/// `chart` as SVG or PNG bytes; refuses a chart without a finite point.
-pub fn line_chart(chart: &LineChart, format: ImageFormat) -> Result<Vec<u8>> {
-    if chart.ranges().is_none() {
-        return Err(CalibError::Empty(format!(
-            "{}: no finite point to plot",
-            chart.title
-        )));
-    }
-    render::render(chart, format)
 }
 
 /// Writes [`line_chart`] to `path` (format from the extension), atomically.

@@ -4,8 +4,11 @@ pub mod bench;
 pub mod compare;
 pub mod corrupt;
 pub mod eval;
+mod experiment_args;
 pub mod metrics;
+pub mod report;
 pub mod sharpness;
+pub mod sweep;
 pub mod train;
 
 use std::io::{ErrorKind, Write};
@@ -32,6 +35,10 @@ pub enum Command {
     Compare(Box<compare::CompareArgs>),
     /// Hessian spectrum of a trained run: kappa_max, and kappa_min from theta to SAM's theta~.
     Sharpness(sharpness::SharpnessArgs),
+    /// Train CSAM over a rho x gamma grid: the paper's rho x gamma table and figures.
+    Sweep(Box<sweep::SweepArgs>),
+    /// Rewrite report.html and the figures of a compare or sweep directory, without training.
+    Report(report::ReportArgs),
 }
 
 /// Runs one subcommand.
@@ -44,6 +51,8 @@ pub fn run(command: Command) -> anyhow::Result<()> {
         Command::Bench(args) => bench::run(args),
         Command::Compare(args) => compare::run(*args),
         Command::Sharpness(args) => sharpness::run(args),
+        Command::Sweep(args) => sweep::run(*args),
+        Command::Report(args) => report::run(args),
     }
 }
 

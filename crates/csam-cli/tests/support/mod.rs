@@ -2,6 +2,9 @@
 
 use std::process::Output;
 
+#[allow(dead_code)] // only the compare and sweep tests read reports
+pub mod report;
+
 /// A small valid training run: the bundled digits, an MLP, one CPU thread
 /// (seconds per epoch); tests add `--out` and `--epochs`.
 #[allow(dead_code)] // not every test binary trains

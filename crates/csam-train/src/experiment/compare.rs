@@ -8,21 +8,21 @@
 //! a directory that holds a different comparison, or anything else, is
 //! refused.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::time::Instant;
 
 use serde::{Deserialize, Serialize};
 
-use super::plots::write_method_plots;
-use super::posthoc::{calibrate_run, RunCalibration};
+use super::posthoc::calibrate_run;
+use super::report;
 use super::results::{aggregate, csv, CompareResults, RunRecord, SCHEMA};
+use super::runs::train_or_reuse;
+use super::settings::{invalid, repeated, write_json, ExperimentDir, SharedSettings};
 use super::table;
 use crate::data::{self, DatasetSpec};
 use crate::train::atomic::write_atomic;
-use crate::train::rundir::{RunDir, RunState};
-use crate::train::{
-    self, OptimizerFamily, RunOutcome, RunSummary, TrainConfig, TrainError, TrainRequest,
-};
+use crate::train::rundir::RunDir;
+use crate::train::{self, OptimizerFamily, RunSummary, TrainConfig, TrainError};
 
 type Result<T> = std::result::Result<T, TrainError>;
 
@@ -32,70 +32,35 @@ pub const DEFAULT_VAL_FRACTION: f64 = 0.2;
 
 /// What identifies a comparison: the runs it trains and their shared
 /// settings. Every run uses the same lr and weight decay (paper-notes §5:
-/// tuned on SGD, reused for the SAM family); the other training settings are
-/// [`TrainConfig`]'s defaults (SGD momentum 0.9, cosine decay to 0, best
-/// checkpoint by validation NLL). Saved as `compare.json`.
+/// tuned on SGD, reused for the SAM family). Saved as `compare.json`, the
+/// shared keys at the top level.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
 pub struct CompareSettings {
-    /// Data set spec.
-    pub data: String,
-    /// Model name.
-    pub model: String,
-    /// Epochs of every run.
-    pub epochs: usize,
+    /// Data, model, epochs, seeds and the shared hyperparameters.
+    #[serde(flatten)]
+    pub shared: SharedSettings,
     /// The methods, in table order.
     pub methods: Vec<OptimizerFamily>,
-    /// The seeds of every method.
-    pub seeds: Vec<u64>,
-    /// Training examples held out for validation (early stopping and
-    /// post-hoc calibration).
-    pub val_size: usize,
-    /// Mini-batch size.
-    pub batch_size: usize,
-    /// Peak learning rate (cosine decay).
-    pub lr: f64,
-    /// Weight decay of the base SGD.
-    pub weight_decay: f64,
     /// Perturbation radius of SAM, ASAM and CSAM.
     pub rho: f64,
     /// CSAM's gamma.
     pub gamma: f64,
-    /// Training augmentation (random crop with padding, flip where the data
-    /// set allows it).
-    pub augment: bool,
-    /// Log the theory diagnostics (`theory.jsonl`) of the SAM and CSAM runs;
-    /// the other methods have no perturbed point to track (see
-    /// [`crate::theory`]). Absent in older `compare.json` files: off.
-    #[serde(default)]
-    pub track_theory: bool,
 }
 
 impl Default for CompareSettings {
-    /// The default comparison of `csam compare`; lr and weight decay come
-    /// from the SGD grid on the validation split recorded in
-    /// `docs/compare-defaults.md`, rho 0.05 and gamma 1 from the paper
-    /// (paper-notes §1), `val_size` is [`DEFAULT_VAL_FRACTION`] of the
-    /// bundled Fashion-MNIST subset's 10,000 training images.
+    /// The default comparison of `csam compare`: [`SharedSettings`]'
+    /// defaults, SGD, SAM and CSAM, rho 0.05 and gamma 1 from the paper
+    /// (paper-notes §1).
     fn default() -> Self {
         CompareSettings {
-            data: "fashion-mnist".to_string(),
-            model: "mlp".to_string(),
-            epochs: 20,
+            shared: SharedSettings::default(),
             methods: vec![
                 OptimizerFamily::Sgd,
                 OptimizerFamily::Sam,
                 OptimizerFamily::Csam,
             ],
-            seeds: vec![0, 1, 2],
-            val_size: 2000,
-            batch_size: 128,
-            lr: 0.05,
-            weight_decay: 5e-4,
             rho: 0.05,
             gamma: 1.0,
-            augment: false,
-            track_theory: false,
         }
     }
 }
@@ -103,35 +68,12 @@ impl Default for CompareSettings {
 impl CompareSettings {
     /// The training configuration of the run of `method` with `seed`.
     pub fn train_config(&self, method: OptimizerFamily, seed: u64) -> TrainConfig {
-        TrainConfig {
-            data: self.data.clone(),
-            val_size: self.val_size,
-            seed,
-            model: self.model.clone(),
-            epochs: self.epochs,
-            batch_size: self.batch_size,
-            lr: self.lr,
-            weight_decay: self.weight_decay,
-            optimizer: method,
-            rho: self.rho,
-            gamma: self.gamma,
-            augment: self.augment,
-            track_theory: self.track_theory
-                && matches!(method, OptimizerFamily::Sam | OptimizerFamily::Csam),
-            ..TrainConfig::default()
-        }
+        self.shared.train_config(method, self.rho, self.gamma, seed)
     }
 
     /// Refuses an empty or repeated method or seed list and any setting a
     /// run would refuse.
     pub fn validate(&self) -> Result<()> {
-        let invalid = |key: &'static str, value: String, reason: &str| {
-            TrainError::Config(train::ConfigError::Invalid {
-                key,
-                value,
-                reason: reason.to_string(),
-            })
-        };
         if self.methods.is_empty() {
             return Err(invalid(
                 "methods",
@@ -146,40 +88,17 @@ impl CompareSettings {
                 "a method is listed twice",
             ));
         }
-        if self.seeds.is_empty() {
-            return Err(invalid("seeds", String::new(), "name at least one seed"));
-        }
-        if let Some(s) = repeated(&self.seeds) {
-            return Err(invalid("seeds", s.to_string(), "a seed is listed twice"));
-        }
+        self.shared.validate()?;
         for &method in &self.methods {
-            self.train_config(method, self.seeds[0]).validate()?;
+            self.train_config(method, self.shared.seeds[0]).validate()?;
         }
         Ok(())
     }
 
     /// The keys in which `self` and `other` differ.
     pub fn differences(&self, other: &CompareSettings) -> Vec<String> {
-        let (Ok(ours), Ok(theirs)) = (serde_json::to_value(self), serde_json::to_value(other))
-        else {
-            return vec!["(settings)".to_string()];
-        };
-        let (Some(ours), Some(theirs)) = (ours.as_object(), theirs.as_object()) else {
-            return vec!["(settings)".to_string()];
-        };
-        ours.iter()
-            .filter(|(key, value)| theirs.get(*key) != Some(*value))
-            .map(|(key, _)| key.clone())
-            .collect()
+        super::settings::differences(self, other)
     }
-}
-
-fn repeated<T: PartialEq + Copy>(items: &[T]) -> Option<T> {
-    items
-        .iter()
-        .enumerate()
-        .find(|(i, item)| items[..*i].contains(item))
-        .map(|(_, item)| *item)
 }
 
 /// [`DEFAULT_VAL_FRACTION`] of the training part of `data` (rounded down, at
@@ -195,11 +114,11 @@ pub fn default_val_size(data: &str) -> Result<usize> {
     Ok(((n_train as f64 * DEFAULT_VAL_FRACTION) as usize).max(1))
 }
 
-/// The default comparison directory: `runs/compare-<data>-<model>`, with
-/// the data spec made file-name safe.
-pub fn default_out(settings: &CompareSettings) -> PathBuf {
-    let data = train::eval::report_name(&settings.data);
-    PathBuf::from("runs").join(format!("compare-{data}-{}", settings.model))
+/// The default directory of an experiment: `runs/<kind>-<data>-<model>`,
+/// with the data spec made file-name safe.
+pub fn default_out(kind: &str, shared: &SharedSettings) -> PathBuf {
+    let data = train::eval::report_name(&shared.data);
+    PathBuf::from("runs").join(format!("{kind}-{data}-{}", shared.model))
 }
 
 /// What `csam compare` asks for.
@@ -221,18 +140,25 @@ pub struct CompareRequest {
 /// The paths of a comparison directory.
 #[derive(Debug, Clone)]
 pub struct CompareDir {
-    root: PathBuf,
+    dir: ExperimentDir,
 }
 
 impl CompareDir {
     /// The comparison directory at `root` (nothing is created).
     pub fn new(root: impl Into<PathBuf>) -> Self {
-        CompareDir { root: root.into() }
+        CompareDir {
+            dir: ExperimentDir::new(root, "compare.json", "comparison"),
+        }
+    }
+
+    /// The directory itself.
+    pub fn root(&self) -> &std::path::Path {
+        self.dir.root()
     }
 
     /// `compare.json`.
     pub fn settings(&self) -> PathBuf {
-        self.root.join("compare.json")
+        self.dir.settings()
     }
 
     /// `runs/<method>-seed<seed>`, relative to the comparison directory.
@@ -242,73 +168,40 @@ impl CompareDir {
 
     /// The run directory of `method` with `seed`.
     pub fn run(&self, method: OptimizerFamily, seed: u64) -> PathBuf {
-        self.root.join(Self::relative_run(method, seed))
+        self.dir.join(Self::relative_run(method, seed))
     }
 
     /// `results.json`.
     pub fn results_json(&self) -> PathBuf {
-        self.root.join("results.json")
+        self.dir.join("results.json")
     }
 
     /// `results.csv`.
     pub fn results_csv(&self) -> PathBuf {
-        self.root.join("results.csv")
+        self.dir.join("results.csv")
     }
 
     /// `table.md`.
     pub fn table(&self) -> PathBuf {
-        self.root.join("table.md")
+        self.dir.join("table.md")
     }
 
     /// `plots/`.
     pub fn plots(&self) -> PathBuf {
-        self.root.join("plots")
+        self.dir.join("plots")
+    }
+
+    /// `report.html`.
+    pub fn report(&self) -> PathBuf {
+        self.dir.join("report.html")
     }
 
     /// Creates the directory and `compare.json`, or accepts an existing one
     /// whose `compare.json` holds the same settings. Refuses a different
     /// comparison and a non-empty directory without `compare.json`.
     pub fn open(&self, settings: &CompareSettings) -> Result<()> {
-        let path = self.settings();
-        let shown = self.root.display();
-        if path.exists() {
-            let text = std::fs::read_to_string(&path).map_err(TrainError::io("read", &path))?;
-            let saved: CompareSettings =
-                serde_json::from_str(&text).map_err(|e| TrainError::Corrupt {
-                    path: path.clone(),
-                    message: e.to_string(),
-                })?;
-            let changed = settings.differences(&saved);
-            return match changed.is_empty() {
-                true => Ok(()),
-                false => Err(TrainError::RunDir(format!(
-                    "{shown} holds a different comparison (settings differ in: {}); refusing to \
-                     overwrite it. Choose another --out, or delete the directory.",
-                    changed.join(", ")
-                ))),
-            };
-        }
-        let occupied = std::fs::read_dir(&self.root)
-            .map(|mut entries| entries.next().is_some())
-            .unwrap_or(false);
-        if occupied {
-            return Err(TrainError::RunDir(format!(
-                "{shown} is not empty and holds no comparison (no compare.json); refusing to \
-                 write into it. Choose another --out."
-            )));
-        }
-        std::fs::create_dir_all(&self.root)
-            .map_err(TrainError::io("create comparison directory", &self.root))?;
-        write_json(&path, settings)
+        self.dir.open(settings)
     }
-}
-
-fn write_json(path: &Path, value: &impl Serialize) -> Result<()> {
-    let json = serde_json::to_vec_pretty(value).map_err(|e| TrainError::Corrupt {
-        path: path.to_path_buf(),
-        message: e.to_string(),
-    })?;
-    write_atomic(path, &json)
 }
 
 /// The outcome of [`run`].
@@ -320,10 +213,10 @@ pub struct CompareOutcome {
     pub table: String,
 }
 
-/// Trains (or reuses) every run, calibrates it, draws the first seed's
-/// figures, aggregates and writes `results.json`, `results.csv` and
-/// `table.md`. Prints one line when a run starts and one when it finishes,
-/// with elapsed times.
+/// Trains (or reuses) every run, calibrates it, aggregates, writes
+/// `results.json`, `results.csv` and `table.md`, then the figures and
+/// `report.html` (see [`report::compare`]). Prints one line when a run
+/// starts and one when it finishes, with elapsed times.
 pub fn run(request: &CompareRequest) -> Result<CompareOutcome> {
     let started = Instant::now();
     let settings = &request.settings;
@@ -331,6 +224,7 @@ pub fn run(request: &CompareRequest) -> Result<CompareOutcome> {
     let dir = CompareDir::new(&request.out);
     dir.open(settings)?;
     let pairs: Vec<(u64, OptimizerFamily)> = settings
+        .shared
         .seeds
         .iter()
         .flat_map(|&seed| settings.methods.iter().map(move |&method| (seed, method)))
@@ -339,17 +233,18 @@ pub fn run(request: &CompareRequest) -> Result<CompareOutcome> {
     for (index, &(seed, method)) in pairs.iter().enumerate() {
         let label = format!("[{}/{}] {method} seed {seed}", index + 1, pairs.len());
         let run_started = Instant::now();
-        let summary = train_or_reuse(request, &dir, method, seed, &label)?;
-        let (record, calibration) = record_run(&dir, method, seed, summary)?;
-        if seed == settings.seeds[0] {
-            write_method_plots(
-                &dir.plots(),
-                method,
-                seed,
-                calibration.test_probabilities.view(),
-                &calibration.test_labels,
-            )?;
-        }
+        let config = TrainConfig {
+            device: request.device.clone(),
+            threads: request.threads,
+            ..settings.train_config(method, seed)
+        };
+        let summary = train_or_reuse(
+            config,
+            &dir.run(method, seed),
+            &label,
+            request.show_progress,
+        )?;
+        let record = record_run(&dir, method, seed, summary)?;
         println!(
             "{label}: done in {:.1}s, {:.1}s since start (test accuracy {:.2}%, ECE {:.2}%, TCE {:.2}%)",
             run_started.elapsed().as_secs_f64(),
@@ -373,91 +268,21 @@ pub fn run(request: &CompareRequest) -> Result<CompareOutcome> {
     write_json(&dir.results_json(), &results)?;
     write_atomic(&dir.results_csv(), csv(&results.runs).as_bytes())?;
     write_atomic(&dir.table(), table.as_bytes())?;
+    report::compare::write(&dir, &results)?;
     Ok(CompareOutcome { results, table })
 }
 
-/// The summary of the run of `method` with `seed`: read back when the run
-/// finished earlier (after checking its configuration), otherwise trained,
-/// resuming from its checkpoint when it was interrupted.
-fn train_or_reuse(
-    request: &CompareRequest,
-    dir: &CompareDir,
-    method: OptimizerFamily,
-    seed: u64,
-    label: &str,
-) -> Result<RunSummary> {
-    let out = dir.run(method, seed);
-    let run_dir = RunDir::new(&out);
-    let config = TrainConfig {
-        device: request.device.clone(),
-        threads: request.threads,
-        ..request.settings.train_config(method, seed)
-    };
-    let state = run_dir.state()?;
-    if state == RunState::Finished {
-        check_saved_config(&run_dir, &config)?;
-        println!("{label}: reused finished run {}", out.display());
-        return read_summary(&run_dir);
-    }
-    let verb = match state {
-        RunState::Interrupted => "resuming",
-        _ => "training",
-    };
-    println!("{label}: {verb} into {}", out.display());
-    let request = TrainRequest {
-        config,
-        out: out.clone(),
-        resume: true,
-        show_progress: request.show_progress,
-        stop_after_epoch: None,
-    };
-    match train::run(&request)? {
-        RunOutcome::Finished(summary) => Ok(*summary),
-        RunOutcome::Stopped { epoch } => Err(TrainError::RunDir(format!(
-            "{} stopped after epoch {epoch} without finishing",
-            out.display()
-        ))),
-    }
-}
-
-/// Refuses to reuse a finished run trained with other settings.
-fn check_saved_config(run_dir: &RunDir, config: &TrainConfig) -> Result<()> {
-    let path = run_dir.config();
-    let text = std::fs::read_to_string(&path).map_err(TrainError::io("read", &path))?;
-    let saved = TrainConfig::from_toml(&text, &path.display().to_string())?;
-    let changed = config.differences_that_break_resume(&saved);
-    match changed.is_empty() {
-        true => Ok(()),
-        false => Err(TrainError::RunDir(format!(
-            "{} was trained with other settings ({}) than this comparison asks for; delete it \
-             to retrain it",
-            run_dir.root().display(),
-            changed.join(", ")
-        ))),
-    }
-}
-
-fn read_summary(run_dir: &RunDir) -> Result<RunSummary> {
-    let path = run_dir.summary();
-    let text = std::fs::read_to_string(&path).map_err(TrainError::io("read", &path))?;
-    serde_json::from_str(&text).map_err(|e| TrainError::Corrupt {
-        path,
-        message: e.to_string(),
-    })
-}
-
-/// The record of a finished run (its summary plus post-hoc calibration) and
-/// the calibration's raw test predictions.
+/// The record of a finished run: its summary plus post-hoc calibration.
 fn record_run(
     dir: &CompareDir,
     method: OptimizerFamily,
     seed: u64,
     summary: RunSummary,
-) -> Result<(RunRecord, RunCalibration)> {
+) -> Result<RunRecord> {
     let calibration = calibrate_run(&RunDir::new(dir.run(method, seed)))?;
     let mut test = summary.test;
     test.tce = Some(calibration.posthoc.temperature.ece);
-    let record = RunRecord {
+    Ok(RunRecord {
         method,
         seed,
         run_dir: CompareDir::relative_run(method, seed),
@@ -467,8 +292,7 @@ fn record_run(
         val: summary.val,
         test,
         posthoc: calibration.posthoc,
-    };
-    Ok((record, calibration))
+    })
 }
 
 #[cfg(test)]
@@ -481,6 +305,8 @@ mod tests {
             methods: vec![OptimizerFamily::Sgd, OptimizerFamily::Csam],
             ..CompareSettings::default()
         };
+        let json = serde_json::to_value(&settings).unwrap();
+        assert_eq!(json["lr"], 0.05, "shared keys at the top level: {json}");
         let sgd = settings.train_config(OptimizerFamily::Sgd, 0);
         let csam = settings.train_config(OptimizerFamily::Csam, 2);
         assert_eq!((sgd.lr, sgd.weight_decay), (csam.lr, csam.weight_decay));
@@ -508,11 +334,17 @@ mod tests {
                 ..CompareSettings::default()
             },
             CompareSettings {
-                seeds: vec![1, 2, 1],
+                shared: SharedSettings {
+                    seeds: vec![1, 2, 1],
+                    ..SharedSettings::default()
+                },
                 ..CompareSettings::default()
             },
             CompareSettings {
-                lr: 0.0,
+                shared: SharedSettings {
+                    lr: 0.0,
+                    ..SharedSettings::default()
+                },
                 ..CompareSettings::default()
             },
         ];
@@ -525,14 +357,17 @@ mod tests {
     fn differences_name_the_changed_keys() {
         let a = CompareSettings::default();
         let b = CompareSettings {
-            epochs: 9,
-            seeds: vec![0],
+            gamma: 2.0,
+            shared: SharedSettings {
+                epochs: 9,
+                ..a.shared.clone()
+            },
             ..a.clone()
         };
         assert!(a.differences(&a).is_empty());
         let mut changed = a.differences(&b);
         changed.sort();
-        assert_eq!(changed, vec!["epochs", "seeds"]);
+        assert_eq!(changed, vec!["epochs", "gamma"]);
     }
 
     #[test]
@@ -562,13 +397,13 @@ mod tests {
 
     #[test]
     fn default_out_is_file_safe() {
-        let settings = CompareSettings {
+        let settings = SharedSettings {
             data: "idx:/data/fm".into(),
             model: "mlp".into(),
-            ..CompareSettings::default()
+            ..SharedSettings::default()
         };
         assert_eq!(
-            default_out(&settings),
+            default_out("compare", &settings),
             PathBuf::from("runs/compare-idx--data-fm-mlp")
         );
     }

@@ -31,10 +31,6 @@ pub struct PosthocSummaries {
 pub struct RunCalibration {
     /// The fitted temperature.
     pub temperature: f64,
-    /// The raw test probabilities (softmax of the test logits), N x K.
-    pub test_probabilities: Array2<f64>,
-    /// The test labels.
-    pub test_labels: Vec<usize>,
     /// Test metrics after each calibrator.
     pub posthoc: PosthocSummaries,
 }
@@ -74,10 +70,15 @@ pub fn calibrate_run(run_dir: &RunDir) -> Result<RunCalibration> {
     };
     Ok(RunCalibration {
         temperature,
-        test_probabilities: csam_calib::scores::softmax(test_logits.view()),
-        test_labels,
         posthoc,
     })
+}
+
+/// The raw test probabilities (softmax of the test logits, N x K) and labels
+/// of a finished run.
+pub fn test_probabilities(run_dir: &RunDir) -> Result<(Array2<f64>, Vec<usize>)> {
+    let (logits, labels) = read_split(run_dir, Split::Test)?;
+    Ok((csam_calib::scores::softmax(logits.view()), labels))
 }
 
 /// The logits (as f64) and labels of one split of a finished run, read with
@@ -151,8 +152,9 @@ mod tests {
         .unwrap();
         assert!((calibration.posthoc.temperature.ece - expected).abs() < 1e-12);
         assert!(calibration.temperature > 1.0, "overconfident: T > 1");
-        assert_eq!(calibration.test_labels, test.labels);
-        assert_eq!(calibration.test_probabilities.dim(), (30, 3));
+        let (probs, labels) = test_probabilities(&run).unwrap();
+        assert_eq!(labels, test.labels);
+        assert_eq!(probs.dim(), (30, 3));
         // Temperature scaling keeps every argmax, and so does isotonic regression
         // on these logits: 8 of the 30 (i % 4 == 0) stay wrong.
         for summary in [

@@ -8,7 +8,8 @@ use super::results::{MeanStd, MethodAggregate, Metric};
 /// The caption: data, model, training length, shared hyperparameters, the
 /// number of seeds and how to read the columns.
 pub fn caption(settings: &CompareSettings) -> String {
-    let seeds: Vec<String> = settings.seeds.iter().map(u64::to_string).collect();
+    let shared = &settings.shared;
+    let seeds: Vec<String> = shared.seeds.iter().map(u64::to_string).collect();
     format!(
         "Test metrics on {} ({} validation examples held out of the training part), model {}, \
          {} epochs, batch {}, lr {}, weight decay {}, rho {}, gamma {}. Mean ± sample std over \
@@ -16,13 +17,13 @@ pub fn caption(settings: &CompareSettings) -> String {
          AdaECE: 15 equal-mass bins; TCE, ECE iso, ECE hist: ECE after temperature scaling, \
          isotonic regression, histogram binning fitted on the validation split; AUROC mis: \
          misclassification detection by confidence; AUROC ovr: one-vs-rest macro.",
-        settings.data,
-        settings.val_size,
-        settings.model,
-        settings.epochs,
-        settings.batch_size,
-        settings.lr,
-        settings.weight_decay,
+        shared.data,
+        shared.val_size,
+        shared.model,
+        shared.epochs,
+        shared.batch_size,
+        shared.lr,
+        shared.weight_decay,
         settings.rho,
         settings.gamma,
         seeds.len(),
@@ -34,14 +35,17 @@ pub fn caption(settings: &CompareSettings) -> String {
 /// or 3 decimals for NLL and Brier; just the mean when there is no std
 /// (a single seed), `n/a` when there is no value.
 pub fn cell(metric: Metric, value: Option<&MeanStd>) -> String {
+    mean_std_text(value, metric.in_percent())
+}
+
+/// `mean ± std` of `value`: in percent with 2 decimals when `in_percent`,
+/// else as it is with 3 decimals; just the mean when there is no std, `n/a`
+/// when there is no value.
+pub fn mean_std_text(value: Option<&MeanStd>, in_percent: bool) -> String {
     let Some(value) = value else {
         return "n/a".to_string();
     };
-    let (scale, decimals) = if metric.in_percent() {
-        (100.0, 2)
-    } else {
-        (1.0, 3)
-    };
+    let (scale, decimals) = if in_percent { (100.0, 2) } else { (1.0, 3) };
     match value.std {
         Some(std) => format!(
             "{:.*} ± {:.*}",

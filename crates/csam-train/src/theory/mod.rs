@@ -22,5 +22,5 @@ pub mod sharpness;
 pub use eigen::{lanczos_min, power_iteration, top_eigenvalue, Eigen, PowerSettings};
 pub use hessian::LossSurface;
 pub use log::{read_theory, theory_log, TheoryLog, TheorySummary};
-pub use plots::{write_theory_plots, THEORY_PLOTS};
+pub use plots::{theory_charts, write_theory_plots, THEORY_PLOTS};
 pub use record::{binary_entropy, TheoryRecord};

@@ -17,12 +17,9 @@ pub const THEORY_PLOTS: [&str; 4] = [
     "theory-grad-norm",
 ];
 
-/// Writes `<stem>.svg` and `<stem>.png` for every stem of [`THEORY_PLOTS`]
-/// into `dir`, atomically, and returns their paths. x is the global step.
-pub fn write_theory_plots(
-    dir: &Path,
-    records: &[TheoryRecord],
-) -> Result<Vec<PathBuf>, TrainError> {
+/// The figures of [`THEORY_PLOTS`], in that order, as charts (x: the
+/// global step); the HTML report draws the same charts. Refuses an empty log.
+pub fn theory_charts(records: &[TheoryRecord]) -> Result<Vec<LineChart>, TrainError> {
     if records.is_empty() {
         return Err(TrainError::Metrics(
             "theory plots: the log holds no step".to_string(),
@@ -32,16 +29,21 @@ pub fn write_theory_plots(
         label: label.to_string(),
         points: records
             .iter()
-            .filter_map(|r| Some((r.global_step as f64, value(r)?)))
+            .filter_map(|r| {
+                let y = value(r).filter(|y| y.is_finite())?;
+                Some((r.global_step as f64, y))
+            })
             .collect(),
     };
-    let chart = |title: &str, y_desc: &str, series: Vec<Series>| LineChart {
+    // lambda and lambda_0 are >= 1 where defined: read against 1, not 0.
+    let chart = |title: &str, y_label: &str, series: Vec<Series>| LineChart {
         title: title.to_string(),
-        x_desc: "Step".to_string(),
-        y_desc: y_desc.to_string(),
+        x_label: "Step".to_string(),
+        y_label: y_label.to_string(),
+        y_from_zero: !title.starts_with("lambda"),
         series,
     };
-    let charts = [
+    Ok(vec![
         chart(
             "True-class probability (geometric mean over the batch)",
             "Probability",
@@ -69,7 +71,16 @@ pub fn write_theory_plots(
             "||g||",
             vec![series("||g||", |r| Some(r.grad_norm))],
         ),
-    ];
+    ])
+}
+
+/// Writes `<stem>.svg` and `<stem>.png` for every stem of [`THEORY_PLOTS`]
+/// into `dir`, atomically, and returns their paths.
+pub fn write_theory_plots(
+    dir: &Path,
+    records: &[TheoryRecord],
+) -> Result<Vec<PathBuf>, TrainError> {
+    let charts = theory_charts(records)?;
     let mut written = Vec::new();
     for (stem, chart) in THEORY_PLOTS.iter().zip(&charts) {
         for extension in ["svg", "png"] {

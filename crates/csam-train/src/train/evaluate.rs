@@ -5,7 +5,9 @@
 
 use std::path::Path;
 
+use csam_calib::calibrators::temperature::TemperatureObjective;
 use csam_calib::metrics::summary::{summarize, MetricOptions, MetricSummary};
+use csam_calib::metrics::tce::tce;
 use ndarray::Array2;
 use tch::{Device, Kind, Tensor};
 
@@ -90,6 +92,24 @@ impl Predictions {
         let probs = csam_calib::scores::softmax(logits.view());
         summarize(probs.view(), &self.labels, &MetricOptions::default())
             .map_err(|e| TrainError::Metrics(e.to_string()))
+    }
+
+    /// [`Predictions::summarize`] with `tce` set: the ECE of these predictions
+    /// after temperature scaling fitted (by NLL) on `val`'s logits.
+    pub fn summarize_with_tce(&self, val: &Predictions) -> Result<MetricSummary> {
+        let mut summary = self.summarize()?;
+        let metrics = |e: csam_calib::CalibError| TrainError::Metrics(e.to_string());
+        let tce = tce(
+            val.logits.mapv(f64::from).view(),
+            &val.labels,
+            self.logits.mapv(f64::from).view(),
+            &self.labels,
+            &MetricOptions::default(),
+            TemperatureObjective::Nll,
+        )
+        .map_err(metrics)?;
+        summary.tce = Some(tce);
+        Ok(summary)
     }
 
     /// Writes `logits` (f32, N x K) and `labels` (int64, N) as .npy files

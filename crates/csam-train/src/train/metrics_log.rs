@@ -28,6 +28,12 @@ pub struct EpochRecord {
     pub train: TrainStats,
     /// Validation metrics (fractions, not percent).
     pub val: MetricSummary,
+    /// Test metrics of this epoch's weights, `tce` set to the test ECE after a
+    /// temperature fitted (by NLL) on this epoch's validation logits (the paper's ECE
+    /// and TCE over training, Figure 3c-d). Only logged: nothing is chosen by
+    /// it. Absent in logs written before it existed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub test: Option<MetricSummary>,
     /// Whether this epoch became the best checkpoint.
     pub best: bool,
     /// Wall time of the epoch (training and validation), seconds.
@@ -55,6 +61,7 @@ mod tests {
                 accuracy: 0.4,
             },
             val: serde_json::from_value(metrics).unwrap(),
+            test: None,
             best: epoch == 1,
             seconds: 0.5,
         }
@@ -76,5 +83,20 @@ mod tests {
             first
         );
         assert_eq!(log.read().unwrap()[0].epoch, 1);
+    }
+
+    #[test]
+    fn logs_without_test_metrics_still_read() {
+        let dir = tempfile::tempdir().unwrap();
+        let log = MetricsLog::new(dir.path().join("metrics.jsonl"));
+        log.append(&record(1, 0.5)).unwrap();
+        let text = std::fs::read_to_string(dir.path().join("metrics.jsonl")).unwrap();
+        assert!(!text.contains("\"test\""), "absent, not null: {text}");
+        let mut with_test = record(2, 0.4);
+        with_test.test = Some(with_test.val);
+        log.append(&with_test).unwrap();
+        let read = log.read().unwrap();
+        assert_eq!(read[0].test, None);
+        assert_eq!(read[1].test, Some(with_test.val));
     }
 }

@@ -4,7 +4,8 @@
 //! Layout:
 //! - `config.toml`: the effective configuration;
 //! - `normalization.json`: per-channel mean / std fitted on the training split;
-//! - `metrics.jsonl`: one JSON object per finished epoch;
+//! - `metrics.jsonl`: one JSON object per finished epoch (training loss,
+//!   validation metrics, test metrics with the TCE of that epoch);
 //! - `theory.jsonl` (with `track_theory`): one JSON object per perturbed step,
 //!   and its figures `theory-*.{svg,png}` (see [`crate::theory`]);
 //! - `sharpness.json`: the report of `csam sharpness`;

@@ -115,6 +115,9 @@ pub fn run(request: &TrainRequest) -> Result<RunOutcome> {
             return Err(diverged(epoch, session.steps_per_epoch(), &what, &state));
         }
         let val_metrics = val.summarize()?;
+        let test_metrics = session
+            .predict_split(Split::Test)?
+            .summarize_with_tce(&val)?;
         let value = metric_value(config.best_metric, &val_metrics);
         let best = config
             .best_metric
@@ -129,6 +132,7 @@ pub fn run(request: &TrainRequest) -> Result<RunOutcome> {
             lr,
             train,
             val: val_metrics,
+            test: Some(test_metrics),
             best,
             seconds,
         };

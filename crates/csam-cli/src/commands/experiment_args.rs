@@ -1,0 +1,110 @@
+//! The flags `csam compare` and `csam sweep` share: data, model, length,
+//! seeds, the shared hyperparameters, device and output directory.
+
+use std::path::PathBuf;
+
+use clap::Args;
+use csam_train::experiment::compare::{default_out, default_val_size};
+use csam_train::experiment::settings::SharedSettings;
+
+/// Flags every experiment over many runs takes.
+#[derive(Debug, Args)]
+pub struct SharedArgs {
+    /// Seeds, comma-separated (default 0,1,2).
+    #[arg(
+        long,
+        value_delimiter = ',',
+        value_name = "LIST",
+        conflicts_with = "n_seeds"
+    )]
+    seeds: Option<Vec<u64>>,
+    /// Use seeds 0..N.
+    #[arg(long, value_name = "N")]
+    n_seeds: Option<u64>,
+    /// Data set: fashion-mnist, fashion-mnist-full, digits, idx:DIR, cifar10:DIR, ... (default fashion-mnist).
+    #[arg(long, value_name = "SPEC", conflicts_with = "full")]
+    data: Option<String>,
+    /// Use the full Fashion-MNIST (60,000 / 10,000) of Debian's dataset-fashion-mnist.
+    #[arg(long)]
+    full: bool,
+    /// Model: mlp, cnn, resnet20, ... (default mlp).
+    #[arg(long)]
+    model: Option<String>,
+    /// Epochs of every run (default 20).
+    #[arg(long)]
+    epochs: Option<usize>,
+    /// Peak learning rate of every run (default 0.05).
+    #[arg(long)]
+    lr: Option<f64>,
+    /// Weight decay of every run (default 5e-4).
+    #[arg(long)]
+    weight_decay: Option<f64>,
+    /// Mini-batch size (default 128).
+    #[arg(long)]
+    batch_size: Option<usize>,
+    /// Training examples held out for validation (default: 20% of the training part).
+    #[arg(long)]
+    val_size: Option<usize>,
+    /// Training augmentation (random crop with padding, flip) on or off (default off).
+    #[arg(long, value_name = "BOOL")]
+    augment: Option<bool>,
+    /// cpu, cuda or cuda:N (default: cuda when available).
+    #[arg(long)]
+    pub device: Option<String>,
+    /// CPU threads of libtorch. One by default: the default runs are small, and on a
+    /// shared machine libtorch's threads wait on each other (measured 9x slower with 2).
+    #[arg(long, default_value_t = 1)]
+    pub threads: usize,
+    /// Output directory (default runs/KIND-DATA-MODEL); rerunning with the same
+    /// settings reuses finished runs and resumes interrupted ones.
+    #[arg(long, value_name = "DIR")]
+    out: Option<PathBuf>,
+    /// Log the paper's per-step theory diagnostics (theory.jsonl) of the SAM and
+    /// CSAM runs (see `csam train --track-theory`).
+    #[arg(long)]
+    track_theory: bool,
+    /// Hide the per-epoch progress bar.
+    #[arg(long)]
+    pub quiet: bool,
+}
+
+impl SharedArgs {
+    /// The defaults overlaid by the given flags.
+    pub fn settings(&self) -> anyhow::Result<SharedSettings> {
+        let defaults = SharedSettings::default();
+        let data = match (&self.data, self.full) {
+            (Some(data), _) => data.clone(),
+            (None, true) => "fashion-mnist-full".to_string(),
+            (None, false) => defaults.data.clone(),
+        };
+        let val_size = match self.val_size {
+            Some(size) => size,
+            None => default_val_size(&data)?,
+        };
+        let seeds = match (&self.seeds, self.n_seeds) {
+            (Some(seeds), _) => seeds.clone(),
+            (None, Some(0)) => anyhow::bail!("--n-seeds must be at least 1"),
+            (None, Some(n)) => (0..n).collect(),
+            (None, None) => defaults.seeds.clone(),
+        };
+        Ok(SharedSettings {
+            data,
+            model: self.model.clone().unwrap_or(defaults.model),
+            epochs: self.epochs.unwrap_or(defaults.epochs),
+            seeds,
+            val_size,
+            batch_size: self.batch_size.unwrap_or(defaults.batch_size),
+            lr: self.lr.unwrap_or(defaults.lr),
+            weight_decay: self.weight_decay.unwrap_or(defaults.weight_decay),
+            augment: self.augment.unwrap_or(defaults.augment),
+            track_theory: self.track_theory,
+        })
+    }
+
+    /// `--out`, or `runs/<kind>-<data>-<model>`.
+    pub fn out(&self, kind: &str, settings: &SharedSettings) -> PathBuf {
+        self.out
+            .clone()
+            .unwrap_or_else(|| default_out(kind, settings))
+    }
+}

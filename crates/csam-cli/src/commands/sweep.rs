@@ -1,0 +1,50 @@
+//! `csam sweep`: CSAM over a rho x gamma grid, the paper's rho x gamma table
+//! and its rho and gamma figures (see `csam_train::experiment::sweep`).
+
+use anyhow::Context;
+use clap::Args;
+use csam_train::experiment::sweep::{self, SweepRequest, SweepSettings};
+
+use super::experiment_args::SharedArgs;
+
+/// Flags of `csam sweep`: the grid, and the settings every run shares (as
+/// in `csam compare`). A flag given twice takes its last value.
+#[derive(Debug, Args)]
+#[command(args_override_self = true)]
+pub struct SweepArgs {
+    /// Perturbation radii, comma-separated (default 0.02,0.05,0.1,0.2).
+    #[arg(long, value_delimiter = ',', value_name = "LIST")]
+    rho: Option<Vec<f64>>,
+    /// CSAM gammas, comma-separated; 0 trains SAM (default 0,0.5,1,1.5,2).
+    #[arg(long, value_delimiter = ',', value_name = "LIST")]
+    gamma: Option<Vec<f64>>,
+    #[command(flatten)]
+    shared: SharedArgs,
+}
+
+/// Runs `csam sweep`.
+pub fn run(args: SweepArgs) -> anyhow::Result<()> {
+    let defaults = SweepSettings::default();
+    let settings = SweepSettings {
+        shared: args.shared.settings()?,
+        rhos: args.rho.clone().unwrap_or(defaults.rhos),
+        gammas: args.gamma.clone().unwrap_or(defaults.gammas),
+    };
+    let out = args.shared.out("sweep", &settings.shared);
+    let request = SweepRequest {
+        settings,
+        out: out.clone(),
+        device: args.shared.device.clone(),
+        threads: Some(args.shared.threads),
+        show_progress: !args.shared.quiet,
+    };
+    let (results, table) =
+        sweep::run(&request).with_context(|| format!("sweeping into {}", out.display()))?;
+    println!("\n{table}");
+    println!(
+        "wrote {} (results.json, results.csv, cells.csv, table.md, report.html, plots/, runs/) in {:.1}s",
+        out.display(),
+        results.wall_time_s
+    );
+    Ok(())
+}

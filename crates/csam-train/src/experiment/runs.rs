@@ -1,0 +1,67 @@
+//! Training one run of an experiment, or reusing it: a finished run (its
+//! `summary.json` exists) is read back after checking that it was trained
+//! with the same configuration; an interrupted one resumes from its
+//! checkpoint; a missing one trains. One line is printed per decision, so a
+//! rerun shows which runs were reused.
+
+use std::path::Path;
+
+use super::settings::read_json;
+use crate::train::rundir::{RunDir, RunState};
+use crate::train::{self, RunOutcome, RunSummary, TrainConfig, TrainError, TrainRequest};
+
+type Result<T> = std::result::Result<T, TrainError>;
+
+/// The summary of the run in `out` with `config`: read back when it finished
+/// earlier, otherwise trained (resuming when it was interrupted). `label`
+/// starts the printed line (`[3/6] sam seed 0`).
+pub fn train_or_reuse(
+    config: TrainConfig,
+    out: &Path,
+    label: &str,
+    show_progress: bool,
+) -> Result<RunSummary> {
+    let run_dir = RunDir::new(out);
+    let state = run_dir.state()?;
+    if state == RunState::Finished {
+        check_saved_config(&run_dir, &config)?;
+        println!("{label}: reused finished run {}", out.display());
+        return read_json(&run_dir.summary());
+    }
+    let verb = match state {
+        RunState::Interrupted => "resuming",
+        _ => "training",
+    };
+    println!("{label}: {verb} into {}", out.display());
+    let request = TrainRequest {
+        config,
+        out: out.to_path_buf(),
+        resume: true,
+        show_progress,
+        stop_after_epoch: None,
+    };
+    match train::run(&request)? {
+        RunOutcome::Finished(summary) => Ok(*summary),
+        RunOutcome::Stopped { epoch } => Err(TrainError::RunDir(format!(
+            "{} stopped after epoch {epoch} without finishing",
+            out.display()
+        ))),
+    }
+}
+
+/// Refuses to reuse a finished run trained with other settings.
+fn check_saved_config(run_dir: &RunDir, config: &TrainConfig) -> Result<()> {
+    let path = run_dir.config();
+    let text = std::fs::read_to_string(&path).map_err(TrainError::io("read", &path))?;
+    let saved = TrainConfig::from_toml(&text, &path.display().to_string())?;
+    let changed = config.differences_that_break_resume(&saved);
+    match changed.is_empty() {
+        true => Ok(()),
+        false => Err(TrainError::RunDir(format!(
+            "{} was trained with other settings ({}) than this experiment asks for; delete it \
+             to retrain it",
+            run_dir.root().display(),
+            changed.join(", ")
+        ))),
+    }
+}
