@@ -2,23 +2,18 @@
 //! end to end through the binary: digits with an MLP, and the bundled
 //! Fashion-MNIST against the bundled MNIST (seconds on a CPU).
 
+mod support;
+
 use std::path::Path;
 use std::process::{Command, Output};
+
+use support::text;
 
 fn csam(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_csam"))
         .args(args)
         .output()
         .expect("the csam binary runs")
-}
-
-fn text(output: &Output) -> String {
-    format!(
-        "status {:?}\nstdout:\n{}\nstderr:\n{}",
-        output.status,
-        String::from_utf8_lossy(&output.stdout),
-        String::from_utf8_lossy(&output.stderr)
-    )
 }
 
 fn ok(args: &[&str]) -> String {
