@@ -253,41 +253,6 @@ mod tests {
     }
 
     #[test]
-    fn line_chart_draws_labels_and_refuses_empty_data() {
-        let chart = LineChart {
-            title: "lambda over training".into(),
-            x_desc: "Step".into(),
-            y_desc: "Value".into(),
-            series: vec![
-                Series {
-                    label: "lambda".into(),
-                    points: vec![(0.0, 1.0), (1.0, f64::NAN), (2.0, 3.0)],
-                },
-                Series {
-                    label: "lambda_0".into(),
-                    points: vec![(0.0, 1.0), (2.0, 1.0)],
-                },
-            ],
-        };
-        assert_eq!(chart.ranges().unwrap().0, (0.0, 2.0));
-        let svg = String::from_utf8(line_chart(&chart, ImageFormat::Svg).unwrap()).unwrap();
-        for text in ["lambda over training", "Step", "Value", "lambda_0"] {
-            assert!(svg.contains(text), "missing {text}");
-        }
-        let empty = LineChart {
-            series: vec![Series {
-                label: "x".into(),
-                points: vec![(0.0, f64::INFINITY)],
-            }],
-            ..chart
-        };
-        assert!(matches!(
-            line_chart(&empty, ImageFormat::Png),
-            Err(CalibError::Empty(_))
-        ));
-    }
-
-    #[test]
     fn writes_both_formats_by_extension() {
         let dir = tempfile::tempdir().unwrap();
         let svg = dir.path().join("r.svg");

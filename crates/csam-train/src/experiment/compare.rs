@@ -314,7 +314,10 @@ mod tests {
         assert_eq!((csam.seed, csam.rho, csam.gamma), (2, 0.05, 1.0));
         settings.validate().unwrap();
         let tracked = CompareSettings {
-            track_theory: true,
+            shared: SharedSettings {
+                track_theory: true,
+                ..settings.shared.clone()
+            },
             ..settings
         };
         assert!(!tracked.train_config(OptimizerFamily::Sgd, 0).track_theory);
