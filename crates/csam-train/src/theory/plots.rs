@@ -17,28 +17,55 @@ pub const THEORY_PLOTS: [&str; 4] = [
     "theory-grad-norm",
 ];
 
+/// The most points a line gets: longer logs are averaged over windows of
+/// consecutive steps, since thousands of noisy per-step values hide the
+/// trend the paper's figures show (and bloat the SVG).
+const MAX_POINTS: usize = 250;
+
+/// `(mean step, mean value)` of the steps of `chunk` where `value` is
+/// defined and finite; None where it is nowhere.
+fn window_mean(
+    chunk: &[TheoryRecord],
+    value: fn(&TheoryRecord) -> Option<f64>,
+) -> Option<(f64, f64)> {
+    let defined: Vec<(f64, f64)> = chunk
+        .iter()
+        .filter_map(|r| Some((r.global_step as f64, value(r).filter(|y| y.is_finite())?)))
+        .collect();
+    let n = defined.len() as f64;
+    (!defined.is_empty()).then(|| {
+        let (x, y) = defined
+            .iter()
+            .fold((0.0, 0.0), |(sx, sy), (x, y)| (sx + x, sy + y));
+        (x / n, y / n)
+    })
+}
+
 /// The figures of [`THEORY_PLOTS`], in that order, as charts (x: the
-/// global step); the HTML report draws the same charts. Refuses an empty log.
+/// global step; logs longer than [`MAX_POINTS`] steps averaged over windows
+/// of consecutive steps); the HTML report draws the same charts. Refuses an
+/// empty log.
 pub fn theory_charts(records: &[TheoryRecord]) -> Result<Vec<LineChart>, TrainError> {
     if records.is_empty() {
         return Err(TrainError::Metrics(
             "theory plots: the log holds no step".to_string(),
         ));
     }
+    let window = records.len().div_ceil(MAX_POINTS);
     let series = |label: &str, value: fn(&TheoryRecord) -> Option<f64>| Series {
         label: label.to_string(),
         points: records
-            .iter()
-            .filter_map(|r| {
-                let y = value(r).filter(|y| y.is_finite())?;
-                Some((r.global_step as f64, y))
-            })
+            .chunks(window)
+            .filter_map(|chunk| window_mean(chunk, value))
             .collect(),
     };
     // lambda and lambda_0 are >= 1 where defined: read against 1, not 0.
     let chart = |title: &str, y_label: &str, series: Vec<Series>| LineChart {
         title: title.to_string(),
-        x_label: "Step".to_string(),
+        x_label: match window {
+            1 => "Step".to_string(),
+            _ => format!("Step (means over windows of {window} steps)"),
+        },
         y_label: y_label.to_string(),
         y_from_zero: !title.starts_with("lambda"),
         series,
@@ -91,4 +118,43 @@ pub fn write_theory_plots(
         }
     }
     Ok(written)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn record(global_step: usize, lambda: Option<f64>) -> TheoryRecord {
+        TheoryRecord {
+            epoch: 1,
+            global_step,
+            p_y: 0.5,
+            p_y_tilde: 0.4,
+            grad_norm: 1.0,
+            bound: 0.45,
+            lemma2_holds: true,
+            lambda,
+            lambda_0: None,
+            entropy: 0.69,
+        }
+    }
+
+    #[test]
+    fn window_means_skip_undefined_values() {
+        let chunk = [record(0, Some(1.0)), record(1, None), record(2, Some(3.0))];
+        assert_eq!(window_mean(&chunk, |r| r.lambda), Some((1.0, 2.0)));
+        assert_eq!(window_mean(&chunk, |r| r.lambda_0), None);
+    }
+
+    #[test]
+    fn long_logs_are_averaged_down_to_at_most_max_points() {
+        let long: Vec<TheoryRecord> = (0..1000).map(|i| record(i, Some(i as f64))).collect();
+        let charts = theory_charts(&long).unwrap();
+        let lambda = &charts[1].series[0].points;
+        assert!(lambda.len() <= MAX_POINTS, "{} points", lambda.len());
+        // Windows of 4 consecutive steps: the first is steps 0..=3.
+        assert_eq!(lambda[0], (1.5, 1.5));
+        let short: Vec<TheoryRecord> = (0..10).map(|i| record(i, Some(1.0))).collect();
+        assert_eq!(theory_charts(&short).unwrap()[1].series[0].points.len(), 10);
+    }
 }
