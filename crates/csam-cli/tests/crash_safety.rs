@@ -10,7 +10,7 @@ use std::io::{BufRead, BufReader};
 use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use csam_train::train::atomic::is_temporary;
 use support::{assert_one_line_error, text};
@@ -134,6 +134,8 @@ fn uninterrupted(dir: &Path) -> PathBuf {
 
 /// Kill attempts of the random-moment test.
 const KILLS: usize = 6;
+/// The longest delay after an epoch line (start-up alone takes longer).
+const MAX_DELAY: Duration = Duration::from_millis(150);
 
 /// SplitMix64: the test's own seeded random stream.
 struct SplitMix(u64);
@@ -174,15 +176,27 @@ fn kill_at_random_moments_then_resume_gives_identical_weights() {
             .stderr(Stdio::null())
             .spawn()
             .unwrap();
-        // Epoch lines to wait for, fewer than the epochs left (0: start-up
-        // or the first epoch to run), then a delay of up to about one epoch
-        // (into the next epoch, its checkpoint, or the final evaluation).
-        let lines = random.below((epochs - done).max(1));
-        let delay = Duration::from_micros(random.below(150_000));
+        // Epoch lines to wait for, leaving at least one whole epoch after
+        // the one in progress (0: start-up or the first epoch to run), then
+        // a delay shorter than the last epoch took, so that the kill lands
+        // in the next epoch or its checkpoint however fast the machine is.
+        let remaining = epochs - done;
+        let lines = random.below(remaining.saturating_sub(1).max(1));
         let mut stdout = BufReader::new(child.stdout.take().unwrap()).lines();
-        let reached = (0..lines).all(|_| matches!(stdout.next(), Some(Ok(_))));
+        let mut last_line = Instant::now();
+        let mut epoch_time = MAX_DELAY;
+        let mut reached = true;
+        for _ in 0..lines {
+            if !matches!(stdout.next(), Some(Ok(_))) {
+                reached = false;
+                break;
+            }
+            epoch_time = last_line.elapsed().min(MAX_DELAY);
+            last_line = Instant::now();
+        }
         if reached {
-            std::thread::sleep(delay);
+            let bound = epoch_time.as_micros().max(1) as u64;
+            std::thread::sleep(Duration::from_micros(random.below(bound)));
         }
         child.kill().unwrap(); // SIGKILL; an error only if already reaped
         let status = child.wait().unwrap();
