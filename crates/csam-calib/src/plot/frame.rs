@@ -41,11 +41,14 @@ pub(super) fn chart<'a, DB: DrawingBackend>(
     Ok(chart)
 }
 
-/// Draws the legend of the labelled series in the upper left corner.
-pub(super) fn legend<'a, DB: DrawingBackend + 'a>(chart: &mut Chart<'a, DB>) -> Result<(), String> {
+/// Draws the legend box of the labelled series at `position`.
+pub(super) fn legend<'a, DB: DrawingBackend + 'a>(
+    chart: &mut Chart<'a, DB>,
+    position: SeriesLabelPosition,
+) -> Result<(), String> {
     chart
         .configure_series_labels()
-        .position(SeriesLabelPosition::UpperLeft)
+        .position(position)
         .label_font((FONT, LABEL_SIZE))
         .background_style(WHITE.mix(0.9))
         .border_style(BLACK)

@@ -55,6 +55,6 @@ impl Figure for Histogram<'_> {
                 .label(format!("{name} ({:.1}%)", 100.0 * x))
                 .legend(move |(lx, ly)| PathElement::new([(lx, ly), (lx + 18, ly)], style));
         }
-        frame::legend(&mut chart)
+        frame::legend(&mut chart, SeriesLabelPosition::UpperLeft)
     }
 }

@@ -186,14 +186,7 @@ impl Figure for Lines<'_> {
                 )
                 .map_err(err)?;
         }
-        chart
-            .configure_series_labels()
-            .position(SeriesLabelPosition::UpperRight)
-            .label_font((FONT, LABEL_SIZE))
-            .background_style(WHITE.mix(0.9))
-            .border_style(BLACK)
-            .draw()
-            .map_err(err)
+        super::frame::legend(&mut chart, SeriesLabelPosition::UpperRight)
     }
 }
 
@@ -252,14 +245,7 @@ impl Figure for Bars<'_> {
                 .label(label.as_str())
                 .legend(move |(lx, ly)| Rectangle::new([(lx, ly - 6), (lx + 14, ly + 6)], fill));
         }
-        chart
-            .configure_series_labels()
-            .position(SeriesLabelPosition::UpperRight)
-            .label_font((FONT, LABEL_SIZE))
-            .background_style(WHITE.mix(0.9))
-            .border_style(BLACK)
-            .draw()
-            .map_err(err)
+        super::frame::legend(&mut chart, SeriesLabelPosition::UpperRight)
     }
 }
 

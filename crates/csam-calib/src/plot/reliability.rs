@@ -74,7 +74,7 @@ impl Figure for Reliability<'_> {
             .map_err(err)?
             .label("Perfect calibration")
             .legend(move |(x, y)| PathElement::new([(x, y), (x + 18, y)], diagonal));
-        frame::legend(&mut chart)
+        frame::legend(&mut chart, SeriesLabelPosition::UpperLeft)
     }
 }
 

@@ -149,14 +149,23 @@ pub fn evaluate_run(request: &EvalRequest) -> Result<(EvalReport, PathBuf)> {
     }
     let device = parse_device(request.device.as_deref())
         .map_err(|e| TrainError::Device(e.text, e.reason))?;
-    // `key` names the flag the spec came from in an error.
-    let load_test = |key: &'static str, spec_text: &str| -> Result<data::Dataset> {
-        let spec: DatasetSpec = spec_text.parse().map_err(|e| invalid(key, spec_text, e))?;
-        Ok(data::load(&spec)
+    // Both specs are parsed before any work, so a bad --ood is refused at
+    // once; `key` names the flag a spec came from in an error.
+    let parse = |key: &'static str, text: &str| -> Result<DatasetSpec> {
+        text.parse().map_err(|e| invalid(key, text, e))
+    };
+    let load_test = |spec: &DatasetSpec| -> Result<data::Dataset> {
+        Ok(data::load(spec)
             .map_err(|e| TrainError::Data(e.to_string()))?
             .test)
     };
-    let dataset = load_test("data", &data)?;
+    let data_spec = parse("data", &data)?;
+    let ood_spec = request
+        .ood
+        .as_deref()
+        .map(|text| Ok::<_, TrainError>((text, parse("ood", text)?)))
+        .transpose()?;
+    let dataset = load_test(&data_spec)?;
     let sampling = match request.mc_dropout {
         Some(passes) => Sampling::McDropout {
             passes,
@@ -174,11 +183,11 @@ pub fn evaluate_run(request: &EvalRequest) -> Result<(EvalReport, PathBuf)> {
         .as_deref()
         .map(|dir| evaluate_corruptions(&predictor, dir, dataset.n_classes))
         .transpose()?;
-    let ood = match &request.ood {
-        Some(spec) => {
-            let ood_set = load_test("ood", spec)?;
+    let ood = match &ood_spec {
+        Some((text, spec)) => {
+            let ood_set = load_test(spec)?;
             let ood_probs = predictor.probabilities(&ood_set)?;
-            Some(ood_report(spec, probs.view(), ood_probs.view())?)
+            Some(ood_report(text, probs.view(), ood_probs.view())?)
         }
         None => None,
     };
