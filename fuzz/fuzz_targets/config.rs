@@ -1,4 +1,4 @@
-//! Saved training configuration (`config.toml`) on arbitrary UTF-8 text:
+//! Saved run specification (`config.toml`, nested or flat) on arbitrary UTF-8 text:
 //! parse, validate, write back what parsed and check that the written text
 //! reads back to the same configuration (compared as text, so a NaN in an
 //! unused setting compares equal). Errors are fine; panics (including the
@@ -6,19 +6,19 @@
 //! allocations are not.
 #![no_main]
 
-use csam_train::train::TrainConfig;
+use csam_train::spec::RunSpec;
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
     let Ok(text) = std::str::from_utf8(data) else {
         return;
     };
-    let Ok(config) = TrainConfig::from_toml(text, "fuzz") else {
+    let Ok(config) = RunSpec::from_saved_toml(text, "fuzz") else {
         return;
     };
     let _ = config.validate();
     let written = config.to_toml();
-    let reread = TrainConfig::from_toml(&written, "written")
+    let reread = RunSpec::from_saved_toml(&written, "written")
         .unwrap_or_else(|e| panic!("written config does not parse: {e}\n{written}"));
     assert_eq!(
         reread.to_toml(),

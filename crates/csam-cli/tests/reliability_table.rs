@@ -103,6 +103,14 @@ const CASES: &[Case] = &[
     case("train", "--csam-detach", "maybe", &["{train}", "--csam-detach", "maybe"]),
     case("train", "--m", "0", &["{train}", "--optimizer", "sam", "--m", "0"]),
     case("train", "--sam-every", "0", &["{train}", "--optimizer", "sam", "--sam-every", "0"]),
+    case("train", "--rho", "with SGD (not read)", &["{train}", "--rho", "0.1"]),
+    case("train", "--gamma", "with SAM (not read)", &["{train}", "--optimizer", "sam", "--gamma", "2"]),
+    case("train", "--step-size", "with cosine (not read)", &["{train}", "--step-size", "30"]),
+    case("train", "--mlp-hidden", "with resnet20 (not read)", &["{train}", "--model", "resnet20", "--mlp-hidden", "64"]),
+    case("train", "--loss", "unknown", &["{train}", "--loss", "hinge"]),
+    case("train", "--bins", "0", &["{train}", "--bins", "0"]),
+    case("train", "--edges", "unknown", &["{train}", "--edges", "open"]),
+    case("train", "--adaptive", "unknown", &["{train}", "--adaptive", "quantile"]),
     case("train", "--clip", "0", &["{train}", "--clip", "0"]),
     case("train", "--augment", "maybe", &["{train}", "--augment", "maybe"]),
     case("train", "--no-shuffle", "a value", &["{train}", "--no-shuffle=yes"]),
@@ -147,6 +155,12 @@ const CASES: &[Case] = &[
     case("train", "config: best_metric", "\"f1\"", &["{train}", "config:best_metric = \"f1\""]),
     case("train", "config: threads", "0", &["{train}", "config:threads = 0"]),
     case("train", "config: init", "missing file", &["{train}", "config:init = \"/nonexistent/w.safetensors\""]),
+    case("train", "config: loss", "\"hinge\"", &["{train}", "config:loss = \"hinge\""]),
+    case("train", "config: bins", "0", &["{train}", "config:bins = 0"]),
+    case("train", "config: edges", "\"open\"", &["{train}", "config:edges = \"open\""]),
+    case("train", "config: adaptive", "\"quantile\"", &["{train}", "config:adaptive = \"quantile\""]),
+    case("train", "config: (file)", "schema 99", &["{train}", "config:schema = 99"]),
+    case("train", "config: (file)", "nested: gamma under optimizer sam", &["{train}", "config:schema = 2\n[data]\nsource = \"digits\"\n[optim.rule]\nkind = \"sam\"\ngamma = 1.0"]),
     case("eval", "--run", "missing directory", &["{eval}", "--run", "{dir}/missing-run"]),
     case("eval", "--run", "run without a model", &["{eval}", "--run", "{dir}/no-model"]),
     case("eval", "--data", "unknown name", &["{eval}", "--data", "nonsense"]),
@@ -669,7 +683,7 @@ fn every_flag_and_config_key_has_a_row() {
             }
         }
     }
-    for key in csam_train::train::config::CONFIG_KEYS {
+    for key in csam_train::spec::keys::KEYS.iter().map(|k| k.name) {
         let input = format!("config: {key}");
         if !CASES.iter().any(|c| c.input == input) {
             missing.push(input);

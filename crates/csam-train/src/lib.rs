@@ -17,5 +17,6 @@ pub mod loss;
 pub mod model;
 pub mod optim;
 pub mod shift;
+pub mod spec;
 pub mod theory;
 pub mod train;

@@ -9,7 +9,7 @@ use std::path::Path;
 
 use csam_train::data::parse::{self, InMemory};
 use csam_train::model::weights;
-use csam_train::train::TrainConfig;
+use csam_train::spec::RunSpec;
 
 #[path = "../../../fuzz/src/corpus.rs"]
 mod corpus;
@@ -76,7 +76,7 @@ fn safetensors_corpus_replays() {
 fn config_corpus_replays() {
     replay("config", |bytes| {
         let text = std::str::from_utf8(bytes).map_err(|e| e.to_string())?;
-        let config = TrainConfig::from_toml(text, "fuzz").map_err(|e| e.to_string())?;
-        config.validate().map_err(|e| e.to_string())
+        let spec = RunSpec::from_saved_toml(text, "fuzz").map_err(|e| e.to_string())?;
+        spec.validate().map_err(|e| e.to_string())
     });
 }

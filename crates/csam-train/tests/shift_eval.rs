@@ -12,29 +12,25 @@ use std::sync::Mutex;
 use csam_train::data::{load, DatasetSpec};
 use csam_train::model::{build_model, InputShape, Mode, ModelKind};
 use csam_train::shift::predictor::{LoadedRun, Predictor, Sampling};
+use csam_train::spec::SpecLayers;
 use csam_train::train::evaluate::{predict, predict_mode};
-use csam_train::train::{run, RunOutcome, TrainConfig, TrainRequest};
+use csam_train::train::{run, RunOutcome, TrainRequest};
 use tch::{nn::VarStore, Device, Kind, Tensor};
 
 static SERIAL: Mutex<()> = Mutex::new(());
 
 fn train_digits(out: &Path, seed: u64, dropout: f64) {
-    let config = TrainConfig {
-        data: "digits".into(),
-        val_size: 300,
-        model: "mlp".into(),
-        epochs: 2,
-        batch_size: 64,
-        lr: 0.05,
-        seed,
-        dropout,
-        augment: false,
-        device: Some("cpu".into()),
-        threads: Some(1),
-        ..TrainConfig::default()
-    };
+    let flags: toml::Table = format!(
+        "data = \"digits\"\nval_size = 300\nmodel = \"mlp\"\nepochs = 2\nbatch_size = 64\n\
+         lr = 0.05\nseed = {seed}\ndropout = {dropout:?}\naugment = false\n\
+         device = \"cpu\"\nthreads = 1\n"
+    )
+    .parse()
+    .unwrap();
+    let (spec, runtime) = SpecLayers::new().flags(flags).unwrap().build().unwrap();
     let request = TrainRequest {
-        config,
+        spec,
+        runtime,
         out: out.to_path_buf(),
         resume: false,
         show_progress: false,
@@ -100,7 +96,7 @@ fn an_ensemble_averages_its_members_probabilities() {
     assert!(saved[0] != saved[1]);
 
     let mut other_model = runs.clone();
-    other_model[2].config.model = "cnn".into();
+    other_model[2].spec.model.arch = "cnn".parse().unwrap();
     let refused = Predictor::new(
         other_model,
         &test,

@@ -10,11 +10,12 @@ use std::path::Path;
 use std::sync::Mutex;
 
 use csam_train::optim::{SamConfig, SamStep, Sgd, SgdConfig};
+use csam_train::spec::{RunSpec, Runtime, SpecLayers};
 use csam_train::theory::{
     lanczos_min, read_theory, top_eigenvalue, LossSurface, PowerSettings, TheoryRecord,
     TheorySummary,
 };
-use csam_train::train::{run, OptimizerFamily, RunOutcome, TrainConfig, TrainRequest};
+use csam_train::train::{run, RunOutcome, TrainRequest};
 use tch::{nn, nn::Module, nn::ModuleT, Device, Kind, Tensor};
 
 static SERIAL: Mutex<()> = Mutex::new(());
@@ -234,27 +235,26 @@ fn logged_quantities_match_an_independent_recomputation() {
     ));
 }
 
-fn digits_sam(epochs: usize) -> TrainConfig {
-    TrainConfig {
-        data: "digits".into(),
-        val_size: 300,
-        model: "mlp".into(),
-        mlp_hidden: vec![32],
-        epochs,
-        batch_size: 128,
-        lr: 0.05,
-        augment: false,
-        optimizer: OptimizerFamily::Sam,
-        track_theory: true,
-        device: Some("cpu".into()),
-        threads: Some(1),
-        ..TrainConfig::default()
-    }
+fn digits_sam(epochs: usize) -> (RunSpec, Runtime) {
+    let flags: toml::Table = format!(
+        "data = \"digits\"\nval_size = 300\nmodel = \"mlp\"\nmlp_hidden = [32]\n\
+         epochs = {epochs}\nbatch_size = 128\nlr = 0.05\naugment = false\n\
+         optimizer = \"sam\"\ntrack_theory = true\ndevice = \"cpu\"\nthreads = 1\n"
+    )
+    .parse()
+    .unwrap();
+    SpecLayers::new().flags(flags).unwrap().build().unwrap()
 }
 
-fn train(config: &TrainConfig, out: &Path, resume: bool, stop: Option<usize>) -> RunOutcome {
+fn train(
+    (spec, runtime): &(RunSpec, Runtime),
+    out: &Path,
+    resume: bool,
+    stop: Option<usize>,
+) -> RunOutcome {
     run(&TrainRequest {
-        config: config.clone(),
+        spec: spec.clone(),
+        runtime: runtime.clone(),
         out: out.to_path_buf(),
         resume,
         show_progress: false,

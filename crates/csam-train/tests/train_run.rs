@@ -8,32 +8,38 @@
 use std::path::Path;
 use std::sync::Mutex;
 
+use csam_train::data::DatasetSpec;
+use csam_train::spec::{BaseSpec, DataSpec, ModelSpec, RunSpec, Runtime, UpdateRule, ValSize};
 use csam_train::train::metrics_log::MetricsLog;
-use csam_train::train::{
-    run, OptimizerFamily, RunOutcome, RunSummary, TrainConfig, TrainError, TrainRequest,
-};
+use csam_train::train::{run, RunOutcome, RunSummary, TrainError, TrainRequest};
 
 static SERIAL: Mutex<()> = Mutex::new(());
 
-fn digits_config(epochs: usize) -> TrainConfig {
-    TrainConfig {
-        data: "digits".into(),
-        val_size: 300,
-        model: "mlp".into(),
-        epochs,
-        batch_size: 64,
-        lr: 0.05,
-        weight_decay: 5e-4,
+fn digits_config(epochs: usize) -> RunSpec {
+    let mut spec = RunSpec::new(DataSpec {
+        val_size: ValSize::Count(300),
         augment: false,
-        device: Some("cpu".into()),
-        threads: Some(1),
-        ..TrainConfig::default()
+        ..DataSpec::new(DatasetSpec::Digits)
+    });
+    spec.model = ModelSpec {
+        arch: "mlp".parse().unwrap(),
+        ..ModelSpec::default()
     }
+    .normalized();
+    spec.epochs = epochs;
+    spec.batch_size = 64;
+    spec.optim.lr = 0.05;
+    spec.optim.weight_decay = 5e-4;
+    spec
 }
 
-fn request(config: TrainConfig, out: &Path) -> TrainRequest {
+fn request(spec: RunSpec, out: &Path) -> TrainRequest {
     TrainRequest {
-        config,
+        spec,
+        runtime: Runtime {
+            device: Some("cpu".into()),
+            threads: Some(1),
+        },
         out: out.to_path_buf(),
         resume: false,
         show_progress: false,
@@ -57,11 +63,13 @@ fn csam_on_digits_learns_and_writes_every_artefact() {
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("run");
-    let config = TrainConfig {
-        optimizer: OptimizerFamily::Csam,
+    let mut config = digits_config(4);
+    config.optim.rule = UpdateRule::Csam {
         rho: 0.05,
         gamma: 1.0,
-        ..digits_config(4)
+        detach: false,
+        m: None,
+        every: 1,
     };
     let summary = finished(run(&request(config.clone(), &out)).unwrap());
 
@@ -90,7 +98,7 @@ fn csam_on_digits_learns_and_writes_every_artefact() {
     }
     let saved = std::fs::read_to_string(out.join("config.toml")).unwrap();
     assert_eq!(
-        TrainConfig::from_toml(&saved, "config.toml").unwrap(),
+        RunSpec::from_saved_toml(&saved, "config.toml").unwrap(),
         config
     );
 
@@ -148,13 +156,18 @@ fn resumed_run_ends_with_bit_identical_weights() {
     let dir = tempfile::tempdir().unwrap();
     // Dropout and augmentation make the run depend on libtorch's and the
     // loader's random streams, which a resume must replay exactly.
-    let config = TrainConfig {
-        optimizer: OptimizerFamily::Sam,
-        nesterov: true,
-        augment: true,
-        dropout: 0.2,
-        ..digits_config(3)
+    let mut config = digits_config(3);
+    config.optim.rule = UpdateRule::Sam {
+        rho: 0.05,
+        m: None,
+        every: 1,
     };
+    config.optim.base = BaseSpec::Sgd {
+        momentum: 0.9,
+        nesterov: true,
+    };
+    config.data.augment = true;
+    config.model.dropout = 0.2;
     let whole = dir.path().join("whole");
     finished(run(&request(config.clone(), &whole)).unwrap());
 
@@ -201,10 +214,8 @@ fn divergence_names_the_epoch_and_keeps_the_last_good_checkpoint() {
     run(&first).unwrap();
     // Its settings are pinned for --resume, so give the saved run a huge
     // learning rate by editing its config.toml, and resume with the same.
-    let huge = TrainConfig {
-        lr: 1e30,
-        ..digits_config(3)
-    };
+    let mut huge = digits_config(3);
+    huge.optim.lr = 1e30;
     std::fs::write(out.join("config.toml"), huge.to_toml()).unwrap();
     let read = |name: &str| std::fs::read(out.join(name)).unwrap();
     let (state, weights, best, log) = (
@@ -275,8 +286,11 @@ fn resume_with_changed_settings_is_refused() {
     let changed = TrainRequest {
         resume: true,
         ..request(
-            TrainConfig {
-                lr: 0.5,
+            RunSpec {
+                optim: csam_train::spec::OptimSpec {
+                    lr: 0.5,
+                    ..digits_config(2).optim
+                },
                 ..digits_config(2)
             },
             &out,

@@ -5,7 +5,7 @@ use clap::{Args, ValueEnum};
 use csam_train::bench::{format_table, run_bench, BenchOptions};
 use csam_train::device::parse_device;
 use csam_train::model::InputShape;
-use csam_train::train::OptimizerFamily;
+use csam_train::spec::OptimizerFamily;
 
 /// Synthetic input shapes.
 #[derive(Debug, Clone, Copy, ValueEnum)]

@@ -5,7 +5,7 @@
 use anyhow::Context;
 use clap::Args;
 use csam_train::experiment::compare::{self, CompareRequest, CompareSettings};
-use csam_train::train::OptimizerFamily;
+use csam_train::spec::{OptimizerFamily, Runtime};
 
 use super::experiment_args::SharedArgs;
 
@@ -49,8 +49,10 @@ pub fn run(args: CompareArgs) -> anyhow::Result<()> {
     let request = CompareRequest {
         settings,
         out: out.clone(),
-        device: args.shared.device.clone(),
-        threads: Some(args.shared.threads),
+        runtime: Runtime {
+            device: args.shared.device.clone(),
+            threads: Some(args.shared.threads),
+        },
         show_progress: !args.shared.quiet,
     };
     let outcome =

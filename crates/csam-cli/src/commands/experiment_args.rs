@@ -98,6 +98,7 @@ impl SharedArgs {
             weight_decay: self.weight_decay.unwrap_or(defaults.weight_decay),
             augment: self.augment.unwrap_or(defaults.augment),
             track_theory: self.track_theory,
+            metrics: defaults.metrics,
         })
     }
 

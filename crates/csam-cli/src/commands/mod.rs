@@ -8,6 +8,7 @@ mod experiment_args;
 pub mod metrics;
 pub mod report;
 pub mod sharpness;
+mod spec_flags;
 pub mod sweep;
 pub mod train;
 

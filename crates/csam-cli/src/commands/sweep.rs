@@ -4,6 +4,7 @@
 use anyhow::Context;
 use clap::Args;
 use csam_train::experiment::sweep::{self, SweepRequest, SweepSettings};
+use csam_train::spec::Runtime;
 
 use super::experiment_args::SharedArgs;
 
@@ -34,8 +35,10 @@ pub fn run(args: SweepArgs) -> anyhow::Result<()> {
     let request = SweepRequest {
         settings,
         out: out.clone(),
-        device: args.shared.device.clone(),
-        threads: Some(args.shared.threads),
+        runtime: Runtime {
+            device: args.shared.device.clone(),
+            threads: Some(args.shared.threads),
+        },
         show_progress: !args.shared.quiet,
     };
     let (results, table) =

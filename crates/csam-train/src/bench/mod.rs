@@ -17,7 +17,7 @@ use tch::{Device, Kind, Tensor};
 
 use crate::device::device_name;
 use crate::model::{InputShape, ModelKind};
-use crate::train::config::{OptimizerFamily, TrainConfig};
+use crate::spec::{ModelSpec, OptimSpec, OptimizerFamily, UpdateRule};
 use crate::train::error::{Result, TrainError};
 use crate::train::session::{invalid, Trainer};
 
@@ -87,7 +87,7 @@ pub fn run_bench(options: &BenchOptions) -> Result<Vec<BenchRow>> {
         let kind: ModelKind = model.parse().map_err(|e| invalid("model", model, e))?;
         let first = rows.len();
         for &optimizer in &options.optimizers {
-            rows.push(bench_case(options, model, kind, optimizer)?);
+            rows.push(bench_case(options, kind, optimizer)?);
         }
         let sgd = rows[first..]
             .iter()
@@ -102,25 +102,26 @@ pub fn run_bench(options: &BenchOptions) -> Result<Vec<BenchRow>> {
 
 fn bench_case(
     options: &BenchOptions,
-    model: &str,
     kind: ModelKind,
     optimizer: OptimizerFamily,
 ) -> Result<BenchRow> {
-    let config = TrainConfig {
-        data: "synthetic".into(),
-        model: model.to_string(),
-        optimizer,
-        batch_size: options.batch_size,
-        epochs: 1,
-        ..TrainConfig::default()
+    let model = ModelSpec {
+        arch: kind,
+        ..ModelSpec::default()
+    }
+    .normalized();
+    let defaults = OptimSpec::default();
+    let optim = OptimSpec {
+        rule: UpdateRule::of_family(optimizer, 0.05, 1.0),
+        ..defaults
     };
     tch::manual_seed(0);
     let steps_total = options.warmup + options.steps;
     let mut trainer = Trainer::new(
-        &config,
-        kind,
-        options.input,
-        options.n_classes,
+        &model,
+        &optim,
+        1,
+        (options.input, options.n_classes),
         options.device,
         steps_total,
     )?;
@@ -148,7 +149,12 @@ fn bench_case(
         }
     }
     let seconds = median(&mut times);
-    let hidden: Vec<u64> = config.mlp_hidden.iter().map(|&h| h as u64).collect();
+    let hidden: Vec<u64> = model
+        .options()
+        .mlp_hidden
+        .iter()
+        .map(|&h| h as u64)
+        .collect();
     let forward_flops = flops::forward_macs(
         kind.name(),
         (channels as u64, height as u64, width as u64),
@@ -156,14 +162,14 @@ fn bench_case(
         &hidden,
     )
     .map(|macs| 2.0 * macs as f64 * options.batch_size as f64);
-    let passes = if optimizer.is_sharpness_aware() {
+    let passes = if optim.rule.sharpness().is_some() {
         6.0
     } else {
         3.0
     };
     let step_flops = forward_flops.map(|f| passes * f);
     Ok(BenchRow {
-        model: model.to_string(),
+        model: kind.name().to_string(),
         optimizer,
         ms_per_step: seconds * 1e3,
         images_per_s: options.batch_size as f64 / seconds,

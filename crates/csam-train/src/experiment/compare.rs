@@ -20,9 +20,11 @@ use super::runs::train_or_reuse;
 use super::settings::{invalid, repeated, write_json, ExperimentDir, SharedSettings};
 use super::table;
 use crate::data::{self, DatasetSpec};
+use crate::spec::{OptimizerFamily, RunSpec, Runtime};
 use crate::train::atomic::write_atomic;
 use crate::train::rundir::RunDir;
-use crate::train::{self, OptimizerFamily, RunSummary, TrainConfig, TrainError};
+use crate::train::{self, RunSummary, TrainError};
+use csam_calib::metrics::summary::MetricOptions;
 
 type Result<T> = std::result::Result<T, TrainError>;
 
@@ -66,9 +68,9 @@ impl Default for CompareSettings {
 }
 
 impl CompareSettings {
-    /// The training configuration of the run of `method` with `seed`.
-    pub fn train_config(&self, method: OptimizerFamily, seed: u64) -> TrainConfig {
-        self.shared.train_config(method, self.rho, self.gamma, seed)
+    /// The spec of the run of `method` with `seed`.
+    pub fn run_spec(&self, method: OptimizerFamily, seed: u64) -> Result<RunSpec> {
+        self.shared.run_spec(method, self.rho, self.gamma, seed)
     }
 
     /// Refuses an empty or repeated method or seed list and any setting a
@@ -90,7 +92,7 @@ impl CompareSettings {
         }
         self.shared.validate()?;
         for &method in &self.methods {
-            self.train_config(method, self.shared.seeds[0]).validate()?;
+            self.run_spec(method, self.shared.seeds[0])?.validate()?;
         }
         Ok(())
     }
@@ -128,11 +130,8 @@ pub struct CompareRequest {
     pub settings: CompareSettings,
     /// The comparison directory.
     pub out: PathBuf,
-    /// Device of every run (None: the default device); not part of the
-    /// comparison's identity.
-    pub device: Option<String>,
-    /// CPU threads of libtorch (None: libtorch's default).
-    pub threads: Option<usize>,
+    /// Device and threads of every run; not part of the comparison's identity.
+    pub runtime: Runtime,
     /// Draw the loop's per-epoch progress bar.
     pub show_progress: bool,
 }
@@ -233,18 +232,14 @@ pub fn run(request: &CompareRequest) -> Result<CompareOutcome> {
     for (index, &(seed, method)) in pairs.iter().enumerate() {
         let label = format!("[{}/{}] {method} seed {seed}", index + 1, pairs.len());
         let run_started = Instant::now();
-        let config = TrainConfig {
-            device: request.device.clone(),
-            threads: request.threads,
-            ..settings.train_config(method, seed)
-        };
         let summary = train_or_reuse(
-            config,
+            settings.run_spec(method, seed)?,
+            &request.runtime,
             &dir.run(method, seed),
             &label,
             request.show_progress,
         )?;
-        let record = record_run(&dir, method, seed, summary)?;
+        let record = record_run(&dir, method, seed, summary, &settings.shared.metrics)?;
         println!(
             "{label}: done in {:.1}s, {:.1}s since start (test accuracy {:.2}%, ECE {:.2}%, TCE {:.2}%)",
             run_started.elapsed().as_secs_f64(),
@@ -278,8 +273,9 @@ fn record_run(
     method: OptimizerFamily,
     seed: u64,
     summary: RunSummary,
+    options: &MetricOptions,
 ) -> Result<RunRecord> {
-    let calibration = calibrate_run(&RunDir::new(dir.run(method, seed)))?;
+    let calibration = calibrate_run(&RunDir::new(dir.run(method, seed)), options)?;
     let mut test = summary.test;
     test.tce = Some(calibration.posthoc.temperature.ece);
     Ok(RunRecord {
@@ -298,6 +294,7 @@ fn record_run(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::spec::UpdateRule;
 
     #[test]
     fn every_run_shares_lr_and_weight_decay() {
@@ -307,11 +304,24 @@ mod tests {
         };
         let json = serde_json::to_value(&settings).unwrap();
         assert_eq!(json["lr"], 0.05, "shared keys at the top level: {json}");
-        let sgd = settings.train_config(OptimizerFamily::Sgd, 0);
-        let csam = settings.train_config(OptimizerFamily::Csam, 2);
-        assert_eq!((sgd.lr, sgd.weight_decay), (csam.lr, csam.weight_decay));
-        assert_eq!(csam.optimizer, OptimizerFamily::Csam);
-        assert_eq!((csam.seed, csam.rho, csam.gamma), (2, 0.05, 1.0));
+        let sgd = settings.run_spec(OptimizerFamily::Sgd, 0).unwrap();
+        let csam = settings.run_spec(OptimizerFamily::Csam, 2).unwrap();
+        assert_eq!(
+            (sgd.optim.lr, sgd.optim.weight_decay),
+            (csam.optim.lr, csam.optim.weight_decay)
+        );
+        assert_eq!(sgd.optim.rule, UpdateRule::Sgd);
+        assert!(matches!(
+            csam.optim.rule,
+            UpdateRule::Csam {
+                rho: 0.05,
+                gamma: 1.0,
+                detach: false,
+                m: None,
+                every: 1
+            }
+        ));
+        assert_eq!(csam.seed, 2);
         settings.validate().unwrap();
         let tracked = CompareSettings {
             shared: SharedSettings {
@@ -320,8 +330,18 @@ mod tests {
             },
             ..settings
         };
-        assert!(!tracked.train_config(OptimizerFamily::Sgd, 0).track_theory);
-        assert!(tracked.train_config(OptimizerFamily::Csam, 0).track_theory);
+        assert!(
+            !tracked
+                .run_spec(OptimizerFamily::Sgd, 0)
+                .unwrap()
+                .track_theory
+        );
+        assert!(
+            tracked
+                .run_spec(OptimizerFamily::Csam, 0)
+                .unwrap()
+                .track_theory
+        );
         tracked.validate().unwrap();
     }
 

@@ -36,11 +36,11 @@ pub struct RunCalibration {
 }
 
 /// Reads the run's validation and test logits and labels, fits the three
-/// calibrators on validation and summarises their test predictions.
-pub fn calibrate_run(run_dir: &RunDir) -> Result<RunCalibration> {
+/// calibrators on validation and summarises their test predictions, binned
+/// as `options` say.
+pub fn calibrate_run(run_dir: &RunDir, options: &MetricOptions) -> Result<RunCalibration> {
     let (val_logits, val_labels) = read_split(run_dir, Split::Val)?;
     let (test_logits, test_labels) = read_split(run_dir, Split::Test)?;
-    let options = MetricOptions::default();
     let fitted = |kind: CalibratorKind| {
         fit(kind, val_logits.view(), &val_labels).map_err(|e| {
             TrainError::Metrics(format!(
@@ -54,7 +54,7 @@ pub fn calibrate_run(run_dir: &RunDir) -> Result<RunCalibration> {
         let probs = calibrator
             .transform(test_logits.view())
             .map_err(|e| TrainError::Metrics(e.to_string()))?;
-        summarize(probs.view(), &test_labels, &options)
+        summarize(probs.view(), &test_labels, options)
             .map_err(|e| TrainError::Metrics(e.to_string()))
     };
     let scaling = fitted(CalibratorKind::Temperature)?;
@@ -140,7 +140,7 @@ mod tests {
                 .write_npy(&run.logits(split), &run.labels(split))
                 .unwrap();
         }
-        let calibration = calibrate_run(&run).unwrap();
+        let calibration = calibrate_run(&run, &MetricOptions::default()).unwrap();
         let expected = tce(
             val.logits.mapv(f64::from).view(),
             &val.labels,
@@ -171,7 +171,7 @@ mod tests {
     #[test]
     fn missing_logits_are_an_error_naming_the_file() {
         let dir = tempfile::tempdir().unwrap();
-        let err = calibrate_run(&RunDir::new(dir.path()))
+        let err = calibrate_run(&RunDir::new(dir.path()), &MetricOptions::default())
             .unwrap_err()
             .to_string();
         assert!(err.contains("val_logits.npy"), "{err}");

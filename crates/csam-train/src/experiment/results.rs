@@ -22,7 +22,7 @@ use serde::{Deserialize, Serialize};
 
 use super::compare::CompareSettings;
 use super::posthoc::PosthocSummaries;
-use crate::train::OptimizerFamily;
+use crate::spec::OptimizerFamily;
 
 /// The `schema` tag of `results.json`.
 pub const SCHEMA: &str = "csam-compare/1";

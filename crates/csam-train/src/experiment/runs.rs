@@ -7,16 +7,18 @@
 use std::path::Path;
 
 use super::settings::read_json;
+use crate::spec::{RunSpec, Runtime};
 use crate::train::rundir::{RunDir, RunState};
-use crate::train::{self, RunOutcome, RunSummary, TrainConfig, TrainError, TrainRequest};
+use crate::train::{self, RunOutcome, RunSummary, TrainError, TrainRequest};
 
 type Result<T> = std::result::Result<T, TrainError>;
 
-/// The summary of the run in `out` with `config`: read back when it finished
+/// The summary of the run in `out` with `spec`: read back when it finished
 /// earlier, otherwise trained (resuming when it was interrupted). `label`
 /// starts the printed line (`[3/6] sam seed 0`).
 pub fn train_or_reuse(
-    config: TrainConfig,
+    spec: RunSpec,
+    runtime: &Runtime,
     out: &Path,
     label: &str,
     show_progress: bool,
@@ -24,7 +26,7 @@ pub fn train_or_reuse(
     let run_dir = RunDir::new(out);
     let state = run_dir.state()?;
     if state == RunState::Finished {
-        check_saved_config(&run_dir, &config)?;
+        check_saved_spec(&run_dir, &spec)?;
         println!("{label}: reused finished run {}", out.display());
         return read_json(&run_dir.summary());
     }
@@ -34,7 +36,8 @@ pub fn train_or_reuse(
     };
     println!("{label}: {verb} into {}", out.display());
     let request = TrainRequest {
-        config,
+        spec,
+        runtime: runtime.clone(),
         out: out.to_path_buf(),
         resume: true,
         show_progress,
@@ -50,11 +53,11 @@ pub fn train_or_reuse(
 }
 
 /// Refuses to reuse a finished run trained with other settings.
-fn check_saved_config(run_dir: &RunDir, config: &TrainConfig) -> Result<()> {
+fn check_saved_spec(run_dir: &RunDir, spec: &RunSpec) -> Result<()> {
     let path = run_dir.config();
     let text = std::fs::read_to_string(&path).map_err(TrainError::io("read", &path))?;
-    let saved = TrainConfig::from_toml(&text, &path.display().to_string())?;
-    let changed = config.differences_that_break_resume(&saved);
+    let saved = RunSpec::from_saved_toml(&text, &path.display().to_string())?;
+    let changed = spec.differences(&saved);
     match changed.is_empty() {
         true => Ok(()),
         false => Err(TrainError::RunDir(format!(

@@ -9,14 +9,19 @@ use std::path::{Path, PathBuf};
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
+use csam_calib::metrics::summary::MetricOptions;
+
+use crate::data::DatasetSpec;
+use crate::model::ModelKind;
+use crate::spec::{DataSpec, ModelSpec, OptimizerFamily, RunSpec, UpdateRule, ValSize};
 use crate::train::atomic::write_atomic;
-use crate::train::{self, OptimizerFamily, TrainConfig, TrainError};
+use crate::train::{self, TrainError};
 
 type Result<T> = std::result::Result<T, TrainError>;
 
 /// The settings every run of an experiment shares: data, model, length, seeds
 /// and the hyperparameters tuned on SGD and reused for the SAM family
-/// (paper-notes §5). The other training settings are [`TrainConfig`]'s
+/// (paper-notes §5). The other training settings are [`RunSpec`]'s
 /// defaults (SGD momentum 0.9, cosine decay to 0, best checkpoint by
 /// validation NLL). Experiments flatten it into their own settings file, so
 /// its keys sit at the top level of `compare.json` and `sweep.json`.
@@ -47,6 +52,11 @@ pub struct SharedSettings {
     /// [`crate::theory`]). Absent in older settings files: off.
     #[serde(default)]
     pub track_theory: bool,
+    /// Binning of every calibration metric: per-epoch validation, the
+    /// table, post-hoc columns and the report's figures. Absent in older
+    /// settings files: the default (15 bins, right-closed edges).
+    #[serde(default)]
+    pub metrics: MetricOptions,
 }
 
 impl Default for SharedSettings {
@@ -66,36 +76,46 @@ impl Default for SharedSettings {
             weight_decay: 5e-4,
             augment: false,
             track_theory: false,
+            metrics: MetricOptions::default(),
         }
     }
 }
 
 impl SharedSettings {
-    /// The training configuration of one run.
-    pub fn train_config(
+    /// The spec of one run: `optimizer` with radius `rho` and exponent
+    /// `gamma` (where they apply) on `seed`. Refuses a data set or model
+    /// name that does not parse.
+    pub fn run_spec(
         &self,
         optimizer: OptimizerFamily,
         rho: f64,
         gamma: f64,
         seed: u64,
-    ) -> TrainConfig {
-        TrainConfig {
-            data: self.data.clone(),
-            val_size: self.val_size,
-            seed,
-            model: self.model.clone(),
-            epochs: self.epochs,
-            batch_size: self.batch_size,
-            lr: self.lr,
-            weight_decay: self.weight_decay,
-            optimizer,
-            rho,
-            gamma,
+    ) -> Result<RunSpec> {
+        let source: DatasetSpec = self.data.parse().map_err(|e: crate::data::DataError| {
+            invalid("data", self.data.clone(), &e.to_string())
+        })?;
+        let arch: ModelKind = self.model.parse().map_err(|e: crate::model::ModelError| {
+            invalid("model", self.model.clone(), &e.to_string())
+        })?;
+        let mut spec = RunSpec::new(DataSpec {
+            val_size: ValSize::Count(self.val_size),
             augment: self.augment,
-            track_theory: self.track_theory
-                && matches!(optimizer, OptimizerFamily::Sam | OptimizerFamily::Csam),
-            ..TrainConfig::default()
-        }
+            ..DataSpec::new(source)
+        });
+        spec.seed = seed;
+        spec.epochs = self.epochs;
+        spec.batch_size = self.batch_size;
+        spec.model = ModelSpec {
+            arch,
+            ..ModelSpec::default()
+        };
+        spec.optim.lr = self.lr;
+        spec.optim.weight_decay = self.weight_decay;
+        spec.optim.rule = UpdateRule::of_family(optimizer, rho, gamma);
+        spec.track_theory = self.track_theory && spec.optim.rule.has_sam_point();
+        spec.metrics = self.metrics;
+        Ok(spec.normalized())
     }
 
     /// Refuses an empty or repeated seed list.

@@ -88,7 +88,7 @@ pub fn markdown(caption: &str, aggregates: &[MethodAggregate]) -> String {
 mod tests {
     use super::*;
     use crate::experiment::results::{aggregate, tests::record};
-    use crate::train::OptimizerFamily;
+    use crate::spec::OptimizerFamily;
 
     #[test]
     fn cells_scale_and_round_by_metric() {

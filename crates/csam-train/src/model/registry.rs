@@ -43,6 +43,8 @@ struct Architecture {
     /// Whether inputs of any height and width work (global pooling), or only
     /// the shape the model was built for.
     any_spatial_size: bool,
+    /// Whether the hidden widths (`mlp_hidden`) shape it.
+    hidden_widths: bool,
     build: Builder,
 }
 
@@ -57,6 +59,7 @@ static ARCHITECTURES: &[Architecture] = &[
         name: "mlp",
         summary: "fully connected ReLU network on the flattened input (hidden sizes: mlp_hidden)",
         any_spatial_size: false,
+        hidden_widths: true,
         build: |p, a| {
             let o = a.options;
             let net = Mlp::new(p, a.input.features(), &o.mlp_hidden, a.n_classes, o.dropout)?;
@@ -67,6 +70,7 @@ static ARCHITECTURES: &[Architecture] = &[
         name: "cnn",
         summary: "small 3-stage convolutional network with BatchNorm (32/64/128 channels)",
         any_spatial_size: true,
+        hidden_widths: false,
         build: |p, a| {
             let net = SmallCnn::new(p, a.input.channels, a.n_classes, a.options.dropout);
             Ok(Box::new(net))
@@ -76,30 +80,35 @@ static ARCHITECTURES: &[Architecture] = &[
         name: "resnet20",
         summary: "CIFAR ResNet-20 (He et al. 2016, option-A shortcuts, 0.27 M parameters)",
         any_spatial_size: true,
+        hidden_widths: false,
         build: |p, a| resnet(p, a, 20),
     },
     Architecture {
         name: "resnet32",
         summary: "CIFAR ResNet-32 (He et al. 2016, option-A shortcuts, 0.46 M parameters)",
         any_spatial_size: true,
+        hidden_widths: false,
         build: |p, a| resnet(p, a, 32),
     },
     Architecture {
         name: "resnet44",
         summary: "CIFAR ResNet-44 (He et al. 2016, option-A shortcuts, 0.66 M parameters)",
         any_spatial_size: true,
+        hidden_widths: false,
         build: |p, a| resnet(p, a, 44),
     },
     Architecture {
         name: "resnet56",
         summary: "CIFAR ResNet-56 (He et al. 2016, option-A shortcuts, 0.85 M parameters)",
         any_spatial_size: true,
+        hidden_widths: false,
         build: |p, a| resnet(p, a, 56),
     },
     Architecture {
         name: "resnet110",
         summary: "CIFAR ResNet-110 (He et al. 2016, option-A shortcuts, 1.7 M parameters)",
         any_spatial_size: true,
+        hidden_widths: false,
         build: |p, a| resnet(p, a, 110),
     },
 ];
@@ -123,6 +132,11 @@ impl ModelKind {
     /// Whether the architecture accepts inputs of any height and width.
     pub fn any_spatial_size(&self) -> bool {
         self.0.any_spatial_size
+    }
+
+    /// Whether the hidden widths (`mlp_hidden`) shape the architecture.
+    pub fn takes_hidden_widths(&self) -> bool {
+        self.0.hidden_widths
     }
 
     /// Every registered architecture, in registry order.

@@ -18,24 +18,23 @@ use tch::nn::VarStore;
 use tch::Device;
 
 use crate::data::{Dataset, Normalization, SampleShape};
-use crate::model::{Mode, Model, ModelKind};
-use crate::train::config::TrainConfig;
+use crate::model::{Mode, Model};
+use crate::spec::RunSpec;
 use crate::train::error::{Result, TrainError};
 use crate::train::rundir::RunDir;
-use crate::train::session::{build_network, invalid, predict_dataset, shape_of};
+use crate::train::session::{build_network, predict_dataset, shape_of};
 
 /// A trained run's configuration, normalisation and best weights.
 #[derive(Debug, Clone)]
 pub struct LoadedRun {
     /// The run directory.
     pub dir: PathBuf,
-    /// Its configuration.
-    pub config: TrainConfig,
+    /// Its spec.
+    pub spec: RunSpec,
     /// The normalisation fitted on its training split.
     pub normalization: Normalization,
     /// `model.safetensors`.
     pub weights: PathBuf,
-    kind: ModelKind,
 }
 
 impl LoadedRun {
@@ -48,7 +47,7 @@ impl LoadedRun {
             "read the run's configuration (is --run a csam run directory?)",
             &config_path,
         ))?;
-        let config = TrainConfig::from_toml(&text, &config_path.display().to_string())?;
+        let spec = RunSpec::from_saved_toml(&text, &config_path.display().to_string())?;
         let path = run_dir.normalization();
         let text = std::fs::read_to_string(&path).map_err(TrainError::io("read", &path))?;
         let normalization = serde_json::from_str(&text).map_err(|e| TrainError::Corrupt {
@@ -62,16 +61,11 @@ impl LoadedRun {
                 weights.display()
             )));
         }
-        let kind = config
-            .model
-            .parse()
-            .map_err(|e| invalid("model", &config.model, e))?;
         Ok(LoadedRun {
             dir: dir.to_path_buf(),
-            config,
+            spec,
             normalization,
             weights,
-            kind,
         })
     }
 
@@ -89,17 +83,17 @@ impl LoadedRun {
         let mut vs = VarStore::new(device);
         let (input, n_classes) = (shape_of(reference), reference.n_classes);
         let model = build_network(
-            self.kind,
+            self.spec.model.arch,
             &vs,
             input,
             n_classes,
-            &self.config.model_options(),
+            &self.spec.model.options(),
         )?;
         vs.load(&self.weights).map_err(|e| {
             TrainError::Data(format!(
                 "the weights in {} do not fit {} on {data} ({e}); is the data set's shape and class count that of the training data?",
                 self.weights.display(),
-                self.config.model,
+                self.spec.model.arch,
             ))
         })?;
         Ok((vs, model))
@@ -142,8 +136,16 @@ impl Predictor {
         };
         for run in &runs[1..] {
             for (what, a, b) in [
-                ("data", &first.config.data, &run.config.data),
-                ("model", &first.config.model, &run.config.model),
+                (
+                    "data",
+                    &first.spec.data.source.to_string(),
+                    &run.spec.data.source.to_string(),
+                ),
+                (
+                    "model",
+                    &first.spec.model.arch.to_string(),
+                    &run.spec.model.arch.to_string(),
+                ),
             ] {
                 if a != b {
                     return Err(TrainError::RunDir(format!(
@@ -160,7 +162,7 @@ impl Predictor {
                     "--mc-dropout needs at least 1 pass".into(),
                 ));
             }
-            if let Some(run) = runs.iter().find(|r| r.config.dropout <= 0.0) {
+            if let Some(run) = runs.iter().find(|r| r.spec.model.dropout <= 0.0) {
                 return Err(TrainError::RunDir(format!(
                     "{} was trained without dropout (dropout = 0): MC-Dropout needs a model with \
                      dropout; train one with `csam train --dropout 0.1 ...`",

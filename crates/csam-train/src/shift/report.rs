@@ -73,10 +73,13 @@ pub struct OodReport {
     pub auroc_entropy: f64,
 }
 
-/// Accuracy, ECE and NLL of probabilities against labels.
-pub fn shift_metrics(probs: ArrayView2<'_, f64>, labels: &[usize]) -> Result<ShiftMetrics> {
-    let s = summarize(probs, labels, &MetricOptions::default())
-        .map_err(|e| TrainError::Metrics(e.to_string()))?;
+/// Accuracy, ECE (binned as `options` say) and NLL of probabilities against labels.
+pub fn shift_metrics(
+    probs: ArrayView2<'_, f64>,
+    labels: &[usize],
+    options: &MetricOptions,
+) -> Result<ShiftMetrics> {
+    let s = summarize(probs, labels, options).map_err(|e| TrainError::Metrics(e.to_string()))?;
     Ok(ShiftMetrics {
         accuracy: s.accuracy,
         ece: s.ece,
@@ -101,11 +104,13 @@ fn mean<'a>(all: impl IntoIterator<Item = &'a ShiftMetrics>) -> ShiftMetrics {
 }
 
 /// Evaluates `predictor` on every corruption file of the CIFAR-10-C layout
-/// directory `dir` (labels in `0..n_classes`), one file at a time.
+/// directory `dir` (labels in `0..n_classes`), one file at a time, with the
+/// metrics binned as `options` say.
 pub fn evaluate_corruptions(
     predictor: &Predictor,
     dir: &Path,
     n_classes: usize,
+    options: &MetricOptions,
 ) -> Result<CorruptionReport> {
     let set = open_corruption_set(dir)?;
     let mut corruptions = Vec::with_capacity(set.files.len());
@@ -117,7 +122,7 @@ pub fn evaluate_corruptions(
             severities.push(SeverityMetrics {
                 severity: *severity,
                 n: dataset.n,
-                metrics: shift_metrics(probs.view(), &dataset.labels)?,
+                metrics: shift_metrics(probs.view(), &dataset.labels, options)?,
             });
         }
         let mean = mean(severities.iter().map(|s| &s.metrics));

@@ -28,10 +28,12 @@ use tch::{nn::VarStore, Device, Tensor};
 use super::eigen::{lanczos_min, top_eigenvalue, Eigen, PowerSettings};
 use super::hessian::LossSurface;
 use crate::data::{self, BatchLoader, LoaderOptions, Normalization};
+use crate::device::parse_device;
+use crate::spec::RunSpec;
 use crate::train::atomic::write_atomic;
 use crate::train::rundir::RunDir;
-use crate::train::session::{build_network, shape_of, Names};
-use crate::train::{TrainConfig, TrainError};
+use crate::train::session::{build_network, shape_of};
+use crate::train::TrainError;
 
 type Result<T> = std::result::Result<T, TrainError>;
 
@@ -138,15 +140,15 @@ pub fn measure_run(
     let config_path = run_dir.config();
     let text =
         std::fs::read_to_string(&config_path).map_err(TrainError::io("read", &config_path))?;
-    let mut config = TrainConfig::from_toml(&text, &config_path.display().to_string())?;
-    config.device = device.map(str::to_string);
-    let rho = settings.rho.unwrap_or(config.rho);
+    let spec = RunSpec::from_saved_toml(&text, &config_path.display().to_string())?;
+    let device = parse_device(device).map_err(|e| TrainError::Device(e.text, e.reason))?;
+    let run_rho = spec.optim.rule.sharpness().map_or(0.0, |s| s.rho);
+    let rho = settings.rho.unwrap_or(run_rho);
     if !(rho.is_finite() && rho > 0.0) {
         return Err(TrainError::RunDir(format!(
             "rho = {rho}: theta~ needs a perturbation radius > 0; pass --rho"
         )));
     }
-    let names = Names::parse(&config)?;
     let weights = match settings.checkpoint {
         CheckpointChoice::Best => run_dir.best_model(),
         CheckpointChoice::Last => run_dir.last_model(),
@@ -161,8 +163,9 @@ pub fn measure_run(
             }
         )));
     }
-    let source = data::load(&names.spec).map_err(|e| TrainError::Data(e.to_string()))?;
-    let splits = data::split(source, config.val_size, config.seed)
+    let source = data::load(&spec.data.source).map_err(|e| TrainError::Data(e.to_string()))?;
+    let n_train = source.train.as_ref().map_or(0, |train| train.n);
+    let splits = data::split(source, spec.data.val_size.count(n_train), spec.seed)
         .map_err(|e| TrainError::Data(e.to_string()))?;
     let train = &splits.train;
     if settings.examples > train.n {
@@ -173,13 +176,13 @@ pub fn measure_run(
     }
     let normalization = read_normalization(&run_dir.normalization())?;
 
-    let mut vs = VarStore::new(names.device);
+    let mut vs = VarStore::new(device);
     let model = build_network(
-        names.kind,
+        spec.model.arch,
         &vs,
         shape_of(train),
         train.n_classes,
-        &config.model_options(),
+        &spec.model.options(),
     )?;
     vs.load(&weights)
         .map_err(|e| TrainError::Engine(format!("{}: {e}", weights.display())))?;
@@ -190,7 +193,7 @@ pub fn measure_run(
     let loader = BatchLoader::new(
         &subset,
         &normalization,
-        LoaderOptions::evaluation(settings.batch_size, names.device),
+        LoaderOptions::evaluation(settings.batch_size, device),
     )
     .map_err(|e| TrainError::Data(e.to_string()))?;
     let surface = LossSurface::new(&model, vs.trainable_variables(), loader.epoch(0).collect())?;
@@ -230,11 +233,11 @@ pub fn measure_run(
     let (first, last) = (path[0], path[path.len() - 1]);
     let report = SharpnessReport {
         settings: settings.clone(),
-        optimizer: config.optimizer.to_string(),
+        optimizer: spec.optim.rule.family().to_string(),
         rho,
         n_examples: subset.n,
         n_weights: surface.dim(),
-        device: crate::device::device_name(names.device),
+        device: crate::device::device_name(device),
         grad_norm,
         kappa_min_threshold: threshold,
         kappa_max: first.kappa_max.value,

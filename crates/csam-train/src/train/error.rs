@@ -15,6 +15,17 @@ pub enum ConfigError {
     /// The TOML (file or flags) does not describe a configuration.
     #[error("bad configuration in {origin}: {message}")]
     Parse { origin: String, message: String },
+    /// A key was given for a branch of the run that does not read it.
+    #[error(
+        "`{key}` does not apply to this run: it is read when {selector} is {}, and {selector} is {chosen}",
+        applies_to.join(" or ")
+    )]
+    Inapplicable {
+        key: &'static str,
+        selector: &'static str,
+        chosen: String,
+        applies_to: &'static [&'static str],
+    },
     /// A key holds a value that would make the run meaningless.
     #[error("invalid {key} = {value:?}: {reason}")]
     Invalid {

@@ -6,7 +6,7 @@
 
 use std::path::PathBuf;
 
-use csam_calib::metrics::summary::{summarize, MetricOptions, MetricSummary};
+use csam_calib::metrics::summary::{summarize, MetricSummary};
 use serde::{Deserialize, Serialize};
 
 use super::atomic::write_atomic;
@@ -128,7 +128,7 @@ pub fn evaluate_run(request: &EvalRequest) -> Result<(EvalReport, PathBuf)> {
     let data = request
         .data
         .clone()
-        .unwrap_or_else(|| first.config.data.clone());
+        .unwrap_or_else(|| first.spec.data.source.to_string());
     let name = request
         .name
         .clone()
@@ -173,15 +173,17 @@ pub fn evaluate_run(request: &EvalRequest) -> Result<(EvalReport, PathBuf)> {
         },
         None => Sampling::Deterministic,
     };
-    let model = first.config.model.clone();
+    let model = first.spec.model.arch.to_string();
+    // The binning the runs were trained and reported with.
+    let options = first.spec.metrics;
     let predictor = Predictor::new(runs, &dataset, &data, sampling, request.batch_size, device)?;
     let probs = predictor.probabilities(&dataset)?;
-    let metrics = summarize(probs.view(), &dataset.labels, &MetricOptions::default())
+    let metrics = summarize(probs.view(), &dataset.labels, &options)
         .map_err(|e| TrainError::Metrics(e.to_string()))?;
     let corruptions = request
         .corruptions
         .as_deref()
-        .map(|dir| evaluate_corruptions(&predictor, dir, dataset.n_classes))
+        .map(|dir| evaluate_corruptions(&predictor, dir, dataset.n_classes, &options))
         .transpose()?;
     let ood = match &ood_spec {
         Some((text, spec)) => {

@@ -79,8 +79,9 @@ impl Predictions {
             .count()
     }
 
-    /// The metric summary of the softmax of the logits (computed in f64).
-    pub fn summarize(&self) -> Result<MetricSummary> {
+    /// The metric summary of the softmax of the logits (computed in f64),
+    /// binned as `options` say.
+    pub fn summarize(&self, options: &MetricOptions) -> Result<MetricSummary> {
         let bad = self.non_finite_rows();
         if bad > 0 {
             return Err(TrainError::Metrics(format!(
@@ -90,21 +91,25 @@ impl Predictions {
         }
         let logits = self.logits.mapv(f64::from);
         let probs = csam_calib::scores::softmax(logits.view());
-        summarize(probs.view(), &self.labels, &MetricOptions::default())
+        summarize(probs.view(), &self.labels, options)
             .map_err(|e| TrainError::Metrics(e.to_string()))
     }
 
     /// [`Predictions::summarize`] with `tce` set: the ECE of these predictions
     /// after temperature scaling fitted (by NLL) on `val`'s logits.
-    pub fn summarize_with_tce(&self, val: &Predictions) -> Result<MetricSummary> {
-        let mut summary = self.summarize()?;
+    pub fn summarize_with_tce(
+        &self,
+        val: &Predictions,
+        options: &MetricOptions,
+    ) -> Result<MetricSummary> {
+        let mut summary = self.summarize(options)?;
         let metrics = |e: csam_calib::CalibError| TrainError::Metrics(e.to_string());
         let tce = tce(
             val.logits.mapv(f64::from).view(),
             &val.labels,
             self.logits.mapv(f64::from).view(),
             &self.labels,
-            &MetricOptions::default(),
+            options,
             TemperatureObjective::Nll,
         )
         .map_err(metrics)?;

@@ -1,7 +1,7 @@
 //! Training runs: configuration, the run directory, the epoch loop,
 //! evaluation, checkpoints and resume, progress output.
 //!
-//! A run is described by a [`TrainConfig`] (defaults < config file < flags)
+//! A run is described by a [`crate::spec::RunSpec`] (defaults < config file < flags)
 //! and lives in a run directory (see [`rundir`] for its files). Every file is
 //! replaced atomically (temporary file + rename), so a run killed at any
 //! moment leaves a consistent directory that `--resume` continues; the
@@ -12,7 +12,6 @@
 pub mod allocator;
 pub mod atomic;
 pub mod checkpoint;
-pub mod config;
 pub mod epoch_log;
 pub mod error;
 pub mod eval;
@@ -25,7 +24,6 @@ mod runner;
 pub mod session;
 pub mod summary;
 
-pub use config::{BaseOptimizer, BestMetric, OptimizerFamily, ScheduleKind, TrainConfig};
 pub use error::{ConfigError, TrainError};
 pub use runner::{run, RunOutcome, TrainRequest};
 pub use summary::RunSummary;

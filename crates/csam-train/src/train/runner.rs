@@ -6,24 +6,26 @@ use std::path::PathBuf;
 use std::time::Instant;
 
 use super::checkpoint::{self, epoch_seed, BestRecord, TrainState};
-use super::config::{BestMetric, TrainConfig};
 use super::error::{Result, TrainError};
 use super::evaluate::Predictions;
 use super::metrics_log::{EpochRecord, MetricsLog, TrainStats};
 use super::preflight;
 use super::progress::{epoch_line, EpochProgress};
 use super::rundir::{RunDir, Split};
-use super::session::{Names, Session};
+use super::session::Session;
 use super::summary::RunSummary;
-use crate::device::device_name;
+use crate::device::{device_name, parse_device};
+use crate::spec::{BestMetric, RunSpec, Runtime};
 use crate::theory::{self, TheoryLog, TheoryRecord, TheorySummary};
 use csam_calib::metrics::summary::MetricSummary;
 
 /// What `csam train` asks for.
 #[derive(Debug, Clone)]
 pub struct TrainRequest {
-    /// The effective configuration (already layered).
-    pub config: TrainConfig,
+    /// What the run is.
+    pub spec: RunSpec,
+    /// How this process runs it (device, threads).
+    pub runtime: Runtime,
     /// The run directory.
     pub out: PathBuf,
     /// Continue the unfinished run in `out`.
@@ -61,20 +63,25 @@ fn metric_value(metric: BestMetric, summary: &MetricSummary) -> f64 {
 /// Trains the run described by `request` (see the module doc of
 /// [`super`] for what the run directory receives).
 pub fn run(request: &TrainRequest) -> Result<RunOutcome> {
-    let config = &request.config;
-    config.validate()?;
-    let names = Names::parse(config)?;
+    let spec = &request.spec;
+    spec.validate()?;
+    request.runtime.validate()?;
+    let device = parse_device(request.runtime.device.as_deref())
+        .map_err(|e| TrainError::Device(e.text, e.reason))?;
     let run_dir = RunDir::new(&request.out);
     let resuming = run_dir.check(request.resume)?;
     if resuming {
-        check_resume_config(&run_dir, config)?;
+        check_resume_spec(&run_dir, spec)?;
     }
     preflight::check_writable(run_dir.root())?;
-    let mut session = Session::prepare(config, names)?;
+    if let Some(threads) = request.runtime.threads {
+        tch::set_num_threads(threads as i32);
+    }
+    let mut session = Session::prepare(spec, device)?;
     preflight::check_free_space(run_dir.root(), session.estimated_output_bytes())?;
     run_dir.create()?;
     run_dir.remove_temporaries()?;
-    super::atomic::write_atomic(&run_dir.config(), config.to_toml().as_bytes())?;
+    super::atomic::write_atomic(&run_dir.config(), spec.to_toml().as_bytes())?;
     session.data.save_normalization(&run_dir.normalization())?;
 
     let log = MetricsLog::new(run_dir.metrics_log());
@@ -89,14 +96,14 @@ pub fn run(request: &TrainRequest) -> Result<RunOutcome> {
         elapsed_s: 0.0,
     });
     log.truncate_after(state.epochs_done)?;
-    let theory_log = config
+    let theory_log = spec
         .track_theory
         .then(|| theory::theory_log(run_dir.root()));
     if let Some(theory_log) = &theory_log {
         theory_log.truncate_after(state.epochs_done)?;
     }
 
-    for epoch in state.epochs_done + 1..=config.epochs {
+    for epoch in state.epochs_done + 1..=spec.epochs {
         let started = Instant::now();
         let mut theory_records = Vec::new();
         let (train, lr) = train_epoch(
@@ -114,14 +121,12 @@ pub fn run(request: &TrainRequest) -> Result<RunOutcome> {
             );
             return Err(diverged(epoch, session.steps_per_epoch(), &what, &state));
         }
-        let val_metrics = val.summarize()?;
+        let val_metrics = val.summarize(&spec.metrics)?;
         let test_metrics = session
             .predict_split(Split::Test)?
-            .summarize_with_tce(&val)?;
-        let value = metric_value(config.best_metric, &val_metrics);
-        let best = config
-            .best_metric
-            .improves(value, state.best.map(|b| b.value));
+            .summarize_with_tce(&val, &spec.metrics)?;
+        let value = metric_value(spec.selection, &val_metrics);
+        let best = spec.selection.improves(value, state.best.map(|b| b.value));
         let last_good_epoch = state.epochs_done;
         if best {
             state.best = Some(BestRecord { epoch, value });
@@ -146,8 +151,8 @@ pub fn run(request: &TrainRequest) -> Result<RunOutcome> {
                 cause: Box::new(cause),
             }
         })?;
-        println!("{}", epoch_line(&record, config.epochs));
-        if request.stop_after_epoch == Some(epoch) && epoch < config.epochs {
+        println!("{}", epoch_line(&record, spec.epochs));
+        if request.stop_after_epoch == Some(epoch) && epoch < spec.epochs {
             return Ok(RunOutcome::Stopped { epoch });
         }
     }
@@ -177,12 +182,12 @@ fn save_epoch(
     checkpoint::save(run_dir, state, weights, &session.trainer.optimizer_state())
 }
 
-/// Refuses a resume whose configuration would not continue the same run.
-fn check_resume_config(run_dir: &RunDir, config: &TrainConfig) -> Result<()> {
+/// Refuses a resume whose spec would not continue the same run.
+fn check_resume_spec(run_dir: &RunDir, spec: &RunSpec) -> Result<()> {
     let path = run_dir.config();
     let text = std::fs::read_to_string(&path).map_err(TrainError::io("read", &path))?;
-    let saved = TrainConfig::from_toml(&text, &path.display().to_string())?;
-    let changed = config.differences_that_break_resume(&saved);
+    let saved = RunSpec::from_saved_toml(&text, &path.display().to_string())?;
+    let changed = spec.differences(&saved);
     if changed.is_empty() {
         Ok(())
     } else {
@@ -215,15 +220,16 @@ fn train_epoch(
     show_progress: bool,
     theory: &mut Vec<TheoryRecord>,
 ) -> Result<(TrainStats, f64)> {
-    let config = &session.config;
+    let spec = &session.spec;
     // Dropout and any other libtorch randomness of this epoch depend on
     // (seed, epoch) only, so a resumed epoch replays exactly.
-    tch::manual_seed(epoch_seed(config.seed, epoch));
+    tch::manual_seed(epoch_seed(spec.seed, epoch));
     let steps = session.steps_per_epoch();
-    let progress = EpochProgress::start(epoch, config.epochs, steps, show_progress);
+    let progress = EpochProgress::start(epoch, spec.epochs, steps, show_progress);
+    let rho = spec.optim.rule.sharpness().map_or(0.0, |s| s.rho);
     let (mut loss_sum, mut correct, mut seen) = (0.0f64, 0.0f64, 0.0f64);
     let mut lr = 0.0;
-    let loader = session.data.train_loader(config, session.device)?;
+    let loader = session.data.train_loader(spec, session.device)?;
     let trainer = &mut session.trainer;
     for (step, (xs, ys)) in loader.epoch(epoch as u64).enumerate() {
         lr = trainer.set_learning_rate(state.global_step);
@@ -231,11 +237,11 @@ fn train_epoch(
             Ok(stats) => stats,
             Err(message) => return Err(diverged(epoch, step + 1, &message, state)),
         };
-        if config.track_theory {
+        if spec.track_theory {
             theory.extend(TheoryRecord::from_step(
                 epoch,
                 state.global_step,
-                config.rho,
+                rho,
                 &stats,
             ));
         }
@@ -270,32 +276,32 @@ fn finish(session: &mut Session, run_dir: &RunDir, state: &TrainState) -> Result
     session.trainer.load_weights(&run_dir.best_model())?;
     let val = write_predictions(session, run_dir, Split::Val)?;
     let test = write_predictions(session, run_dir, Split::Test)?;
-    let config = &session.config;
+    let spec = &session.spec;
     let summary = RunSummary {
         csam_version: env!("CARGO_PKG_VERSION").to_string(),
-        seed: config.seed,
+        seed: spec.seed,
         device: device_name(session.device),
-        data: config.data.clone(),
-        model: config.model.clone(),
-        optimizer: config.optimizer,
-        base_optimizer: config.base_optimizer,
-        csam_gradient_mode: config.csam_gradient_mode().map(str::to_string),
-        epochs: config.epochs,
-        best_metric: config.best_metric,
+        data: spec.data.source.to_string(),
+        model: spec.model.arch.to_string(),
+        optimizer: spec.optim.rule.family(),
+        base_optimizer: spec.optim.base.name().to_string(),
+        csam_gradient_mode: spec.optim.rule.csam_gradient_mode().map(str::to_string),
+        epochs: spec.epochs,
+        best_metric: spec.selection,
         best_epoch: best.epoch,
         best_value: best.value,
         wall_time_s: state.elapsed_s + started.elapsed().as_secs_f64(),
         n_train: session.data.n_train(),
         n_val: val.labels.len(),
         n_test: test.labels.len(),
-        val: val.summarize()?,
-        test: test.summarize()?,
+        val: val.summarize(&spec.metrics)?,
+        test: test.summarize(&spec.metrics)?,
     };
     let json = serde_json::to_vec_pretty(&summary).map_err(|e| TrainError::Corrupt {
         path: run_dir.summary(),
         message: e.to_string(),
     })?;
-    if config.track_theory {
+    if spec.track_theory {
         let records = theory::read_theory(run_dir.root())?;
         theory::write_theory_plots(run_dir.root(), &records)?;
         println!("{}", TheorySummary::of(&records).line());

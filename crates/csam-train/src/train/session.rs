@@ -10,19 +10,16 @@ use std::path::Path;
 use tch::{nn::VarStore, Device, Tensor};
 
 use super::checkpoint::{self, epoch_seed, TrainState};
-use super::config::{BaseOptimizer as BaseKind, OptimizerFamily, ScheduleKind, TrainConfig};
 use super::error::{ConfigError, Result, TrainError};
 use super::evaluate::{predict_mode, Predictions};
 use super::rundir::{RunDir, Split};
-use crate::data::{
-    self, Augmentation, BatchLoader, Dataset, DatasetSpec, LoaderOptions, Normalization, Splits,
-};
-use crate::device::parse_device;
+use crate::data::{self, Augmentation, BatchLoader, Dataset, LoaderOptions, Normalization, Splits};
 use crate::model::{build_model_with, InputShape, Mode, Model, ModelKind, ModelOptions};
 use crate::optim::{
-    plain_step, AdamW, AdamWConfig, BaseOptimizer, LrSchedule, OptimError, Perturbation, SamConfig,
-    SamStep, SecondLoss, Sgd, SgdConfig, StepStats,
+    plain_step, AdamW, AdamWConfig, BaseOptimizer, LrSchedule, OptimError, SamConfig, SamStep, Sgd,
+    SgdConfig, StepStats,
 };
+use crate::spec::{BaseSpec, ModelSpec, OptimSpec, RunSpec, Schedule};
 
 /// The data of a run: train / val / test splits and the normalisation
 /// fitted on the training split.
@@ -42,39 +39,10 @@ pub struct Trainer {
     clip: Option<f64>,
 }
 
-/// The names of a configuration, parsed: data set spec, model, device.
-/// Parsing them first rejects a typo before any data is loaded.
-pub struct Names {
-    /// The data set spec.
-    pub spec: DatasetSpec,
-    /// The architecture.
-    pub kind: ModelKind,
-    /// The device.
-    pub device: Device,
-}
-
-impl Names {
-    /// Parses `config.data`, `config.model` and `config.device`.
-    pub fn parse(config: &TrainConfig) -> Result<Names> {
-        Ok(Names {
-            spec: config
-                .data
-                .parse()
-                .map_err(|e| invalid("data", &config.data, e))?,
-            kind: config
-                .model
-                .parse()
-                .map_err(|e| invalid("model", &config.model, e))?,
-            device: parse_device(config.device.as_deref())
-                .map_err(|e| TrainError::Device(e.text, e.reason))?,
-        })
-    }
-}
-
 /// The live objects of a run.
 pub struct Session {
-    /// The run's configuration.
-    pub config: TrainConfig,
+    /// The run's specification.
+    pub spec: RunSpec,
     /// The device tensors live on.
     pub device: Device,
     /// Splits and normalisation.
@@ -86,35 +54,32 @@ pub struct Session {
 impl Session {
     /// Loads and splits the data, fits the normalisation on the training
     /// split and builds the model (initialised from the run's seed, or from
-    /// `config.init`) and the optimizer. A resumed run then overwrites the
-    /// weights with its checkpoint's.
-    pub fn prepare(config: &TrainConfig, names: Names) -> Result<Session> {
-        let Names { spec, kind, device } = names;
-        if let Some(threads) = config.threads {
-            tch::set_num_threads(threads as i32);
-        }
-        let source = data::load(&spec).map_err(|e| TrainError::Data(e.to_string()))?;
-        let splits = data::split(source, config.val_size, config.seed)
+    /// the spec's init weights) and the optimizer. A resumed run then
+    /// overwrites the weights with its checkpoint's.
+    pub fn prepare(spec: &RunSpec, device: Device) -> Result<Session> {
+        let source = data::load(&spec.data.source).map_err(|e| TrainError::Data(e.to_string()))?;
+        let n_train = source.train.as_ref().map_or(0, |train| train.n);
+        let splits = data::split(source, spec.data.val_size.count(n_train), spec.seed)
             .map_err(|e| TrainError::Data(e.to_string()))?;
         let normalization =
             Normalization::fit(&splits.train).map_err(|e| TrainError::Data(e.to_string()))?;
-        tch::manual_seed(epoch_seed(config.seed, 0));
-        let steps_per_epoch = splits.train.n.div_ceil(config.batch_size);
+        tch::manual_seed(epoch_seed(spec.seed, 0));
+        let steps_per_epoch = splits.train.n.div_ceil(spec.batch_size);
         let mut trainer = Trainer::new(
-            config,
-            kind,
-            shape_of(&splits.train),
-            splits.train.n_classes,
+            &spec.model,
+            &spec.optim,
+            spec.epochs,
+            (shape_of(&splits.train), splits.train.n_classes),
             device,
             steps_per_epoch,
         )?;
-        if let Some(init) = &config.init {
-            trainer
-                .load_weights(Path::new(init))
-                .map_err(|e| TrainError::Engine(format!("--init {init}: {e}")))?;
+        if let Some(init) = &spec.model.init {
+            trainer.load_weights(init).map_err(|e| {
+                TrainError::Engine(format!("initial weights {}: {e}", init.display()))
+            })?;
         }
         Ok(Session {
-            config: config.clone(),
+            spec: spec.clone(),
             device,
             data: RunData {
                 splits,
@@ -126,7 +91,7 @@ impl Session {
 
     /// Optimizer steps per epoch (the last batch may be smaller).
     pub fn steps_per_epoch(&self) -> usize {
-        self.data.splits.train.n.div_ceil(self.config.batch_size)
+        self.data.splits.train.n.div_ceil(self.spec.batch_size)
     }
 
     /// An upper estimate of the bytes the run writes into its directory
@@ -147,7 +112,7 @@ impl Session {
             &self.trainer.model,
             self.data.split(split),
             &self.data.normalization,
-            self.config.batch_size,
+            self.spec.batch_size,
             self.device,
             Mode::Eval,
         )
@@ -165,16 +130,16 @@ impl RunData {
 
     /// The loader of the training split: order and augmentation of epoch e
     /// are a pure function of (seed, e).
-    pub fn train_loader(&self, config: &TrainConfig, device: Device) -> Result<BatchLoader<'_>> {
+    pub fn train_loader(&self, spec: &RunSpec, device: Device) -> Result<BatchLoader<'_>> {
         let train = &self.splits.train;
-        let augmentation = if config.augment {
+        let augmentation = if spec.data.augment {
             Augmentation::standard(train.height, train.width)
         } else {
             Augmentation::NONE
         };
         let options = LoaderOptions {
-            shuffle: config.shuffle,
-            ..LoaderOptions::training(config.batch_size, augmentation, config.seed, device)
+            shuffle: spec.data.shuffle,
+            ..LoaderOptions::training(spec.batch_size, augmentation, spec.seed, device)
         };
         BatchLoader::new(train, &self.normalization, options)
             .map_err(|e| TrainError::Data(e.to_string()))
@@ -197,28 +162,28 @@ impl RunData {
 }
 
 impl Trainer {
-    /// Builds model `kind` for `input` and `n_classes` on `device` (initialised
+    /// Builds `model` for `input` and `n_classes` on `device` (initialised
     /// from libtorch's current random state), with the base optimizer, SAM
-    /// family step and schedule that `config` names. The schedule spans
-    /// `config.epochs` epochs of `steps_per_epoch` steps.
+    /// family step and schedule of `optim`. The schedule spans `epochs`
+    /// epochs of `steps_per_epoch` steps.
     pub fn new(
-        config: &TrainConfig,
-        kind: ModelKind,
-        input: InputShape,
-        n_classes: usize,
+        model: &ModelSpec,
+        optim: &OptimSpec,
+        epochs: usize,
+        (input, n_classes): (InputShape, usize),
         device: Device,
         steps_per_epoch: usize,
     ) -> Result<Trainer> {
         let vs = VarStore::new(device);
-        let model = build_network(kind, &vs, input, n_classes, &config.model_options())?;
+        let network = build_network(model.arch, &vs, input, n_classes, &model.options())?;
         Ok(Trainer {
-            optimizer: build_optimizer(&vs, config)?,
-            sam: build_sam(config, &vs)?,
-            schedule: build_schedule(config, steps_per_epoch)?,
-            sam_every: config.sam_every,
-            clip: config.clip,
+            optimizer: build_optimizer(&vs, optim)?,
+            sam: build_sam(optim, &vs)?,
+            schedule: build_schedule(optim, epochs, steps_per_epoch)?,
+            sam_every: optim.rule.sharpness().map_or(1, |s| s.every),
+            clip: optim.clip,
             vs,
-            model,
+            model: network,
         })
     }
 
@@ -329,28 +294,28 @@ pub(crate) fn invalid(key: &'static str, value: &str, error: impl std::fmt::Disp
     })
 }
 
-fn build_optimizer(vs: &VarStore, config: &TrainConfig) -> Result<Box<dyn BaseOptimizer>> {
+fn build_optimizer(vs: &VarStore, optim: &OptimSpec) -> Result<Box<dyn BaseOptimizer>> {
     let engine = |e: crate::optim::OptimError| TrainError::Engine(e.to_string());
-    Ok(match config.base_optimizer {
-        BaseKind::Sgd => Box::new(
+    Ok(match optim.base {
+        BaseSpec::Sgd { momentum, nesterov } => Box::new(
             Sgd::new(
                 vs,
                 SgdConfig {
-                    lr: config.lr,
-                    momentum: config.momentum,
-                    nesterov: config.nesterov,
-                    weight_decay: config.weight_decay,
+                    lr: optim.lr,
+                    momentum,
+                    nesterov,
+                    weight_decay: optim.weight_decay,
                 },
             )
             .map_err(engine)?,
         ),
-        BaseKind::Adamw => Box::new(
+        BaseSpec::Adamw { momentum } => Box::new(
             AdamW::new(
                 vs,
                 AdamWConfig {
-                    lr: config.lr,
-                    beta1: config.momentum,
-                    weight_decay: config.weight_decay,
+                    lr: optim.lr,
+                    beta1: momentum,
+                    weight_decay: optim.weight_decay,
                     ..AdamWConfig::default()
                 },
             )
@@ -359,30 +324,23 @@ fn build_optimizer(vs: &VarStore, config: &TrainConfig) -> Result<Box<dyn BaseOp
     })
 }
 
-/// The SAM family step of `config` (None for plain SGD). Its own `sam_every`
-/// counter is left at 1: [`Trainer::step`] decides from the global step,
-/// which the checkpoint restores, so resumed runs skip the same steps.
-fn build_sam(config: &TrainConfig, vs: &VarStore) -> Result<Option<SamStep>> {
-    let perturbation = match config.optimizer {
-        OptimizerFamily::Sgd => return Ok(None),
-        OptimizerFamily::Sam | OptimizerFamily::Csam => Perturbation::Sam,
-        OptimizerFamily::Asam => Perturbation::Asam { eta: config.eta },
-    };
-    let second_loss = match config.optimizer {
-        OptimizerFamily::Csam => SecondLoss::Csam {
-            gamma: config.gamma,
-            detach: config.csam_detach,
-        },
-        _ => SecondLoss::CrossEntropy,
+/// The SAM family step of the spec's rule (None for plain SGD). Its own
+/// `sam_every` counter is left at 1: [`Trainer::step`] decides from the
+/// global step, which the checkpoint restores, so resumed runs skip the same
+/// steps.
+fn build_sam(optim: &OptimSpec, vs: &VarStore) -> Result<Option<SamStep>> {
+    let rule = &optim.rule;
+    let (Some(sharpness), Some(perturbation)) = (rule.sharpness(), rule.perturbation()) else {
+        return Ok(None);
     };
     let sam = SamStep::new(
         SamConfig {
-            rho: config.rho,
+            rho: sharpness.rho,
             perturbation,
-            second_loss,
-            m: config.m,
+            second_loss: rule.second_loss(),
+            m: sharpness.m,
             sam_every: 1,
-            clip_grad_norm: config.clip,
+            clip_grad_norm: optim.clip,
         },
         vs,
     )
@@ -390,19 +348,26 @@ fn build_sam(config: &TrainConfig, vs: &VarStore) -> Result<Option<SamStep>> {
     Ok(Some(sam))
 }
 
-fn build_schedule(config: &TrainConfig, steps_per_epoch: usize) -> Result<LrSchedule> {
+fn build_schedule(optim: &OptimSpec, epochs: usize, steps_per_epoch: usize) -> Result<LrSchedule> {
     let steps = |epochs: usize| (epochs * steps_per_epoch) as u64;
-    let schedule = match config.schedule {
-        ScheduleKind::Cosine => LrSchedule::Cosine {
-            base_lr: config.lr,
-            min_lr: config.min_lr,
-            warmup_steps: steps(config.warmup_epochs),
-            total_steps: steps(config.epochs),
+    let base_lr = optim.lr;
+    let schedule = match optim.schedule {
+        Schedule::Cosine {
+            warmup_epochs,
+            min_lr,
+        } => LrSchedule::Cosine {
+            base_lr,
+            min_lr,
+            warmup_steps: steps(warmup_epochs),
+            total_steps: steps(epochs),
         },
-        ScheduleKind::Step => LrSchedule::Step {
-            base_lr: config.lr,
-            step_size: steps(config.step_size),
-            gamma: config.decay_factor,
+        Schedule::Step {
+            step_size,
+            decay_factor,
+        } => LrSchedule::Step {
+            base_lr,
+            step_size: steps(step_size),
+            gamma: decay_factor,
         },
     };
     schedule

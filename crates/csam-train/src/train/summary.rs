@@ -5,7 +5,7 @@
 use csam_calib::metrics::summary::MetricSummary;
 use serde::{Deserialize, Serialize};
 
-use super::config::{BaseOptimizer, BestMetric, OptimizerFamily};
+use crate::spec::{BestMetric, OptimizerFamily};
 
 /// The content of `summary.json`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -22,8 +22,8 @@ pub struct RunSummary {
     pub model: String,
     /// SGD, SAM, ASAM or CSAM.
     pub optimizer: OptimizerFamily,
-    /// The base optimizer.
-    pub base_optimizer: BaseOptimizer,
+    /// The base optimizer (`sgd`, `adamw`).
+    pub base_optimizer: String,
     /// CSAM only: `differentiated` (through (1+p)^-gamma) or `detached-weight`.
     pub csam_gradient_mode: Option<String>,
     /// Epochs trained.

@@ -21,8 +21,9 @@ use crate::experiment::compare::CompareDir;
 use crate::experiment::posthoc::test_probabilities;
 use crate::experiment::results::{CompareResults, Metric};
 use crate::experiment::table;
+use crate::spec::OptimizerFamily;
 use crate::train::rundir::RunDir;
-use crate::train::{OptimizerFamily, TrainError};
+use crate::train::TrainError;
 
 type Result<T> = std::result::Result<T, TrainError>;
 
@@ -66,7 +67,7 @@ pub fn sections(dir: &CompareDir, results: &CompareResults) -> Result<Vec<Sectio
     }
     let mut sections = vec![
         table_section(results),
-        calibration_section(dir, &predictions)?,
+        calibration_section(dir, &predictions, &results.settings.shared.metrics)?,
         posthoc_section(dir, results)?,
         training_section(dir, results)?,
         entropy_section(dir, &predictions)?,
@@ -120,8 +121,12 @@ fn table_section(results: &CompareResults) -> Section {
 }
 
 /// Per method: confidence histogram and reliability diagram (Figure 1).
-fn calibration_section(dir: &CompareDir, predictions: &[MethodPredictions]) -> Result<Section> {
-    let options = MetricOptions::default().equal_width();
+fn calibration_section(
+    dir: &CompareDir,
+    predictions: &[MethodPredictions],
+    metrics: &MetricOptions,
+) -> Result<Section> {
+    let options = metrics.equal_width();
     let mut histograms = Vec::new();
     let mut diagrams = Vec::new();
     for p in predictions {

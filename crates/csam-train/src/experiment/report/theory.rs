@@ -7,8 +7,9 @@ use super::html::{self, Cell};
 use super::Section;
 use crate::experiment::compare::CompareDir;
 use crate::experiment::results::CompareResults;
+use crate::spec::OptimizerFamily;
 use crate::theory::{read_theory, theory_charts, TheorySummary, THEORY_PLOTS};
-use crate::train::{OptimizerFamily, TrainError};
+use crate::train::TrainError;
 use csam_calib::plot::line_chart;
 
 /// The section, or None when the comparison tracked no theory (or has no

@@ -24,8 +24,9 @@ use serde::{Deserialize, Serialize};
 use super::report;
 use super::runs::train_or_reuse;
 use super::settings::{invalid, repeated, write_json, ExperimentDir, SharedSettings};
+use crate::spec::{OptimizerFamily, RunSpec, Runtime};
 use crate::train::atomic::write_atomic;
-use crate::train::{OptimizerFamily, TrainConfig, TrainError};
+use crate::train::TrainError;
 use results::{cells, cells_csv, markdown, runs_csv, SweepRecord, SweepResults, SCHEMA};
 
 type Result<T> = std::result::Result<T, TrainError>;
@@ -64,10 +65,10 @@ impl SweepSettings {
         }
     }
 
-    /// The training configuration of one run.
-    pub fn train_config(&self, rho: f64, gamma: f64, seed: u64) -> TrainConfig {
+    /// The spec of one run.
+    pub fn run_spec(&self, rho: f64, gamma: f64, seed: u64) -> Result<RunSpec> {
         self.shared
-            .train_config(Self::optimizer(gamma), rho, gamma, seed)
+            .run_spec(Self::optimizer(gamma), rho, gamma, seed)
     }
 
     /// Refuses empty or repeated lists and any setting a run would refuse
@@ -84,7 +85,7 @@ impl SweepSettings {
         }
         for &rho in &self.rhos {
             for &gamma in &self.gammas {
-                self.train_config(rho, gamma, self.shared.seeds[0])
+                self.run_spec(rho, gamma, self.shared.seeds[0])?
                     .validate()?;
             }
         }
@@ -149,10 +150,8 @@ pub struct SweepRequest {
     pub settings: SweepSettings,
     /// The sweep directory.
     pub out: PathBuf,
-    /// Device of every run (None: the default device).
-    pub device: Option<String>,
-    /// CPU threads of libtorch (None: libtorch's default).
-    pub threads: Option<usize>,
+    /// Device and threads of every run; not part of the sweep's identity.
+    pub runtime: Runtime,
     /// Draw the loop's per-epoch progress bar.
     pub show_progress: bool,
 }
@@ -175,13 +174,14 @@ pub fn run(request: &SweepRequest) -> Result<(SweepResults, String)> {
             grid.len()
         );
         let run_started = Instant::now();
-        let config = TrainConfig {
-            device: request.device.clone(),
-            threads: request.threads,
-            ..settings.train_config(rho, gamma, seed)
-        };
         let relative = SweepDir::relative_run(rho, gamma, seed);
-        let summary = train_or_reuse(config, &dir.join(&relative), &label, request.show_progress)?;
+        let summary = train_or_reuse(
+            settings.run_spec(rho, gamma, seed)?,
+            &request.runtime,
+            &dir.join(&relative),
+            &label,
+            request.show_progress,
+        )?;
         let record = SweepRecord::of_run(&dir.join(&relative), relative, rho, gamma, summary)?;
         println!(
             "{label}: done in {:.1}s, {:.1}s since start (test accuracy {:.2}%, ECE {:.2}%, mean H(p_y) {:.3})",
@@ -214,6 +214,7 @@ pub fn run(request: &SweepRequest) -> Result<(SweepResults, String)> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::spec::UpdateRule;
 
     #[test]
     fn gamma_zero_is_sam_and_the_grid_is_seed_major() {
@@ -227,14 +228,19 @@ mod tests {
         };
         settings.validate().unwrap();
         assert_eq!(
-            settings.train_config(0.05, 0.0, 3).optimizer,
+            settings.run_spec(0.05, 0.0, 3).unwrap().optim.rule.family(),
             OptimizerFamily::Sam
         );
-        let csam = settings.train_config(0.1, 1.0, 4);
-        assert_eq!(
-            (csam.optimizer, csam.rho, csam.gamma, csam.seed),
-            (OptimizerFamily::Csam, 0.1, 1.0, 4)
-        );
+        let csam = settings.run_spec(0.1, 1.0, 4).unwrap();
+        assert!(matches!(
+            csam.optim.rule,
+            UpdateRule::Csam {
+                rho: 0.1,
+                gamma: 1.0,
+                ..
+            }
+        ));
+        assert_eq!(csam.seed, 4);
         let grid = settings.grid();
         assert_eq!(grid.len(), 8);
         assert_eq!(grid[0], (3, 0.05, 0.0));

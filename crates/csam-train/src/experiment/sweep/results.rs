@@ -19,8 +19,9 @@ use super::SweepSettings;
 use crate::experiment::posthoc::test_probabilities;
 use crate::experiment::results::{mean_std, MeanStd};
 use crate::experiment::table::mean_std_text;
+use crate::spec::OptimizerFamily;
 use crate::train::rundir::RunDir;
-use crate::train::{OptimizerFamily, RunSummary, TrainError};
+use crate::train::{RunSummary, TrainError};
 
 /// The `schema` tag of a sweep's `results.json`.
 pub const SCHEMA: &str = "csam-sweep/1";

@@ -1,0 +1,51 @@
+//! The small checks every branch of the spec uses, so each rejection names its
+//! key and says what a valid value is.
+
+use crate::train::ConfigError;
+
+/// `Err(Invalid)` for `key` holding `value`, with `reason`.
+pub(crate) fn invalid(key: &'static str, value: impl ToString, reason: &str) -> ConfigError {
+    ConfigError::Invalid {
+        key,
+        value: value.to_string(),
+        reason: reason.to_string(),
+    }
+}
+
+/// Refuses a value that is not finite or not above `min` (or at least `min`
+/// with `inclusive`).
+pub(crate) fn finite_above(
+    key: &'static str,
+    value: f64,
+    min: f64,
+    inclusive: bool,
+) -> Result<(), ConfigError> {
+    let ok = value.is_finite() && if inclusive { value >= min } else { value > min };
+    match ok {
+        true => Ok(()),
+        false => Err(invalid(
+            key,
+            value,
+            &format!(
+                "must be a finite number {} {min}",
+                if inclusive { ">=" } else { ">" }
+            ),
+        )),
+    }
+}
+
+/// Refuses a value outside `[0, 1)`.
+pub(crate) fn unit_interval(key: &'static str, value: f64) -> Result<(), ConfigError> {
+    match (0.0..1.0).contains(&value) {
+        true => Ok(()),
+        false => Err(invalid(key, value, "must lie in [0, 1)")),
+    }
+}
+
+/// Refuses 0.
+pub(crate) fn at_least_one(key: &'static str, value: usize) -> Result<(), ConfigError> {
+    match value {
+        0 => Err(invalid(key, 0, "must be at least 1")),
+        _ => Ok(()),
+    }
+}

@@ -1,0 +1,184 @@
+//! The key table: every setting of a run under one flat name, where it lives
+//! in the [`super::RunSpec`] tree, what kind of value it takes and which branch
+//! of the tree reads it. The flat names are the keys of the flat
+//! `config.toml` of earlier releases and, with `-` for `_`, the flags of
+//! `csam train`, which the command line builds from this table; so a new
+//! setting is a field in its branch and one line here.
+
+/// What a key's value is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ValueKind {
+    /// A name or path.
+    Text,
+    /// A whole number >= 0.
+    Count,
+    /// A real number.
+    Real,
+    /// A whole number (a count) or a real number (a fraction).
+    CountOrFraction,
+    /// `true` or `false`.
+    Switch,
+    /// Whole numbers >= 0, comma-separated on the command line.
+    Counts,
+}
+
+/// Which branch of the tree reads a key.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Applies {
+    /// Every run.
+    Always,
+    /// Runs whose `selector` key holds one of `values`.
+    When {
+        /// The key that chooses the branch (`optimizer`, `schedule`, ...).
+        selector: &'static str,
+        /// The branches that read the key.
+        values: &'static [&'static str],
+    },
+}
+
+/// Where a key's value belongs besides the run's identity.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Scope {
+    /// Part of the run: saved in `config.toml`, checked on resume.
+    Run,
+    /// How this process runs it ([`super::Runtime`]): free to change on resume.
+    Runtime,
+}
+
+/// One setting.
+#[derive(Debug, Clone, Copy)]
+pub struct Key {
+    /// The flat name.
+    pub name: &'static str,
+    /// Its place in the nested `config.toml` (`kind` names an enum's branch).
+    pub path: &'static [&'static str],
+    /// Its value.
+    pub value: ValueKind,
+    /// The branches that read it.
+    pub applies: Applies,
+    /// Run or runtime.
+    pub scope: Scope,
+    /// One line for help texts, with the default.
+    pub help: &'static str,
+}
+
+const SAM_FAMILY: &[&str] = &["sam", "asam", "csam"];
+
+const fn key(
+    name: &'static str,
+    path: &'static [&'static str],
+    value: ValueKind,
+    help: &'static str,
+) -> Key {
+    Key {
+        name,
+        path,
+        value,
+        applies: Applies::Always,
+        scope: Scope::Run,
+        help,
+    }
+}
+
+const fn when(
+    name: &'static str,
+    path: &'static [&'static str],
+    value: ValueKind,
+    (selector, values): (&'static str, &'static [&'static str]),
+    help: &'static str,
+) -> Key {
+    Key {
+        applies: Applies::When { selector, values },
+        ..key(name, path, value, help)
+    }
+}
+
+const fn runtime(name: &'static str, value: ValueKind, help: &'static str) -> Key {
+    Key {
+        scope: Scope::Runtime,
+        path: &[],
+        ..key(name, &[], value, help)
+    }
+}
+
+use ValueKind::*;
+
+/// Every key, in the order of help texts.
+pub static KEYS: &[Key] = &[
+    key("data", &["data", "source"], Text,
+        "Data set: fashion-mnist, digits, mnist, fashion-mnist-full, idx:DIR, cifar10:DIR, cifar100:DIR, npy:IMAGES,LABELS, folder:DIR"),
+    key("val_size", &["data", "val_size"], CountOrFraction,
+        "Validation hold-out of the training part: a count (5000) or a fraction (0.1), stratified (default 0.1)"),
+    key("augment", &["data", "augment"], Switch,
+        "Training augmentation: random crop with padding, flip where the data allows it (default true)"),
+    key("shuffle", &["data", "shuffle"], Switch,
+        "Reshuffle the training set every epoch (default true)"),
+    key("seed", &["seed"], Count,
+        "Seed of initialisation, split, data order and dropout (default 0)"),
+    key("model", &["model", "arch"], Text,
+        "Model: mlp, cnn, resnet20, resnet32, resnet44, resnet56, resnet110 (default resnet20)"),
+    when("mlp_hidden", &["model", "mlp_hidden"], Counts, ("model", &["mlp"]),
+        "MLP hidden widths, comma-separated (default 256,256)"),
+    key("dropout", &["model", "dropout"], Real, "Dropout rate in [0, 1) (default 0)"),
+    key("init", &["model", "init"], Text,
+        "Start from these safetensors weights (PyTorch key names of the model's twin)"),
+    key("loss", &["loss", "kind"], Text, "Training loss: cross-entropy (default cross-entropy)"),
+    key("epochs", &["epochs"], Count, "Number of epochs (default 200)"),
+    key("batch_size", &["batch_size"], Count, "Mini-batch size (default 128)"),
+    key("lr", &["optim", "lr"], Real, "Peak learning rate (default 0.1)"),
+    key("weight_decay", &["optim", "weight_decay"], Real,
+        "Weight decay of the base optimizer (default 5e-4)"),
+    key("clip", &["optim", "clip"], Real, "Clip the global L2 norm of the descent gradient"),
+    key("base_optimizer", &["optim", "base", "kind"], Text,
+        "Base optimizer: sgd or adamw (default sgd)"),
+    key("momentum", &["optim", "base", "momentum"], Real,
+        "Momentum of SGD / beta1 of AdamW (default 0.9)"),
+    when("nesterov", &["optim", "base", "nesterov"], Switch, ("base_optimizer", &["sgd"]),
+        "Nesterov momentum (SGD base optimizer; default false)"),
+    key("schedule", &["optim", "schedule", "kind"], Text,
+        "Learning-rate schedule: cosine or step (default cosine)"),
+    when("warmup_epochs", &["optim", "schedule", "warmup_epochs"], Count, ("schedule", &["cosine"]),
+        "Linear warm-up epochs of the cosine schedule (default 0)"),
+    when("min_lr", &["optim", "schedule", "min_lr"], Real, ("schedule", &["cosine"]),
+        "Final learning rate of the cosine schedule (default 0)"),
+    when("step_size", &["optim", "schedule", "step_size"], Count, ("schedule", &["step"]),
+        "Epochs between two decays of the step schedule (default 60)"),
+    when("decay_factor", &["optim", "schedule", "decay_factor"], Real, ("schedule", &["step"]),
+        "Factor in (0, 1] of each step-schedule decay (default 0.1)"),
+    key("optimizer", &["optim", "rule", "kind"], Text,
+        "Update rule: sgd, sam, asam or csam (default sgd)"),
+    when("rho", &["optim", "rule", "rho"], Real, ("optimizer", SAM_FAMILY),
+        "Perturbation radius of SAM / ASAM / CSAM (default 0.05)"),
+    when("eta", &["optim", "rule", "eta"], Real, ("optimizer", &["asam"]),
+        "ASAM's eta in T_w = |w| + eta (default 0.01)"),
+    when("gamma", &["optim", "rule", "gamma"], Real, ("optimizer", &["csam"]),
+        "CSAM's gamma, 0 <= gamma <= 2; 0 is SAM (default 1)"),
+    when("csam_detach", &["optim", "rule", "detach"], Switch, ("optimizer", &["csam"]),
+        "Treat CSAM's factor (1 + p)^-gamma as a constant weight instead of differentiating it (default false)"),
+    when("m", &["optim", "rule", "m"], Count, ("optimizer", SAM_FAMILY),
+        "m-sharpness: sub-batch size with its own perturbation (default: the whole batch)"),
+    when("sam_every", &["optim", "rule", "every"], Count, ("optimizer", SAM_FAMILY),
+        "Take the sharpness-aware step on every k-th step only (default 1)"),
+    key("best_metric", &["selection"], Text,
+        "Validation metric of the best checkpoint: nll, ece, adaece, brier, accuracy (default nll)"),
+    key("bins", &["metrics", "n_bins"], Count, "Bins of every binned metric (default 15)"),
+    key("edges", &["metrics", "edges"], Text,
+        "Equal-width bin edges: right-closed (lo, hi], or left-closed-with-one-bin [lo, hi) with confidence 1 in an extra bin (default right-closed)"),
+    key("adaptive", &["metrics", "adaptive"], Text,
+        "AdaECE variant: interpolated or chunked (default interpolated)"),
+    when("track_theory", &["track_theory"], Switch, ("optimizer", &["sam", "csam"]),
+        "Log the paper's per-step diagnostics to theory.jsonl (SAM and CSAM only)"),
+    runtime("device", Text, "cpu, cuda or cuda:N (default: cuda when available)"),
+    runtime("threads", Count, "CPU threads of libtorch (default: libtorch's)"),
+];
+
+/// The key named `name`.
+pub fn find(name: &str) -> Option<&'static Key> {
+    KEYS.iter().find(|k| k.name == name)
+}
+
+/// The key whose value lives at `path`.
+pub fn at_path(path: &[String]) -> Option<&'static Key> {
+    KEYS.iter()
+        .find(|k| k.scope == Scope::Run && k.path == path)
+}

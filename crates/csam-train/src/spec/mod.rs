@@ -1,0 +1,227 @@
+//! The run specification: one typed tree that says everything a training run
+//! is, each branch the lower layer's own type with its own checks, so that an
+//! invalid combination cannot be written down (a CSAM gamma on an SGD run, a
+//! step size on a cosine schedule).
+//!
+//! ```text
+//! RunSpec
+//! ├── data:    DataSpec   { source, val_size, augment, shuffle }
+//! ├── model:   ModelSpec  { arch, mlp_hidden, dropout, init }
+//! ├── loss:    LossSpec   CrossEntropy
+//! ├── optim:   OptimSpec  { lr, weight_decay, clip,
+//! │                         base: Sgd{momentum, nesterov} | Adamw{momentum},
+//! │                         schedule: Cosine{warmup_epochs, min_lr} | Step{step_size, decay_factor},
+//! │                         rule: Sgd | Sam{rho, m, every} | Asam{rho, eta, m, every}
+//! │                               | Csam{rho, gamma, detach, m, every} }
+//! ├── epochs, batch_size, seed, track_theory
+//! ├── metrics:   MetricOptions { n_bins, edges, adaptive, tolerance }
+//! └── selection: BestMetric
+//! ```
+//!
+//! [`Runtime`] (device, threads, progress) is how one process runs the spec,
+//! not part of the run: a run may resume on another device.
+//!
+//! A run's `config.toml` is this tree in TOML with `schema = 2` at the top
+//! ([`RunSpec::to_toml`]). Settings also come as flat keys (the command line's
+//! flags, a flat `--config` file, and the `config.toml` of runs written
+//! before the schema existed): [`keys::KEYS`] maps each flat key to its place
+//! in the tree, and [`SpecLayers`] layers defaults < file < flags.
+
+mod check;
+mod data;
+pub mod keys;
+mod layers;
+mod loss;
+mod model;
+mod optim;
+mod selection;
+mod text;
+
+use serde::{Deserialize, Serialize};
+
+pub use data::{DataSpec, ValSize};
+pub use layers::{SpecLayers, Warning};
+pub use loss::LossSpec;
+pub use model::{ModelSpec, DEFAULT_MLP_HIDDEN};
+pub use optim::{BaseSpec, OptimSpec, OptimizerFamily, Schedule, Sharpness, UpdateRule};
+pub use selection::BestMetric;
+
+use crate::train::ConfigError;
+use csam_calib::metrics::summary::MetricOptions;
+
+/// The version of the nested `config.toml` layout this release writes.
+/// Files without a `schema` key are the flat layout of earlier releases.
+pub const SCHEMA_VERSION: u32 = 2;
+
+/// Everything that defines a training run. Build it with [`SpecLayers`] (from
+/// flags and files) or directly; [`RunSpec::validate`] checks every branch.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RunSpec {
+    /// Epochs (the schedule spans exactly this many).
+    #[serde(default = "default_epochs")]
+    pub epochs: usize,
+    /// Mini-batch size.
+    #[serde(default = "default_batch_size")]
+    pub batch_size: usize,
+    /// Seed of initialisation, split, data order, augmentation and dropout.
+    #[serde(default)]
+    pub seed: u64,
+    /// The validation metric that picks the best checkpoint.
+    #[serde(default = "default_selection")]
+    pub selection: BestMetric,
+    /// Log the paper's per-step diagnostics to `theory.jsonl` (SAM and CSAM
+    /// only, see [`crate::theory`]).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub track_theory: bool,
+    /// The data.
+    pub data: DataSpec,
+    /// The model.
+    #[serde(default)]
+    pub model: ModelSpec,
+    /// The training loss.
+    #[serde(default)]
+    pub loss: LossSpec,
+    /// Optimizer, schedule and update rule.
+    #[serde(default)]
+    pub optim: OptimSpec,
+    /// Binning of every calibration metric the run reports (per-epoch
+    /// validation, the summary, post-hoc columns, `csam eval`).
+    #[serde(default)]
+    pub metrics: MetricOptions,
+}
+
+fn default_epochs() -> usize {
+    200
+}
+
+fn default_batch_size() -> usize {
+    128
+}
+
+fn default_selection() -> BestMetric {
+    BestMetric::Nll
+}
+
+/// How one process runs a spec; not part of the run's identity.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Runtime {
+    /// `cpu`, `cuda` or `cuda:N` (None: CUDA when available, else CPU).
+    pub device: Option<String>,
+    /// Intra-op CPU threads of libtorch (None: libtorch's default).
+    pub threads: Option<usize>,
+}
+
+impl Runtime {
+    /// Refuses zero threads (the device is checked where it is opened).
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        match self.threads {
+            Some(0) => Err(check::invalid("threads", 0, "must be at least 1")),
+            _ => Ok(()),
+        }
+    }
+}
+
+impl RunSpec {
+    /// A spec for `data` with every other setting at its default (ResNet-20,
+    /// SGD momentum 0.9, lr 0.1, cosine decay, 200 epochs, batch 128).
+    pub fn new(data: DataSpec) -> RunSpec {
+        RunSpec {
+            epochs: default_epochs(),
+            batch_size: default_batch_size(),
+            seed: 0,
+            selection: default_selection(),
+            track_theory: false,
+            data,
+            model: ModelSpec::default(),
+            loss: LossSpec::default(),
+            optim: OptimSpec::default(),
+            metrics: MetricOptions::default(),
+        }
+    }
+
+    /// The same spec with defaults that depend on other branches made
+    /// explicit (see [`ModelSpec::normalized`]).
+    pub fn normalized(mut self) -> RunSpec {
+        self.model = self.model.normalized();
+        self
+    }
+
+    /// Checks every branch; returns warnings for legal but unusual values.
+    pub fn validate(&self) -> Result<Vec<Warning>, ConfigError> {
+        check::at_least_one("epochs", self.epochs)?;
+        check::at_least_one("batch_size", self.batch_size)?;
+        check::at_least_one("bins", self.metrics.n_bins)?;
+        self.data.validate()?;
+        self.model.validate()?;
+        self.loss.validate()?;
+        self.optim.validate(self.epochs, self.batch_size)?;
+        if self.track_theory && !self.optim.rule.has_sam_point() {
+            return Err(check::invalid(
+                "track_theory",
+                true,
+                &format!(
+                    "the theory diagnostics compare theta with SAM's perturbed point \
+                     theta~ = theta + rho g/||g|| (the paper's Lemma 2); optimizer {} has no \
+                     such point; use optimizer sam or csam",
+                    self.optim.rule.family()
+                ),
+            ));
+        }
+        let mut warnings = Vec::new();
+        if let UpdateRule::Csam { gamma, .. } = self.optim.rule {
+            if gamma > 2.0 {
+                warnings.push(Warning(format!(
+                    "gamma = {gamma} lies outside [0, 2], the range the CSAM paper analyses"
+                )));
+            }
+        }
+        Ok(warnings)
+    }
+
+    /// The spec as a run's `config.toml` (nested, with its schema version).
+    pub fn to_toml(&self) -> String {
+        // Invariant: every field is a TOML value with string keys.
+        let body = toml::to_string(self).expect("RunSpec serialises to TOML");
+        format!("schema = {SCHEMA_VERSION}\n{body}")
+    }
+
+    /// Reads a run's saved `config.toml`: the nested layout of this release,
+    /// or the flat layout of earlier ones (which wrote every key, also those
+    /// its optimizer did not read: they are dropped here). `origin` names the
+    /// file in errors.
+    pub fn from_saved_toml(text: &str, origin: &str) -> Result<RunSpec, ConfigError> {
+        let table: toml::Table = text
+            .parse()
+            .map_err(|e: toml::de::Error| ConfigError::Parse {
+                origin: origin.to_string(),
+                message: e.message().to_string(),
+            })?;
+        let layers = SpecLayers::saved(table, origin)?;
+        Ok(layers.build()?.0)
+    }
+
+    /// The settings in which `saved` differs from this spec, as flat key
+    /// names where the setting has one (dotted paths otherwise).
+    pub fn differences(&self, saved: &RunSpec) -> Vec<String> {
+        if self == saved {
+            return Vec::new();
+        }
+        let (Ok(ours), Ok(theirs)) = (toml::Table::try_from(self), toml::Table::try_from(saved))
+        else {
+            return vec!["(spec)".to_string()];
+        };
+        let mut changed = Vec::new();
+        layers::diff_paths(&ours, &theirs, &mut Vec::new(), &mut changed);
+        changed
+    }
+
+    /// The spec as flat keys (the command line's names), each applicable key
+    /// that the tree holds.
+    pub fn to_flat(&self) -> toml::Table {
+        // Invariant: as in `to_toml`.
+        let nested = toml::Table::try_from(self).expect("RunSpec serialises to TOML");
+        layers::flatten(&nested)
+    }
+}

@@ -1,0 +1,100 @@
+//! The model branch of a run: the architecture, its options, and where its
+//! initial weights come from.
+
+use std::path::PathBuf;
+
+use serde::{Deserialize, Serialize};
+
+use super::check::{invalid, unit_interval};
+use crate::model::{ModelKind, ModelOptions};
+use crate::train::ConfigError;
+
+/// The hidden widths of an MLP when none are given.
+pub const DEFAULT_MLP_HIDDEN: [usize; 2] = [256, 256];
+
+/// The model of a run.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ModelSpec {
+    /// A registered architecture (`mlp`, `cnn`, `resnet20`, ...).
+    #[serde(default = "default_arch")]
+    pub arch: ModelKind,
+    /// Hidden layer widths, for the architectures they shape (the MLP);
+    /// `None` for the others. [`ModelSpec::normalized`] fills in
+    /// [`DEFAULT_MLP_HIDDEN`] where it applies and none was given.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mlp_hidden: Option<Vec<usize>>,
+    /// Dropout rate in `[0, 1)` (MLP hidden layers, pooled features of the
+    /// convolutional networks); 0 disables it.
+    #[serde(default)]
+    pub dropout: f64,
+    /// Safetensors weights with the model's PyTorch key names to start from,
+    /// instead of the seeded initialisation.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub init: Option<PathBuf>,
+}
+
+fn default_arch() -> ModelKind {
+    // Invariant: the registry holds resnet20.
+    "resnet20".parse().expect("resnet20 is registered")
+}
+
+impl Default for ModelSpec {
+    /// CIFAR ResNet-20, seeded initialisation, no dropout.
+    fn default() -> Self {
+        ModelSpec {
+            arch: default_arch(),
+            mlp_hidden: None,
+            dropout: 0.0,
+            init: None,
+        }
+    }
+}
+
+impl ModelSpec {
+    /// The same model with the hidden widths made explicit where the
+    /// architecture takes them, so two specs of one model compare equal.
+    pub fn normalized(mut self) -> ModelSpec {
+        if self.arch.takes_hidden_widths() && self.mlp_hidden.is_none() {
+            self.mlp_hidden = Some(DEFAULT_MLP_HIDDEN.to_vec());
+        }
+        self
+    }
+
+    /// Checks the options against the architecture and the init file's existence.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        unit_interval("dropout", self.dropout)?;
+        match (&self.mlp_hidden, self.arch.takes_hidden_widths()) {
+            (Some(widths), false) => {
+                return Err(invalid(
+                    "mlp_hidden",
+                    format!("{widths:?}"),
+                    &format!("model {} has no hidden widths to set", self.arch),
+                ))
+            }
+            (Some(widths), true) if widths.is_empty() || widths.contains(&0) => {
+                return Err(invalid(
+                    "mlp_hidden",
+                    format!("{widths:?}"),
+                    "every hidden width must be at least 1",
+                ))
+            }
+            _ => {}
+        }
+        if let Some(init) = &self.init {
+            if !init.is_file() {
+                return Err(invalid("init", init.display(), "no such weights file"));
+            }
+        }
+        Ok(())
+    }
+
+    /// The options the architecture builders read.
+    pub fn options(&self) -> ModelOptions {
+        let hidden = self.mlp_hidden.as_deref().unwrap_or(&DEFAULT_MLP_HIDDEN);
+        ModelOptions {
+            mlp_hidden: hidden.iter().map(|&h| h as i64).collect(),
+            dropout: self.dropout,
+        }
+    }
+}

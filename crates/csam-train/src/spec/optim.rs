@@ -1,0 +1,431 @@
+//! The optimisation branch of a run: the base optimizer, the learning-rate
+//! schedule, the update rule (plain, or one of the SAM family around the base
+//! optimizer) and gradient clipping.
+
+use serde::{Deserialize, Serialize};
+
+use super::check::{at_least_one, finite_above, invalid, unit_interval};
+use crate::optim::{Perturbation, SecondLoss};
+use crate::train::ConfigError;
+
+/// How the weights are updated.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct OptimSpec {
+    /// Peak learning rate (the schedule's base).
+    #[serde(default = "default_lr")]
+    pub lr: f64,
+    /// Weight decay of the base optimizer; it never enters the ascent
+    /// gradient of the SAM family.
+    #[serde(default = "default_weight_decay")]
+    pub weight_decay: f64,
+    /// Clip the global L2 norm of the descent gradient (SAM family: `g'`
+    /// only, since the ascent direction is normalised anyway).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub clip: Option<f64>,
+    /// The optimizer that applies the (possibly sharpness-aware) gradient.
+    #[serde(default)]
+    pub base: BaseSpec,
+    /// The learning rate over the run.
+    #[serde(default)]
+    pub schedule: Schedule,
+    /// Plain steps, or the SAM family's two passes.
+    #[serde(default)]
+    pub rule: UpdateRule,
+}
+
+fn default_lr() -> f64 {
+    0.1
+}
+
+fn default_weight_decay() -> f64 {
+    5e-4
+}
+
+fn default_momentum() -> f64 {
+    0.9
+}
+
+impl Default for OptimSpec {
+    /// The paper's protocol: SGD momentum 0.9, lr 0.1, weight decay 5e-4,
+    /// cosine decay to 0, plain steps.
+    fn default() -> Self {
+        OptimSpec {
+            lr: default_lr(),
+            weight_decay: default_weight_decay(),
+            clip: None,
+            base: BaseSpec::default(),
+            schedule: Schedule::default(),
+            rule: UpdateRule::default(),
+        }
+    }
+}
+
+impl OptimSpec {
+    /// Checks every part; `batch_size` bounds the m-sharpness sub-batch.
+    pub fn validate(&self, epochs: usize, batch_size: usize) -> Result<(), ConfigError> {
+        finite_above("lr", self.lr, 0.0, false)?;
+        finite_above("weight_decay", self.weight_decay, 0.0, true)?;
+        if let Some(clip) = self.clip {
+            finite_above("clip", clip, 0.0, false)?;
+        }
+        self.base.validate()?;
+        self.schedule.validate(self.lr, epochs)?;
+        self.rule.validate(batch_size)
+    }
+}
+
+/// The base optimizer.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "lowercase", deny_unknown_fields)]
+pub enum BaseSpec {
+    /// SGD with momentum (optionally Nesterov), L2 weight decay added to the
+    /// gradient (`torch.optim.SGD`).
+    Sgd {
+        /// Momentum in `[0, 1)`.
+        #[serde(default = "default_momentum")]
+        momentum: f64,
+        /// Nesterov momentum (needs momentum > 0).
+        #[serde(default)]
+        nesterov: bool,
+    },
+    /// AdamW, decoupled weight decay (`torch.optim.AdamW`, beta2 0.999, eps 1e-8).
+    Adamw {
+        /// beta1 in `[0, 1)`, under the key `momentum` it shares with SGD.
+        #[serde(default = "default_momentum")]
+        momentum: f64,
+    },
+}
+
+impl Default for BaseSpec {
+    fn default() -> Self {
+        BaseSpec::Sgd {
+            momentum: default_momentum(),
+            nesterov: false,
+        }
+    }
+}
+
+impl BaseSpec {
+    /// The base optimizer's name (`sgd`, `adamw`).
+    pub fn name(&self) -> &'static str {
+        match self {
+            BaseSpec::Sgd { .. } => "sgd",
+            BaseSpec::Adamw { .. } => "adamw",
+        }
+    }
+
+    fn validate(&self) -> Result<(), ConfigError> {
+        match *self {
+            BaseSpec::Sgd { momentum, nesterov } => {
+                unit_interval("momentum", momentum)?;
+                match nesterov && momentum == 0.0 {
+                    true => Err(invalid("nesterov", true, "needs momentum > 0")),
+                    false => Ok(()),
+                }
+            }
+            BaseSpec::Adamw { momentum } => unit_interval("momentum", momentum),
+        }
+    }
+}
+
+/// The learning-rate schedule over the whole run.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "lowercase", deny_unknown_fields)]
+pub enum Schedule {
+    /// Linear warm-up for `warmup_epochs`, then cosine decay to `min_lr` at the
+    /// last step (`CosineAnnealingLR` without warm-up).
+    Cosine {
+        /// Epochs of linear warm-up (fewer than the run's epochs).
+        #[serde(default)]
+        warmup_epochs: usize,
+        /// The final learning rate, in `[0, lr]`.
+        #[serde(default)]
+        min_lr: f64,
+    },
+    /// `lr * decay_factor^floor(epoch / step_size)` (`StepLR`).
+    Step {
+        /// Epochs between two decays.
+        #[serde(default = "default_step_size")]
+        step_size: usize,
+        /// Factor in `(0, 1]` of each decay.
+        #[serde(default = "default_decay_factor")]
+        decay_factor: f64,
+    },
+}
+
+fn default_step_size() -> usize {
+    60
+}
+
+fn default_decay_factor() -> f64 {
+    0.1
+}
+
+impl Default for Schedule {
+    fn default() -> Self {
+        Schedule::Cosine {
+            warmup_epochs: 0,
+            min_lr: 0.0,
+        }
+    }
+}
+
+impl Schedule {
+    fn validate(&self, lr: f64, epochs: usize) -> Result<(), ConfigError> {
+        match *self {
+            Schedule::Cosine {
+                warmup_epochs,
+                min_lr,
+            } => {
+                if warmup_epochs > 0 && warmup_epochs >= epochs {
+                    return Err(invalid(
+                        "warmup_epochs",
+                        warmup_epochs,
+                        &format!("must be smaller than epochs ({epochs})"),
+                    ));
+                }
+                match min_lr.is_finite() && (0.0..=lr).contains(&min_lr) {
+                    true => Ok(()),
+                    false => Err(invalid(
+                        "min_lr",
+                        min_lr,
+                        &format!("must lie in [0, lr = {lr}]"),
+                    )),
+                }
+            }
+            Schedule::Step {
+                step_size,
+                decay_factor,
+            } => {
+                if step_size == 0 {
+                    return Err(invalid("step_size", 0, "must be at least 1 epoch"));
+                }
+                match decay_factor > 0.0 && decay_factor <= 1.0 {
+                    true => Ok(()),
+                    false => Err(invalid("decay_factor", decay_factor, "must lie in (0, 1]")),
+                }
+            }
+        }
+    }
+}
+
+/// The update rule: plain steps, or a SAM-family step around the base
+/// optimizer. Every SAM-family step on mini-batch B:
+/// 1. `g` = gradient of the loss at `theta` (BatchNorm statistics updated
+///    here, and only here);
+/// 2. `theta~ = theta + e` with the rule's perturbation `e`;
+/// 3. `g'` = gradient of the second-pass loss at `theta~`, same batch;
+/// 4. restore `theta` by copy and take the base optimizer's step with `g'`.
+///
+/// `m` splits the batch into sub-batches of m examples, each with its own
+/// perturbation, and averages their `g'` (m-sharpness); `every = k` takes
+/// the two-pass step on every k-th global step and a plain step otherwise.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "lowercase", deny_unknown_fields)]
+pub enum UpdateRule {
+    /// One forward and backward pass per step.
+    #[default]
+    Sgd,
+    /// SAM (Foret et al. 2021): `e = rho g / (||g||_2 + 1e-12)`, the global L2
+    /// norm over all trainable parameters.
+    Sam {
+        /// Perturbation radius (> 0).
+        #[serde(default = "default_rho")]
+        rho: f64,
+        /// m-sharpness sub-batch size, in `[1, batch_size]` (None: the whole batch).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        m: Option<usize>,
+        /// Two-pass step on every k-th step.
+        #[serde(default = "one")]
+        every: usize,
+    },
+    /// Adaptive SAM (Kwon et al. 2021): `e = rho T_w^2 g / ||T_w g||`,
+    /// `T_w = |w| + eta` elementwise.
+    Asam {
+        /// Perturbation radius (> 0; the ASAM paper uses 0.5-2).
+        #[serde(default = "default_rho")]
+        rho: f64,
+        /// `eta` in `T_w = |w| + eta` (>= 0).
+        #[serde(default = "default_eta")]
+        eta: f64,
+        /// m-sharpness sub-batch size (None: the whole batch).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        m: Option<usize>,
+        /// Two-pass step on every k-th step.
+        #[serde(default = "one")]
+        every: usize,
+    },
+    /// CSAM: SAM whose second pass weights each example's loss by
+    /// `(1 + p~_y)^(-gamma)` where `p~_y > 1/2` (weight 1 otherwise), `p~_y`
+    /// the true-class probability at `theta~`; for cross entropy
+    /// `-(1 + p~_y)^(-gamma) log p~_y`. `gamma = 0` is SAM.
+    Csam {
+        /// Perturbation radius (> 0).
+        #[serde(default = "default_rho")]
+        rho: f64,
+        /// The exponent, >= 0; the paper analyses `[0, 2]`.
+        #[serde(default = "default_gamma")]
+        gamma: f64,
+        /// Treat the factor as a constant per-example weight instead of
+        /// differentiating through it.
+        #[serde(default)]
+        detach: bool,
+        /// m-sharpness sub-batch size (None: the whole batch).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        m: Option<usize>,
+        /// Two-pass step on every k-th step.
+        #[serde(default = "one")]
+        every: usize,
+    },
+}
+
+fn default_rho() -> f64 {
+    0.05
+}
+
+fn default_eta() -> f64 {
+    0.01
+}
+
+fn default_gamma() -> f64 {
+    1.0
+}
+
+fn one() -> usize {
+    1
+}
+
+/// The update rules by name, without their parameters: what experiments
+/// compare (`csam compare --methods sgd,sam,csam`) and results are keyed by.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum OptimizerFamily {
+    /// [`UpdateRule::Sgd`].
+    Sgd,
+    /// [`UpdateRule::Sam`].
+    Sam,
+    /// [`UpdateRule::Asam`].
+    Asam,
+    /// [`UpdateRule::Csam`].
+    Csam,
+}
+
+super::text::serde_enum_text!(OptimizerFamily);
+
+/// The parameters every SAM-family rule shares.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Sharpness {
+    /// Perturbation radius.
+    pub rho: f64,
+    /// m-sharpness sub-batch size.
+    pub m: Option<usize>,
+    /// Two-pass step on every k-th step.
+    pub every: usize,
+}
+
+impl UpdateRule {
+    /// The rule's family (its name).
+    pub fn family(&self) -> OptimizerFamily {
+        match self {
+            UpdateRule::Sgd => OptimizerFamily::Sgd,
+            UpdateRule::Sam { .. } => OptimizerFamily::Sam,
+            UpdateRule::Asam { .. } => OptimizerFamily::Asam,
+            UpdateRule::Csam { .. } => OptimizerFamily::Csam,
+        }
+    }
+
+    /// The rule of `family` with radius `rho` (SAM family) and exponent
+    /// `gamma` (CSAM), every other parameter at its default.
+    pub fn of_family(family: OptimizerFamily, rho: f64, gamma: f64) -> UpdateRule {
+        let (m, every) = (None, one());
+        match family {
+            OptimizerFamily::Sgd => UpdateRule::Sgd,
+            OptimizerFamily::Sam => UpdateRule::Sam { rho, m, every },
+            OptimizerFamily::Asam => UpdateRule::Asam {
+                rho,
+                eta: default_eta(),
+                m,
+                every,
+            },
+            OptimizerFamily::Csam => UpdateRule::Csam {
+                rho,
+                gamma,
+                detach: false,
+                m,
+                every,
+            },
+        }
+    }
+
+    /// The SAM-family parameters; None for plain SGD.
+    pub fn sharpness(&self) -> Option<Sharpness> {
+        match *self {
+            UpdateRule::Sgd => None,
+            UpdateRule::Sam { rho, m, every }
+            | UpdateRule::Asam { rho, m, every, .. }
+            | UpdateRule::Csam { rho, m, every, .. } => Some(Sharpness { rho, m, every }),
+        }
+    }
+
+    /// How the ascent direction is built; None for plain SGD.
+    pub fn perturbation(&self) -> Option<Perturbation> {
+        match *self {
+            UpdateRule::Sgd => None,
+            UpdateRule::Sam { .. } | UpdateRule::Csam { .. } => Some(Perturbation::Sam),
+            UpdateRule::Asam { eta, .. } => Some(Perturbation::Asam { eta }),
+        }
+    }
+
+    /// The loss of the second pass.
+    pub fn second_loss(&self) -> SecondLoss {
+        match *self {
+            UpdateRule::Csam { gamma, detach, .. } => SecondLoss::Csam { gamma, detach },
+            _ => SecondLoss::CrossEntropy,
+        }
+    }
+
+    /// Whether the rule has SAM's perturbed point `theta + rho g/||g||`,
+    /// which the theory diagnostics compare with `theta` (SAM and CSAM).
+    pub fn has_sam_point(&self) -> bool {
+        matches!(self, UpdateRule::Sam { .. } | UpdateRule::Csam { .. })
+    }
+
+    /// How CSAM's second-pass factor was differentiated, for the run summary;
+    /// None for the other rules.
+    pub fn csam_gradient_mode(&self) -> Option<&'static str> {
+        match *self {
+            UpdateRule::Csam { detach: true, .. } => Some("detached-weight"),
+            UpdateRule::Csam { detach: false, .. } => Some("differentiated"),
+            _ => None,
+        }
+    }
+
+    fn validate(&self, batch_size: usize) -> Result<(), ConfigError> {
+        let Some(Sharpness { rho, m, every }) = self.sharpness() else {
+            return Ok(());
+        };
+        if !(rho.is_finite() && rho > 0.0) {
+            return Err(invalid(
+                "rho",
+                rho,
+                "the SAM family needs a finite perturbation radius rho > 0",
+            ));
+        }
+        if let Some(m) = m {
+            if m == 0 || m > batch_size {
+                return Err(invalid(
+                    "m",
+                    m,
+                    "the m-sharpness sub-batch size must lie in [1, batch_size]",
+                ));
+            }
+        }
+        at_least_one("sam_every", every)?;
+        match *self {
+            UpdateRule::Asam { eta, .. } => finite_above("eta", eta, 0.0, true),
+            UpdateRule::Csam { gamma, .. } => finite_above("gamma", gamma, 0.0, true),
+            _ => Ok(()),
+        }
+    }
+}

@@ -1,0 +1,339 @@
+//! The run specification: every key round-trips (flat keys -> spec -> the
+//! nested config.toml -> spec), every key refused on a branch that does not
+//! read it, the flat config.toml of the previous release loads, and bad
+//! values are refused naming their key.
+
+use csam_train::data::DatasetSpec;
+use csam_train::spec::keys::{Applies, Scope, ValueKind, KEYS};
+use csam_train::spec::{BaseSpec, DataSpec, RunSpec, Schedule, SpecLayers, UpdateRule, ValSize};
+use csam_train::train::ConfigError;
+
+fn flat(pairs: &[(&str, toml::Value)]) -> toml::Table {
+    pairs
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.clone()))
+        .collect()
+}
+
+fn build(pairs: &[(&str, toml::Value)]) -> Result<RunSpec, ConfigError> {
+    let mut table = flat(pairs);
+    table
+        .entry("data")
+        .or_insert_with(|| toml::Value::String("digits".into()));
+    SpecLayers::new()
+        .flags(table)?
+        .build()
+        .map(|(spec, _)| spec)
+}
+
+/// A value for `key` that differs from its default and passes validation.
+fn sample_value(name: &str, kind: ValueKind) -> toml::Value {
+    use toml::Value as V;
+    match name {
+        "data" => V::String("fashion-mnist".into()),
+        "model" => V::String("mlp".into()),
+        "loss" => V::String("cross-entropy".into()),
+        "base_optimizer" => V::String("sgd".into()),
+        "schedule" => V::String("step".into()),
+        "optimizer" => V::String("csam".into()),
+        "best_metric" => V::String("ece".into()),
+        "edges" => V::String("left-closed-with-one-bin".into()),
+        "adaptive" => V::String("chunked".into()),
+        "init" => V::String(env!("CARGO_MANIFEST_DIR").to_string() + "/Cargo.toml"),
+        "val_size" => V::Float(0.2),
+        "dropout" | "momentum" => V::Float(0.5),
+        "lr" => V::Float(0.3),
+        "min_lr" => V::Float(0.01),
+        "m" => V::Integer(16),
+        "epochs" => V::Integer(7),
+        "warmup_epochs" => V::Integer(2),
+        "step_size" => V::Integer(3),
+        "device" => V::String("cpu".into()),
+        _ => match kind {
+            ValueKind::Text => unreachable!("every text key is listed: {name}"),
+            ValueKind::Count => V::Integer(3),
+            ValueKind::Real => V::Float(0.25),
+            ValueKind::CountOrFraction => V::Integer(100),
+            ValueKind::Switch => V::Boolean(true),
+            ValueKind::Counts => V::Array(vec![V::Integer(32), V::Integer(16)]),
+        },
+    }
+}
+
+/// The selector values under which `key` is read.
+fn enabling(applies: Applies) -> Vec<(&'static str, toml::Value)> {
+    match applies {
+        Applies::Always => Vec::new(),
+        Applies::When { selector, values } => {
+            vec![(selector, toml::Value::String(values[0].into()))]
+        }
+    }
+}
+
+#[test]
+fn every_key_round_trips_through_the_spec_and_its_toml() {
+    for key in KEYS {
+        let mut pairs = enabling(key.applies);
+        if key.name == "nesterov" || key.name == "track_theory" {
+            // Nesterov needs momentum (the default 0.9 has it); the theory
+            // log needs SAM's point.
+            pairs.push(("optimizer", toml::Value::String("sam".into())));
+        }
+        let value = sample_value(key.name, key.value);
+        pairs.push((key.name, value.clone()));
+        if key.name == "schedule" {
+            pairs.push(("epochs", toml::Value::Integer(10)));
+        }
+        let (spec, runtime) = SpecLayers::new()
+            .flags(flat(&[("data", toml::Value::String("digits".into()))]))
+            .unwrap()
+            .flags(flat(&pairs))
+            .unwrap()
+            .build()
+            .unwrap_or_else(|e| panic!("{}: {e}", key.name));
+        spec.validate()
+            .unwrap_or_else(|e| panic!("{}: {e}", key.name));
+        match key.scope {
+            Scope::Runtime => {
+                let got = match key.name {
+                    "device" => runtime.device.map(toml::Value::String),
+                    _ => runtime.threads.map(|t| toml::Value::Integer(t as i64)),
+                };
+                assert_eq!(got, Some(value), "{}", key.name);
+                continue;
+            }
+            Scope::Run => {}
+        }
+        assert_eq!(
+            spec.to_flat().get(key.name),
+            Some(&value),
+            "{} lands where it is read back",
+            key.name
+        );
+        let text = spec.to_toml();
+        assert!(text.starts_with("schema = 2\n"), "{text}");
+        let again = RunSpec::from_saved_toml(&text, "round trip").unwrap();
+        assert_eq!(again, spec, "{}: {text}", key.name);
+        assert!(spec.differences(&again).is_empty());
+    }
+}
+
+#[test]
+fn every_key_on_a_branch_that_does_not_read_it_is_refused() {
+    let mut checked = 0;
+    for key in KEYS {
+        let Applies::When { selector, values } = key.applies else {
+            continue;
+        };
+        let other = KEYS
+            .iter()
+            .find(|k| k.name == selector)
+            .map(|_| match selector {
+                "optimizer" => ["sgd", "sam", "asam", "csam"].as_slice(),
+                "schedule" => ["cosine", "step"].as_slice(),
+                "base_optimizer" => ["sgd", "adamw"].as_slice(),
+                "model" => ["mlp", "cnn", "resnet20"].as_slice(),
+                other => panic!("selector {other} has no branch list here"),
+            })
+            .unwrap();
+        for branch in other.iter().filter(|b| !values.contains(b)) {
+            let pairs = [
+                (selector, toml::Value::String(branch.to_string())),
+                (key.name, sample_value(key.name, key.value)),
+            ];
+            match build(&pairs) {
+                Err(ConfigError::Inapplicable {
+                    key: got,
+                    selector: s,
+                    chosen,
+                    ..
+                }) => {
+                    assert_eq!((got, s, chosen.as_str()), (key.name, selector, *branch));
+                    checked += 1;
+                }
+                other => panic!("{} with {selector} {branch}: {other:?}", key.name),
+            }
+        }
+    }
+    assert!(checked >= 20, "only {checked} refusals checked");
+}
+
+#[test]
+fn the_flat_config_of_the_previous_release_loads() {
+    let text = include_str!("fixtures/config-flat-v0.1.toml");
+    let spec = RunSpec::from_saved_toml(text, "config-flat-v0.1.toml").unwrap();
+    let mut expected = RunSpec::new(DataSpec {
+        val_size: ValSize::Count(300),
+        augment: false,
+        ..DataSpec::new(DatasetSpec::Digits)
+    });
+    expected.epochs = 2;
+    expected.seed = 3;
+    expected.model.arch = "mlp".parse().unwrap();
+    expected.model.mlp_hidden = Some(vec![64, 32]);
+    expected.optim.lr = 0.05;
+    expected.optim.rule = UpdateRule::Csam {
+        rho: 0.1,
+        gamma: 2.0,
+        detach: true,
+        m: Some(32),
+        every: 2,
+    };
+    expected.optim.base = BaseSpec::Sgd {
+        momentum: 0.9,
+        nesterov: true,
+    };
+    assert_eq!(spec, expected);
+    // The old file named eta (an ASAM key) and device/threads: dropped.
+    assert!(spec.to_flat().get("eta").is_none());
+}
+
+#[test]
+fn a_flag_switching_branch_drops_the_files_settings_of_the_old_branch() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("run.toml");
+    std::fs::write(
+        &path,
+        "data = \"digits\"\noptimizer = \"csam\"\ngamma = 2.0\nlr = 0.05\n",
+    )
+    .unwrap();
+    let (spec, _) = SpecLayers::new()
+        .file(&path)
+        .unwrap()
+        .flags(flat(&[("optimizer", "sam".into()), ("rho", 0.2.into())]))
+        .unwrap()
+        .build()
+        .unwrap();
+    assert_eq!(spec.optim.lr, 0.05, "the file's other keys stay");
+    assert_eq!(
+        spec.optim.rule,
+        UpdateRule::Sam {
+            rho: 0.2,
+            m: None,
+            every: 1
+        }
+    );
+    // The nested layout of a run's config.toml is a settings file too.
+    std::fs::write(&path, spec.to_toml()).unwrap();
+    let (again, _) = SpecLayers::new()
+        .file(&path)
+        .unwrap()
+        .flags(flat(&[("lr", 0.01.into())]))
+        .unwrap()
+        .build()
+        .unwrap();
+    assert_eq!(again.optim.lr, 0.01);
+    assert_eq!(again.optim.rule, spec.optim.rule);
+}
+
+#[test]
+fn a_nested_file_with_a_key_of_another_branch_is_refused() {
+    let text =
+        "schema = 2\n[data]\nsource = \"digits\"\n[optim.rule]\nkind = \"sam\"\ngamma = 1.0\n";
+    let err = RunSpec::from_saved_toml(text, "x.toml")
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("gamma"), "{err}");
+    let err = RunSpec::from_saved_toml("schema = 3\n", "x.toml")
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("schema = 3"), "{err}");
+}
+
+#[test]
+fn bad_values_are_refused_naming_the_key() {
+    use toml::Value as V;
+    let cases: Vec<(Vec<(&str, V)>, &str)> = vec![
+        (vec![("lr", V::Float(0.0))], "lr"),
+        (vec![("lr", V::Float(f64::NAN))], "lr"),
+        (vec![("batch_size", V::Integer(0))], "batch_size"),
+        (vec![("epochs", V::Integer(0))], "epochs"),
+        (vec![("val_size", V::Integer(0))], "val_size"),
+        (vec![("val_size", V::Float(1.5))], "val_size"),
+        (vec![("dropout", V::Float(1.0))], "dropout"),
+        (
+            vec![
+                ("model", "mlp".into()),
+                ("mlp_hidden", V::Array(vec![V::Integer(0)])),
+            ],
+            "mlp_hidden",
+        ),
+        (
+            vec![("optimizer", "sam".into()), ("rho", V::Float(0.0))],
+            "rho",
+        ),
+        (vec![("optimizer", "sam".into()), ("m", V::Integer(0))], "m"),
+        (
+            vec![("optimizer", "sam".into()), ("m", V::Integer(129))],
+            "m",
+        ),
+        (
+            vec![("optimizer", "sam".into()), ("sam_every", V::Integer(0))],
+            "sam_every",
+        ),
+        (
+            vec![("optimizer", "asam".into()), ("eta", V::Float(-1.0))],
+            "eta",
+        ),
+        (
+            vec![("optimizer", "csam".into()), ("gamma", V::Float(-0.5))],
+            "gamma",
+        ),
+        (vec![("momentum", V::Float(1.0))], "momentum"),
+        (
+            vec![("nesterov", V::Boolean(true)), ("momentum", V::Float(0.0))],
+            "nesterov",
+        ),
+        (vec![("warmup_epochs", V::Integer(200))], "warmup_epochs"),
+        (vec![("min_lr", V::Float(1.0))], "min_lr"),
+        (
+            vec![("schedule", "step".into()), ("step_size", V::Integer(0))],
+            "step_size",
+        ),
+        (
+            vec![("schedule", "step".into()), ("decay_factor", V::Float(2.0))],
+            "decay_factor",
+        ),
+        (vec![("clip", V::Float(-1.0))], "clip"),
+        (vec![("bins", V::Integer(0))], "bins"),
+        (
+            vec![
+                ("optimizer", "sam".into()),
+                ("track_theory", V::Boolean(true)),
+                ("optimizer", "asam".into()),
+            ],
+            "track_theory",
+        ),
+    ];
+    for (pairs, key) in cases {
+        let result = build(&pairs).and_then(|spec| spec.validate().map(|_| spec));
+        match result {
+            Err(ConfigError::Invalid { key: got, .. }) => assert_eq!(got, key),
+            Err(ConfigError::Inapplicable { key: got, .. }) => assert_eq!(got, key),
+            other => panic!("{key}: expected a refusal, got {other:?}"),
+        }
+    }
+}
+
+#[test]
+fn defaults_and_warnings() {
+    let spec = build(&[]).unwrap();
+    assert_eq!(spec.data.val_size, ValSize::Fraction(0.1));
+    assert_eq!(spec.data.val_size.count(1442), 144);
+    assert_eq!(spec.optim.schedule, Schedule::default());
+    assert_eq!(spec.optim.rule, UpdateRule::Sgd);
+    let err = SpecLayers::new().build().unwrap_err().to_string();
+    assert!(err.contains("no data set given"), "{err}");
+    let hot = build(&[("optimizer", "csam".into()), ("gamma", 3.0.into())]).unwrap();
+    let warnings = hot.validate().unwrap();
+    assert_eq!(warnings.len(), 1);
+    assert!(warnings[0].0.contains("gamma = 3"));
+    assert_eq!(
+        build(&[("optimizer", "CSAM".into())])
+            .unwrap()
+            .optim
+            .rule
+            .csam_gradient_mode(),
+        Some("differentiated")
+    );
+}
