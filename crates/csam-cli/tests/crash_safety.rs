@@ -333,7 +333,10 @@ fn divergence_stops_with_the_epoch_and_a_loadable_checkpoint() {
     let config_path = run.join("config.toml");
     let sane = std::fs::read_to_string(&config_path).unwrap();
     let mut huge: toml::Table = sane.parse().unwrap();
-    huge.insert("lr".into(), toml::Value::Float(1e30));
+    huge["optim"]
+        .as_table_mut()
+        .expect("config.toml has an [optim] table")
+        .insert("lr".into(), toml::Value::Float(1e30));
     std::fs::write(&config_path, huge.to_string()).unwrap();
     let checkpoint = |name: &str| std::fs::read(run.join("checkpoint").join(name)).unwrap();
     let before = (

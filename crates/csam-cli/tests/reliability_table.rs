@@ -108,6 +108,7 @@ const CASES: &[Case] = &[
     case("train", "--step-size", "with cosine (not read)", &["{train}", "--step-size", "30"]),
     case("train", "--mlp-hidden", "with resnet20 (not read)", &["{train}", "--model", "resnet20", "--mlp-hidden", "64"]),
     case("train", "--loss", "unknown", &["{train}", "--loss", "hinge"]),
+    case("train", "--shuffle", "a word", &["{train}", "--shuffle", "maybe"]),
     case("train", "--bins", "0", &["{train}", "--bins", "0"]),
     case("train", "--edges", "unknown", &["{train}", "--edges", "open"]),
     case("train", "--adaptive", "unknown", &["{train}", "--adaptive", "quantile"]),

@@ -153,7 +153,7 @@ fn missing_run_and_untracked_optimizers_are_refused() {
         let refused = train(&dir.path().join(optimizer), optimizer);
         assert!(!refused.status.success());
         assert!(
-            text(&refused).contains("track_theory") && text(&refused).contains("sam or csam"),
+            text(&refused).contains("--track-theory") && text(&refused).contains("sam|csam"),
             "{}",
             text(&refused)
         );

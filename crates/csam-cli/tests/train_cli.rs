@@ -98,22 +98,22 @@ fn config_file_is_overridden_by_flags_and_saved() {
     let saved = std::fs::read_to_string(out.join("config.toml")).unwrap();
     let saved: toml::Table = saved.parse().unwrap();
     assert_eq!(
-        saved["rho"].as_float(),
+        saved["optim"]["rule"]["rho"].as_float(),
         Some(0.02),
         "flag wins over the file"
     );
     assert_eq!(
-        saved["lr"].as_float(),
+        saved["optim"]["lr"].as_float(),
         Some(0.05),
         "flag wins over the file"
     );
     assert_eq!(
-        saved["optimizer"].as_str(),
+        saved["optim"]["rule"]["kind"].as_str(),
         Some("sam"),
         "file wins over the default"
     );
     assert_eq!(saved["epochs"].as_integer(), Some(1));
-    let hidden = saved["mlp_hidden"].as_array().unwrap();
+    let hidden = saved["model"]["mlp_hidden"].as_array().unwrap();
     assert_eq!(
         hidden,
         &vec![toml::Value::Integer(64), toml::Value::Integer(32)]
@@ -253,7 +253,7 @@ fn init_starts_from_saved_weights_and_refuses_foreign_ones() {
     );
     assert!(!refused.status.success());
     assert!(
-        String::from_utf8_lossy(&refused.stderr).contains("--init"),
+        String::from_utf8_lossy(&refused.stderr).contains("initial weights"),
         "{}",
         text(&refused)
     );

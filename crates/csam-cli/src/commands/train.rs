@@ -5,7 +5,7 @@ use std::path::PathBuf;
 
 use anyhow::Context;
 use clap::Args;
-use csam_train::spec::{RunSpec, SpecLayers};
+use csam_train::spec::{RunSpec, Runtime, SpecLayers};
 use csam_train::train::{self, ConfigError, RunOutcome, TrainError, TrainRequest};
 
 use super::spec_flags::{explain, SpecFlags};
@@ -64,6 +64,16 @@ pub fn run(args: TrainArgs) -> anyhow::Result<()> {
         let text = std::fs::read_to_string(&saved)
             .with_context(|| format!("reading {}", saved.display()))?;
         let spec = RunSpec::from_saved_toml(&text, &saved.display().to_string())?;
+        // The run's last device and threads, unless the flags say otherwise.
+        let runtime = args.out.join(Runtime::FILE);
+        if let Ok(text) = std::fs::read_to_string(&runtime) {
+            let last: toml::Table = text
+                .parse()
+                .with_context(|| format!("reading {}", runtime.display()))?;
+            for (key, value) in last {
+                flags.entry(key).or_insert(value);
+            }
+        }
         SpecLayers::new().spec(&spec)
     } else {
         match &args.config {

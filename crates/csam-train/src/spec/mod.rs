@@ -103,8 +103,10 @@ fn default_selection() -> BestMetric {
     BestMetric::Nll
 }
 
-/// How one process runs a spec; not part of the run's identity.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+/// How one process runs a spec; not part of the run's identity. A run
+/// directory keeps the last one in `runtime.toml` (flat keys), which a resume
+/// starts from, so it replays on the same thread count unless told otherwise.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Runtime {
     /// `cpu`, `cuda` or `cuda:N` (None: CUDA when available, else CPU).
@@ -114,6 +116,9 @@ pub struct Runtime {
 }
 
 impl Runtime {
+    /// The file name in a run directory.
+    pub const FILE: &'static str = "runtime.toml";
+
     /// Refuses zero threads (the device is checked where it is opened).
     pub fn validate(&self) -> Result<(), ConfigError> {
         match self.threads {

@@ -82,6 +82,8 @@ pub fn run(request: &TrainRequest) -> Result<RunOutcome> {
     run_dir.create()?;
     run_dir.remove_temporaries()?;
     super::atomic::write_atomic(&run_dir.config(), spec.to_toml().as_bytes())?;
+    let runtime = toml::to_string(&request.runtime).unwrap_or_default();
+    super::atomic::write_atomic(&run_dir.root().join(Runtime::FILE), runtime.as_bytes())?;
     session.data.save_normalization(&run_dir.normalization())?;
 
     let log = MetricsLog::new(run_dir.metrics_log());
