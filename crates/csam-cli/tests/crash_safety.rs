@@ -287,6 +287,28 @@ fn disk_full_mid_run_keeps_the_previous_checkpoint() {
     assert_same_weights(&whole, &run, "disk full");
 }
 
+/// A disk full in the first epoch: the message says in words that there is
+/// no checkpoint yet, not "epoch 0".
+#[test]
+fn disk_full_before_the_first_checkpoint_says_there_is_none() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = dir.path().join("full");
+    let failed = train(&run, Some("enospc:weights-1.safetensors"));
+    let error = assert_one_line_error(
+        &failed,
+        &[
+            "could not save epoch 1",
+            "No space left on device",
+            "no epoch was checkpointed yet, so the run starts again from epoch 1",
+        ],
+    );
+    assert!(
+        !error.contains("epoch 0") && !error.contains("(0:"),
+        "{error}"
+    );
+    assert!(!run.join("checkpoint/state.json").exists());
+}
+
 /// A run directory that cannot be created or written is refused before any
 /// epoch: below a regular file (any user), in a read-only directory (skipped
 /// where the test runs with root's power to write anyway).
