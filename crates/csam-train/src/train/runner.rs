@@ -71,7 +71,15 @@ pub fn run(request: &TrainRequest) -> Result<RunOutcome> {
     }
     preflight::check_writable(run_dir.root())?;
     let mut session = Session::prepare(config, names)?;
-    preflight::check_free_space(run_dir.root(), session.estimated_output_bytes())?;
+    let run_bytes = session.estimated_output_bytes();
+    let needed = match resuming {
+        true => preflight::estimate_resume_bytes(
+            run_bytes,
+            preflight::weight_bytes(session.trainer.var_store()),
+        ),
+        false => run_bytes,
+    };
+    preflight::check_free_space(run_dir.root(), needed, resuming)?;
     run_dir.create()?;
     run_dir.remove_temporaries()?;
     super::atomic::write_atomic(&run_dir.config(), config.to_toml().as_bytes())?;
