@@ -218,8 +218,18 @@ pub fn run(args: TrainArgs) -> anyhow::Result<()> {
         show_progress: !args.quiet,
         stop_after_epoch: args.stop_after_epoch,
     };
-    match train::run(&request).with_context(|| format!("training into {}", args.out.display()))? {
+    let context = || format!("training into {}", args.out.display());
+    let prepared = train::prepare(&request).with_context(context)?;
+    for notice in prepared.notices() {
+        eprintln!("warning: {notice}");
+    }
+    match prepared.run().with_context(context)? {
         RunOutcome::Finished(summary) => println!("{}", summary.report()),
+        RunOutcome::AlreadyFinished { summary } => println!(
+            "{} holds a finished run; nothing to train (results: {})",
+            args.out.display(),
+            summary.display()
+        ),
         RunOutcome::Stopped { epoch } => println!(
             "stopped after epoch {epoch} (--stop-after-epoch); continue with --resume --out {}",
             args.out.display()

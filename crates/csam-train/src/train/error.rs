@@ -2,6 +2,8 @@
 
 use std::path::PathBuf;
 
+use super::lock::LockOwner;
+
 /// A configuration that cannot be read or must not run.
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
@@ -33,6 +35,18 @@ pub enum TrainError {
     /// The run directory is in a state that the requested action must not touch.
     #[error("{0}")]
     RunDir(String),
+    /// Another live process holds the run directory's lock (see
+    /// [`super::lock`]).
+    #[error(
+        "{} is in use by another csam process ({}); wait for it to finish or stop it, then \
+         try again",
+        .dir.display(),
+        holder(.owner)
+    )]
+    Busy {
+        dir: PathBuf,
+        owner: Option<LockOwner>,
+    },
     /// A file of the run could not be read or written.
     #[error("{action} {path}: {source}")]
     Io {
@@ -108,6 +122,14 @@ fn kept_checkpoint(last_good_epoch: usize) -> String {
         0 => "no epoch was checkpointed yet, so the run starts again from epoch 1".to_string(),
         epoch => format!("the run directory keeps the checkpoint of epoch {epoch}"),
     }
+}
+
+/// The holder of a lock, as far as its lock file says.
+fn holder(owner: &Option<LockOwner>) -> String {
+    owner.as_ref().map_or_else(
+        || "which has not recorded its pid yet".to_string(),
+        ToString::to_string,
+    )
 }
 
 /// Result of this module.
