@@ -9,6 +9,7 @@ mod support;
 use std::path::Path;
 use std::process::{Command, Output};
 use std::time::SystemTime;
+use support::report::assert_opens_the_report;
 use support::text;
 
 fn compare(out: &Path, extra: &[&str]) -> Output {
@@ -180,6 +181,7 @@ fn compare_writes_everything_reuses_finished_runs_and_refuses_another_comparison
         "the table is printed: {stdout}"
     );
     check_artefacts(&out);
+    assert_opens_the_report(&first, &out);
 
     // Per-epoch test metrics with TCE (paper Figure 3c-d) in every epoch log.
     let log = std::fs::read_to_string(out.join("runs/sgd-seed0/metrics.jsonl")).unwrap();
@@ -193,10 +195,12 @@ fn compare_writes_everything_reuses_finished_runs_and_refuses_another_comparison
     std::fs::remove_file(out.join("report.html")).unwrap();
     std::fs::remove_file(out.join("plots/entropy.svg")).unwrap();
     let report = Command::new(env!("CARGO_BIN_EXE_csam"))
-        .args(["report", out.to_str().unwrap()])
+        .current_dir(dir.path())
+        .args(["report", "cmp"])
         .output()
         .unwrap();
     assert!(report.status.success(), "{}", text(&report));
+    assert_opens_the_report(&report, &out);
     assert!(!text(&report).contains("training"), "{}", text(&report));
     assert_eq!(std::fs::read(out.join("report.html")).unwrap(), page);
     assert!(out.join("plots/entropy.svg").is_file());

@@ -8,6 +8,7 @@ mod support;
 use std::path::Path;
 use std::process::{Command, Output};
 
+use support::report::assert_opens_the_report;
 use support::text;
 
 fn sweep(out: &Path, extra: &[&str]) -> Output {
@@ -46,6 +47,7 @@ fn sweep_trains_the_grid_reuses_runs_and_refuses_another_sweep() {
     let out = dir.path().join("sweep");
     let first = sweep(&out, &[]);
     assert!(first.status.success(), "{}", text(&first));
+    assert_opens_the_report(&first, &out);
     let stdout = String::from_utf8_lossy(&first.stdout);
     assert!(
         stdout.contains("[1/4] rho 0.05 gamma 0 seed 0: training into"),
