@@ -256,6 +256,58 @@ fn compare_writes_everything_reuses_finished_runs_and_refuses_another_comparison
 }
 
 #[test]
+fn a_failed_comparison_leaves_no_settings_that_block_the_corrected_rerun() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("cmp");
+    // One SGD run of one epoch (flags of its own: a list flag given twice
+    // adds to the list).
+    let one_run = |out: &Path, extra: &[&str]| {
+        Command::new(env!("CARGO_BIN_EXE_csam"))
+            .args([
+                "compare",
+                "--data",
+                "digits",
+                "--model",
+                "mlp",
+                "--methods",
+                "sgd",
+            ])
+            .args(["--seeds", "0", "--epochs", "1", "--quiet", "--out"])
+            .arg(out)
+            .args(extra)
+            .output()
+            .expect("the csam binary runs")
+    };
+
+    let typo = one_run(&out, &["--model", "mpl"]);
+    support::assert_one_line_error(&typo, &["mpl"]);
+    assert!(!out.exists(), "a comparison with a bad name was recorded");
+    // Data that parses but does not load fails in the first run, after the
+    // settings were written; nothing ran under them, so they are replaced.
+    let missing = format!("idx:{}", dir.path().join("no-such-data").display());
+    let unloadable = one_run(&out, &["--data", &missing, "--val-size", "50"]);
+    assert!(!unloadable.status.success(), "{}", text(&unloadable));
+    let left: Vec<_> = std::fs::read_dir(&out).unwrap().flatten().collect();
+    assert_eq!(left.len(), 1, "{left:?}");
+
+    let fixed = one_run(&out, &[]);
+    assert!(fixed.status.success(), "{}", text(&fixed));
+    assert_opens_the_report(&fixed, &out);
+
+    // Its runs train under the run directory's lock: a run that another
+    // process (here this test) holds is refused with that process named.
+    let run = out.join("runs/sgd-seed0");
+    std::fs::remove_file(run.join("summary.json")).unwrap();
+    let lock = csam_train::train::lock::RunLock::acquire(&run).unwrap();
+    let busy = one_run(&out, &[]);
+    let pid = format!("pid {} on host", std::process::id());
+    support::assert_one_line_error(&busy, &["is in use by another csam process", &pid]);
+    drop(lock);
+    let resumed = one_run(&out, &[]);
+    assert!(resumed.status.success(), "{}", text(&resumed));
+}
+
+#[test]
 fn report_of_a_directory_without_an_experiment_is_refused() {
     let dir = tempfile::tempdir().unwrap();
     let output = Command::new(env!("CARGO_BIN_EXE_csam"))

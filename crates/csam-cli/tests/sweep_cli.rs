@@ -152,12 +152,13 @@ fn sweep_trains_the_grid_reuses_runs_and_refuses_another_sweep() {
 fn invalid_grids_are_refused_before_any_work() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("sweep");
-    for (rho, gamma, problem) in [
-        ("0.05,0.05", "0", "listed twice"),
-        ("0.05", "-1", "gamma"),
-        ("0", "1", "rho"),
+    for (rho, gamma, extra, problem) in [
+        ("0.05,0.05", "0", &[][..], "listed twice"),
+        ("0.05", "-1", &[], "gamma"),
+        ("0", "1", &[], "rho"),
+        ("0.05", "1", &["--model", "mpl"], "mpl"),
     ] {
-        let output = sweep_grid(&out, rho, gamma, &[]);
+        let output = sweep_grid(&out, rho, gamma, extra);
         assert!(!output.status.success(), "rho {rho} gamma {gamma}");
         let message = text(&output);
         assert!(

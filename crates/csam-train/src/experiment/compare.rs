@@ -72,7 +72,8 @@ impl CompareSettings {
     }
 
     /// Refuses an empty or repeated method or seed list and any setting a
-    /// run would refuse.
+    /// run would refuse, names (data, model) included, so that a comparison
+    /// is recorded only once its settings are valid.
     pub fn validate(&self) -> Result<()> {
         if self.methods.is_empty() {
             return Err(invalid(
@@ -90,7 +91,7 @@ impl CompareSettings {
         }
         self.shared.validate()?;
         for &method in &self.methods {
-            self.train_config(method, self.shared.seeds[0]).validate()?;
+            train::check_config(&self.train_config(method, self.shared.seeds[0]))?;
         }
         Ok(())
     }
@@ -326,7 +327,7 @@ mod tests {
     }
 
     #[test]
-    fn repeated_or_missing_methods_and_seeds_are_refused() {
+    fn repeated_or_missing_methods_and_seeds_and_unknown_names_are_refused() {
         let bad = [
             CompareSettings {
                 methods: vec![],
@@ -346,6 +347,20 @@ mod tests {
             CompareSettings {
                 shared: SharedSettings {
                     lr: 0.0,
+                    ..SharedSettings::default()
+                },
+                ..CompareSettings::default()
+            },
+            CompareSettings {
+                shared: SharedSettings {
+                    model: "mpl".into(),
+                    ..SharedSettings::default()
+                },
+                ..CompareSettings::default()
+            },
+            CompareSettings {
+                shared: SharedSettings {
+                    data: "nonsense".into(),
                     ..SharedSettings::default()
                 },
                 ..CompareSettings::default()
@@ -380,6 +395,8 @@ mod tests {
         let settings = CompareSettings::default();
         dir.open(&settings).unwrap();
         dir.open(&settings).unwrap();
+        // A run started: the settings are the comparison's from now on.
+        std::fs::create_dir_all(dir.run(OptimizerFamily::Sgd, 0)).unwrap();
         let other = CompareSettings {
             gamma: 2.0,
             ..settings

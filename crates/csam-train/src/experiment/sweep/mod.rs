@@ -71,7 +71,9 @@ impl SweepSettings {
     }
 
     /// Refuses empty or repeated lists and any setting a run would refuse
-    /// (rho must be positive, gamma finite and non-negative).
+    /// (rho must be positive, gamma finite and non-negative; the data and
+    /// model names must parse), so that a sweep is recorded only once its
+    /// settings are valid.
     pub fn validate(&self) -> Result<()> {
         self.shared.validate()?;
         for (key, values) in [("rho", &self.rhos), ("gamma", &self.gammas)] {
@@ -84,8 +86,7 @@ impl SweepSettings {
         }
         for &rho in &self.rhos {
             for &gamma in &self.gammas {
-                self.train_config(rho, gamma, self.shared.seeds[0])
-                    .validate()?;
+                crate::train::check_config(&self.train_config(rho, gamma, self.shared.seeds[0]))?;
             }
         }
         Ok(())
