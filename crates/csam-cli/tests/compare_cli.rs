@@ -9,6 +9,7 @@ mod support;
 use std::path::Path;
 use std::process::{Command, Output};
 use std::time::SystemTime;
+use support::report::assert_opens_the_report;
 use support::text;
 
 fn compare(out: &Path, extra: &[&str]) -> Output {
@@ -180,6 +181,7 @@ fn compare_writes_everything_reuses_finished_runs_and_refuses_another_comparison
         "the table is printed: {stdout}"
     );
     check_artefacts(&out);
+    assert_opens_the_report(&first, &out);
 
     // Per-epoch test metrics with TCE (paper Figure 3c-d) in every epoch log.
     let log = std::fs::read_to_string(out.join("runs/sgd-seed0/metrics.jsonl")).unwrap();
@@ -193,10 +195,12 @@ fn compare_writes_everything_reuses_finished_runs_and_refuses_another_comparison
     std::fs::remove_file(out.join("report.html")).unwrap();
     std::fs::remove_file(out.join("plots/entropy.svg")).unwrap();
     let report = Command::new(env!("CARGO_BIN_EXE_csam"))
-        .args(["report", out.to_str().unwrap()])
+        .current_dir(dir.path())
+        .args(["report", "cmp"])
         .output()
         .unwrap();
     assert!(report.status.success(), "{}", text(&report));
+    assert_opens_the_report(&report, &out);
     assert!(!text(&report).contains("training"), "{}", text(&report));
     assert_eq!(std::fs::read(out.join("report.html")).unwrap(), page);
     assert!(out.join("plots/entropy.svg").is_file());
@@ -249,6 +253,58 @@ fn compare_writes_everything_reuses_finished_runs_and_refuses_another_comparison
         message.contains("different comparison") && message.contains("gamma"),
         "{message}"
     );
+}
+
+#[test]
+fn a_failed_comparison_leaves_no_settings_that_block_the_corrected_rerun() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("cmp");
+    // One SGD run of one epoch (flags of its own: a list flag given twice
+    // adds to the list).
+    let one_run = |out: &Path, extra: &[&str]| {
+        Command::new(env!("CARGO_BIN_EXE_csam"))
+            .args([
+                "compare",
+                "--data",
+                "digits",
+                "--model",
+                "mlp",
+                "--methods",
+                "sgd",
+            ])
+            .args(["--seeds", "0", "--epochs", "1", "--quiet", "--out"])
+            .arg(out)
+            .args(extra)
+            .output()
+            .expect("the csam binary runs")
+    };
+
+    let typo = one_run(&out, &["--model", "mpl"]);
+    support::assert_one_line_error(&typo, &["mpl"]);
+    assert!(!out.exists(), "a comparison with a bad name was recorded");
+    // Data that parses but does not load fails in the first run, after the
+    // settings were written; nothing ran under them, so they are replaced.
+    let missing = format!("idx:{}", dir.path().join("no-such-data").display());
+    let unloadable = one_run(&out, &["--data", &missing, "--val-size", "50"]);
+    assert!(!unloadable.status.success(), "{}", text(&unloadable));
+    let left: Vec<_> = std::fs::read_dir(&out).unwrap().flatten().collect();
+    assert_eq!(left.len(), 1, "{left:?}");
+
+    let fixed = one_run(&out, &[]);
+    assert!(fixed.status.success(), "{}", text(&fixed));
+    assert_opens_the_report(&fixed, &out);
+
+    // Its runs train under the run directory's lock: a run that another
+    // process (here this test) holds is refused with that process named.
+    let run = out.join("runs/sgd-seed0");
+    std::fs::remove_file(run.join("summary.json")).unwrap();
+    let lock = csam_train::train::lock::RunLock::acquire(&run).unwrap();
+    let busy = one_run(&out, &[]);
+    let pid = format!("pid {} on host", std::process::id());
+    support::assert_one_line_error(&busy, &["is in use by another csam process", &pid]);
+    drop(lock);
+    let resumed = one_run(&out, &[]);
+    assert!(resumed.status.success(), "{}", text(&resumed));
 }
 
 #[test]

@@ -13,6 +13,7 @@ use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 use csam_train::train::atomic::is_temporary;
+use csam_train::train::lock::LOCK_FILE;
 use support::{assert_one_line_error, text};
 
 const EPOCHS: &str = "5";
@@ -28,15 +29,15 @@ const RUN: &[&str] = &[
     EPOCHS, "--device", "cpu", "--threads", "1", "--quiet",
 ];
 
-/// `csam train --resume` of RUN into `out` (a fresh directory starts a new
-/// run), with `CSAM_FAULT` set to `fault` when given.
+/// `csam train` of RUN into `out`, with `--resume` once the directory
+/// exists, and `CSAM_FAULT` set to `fault` when given.
 fn train_command(out: &Path, fault: Option<&str>) -> Command {
     let mut command = Command::new(env!("CARGO_BIN_EXE_csam"));
-    command
-        .args(["train", "--resume", "--out"])
-        .arg(out)
-        .args(RUN)
-        .env_remove("CSAM_FAULT");
+    command.args(["train", "--out"]).arg(out).args(RUN);
+    if out.exists() {
+        command.arg("--resume");
+    }
+    command.env_remove("CSAM_FAULT");
     if let Some(fault) = fault {
         command.env("CSAM_FAULT", fault);
     }
@@ -97,9 +98,13 @@ fn parse(path: &Path) -> Result<(), String> {
 
 /// Asserts that every file the run keeps parses; returns the temporary
 /// files a killed writer left (which `--resume` must ignore and remove).
+/// The lock file a killed writer leaves is neither: the next run takes it
+/// over (see `csam_train::train::lock`).
 fn assert_whole(run: &Path, when: &str) -> Vec<PathBuf> {
-    let (temporary, kept): (Vec<_>, Vec<_>) =
-        files(run).into_iter().partition(|p| is_temporary_path(p));
+    let (temporary, kept): (Vec<_>, Vec<_>) = files(run)
+        .into_iter()
+        .filter(|p| !p.ends_with(LOCK_FILE))
+        .partition(|p| is_temporary_path(p));
     for path in kept {
         if let Err(e) = parse(&path) {
             panic!("{when}: {} is torn: {e}", path.display());
@@ -285,6 +290,28 @@ fn disk_full_mid_run_keeps_the_previous_checkpoint() {
     assert!(!run.join("summary.json").exists());
     finish(&run);
     assert_same_weights(&whole, &run, "disk full");
+}
+
+/// A disk full in the first epoch: the message says in words that there is
+/// no checkpoint yet, not "epoch 0".
+#[test]
+fn disk_full_before_the_first_checkpoint_says_there_is_none() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = dir.path().join("full");
+    let failed = train(&run, Some("enospc:weights-1.safetensors"));
+    let error = assert_one_line_error(
+        &failed,
+        &[
+            "could not save epoch 1",
+            "No space left on device",
+            "no epoch was checkpointed yet, so the run starts again from epoch 1",
+        ],
+    );
+    assert!(
+        !error.contains("epoch 0") && !error.contains("(0:"),
+        "{error}"
+    );
+    assert!(!run.join("checkpoint/state.json").exists());
 }
 
 /// A run directory that cannot be created or written is refused before any

@@ -14,6 +14,7 @@ use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+use csam_train::train::lock::{LockOwner, RunLock};
 use support::{text, DIGITS_MLP};
 
 /// One bad input: the command, the input (a flag, `config: KEY`, or a file
@@ -67,6 +68,7 @@ const CASES: &[Case] = &[
     case("train", "--out", "finished run", &["{train}", "--out", "{trained}"]),
     case("train", "--out", "directory of foreign files", &["{train}", "--out", "{dir}/foreign"]),
     case("train", "--out", "unfinished run without --resume", &["{train}", "--out", "{dir}/corrupt-state"]),
+    case("train", "--out", "another process trains into it", &["{train}", "--resume", "--out", "{dir}/busy"]),
     case("train", "--resume", "a value", &["{train}", "--resume=yes"]),
     case("train", "--resume", "corrupt checkpoint/state.json", &["{train}", "--resume", "--epochs", "2", "--out", "{dir}/corrupt-state"]),
     case("train", "--resume", "torn checkpoint weights", &["{train}", "--resume", "--epochs", "2", "--out", "{dir}/torn-weights"]),
@@ -360,13 +362,15 @@ impl Places {
         ]
     }
 
-    /// `text` with the real paths written as their short names.
+    /// `text` with the real paths written as their short names, and this
+    /// process, which holds the lock of `{dir}/busy`, as `$PID` / `$HOST`.
     fn shorten(&self, text: &str) -> String {
         self.substitutions()
             .iter()
             .fold(text.to_string(), |t, (_, short, path)| {
                 t.replace(&*path.to_string_lossy(), short)
             })
+            .replace(&LockOwner::current().to_string(), "pid $PID on host $HOST")
     }
 }
 
@@ -418,8 +422,9 @@ fn merged_toml(case: &str) -> String {
     table.to_string()
 }
 
-/// Writes the bad files and directories the cases name.
-fn prepare(dir: &Path, trained: &Path) {
+/// Writes the bad files and directories the cases name. Returns the lock of
+/// `busy`, a directory another process (this test) trains into.
+fn prepare(dir: &Path, trained: &Path) -> RunLock {
     let write = |name: &str, content: &str| std::fs::write(dir.join(name), content).unwrap();
     write("garbage.npy", "not a numpy file");
     write("garbage.npz", "not a zip archive");
@@ -474,6 +479,8 @@ fn prepare(dir: &Path, trained: &Path) {
         copy_run(&stopped, &dir.join(name));
         std::fs::write(dir.join(name).join(file), content).unwrap();
     }
+    copy_run(&stopped, &dir.join("busy"));
+    RunLock::acquire(&dir.join("busy")).unwrap()
 }
 
 fn copy_run(from: &Path, to: &Path) {
@@ -563,6 +570,7 @@ Exit status 2 is an argument clap refused (only its first line is shown), 1 any 
 Paths: `$TMP` the test's directory of bad files, `$OUT` a fresh run directory, `$CONFIG` the
 row's config file (a valid small run plus the key shown), `$RUN` a finished run, `$FIXTURES`
 `crates/csam-cli/tests/fixtures`, `$CALIB_FIXTURES` `crates/csam-calib/fixtures/io`.
+`$PID` / `$HOST`: the process (the test) that holds the lock of a run directory.
 
 Crash safety is tested separately (`crates/csam-cli/tests/crash_safety.rs`): SIGKILL at seeded
 random moments and inside every kind of checkpoint write, then `--resume`, ends bit-identical to
@@ -603,7 +611,7 @@ fn every_bad_input_gets_one_clear_error_and_the_doc_is_current() {
     };
     let trained = train_into(&places.trained).output().unwrap();
     assert!(trained.status.success(), "{}", text(&trained));
-    prepare(&places.dir, &places.trained);
+    let _busy = prepare(&places.dir, &places.trained);
 
     // The binary mostly waits on loading libtorch: run cases side by side.
     let workers = 8;

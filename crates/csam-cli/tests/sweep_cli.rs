@@ -8,6 +8,7 @@ mod support;
 use std::path::Path;
 use std::process::{Command, Output};
 
+use support::report::assert_opens_the_report;
 use support::text;
 
 fn sweep(out: &Path, extra: &[&str]) -> Output {
@@ -46,6 +47,7 @@ fn sweep_trains_the_grid_reuses_runs_and_refuses_another_sweep() {
     let out = dir.path().join("sweep");
     let first = sweep(&out, &[]);
     assert!(first.status.success(), "{}", text(&first));
+    assert_opens_the_report(&first, &out);
     let stdout = String::from_utf8_lossy(&first.stdout);
     assert!(
         stdout.contains("[1/4] rho 0.05 gamma 0 seed 0: training into"),
@@ -150,12 +152,13 @@ fn sweep_trains_the_grid_reuses_runs_and_refuses_another_sweep() {
 fn invalid_grids_are_refused_before_any_work() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("sweep");
-    for (rho, gamma, problem) in [
-        ("0.05,0.05", "0", "listed twice"),
-        ("0.05", "-1", "gamma"),
-        ("0", "1", "rho"),
+    for (rho, gamma, extra, problem) in [
+        ("0.05,0.05", "0", &[][..], "listed twice"),
+        ("0.05", "-1", &[], "gamma"),
+        ("0", "1", &[], "rho"),
+        ("0.05", "1", &["--model", "mpl"], "mpl"),
     ] {
-        let output = sweep_grid(&out, rho, gamma, &[]);
+        let output = sweep_grid(&out, rho, gamma, extra);
         assert!(!output.status.success(), "rho {rho} gamma {gamma}");
         let message = text(&output);
         assert!(

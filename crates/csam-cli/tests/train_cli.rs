@@ -273,3 +273,120 @@ fn init_starts_from_saved_weights_and_refuses_foreign_ones() {
         text(&missing)
     );
 }
+
+#[test]
+fn resume_of_a_finished_run_says_so_and_succeeds() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("run");
+    let trained = train(&out, &["--epochs", "1"]);
+    assert!(trained.status.success(), "{}", text(&trained));
+    let summary = std::fs::read(out.join("summary.json")).unwrap();
+
+    // The same command again with --resume, and the bare form a script uses.
+    let run = out.to_str().unwrap();
+    for again in [
+        train(&out, &["--epochs", "1", "--resume"]),
+        csam(&["train", "--out", run, "--resume", "--quiet"]),
+    ] {
+        assert!(again.status.success(), "{}", text(&again));
+        let stdout = String::from_utf8_lossy(&again.stdout);
+        let expected = format!(
+            "{run} holds a finished run; nothing to train (results: {})",
+            out.join("summary.json").display()
+        );
+        assert!(stdout.contains(&expected), "{}", text(&again));
+        assert!(!stdout.contains("epoch 1/1"), "retrained: {stdout}");
+    }
+    assert_eq!(std::fs::read(out.join("summary.json")).unwrap(), summary);
+    // Other settings are still refused, not reported as finished.
+    let changed = train(&out, &["--epochs", "1", "--resume", "--lr", "0.5"]);
+    assert!(!changed.status.success(), "{}", text(&changed));
+    assert!(text(&changed).contains("differ"), "{}", text(&changed));
+}
+
+#[test]
+fn nothing_to_resume_and_a_batch_above_the_training_split_are_reported() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("missing");
+    let started = train(&out, &["--epochs", "1", "--resume", "--batch-size", "5000"]);
+    assert!(started.status.success(), "{}", text(&started));
+    let stderr = String::from_utf8_lossy(&started.stderr);
+    let expected = format!(
+        "warning: nothing to resume in {} (no such directory); starting a new run from epoch 1",
+        out.display()
+    );
+    assert!(stderr.contains(&expected), "{stderr}");
+    assert!(
+        stderr.contains("warning: batch size 5000 is larger than the")
+            && stderr.contains("training examples"),
+        "{stderr}"
+    );
+    assert!(out.join("summary.json").is_file());
+
+    let empty = dir.path().join("empty");
+    std::fs::create_dir(&empty).unwrap();
+    let started = train(&empty, &["--epochs", "1", "--resume"]);
+    assert!(started.status.success(), "{}", text(&started));
+    let stderr = String::from_utf8_lossy(&started.stderr);
+    assert!(stderr.contains("(the directory is empty)"), "{stderr}");
+    assert!(!stderr.contains("batch size"), "{stderr}");
+}
+
+/// Two processes training into one run directory: the second is refused
+/// with the first's pid; once the first is killed, its lock file is taken
+/// over by a resume.
+#[test]
+fn a_second_writer_is_refused_and_a_killed_writers_lock_is_taken_over() {
+    use std::io::{BufRead, BufReader};
+    use std::process::Stdio;
+
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("run");
+    let run = out.to_str().unwrap();
+    // Batches of 4: a few hundred steps per epoch, so the first process is
+    // still training while the second starts.
+    let mut args = vec!["train", "--out", run];
+    args.extend_from_slice(DIGITS_MLP);
+    args.extend_from_slice(&["--epochs", "1000", "--batch-size", "4"]);
+    let mut first = Command::new(env!("CARGO_BIN_EXE_csam"))
+        .args(&args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(first.stdout.take().unwrap()).lines();
+    let line = lines.next().unwrap().unwrap();
+    assert!(line.contains("epoch 1/1000"), "{line}");
+
+    let second = csam(&["train", "--out", run, "--resume", "--quiet"]);
+    let pid = format!("pid {} on host", first.id());
+    support::assert_one_line_error(&second, &[run, "is in use by another csam process", &pid]);
+
+    first.kill().unwrap();
+    first.wait().unwrap();
+    let lock = std::fs::read_to_string(out.join(".lock")).unwrap();
+    assert!(lock.contains(&format!("\"pid\":{}", first.id())), "{lock}");
+    let done = String::from_utf8_lossy(&std::fs::read(out.join("checkpoint/state.json")).unwrap())
+        .into_owned();
+    let state: serde_json::Value = serde_json::from_str(&done).unwrap();
+    let next = (state["epochs_done"].as_u64().unwrap() + 1).to_string();
+    let resumed = csam(&[
+        "train",
+        "--out",
+        run,
+        "--resume",
+        "--quiet",
+        "--stop-after-epoch",
+        &next,
+    ]);
+    assert!(resumed.status.success(), "{}", text(&resumed));
+    assert!(
+        String::from_utf8_lossy(&resumed.stdout).contains(&format!("epoch {next}/1000")),
+        "{}",
+        text(&resumed)
+    );
+    assert!(
+        !out.join(".lock").exists(),
+        "the lock file is removed when done"
+    );
+}

@@ -51,6 +51,9 @@ fn finished(outcome: RunOutcome) -> RunSummary {
     match outcome {
         RunOutcome::Finished(summary) => *summary,
         RunOutcome::Stopped { epoch } => panic!("run stopped after epoch {epoch}"),
+        RunOutcome::AlreadyFinished { summary } => {
+            panic!("nothing trained: {} exists", summary.display())
+        }
     }
 }
 
@@ -253,23 +256,29 @@ fn divergence_names_the_epoch_and_keeps_the_last_good_checkpoint() {
 }
 
 #[test]
-fn finished_run_is_not_overwritten() {
+fn finished_run_is_not_overwritten_and_a_resume_of_it_trains_nothing() {
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("run");
     finished(run(&request(digits_config(1), &out)).unwrap());
     let summary = std::fs::read(out.join("summary.json")).unwrap();
-    for resume in [false, true] {
-        let again = TrainRequest {
-            resume,
-            ..request(digits_config(1), &out)
-        };
-        let err = run(&again).unwrap_err().to_string();
-        assert!(
-            err.contains("finished run") && err.contains("refusing"),
-            "{err}"
-        );
-    }
+    let err = run(&request(digits_config(1), &out))
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("finished run") && err.contains("refusing"),
+        "{err}"
+    );
+    let resumed = TrainRequest {
+        resume: true,
+        ..request(digits_config(1), &out)
+    };
+    assert_eq!(
+        run(&resumed).unwrap(),
+        RunOutcome::AlreadyFinished {
+            summary: out.join("summary.json")
+        }
+    );
     assert_eq!(std::fs::read(out.join("summary.json")).unwrap(), summary);
 }
 

@@ -4,10 +4,11 @@
 
 use anyhow::Context;
 use clap::Args;
-use csam_train::experiment::compare::{self, CompareRequest, CompareSettings};
+use csam_train::experiment::compare::{self, CompareDir, CompareRequest, CompareSettings};
 use csam_train::spec::{OptimizerFamily, Runtime};
 
 use super::experiment_args::SharedArgs;
+use super::file_url::open_line;
 
 /// Flags of `csam compare`. Without flags it runs the default comparison:
 /// SGD, SAM and CSAM on the bundled Fashion-MNIST subset, 3 seeds (see
@@ -63,5 +64,6 @@ pub fn run(args: CompareArgs) -> anyhow::Result<()> {
         out.display(),
         outcome.results.wall_time_s
     );
+    println!("{}", open_line(&CompareDir::new(&out).report())?);
     Ok(())
 }

@@ -5,6 +5,7 @@ pub mod compare;
 pub mod corrupt;
 pub mod eval;
 mod experiment_args;
+mod file_url;
 pub mod metrics;
 pub mod report;
 pub mod sharpness;

@@ -7,6 +7,8 @@ use anyhow::Context;
 use clap::Args;
 use csam_train::experiment::report;
 
+use super::file_url::open_line;
+
 /// Flags of `csam report`.
 #[derive(Debug, Args)]
 pub struct ReportArgs {
@@ -20,5 +22,6 @@ pub fn run(args: ReportArgs) -> anyhow::Result<()> {
     let path = report::rebuild(&args.dir)
         .with_context(|| format!("writing the report of {}", args.dir.display()))?;
     println!("wrote {}", path.display());
+    println!("{}", open_line(&path)?);
     Ok(())
 }

@@ -7,6 +7,7 @@ use csam_train::experiment::sweep::{self, SweepRequest, SweepSettings};
 use csam_train::spec::Runtime;
 
 use super::experiment_args::SharedArgs;
+use super::file_url::open_line;
 
 /// Flags of `csam sweep`: the grid, and the settings every run shares (as
 /// in `csam compare`). A flag given twice takes its last value.
@@ -49,5 +50,6 @@ pub fn run(args: SweepArgs) -> anyhow::Result<()> {
         out.display(),
         results.wall_time_s
     );
+    println!("{}", open_line(&out.join("report.html"))?);
     Ok(())
 }

@@ -96,12 +96,24 @@ pub fn run(args: TrainArgs) -> anyhow::Result<()> {
         show_progress: !args.quiet,
         stop_after_epoch: args.stop_after_epoch,
     };
-    let outcome = train::run(&request).map_err(|e| match e {
+    let context = || format!("training into {}", args.out.display());
+    let spec_errors = |e| match e {
         TrainError::Config(config) => spec_error(config),
-        other => other.into(),
-    });
-    match outcome.with_context(|| format!("training into {}", args.out.display()))? {
+        other => anyhow::Error::from(other),
+    };
+    let prepared = train::prepare(&request)
+        .map_err(spec_errors)
+        .with_context(context)?;
+    for notice in prepared.notices() {
+        eprintln!("warning: {notice}");
+    }
+    match prepared.run().map_err(spec_errors).with_context(context)? {
         RunOutcome::Finished(summary) => println!("{}", summary.report()),
+        RunOutcome::AlreadyFinished { summary } => println!(
+            "{} holds a finished run; nothing to train (results: {})",
+            args.out.display(),
+            summary.display()
+        ),
         RunOutcome::Stopped { epoch } => println!(
             "stopped after epoch {epoch} (--stop-after-epoch); continue with --resume --out {}",
             args.out.display()

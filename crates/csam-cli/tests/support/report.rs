@@ -1,11 +1,27 @@
 //! Checks of an experiment's `report.html` shared by the compare and sweep
 //! tests: valid HTML, nothing fetched from elsewhere, every linked file
-//! present, and the table cells of the numbers in `results.json`.
+//! present, the table cells of the numbers in `results.json`, and the line
+//! that tells where to open it.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
+use std::process::Output;
 
 use html5gum::{Token, Tokenizer};
+
+/// Asserts that the last line of a command that wrote `dir`'s report is
+/// `open file://` and the report's absolute path (the test directories'
+/// names need no percent-encoding).
+pub fn assert_opens_the_report(output: &Output, dir: &Path) {
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let last = stdout.lines().last().unwrap_or_default();
+    let report = std::fs::canonicalize(dir.join("report.html")).expect("report.html exists");
+    assert_eq!(
+        last,
+        format!("open file://{}", report.display()),
+        "{stdout}"
+    );
+}
 
 /// Elements that never have an end tag.
 const VOID: [&str; 6] = ["meta", "br", "img", "hr", "input", "link"];

@@ -74,7 +74,8 @@ impl CompareSettings {
     }
 
     /// Refuses an empty or repeated method or seed list and any setting a
-    /// run would refuse.
+    /// run would refuse, names (data, model) included, so that a comparison
+    /// is recorded only once its settings are valid.
     pub fn validate(&self) -> Result<()> {
         if self.methods.is_empty() {
             return Err(invalid(
@@ -346,7 +347,7 @@ mod tests {
     }
 
     #[test]
-    fn repeated_or_missing_methods_and_seeds_are_refused() {
+    fn repeated_or_missing_methods_and_seeds_and_unknown_names_are_refused() {
         let bad = [
             CompareSettings {
                 methods: vec![],
@@ -366,6 +367,20 @@ mod tests {
             CompareSettings {
                 shared: SharedSettings {
                     lr: 0.0,
+                    ..SharedSettings::default()
+                },
+                ..CompareSettings::default()
+            },
+            CompareSettings {
+                shared: SharedSettings {
+                    model: "mpl".into(),
+                    ..SharedSettings::default()
+                },
+                ..CompareSettings::default()
+            },
+            CompareSettings {
+                shared: SharedSettings {
+                    data: "nonsense".into(),
                     ..SharedSettings::default()
                 },
                 ..CompareSettings::default()
@@ -400,6 +415,8 @@ mod tests {
         let settings = CompareSettings::default();
         dir.open(&settings).unwrap();
         dir.open(&settings).unwrap();
+        // A run started: the settings are the comparison's from now on.
+        std::fs::create_dir_all(dir.run(OptimizerFamily::Sgd, 0)).unwrap();
         let other = CompareSettings {
             gamma: 2.0,
             ..settings

@@ -45,6 +45,8 @@ pub fn train_or_reuse(
     };
     match train::run(&request)? {
         RunOutcome::Finished(summary) => Ok(*summary),
+        // Finished by another process since the state was read.
+        RunOutcome::AlreadyFinished { summary } => read_json(&summary),
         RunOutcome::Stopped { epoch } => Err(TrainError::RunDir(format!(
             "{} stopped after epoch {epoch} without finishing",
             out.display()

@@ -200,16 +200,20 @@ impl ExperimentDir {
 
     /// Creates the directory and its settings file, or accepts an existing
     /// one whose settings file holds the same settings. Refuses different
-    /// settings and a non-empty directory without the settings file.
+    /// settings and a non-empty directory without the settings file. A
+    /// directory that holds nothing but its settings file never started a
+    /// run (its first attempt failed before that, on data that would not
+    /// load, say): other settings replace them.
     pub fn open<S: Serialize + DeserializeOwned>(&self, settings: &S) -> Result<()> {
         let path = self.settings();
         let shown = self.root.display();
         if path.exists() {
             let saved: S = read_json(&path)?;
             let changed = differences(settings, &saved);
-            return match changed.is_empty() {
-                true => Ok(()),
-                false => Err(TrainError::RunDir(format!(
+            return match (changed.is_empty(), self.holds_only_settings()?) {
+                (true, _) => Ok(()),
+                (false, true) => write_json(&path, settings),
+                (false, false) => Err(TrainError::RunDir(format!(
                     "{shown} holds a different {} (settings differ in: {}); refusing to \
                      overwrite it. Choose another --out, or delete the directory.",
                     self.noun,
@@ -232,6 +236,15 @@ impl ExperimentDir {
             &self.root,
         ))?;
         write_json(&path, settings)
+    }
+
+    /// True when the directory holds its settings file and nothing else.
+    fn holds_only_settings(&self) -> Result<bool> {
+        let entries =
+            std::fs::read_dir(&self.root).map_err(TrainError::io("read directory", &self.root))?;
+        Ok(entries
+            .flatten()
+            .all(|entry| entry.file_name() == self.file))
     }
 }
 
@@ -292,9 +305,13 @@ mod tests {
         dir.open(&settings).unwrap();
         let other = SharedSettings {
             lr: 0.5,
-            ..settings
+            ..settings.clone()
         };
-        let err = dir.open(&other).unwrap_err().to_string();
+        // Only the settings file: nothing ran under them, so they are replaced.
+        dir.open(&other).unwrap();
+        assert_eq!(read_json::<SharedSettings>(&dir.settings()).unwrap(), other);
+        std::fs::create_dir(dir.join("runs")).unwrap();
+        let err = dir.open(&settings).unwrap_err().to_string();
         assert!(
             err.contains("different thing") && err.contains("lr"),
             "{err}"

@@ -2,6 +2,8 @@
 
 use std::path::PathBuf;
 
+use super::lock::LockOwner;
+
 /// A configuration that cannot be read or must not run.
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
@@ -44,6 +46,18 @@ pub enum TrainError {
     /// The run directory is in a state that the requested action must not touch.
     #[error("{0}")]
     RunDir(String),
+    /// Another live process holds the run directory's lock (see
+    /// [`super::lock`]).
+    #[error(
+        "{} is in use by another csam process ({}); wait for it to finish or stop it, then \
+         try again",
+        .dir.display(),
+        holder(.owner)
+    )]
+    Busy {
+        dir: PathBuf,
+        owner: Option<LockOwner>,
+    },
     /// A file of the run could not be read or written.
     #[error("{action} {path}: {source}")]
     Io {
@@ -58,9 +72,9 @@ pub enum TrainError {
     /// The loss (or another statistic) became NaN or infinite; the last good
     /// checkpoint is kept.
     #[error(
-        "training diverged at epoch {epoch}, step {step} of the epoch ({what}); the run \
-         directory keeps the checkpoint of epoch {last_good_epoch} (0: none yet). \
-         Lower --lr or add --clip."
+        "training diverged at epoch {epoch}, step {step} of the epoch ({what}); {}. \
+         Lower --lr or add --clip.",
+        kept_checkpoint(*.last_good_epoch)
     )]
     Diverged {
         epoch: usize,
@@ -71,8 +85,9 @@ pub enum TrainError {
     /// Saving an epoch's results failed (a full disk, say); the atomic
     /// writes leave the previous checkpoint intact.
     #[error(
-        "could not save epoch {epoch}: {cause}; the run directory keeps the checkpoint of \
-         epoch {last_good_epoch} (0: none yet). Free some space, then continue with --resume."
+        "could not save epoch {epoch}: {cause}; {}. Free some space, then continue with \
+         --resume.",
+        kept_checkpoint(*.last_good_epoch)
     )]
     SaveFailed {
         epoch: usize,
@@ -111,5 +126,61 @@ impl TrainError {
     }
 }
 
+/// What a failed run leaves to resume from: the checkpoint of epoch
+/// `last_good_epoch`, or none when no epoch was checkpointed yet.
+fn kept_checkpoint(last_good_epoch: usize) -> String {
+    match last_good_epoch {
+        0 => "no epoch was checkpointed yet, so the run starts again from epoch 1".to_string(),
+        epoch => format!("the run directory keeps the checkpoint of epoch {epoch}"),
+    }
+}
+
+/// The holder of a lock, as far as its lock file says.
+fn holder(owner: &Option<LockOwner>) -> String {
+    owner.as_ref().map_or_else(
+        || "which has not recorded its pid yet".to_string(),
+        ToString::to_string,
+    )
+}
+
 /// Result of this module.
 pub type Result<T, E = TrainError> = std::result::Result<T, E>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn save_failed(last_good_epoch: usize) -> String {
+        TrainError::SaveFailed {
+            epoch: last_good_epoch + 1,
+            last_good_epoch,
+            cause: Box::new(TrainError::RunDir("disk full".into())),
+        }
+        .to_string()
+    }
+
+    #[test]
+    fn failures_name_the_kept_checkpoint_in_words() {
+        let first = save_failed(0);
+        assert!(
+            first.contains("could not save epoch 1: disk full; no epoch was checkpointed yet"),
+            "{first}"
+        );
+        let later = save_failed(4);
+        assert!(
+            later.contains("keeps the checkpoint of epoch 4. Free some space"),
+            "{later}"
+        );
+        let diverged = TrainError::Diverged {
+            epoch: 1,
+            step: 3,
+            what: "loss NaN".into(),
+            last_good_epoch: 0,
+        }
+        .to_string();
+        for message in [first, later, diverged] {
+            assert!(!message.contains("none yet"), "{message}");
+            assert!(!message.contains("(0"), "{message}");
+        }
+    }
+}

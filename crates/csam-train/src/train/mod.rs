@@ -7,16 +7,20 @@
 //! moment leaves a consistent directory that `--resume` continues; the
 //! resumed run ends with the same weights, bit for bit, as an uninterrupted
 //! one on the same device, because data order and libtorch's random stream
-//! are pure functions of (seed, epoch) (see [`checkpoint`]).
+//! are pure functions of (seed, epoch) (see [`checkpoint`]). One process
+//! trains into a run directory at a time (see [`lock`]).
 
 pub mod allocator;
 pub mod atomic;
 pub mod checkpoint;
+pub mod claim;
 pub mod epoch_log;
 pub mod error;
 pub mod eval;
 pub mod evaluate;
+pub mod lock;
 pub mod metrics_log;
+pub mod notice;
 pub mod preflight;
 mod progress;
 pub mod rundir;
@@ -25,5 +29,6 @@ pub mod session;
 pub mod summary;
 
 pub use error::{ConfigError, TrainError};
-pub use runner::{run, RunOutcome, TrainRequest};
+pub use notice::RunNotice;
+pub use runner::{prepare, run, PreparedRun, RunOutcome, TrainRequest};
 pub use summary::RunSummary;

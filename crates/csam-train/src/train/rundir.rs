@@ -14,15 +14,25 @@
 //! - `{val,test}_logits.npy` (f32, N x K) and `{val,test}_labels.npy` of the best model;
 //! - `summary.json`: final test metrics and run facts; its presence marks a finished run;
 //! - `checkpoint/`: what `--resume` needs (see [`super::checkpoint`]);
-//! - `eval-NAME.json`: reports of `csam eval`.
+//! - `eval-NAME.json`: reports of `csam eval`;
+//! - `.lock`: there while a process trains into the directory (see
+//!   [`super::lock`]).
 
 use std::path::{Path, PathBuf};
 
 use super::atomic::is_temporary;
 use super::error::{Result, TrainError};
+use super::lock::LOCK_FILE;
+use super::notice::NoCheckpoint;
 
 fn is_temporary_entry(entry: &std::fs::DirEntry) -> bool {
     is_temporary(&entry.file_name().to_string_lossy())
+}
+
+/// True for the files that do not make a directory a run: temporaries of a
+/// killed writer and the lock file (see [`super::lock`]).
+fn is_bookkeeping(entry: &std::fs::DirEntry) -> bool {
+    is_temporary_entry(entry) || entry.file_name() == LOCK_FILE
 }
 
 /// Which split a logits / labels file belongs to.
@@ -56,6 +66,18 @@ pub enum RunState {
     Finished,
     /// Files that no csam run wrote.
     Foreign,
+}
+
+/// What a training run does with its directory (see [`RunDir::check`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Plan {
+    /// Train from epoch 1; with a resume asked for, `Some` says why there
+    /// was nothing to resume.
+    Start(Option<NoCheckpoint>),
+    /// Continue from the checkpoint.
+    Resume,
+    /// A resume of a finished run: nothing to train.
+    Finished,
 }
 
 /// Paths of one run directory.
@@ -135,11 +157,11 @@ impl RunDir {
         if !self.root.exists() {
             return Ok(RunState::Empty);
         }
-        // A temporary file of a writer killed before its first rename is
-        // not a run yet.
+        // A temporary file of a writer killed before its first rename, or
+        // a lock file, is not a run yet.
         let entries =
             std::fs::read_dir(&self.root).map_err(TrainError::io("read directory", &self.root))?;
-        let mut kept = entries.flatten().filter(|e| !is_temporary_entry(e));
+        let mut kept = entries.flatten().filter(|e| !is_bookkeeping(e));
         if kept.next().is_none() {
             return Ok(RunState::Empty);
         }
@@ -154,14 +176,15 @@ impl RunDir {
         })
     }
 
-    /// Decides whether a training run may use this directory, without
-    /// touching it: refuses a finished run, foreign files, and an unfinished
-    /// run unless `resume`. Returns true when there is a checkpoint to resume
-    /// from. [`RunDir::create`] then makes the directory.
-    pub fn check(&self, resume: bool) -> Result<bool> {
+    /// Decides what a training run does with this directory, without
+    /// touching it: refuses foreign files, and a finished or unfinished run
+    /// unless `resume`; a resume of a finished run has nothing to train.
+    /// [`RunDir::create`] then makes the directory.
+    pub fn check(&self, resume: bool) -> Result<Plan> {
         let shown = self.root.display();
         match (self.state()?, resume) {
-            (RunState::Finished, _) => Err(TrainError::RunDir(format!(
+            (RunState::Finished, true) => Ok(Plan::Finished),
+            (RunState::Finished, false) => Err(TrainError::RunDir(format!(
                 "{shown} holds a finished run (summary.json exists); refusing to overwrite it. \
                  Choose another --out, or delete the directory."
             ))),
@@ -173,8 +196,13 @@ impl RunDir {
                 "{shown} holds an unfinished run; pass --resume to continue it, \
                      or choose another --out."
             ))),
-            (RunState::Interrupted, true) => Ok(true),
-            (RunState::Started | RunState::Empty, _) => Ok(false),
+            (RunState::Interrupted, true) => Ok(Plan::Resume),
+            (RunState::Started, true) => Ok(Plan::Start(Some(NoCheckpoint::NoEpochFinished))),
+            (RunState::Empty, false) => Ok(Plan::Start(None)),
+            (RunState::Empty, true) => Ok(Plan::Start(Some(match self.root.exists() {
+                true => NoCheckpoint::Empty,
+                false => NoCheckpoint::Missing,
+            }))),
         }
     }
 
@@ -212,11 +240,24 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let run = RunDir::new(dir.path().join("run"));
         assert_eq!(run.state().unwrap(), RunState::Empty);
-        assert!(!run.check(false).unwrap());
+        assert_eq!(run.check(false).unwrap(), Plan::Start(None));
+        assert_eq!(
+            run.check(true).unwrap(),
+            Plan::Start(Some(NoCheckpoint::Missing))
+        );
         assert!(!run.root().exists(), "checking creates nothing");
         run.create().unwrap();
         assert!(run.root().is_dir());
-        assert_eq!(run.state().unwrap(), RunState::Empty);
+        std::fs::write(run.root().join(LOCK_FILE), "{}").unwrap();
+        assert_eq!(
+            run.state().unwrap(),
+            RunState::Empty,
+            "a lock file is no run"
+        );
+        assert_eq!(
+            run.check(true).unwrap(),
+            Plan::Start(Some(NoCheckpoint::Empty))
+        );
     }
 
     #[test]
@@ -238,16 +279,15 @@ mod tests {
     }
 
     #[test]
-    fn finished_run_is_never_overwritten() {
+    fn finished_run_is_never_overwritten_and_has_nothing_to_resume() {
         let dir = tempfile::tempdir().unwrap();
         let run = RunDir::new(dir.path());
         std::fs::write(run.config(), "").unwrap();
         std::fs::write(run.summary(), "{}").unwrap();
         assert_eq!(run.state().unwrap(), RunState::Finished);
-        for resume in [false, true] {
-            let err = run.check(resume).unwrap_err().to_string();
-            assert!(err.contains("finished run"), "{err}");
-        }
+        let err = run.check(false).unwrap_err().to_string();
+        assert!(err.contains("finished run"), "{err}");
+        assert_eq!(run.check(true).unwrap(), Plan::Finished);
     }
 
     #[test]
@@ -260,7 +300,11 @@ mod tests {
             .unwrap_err()
             .to_string()
             .contains("--resume"));
-        assert!(!run.check(true).unwrap(), "no checkpoint yet: start over");
+        assert_eq!(
+            run.check(true).unwrap(),
+            Plan::Start(Some(NoCheckpoint::NoEpochFinished)),
+            "no checkpoint yet: start over"
+        );
 
         let other = tempfile::tempdir().unwrap();
         std::fs::write(other.path().join(".config.tmp-7.toml"), "half").unwrap();

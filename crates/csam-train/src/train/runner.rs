@@ -6,12 +6,14 @@ use std::path::PathBuf;
 use std::time::Instant;
 
 use super::checkpoint::{self, epoch_seed, BestRecord, TrainState};
+use super::claim::Claim;
 use super::error::{Result, TrainError};
 use super::evaluate::Predictions;
 use super::metrics_log::{EpochRecord, MetricsLog, TrainStats};
+use super::notice::{self, RunNotice};
 use super::preflight;
 use super::progress::{epoch_line, EpochProgress};
-use super::rundir::{RunDir, Split};
+use super::rundir::{Plan, RunDir, Split};
 use super::session::Session;
 use super::summary::RunSummary;
 use crate::device::{device_name, parse_device};
@@ -42,6 +44,11 @@ pub struct TrainRequest {
 pub enum RunOutcome {
     /// All epochs trained; the summary was written.
     Finished(Box<RunSummary>),
+    /// A resume of a run that had already finished: nothing was trained.
+    AlreadyFinished {
+        /// Its `summary.json`.
+        summary: PathBuf,
+    },
     /// Stopped by `stop_after_epoch` after checkpointing this epoch.
     Stopped {
         /// The last checkpointed epoch.
@@ -60,29 +67,134 @@ fn metric_value(metric: BestMetric, summary: &MetricSummary) -> f64 {
     }
 }
 
-/// Trains the run described by `request` (see the module doc of
-/// [`super`] for what the run directory receives).
-pub fn run(request: &TrainRequest) -> Result<RunOutcome> {
+/// A run checked and ready to train: its directory claimed (see
+/// [`super::claim`]), its data loaded, its model built, the free space
+/// checked. Its notices say what it does differently than asked.
+pub struct PreparedRun {
+    notices: Vec<RunNotice>,
+    work: Work,
+}
+
+enum Work {
+    /// A resume of a finished run.
+    Finished(PathBuf),
+    Train(Box<Training>),
+}
+
+/// What the epoch loop needs.
+struct Training {
+    session: Session,
+    runtime: Runtime,
+    run_dir: RunDir,
+    resuming: bool,
+    show_progress: bool,
+    stop_after_epoch: Option<usize>,
+    /// Held until the run returns.
+    _claim: Claim,
+}
+
+/// Checks everything a run can check before training: the configuration,
+/// the run directory (a resume of a finished run keeps it as it is and
+/// trains nothing), whether it can be written, the data, the model and the
+/// free space. Creates and locks the directory only when all of that
+/// passed.
+pub fn prepare(request: &TrainRequest) -> Result<PreparedRun> {
     let spec = &request.spec;
     spec.validate()?;
     request.runtime.validate()?;
     let device = parse_device(request.runtime.device.as_deref())
         .map_err(|e| TrainError::Device(e.text, e.reason))?;
     let run_dir = RunDir::new(&request.out);
-    let resuming = run_dir.check(request.resume)?;
-    if resuming {
+    let mut claim = Claim::new(&run_dir, request.resume)?;
+    let plan = claim.plan();
+    if matches!(plan, Plan::Resume | Plan::Finished) {
         check_resume_spec(&run_dir, spec)?;
     }
+    let mut notices = Vec::new();
+    let resuming = match plan {
+        Plan::Finished => {
+            return Ok(PreparedRun {
+                notices,
+                work: Work::Finished(run_dir.summary()),
+            })
+        }
+        Plan::Resume => true,
+        Plan::Start(nothing) => {
+            notices.extend(nothing.map(|why| RunNotice::NothingToResume {
+                dir: request.out.clone(),
+                why,
+            }));
+            false
+        }
+    };
     preflight::check_writable(run_dir.root())?;
     if let Some(threads) = request.runtime.threads {
         tch::set_num_threads(threads as i32);
     }
-    let mut session = Session::prepare(spec, device)?;
-    preflight::check_free_space(run_dir.root(), session.estimated_output_bytes())?;
-    run_dir.create()?;
+    let session = Session::prepare(spec, device)?;
+    notices.extend(notice::full_batch(spec.batch_size, session.data.n_train()));
+    let run_bytes = session.estimated_output_bytes();
+    let needed = match resuming {
+        true => preflight::estimate_resume_bytes(
+            run_bytes,
+            preflight::weight_bytes(session.trainer.var_store()),
+        ),
+        false => run_bytes,
+    };
+    preflight::check_free_space(run_dir.root(), needed, resuming)?;
+    claim.create(&run_dir)?;
+    Ok(PreparedRun {
+        notices,
+        work: Work::Train(Box::new(Training {
+            session,
+            runtime: request.runtime.clone(),
+            run_dir,
+            resuming,
+            show_progress: request.show_progress,
+            stop_after_epoch: request.stop_after_epoch,
+            _claim: claim,
+        })),
+    })
+}
+
+/// Trains the run described by `request` (see the module doc of
+/// [`super`] for what the run directory receives); [`prepare`] then
+/// [`PreparedRun::run`], for callers that need no notices.
+pub fn run(request: &TrainRequest) -> Result<RunOutcome> {
+    prepare(request)?.run()
+}
+
+impl PreparedRun {
+    /// What the run does differently than asked; empty for most runs.
+    pub fn notices(&self) -> &[RunNotice] {
+        &self.notices
+    }
+
+    /// Trains the remaining epochs, then evaluates the best weights.
+    pub fn run(self) -> Result<RunOutcome> {
+        match self.work {
+            Work::Finished(summary) => Ok(RunOutcome::AlreadyFinished { summary }),
+            Work::Train(training) => train(*training),
+        }
+    }
+}
+
+/// The epoch loop from the first epoch still to train, then the final
+/// evaluation of the best weights.
+fn train(training: Training) -> Result<RunOutcome> {
+    let Training {
+        mut session,
+        runtime,
+        run_dir,
+        resuming,
+        show_progress,
+        stop_after_epoch,
+        _claim,
+    } = training;
+    let spec = session.spec.clone();
     run_dir.remove_temporaries()?;
     super::atomic::write_atomic(&run_dir.config(), spec.to_toml().as_bytes())?;
-    let runtime = toml::to_string(&request.runtime).unwrap_or_default();
+    let runtime = toml::to_string(&runtime).unwrap_or_default();
     super::atomic::write_atomic(&run_dir.root().join(Runtime::FILE), runtime.as_bytes())?;
     session.data.save_normalization(&run_dir.normalization())?;
 
@@ -112,7 +224,7 @@ pub fn run(request: &TrainRequest) -> Result<RunOutcome> {
             &mut session,
             &mut state,
             epoch,
-            request.show_progress,
+            show_progress,
             &mut theory_records,
         )?;
         let val = session.predict_split(Split::Val)?;
@@ -154,7 +266,7 @@ pub fn run(request: &TrainRequest) -> Result<RunOutcome> {
             }
         })?;
         println!("{}", epoch_line(&record, spec.epochs));
-        if request.stop_after_epoch == Some(epoch) && epoch < spec.epochs {
+        if stop_after_epoch == Some(epoch) && epoch < spec.epochs {
             return Ok(RunOutcome::Stopped { epoch });
         }
     }

@@ -72,7 +72,9 @@ impl SweepSettings {
     }
 
     /// Refuses empty or repeated lists and any setting a run would refuse
-    /// (rho must be positive, gamma finite and non-negative).
+    /// (rho must be positive, gamma finite and non-negative; the data and
+    /// model names must parse), so that a sweep is recorded only once its
+    /// settings are valid.
     pub fn validate(&self) -> Result<()> {
         self.shared.validate()?;
         for (key, values) in [("rho", &self.rhos), ("gamma", &self.gammas)] {

@@ -1,0 +1,211 @@
+//! One writer per run directory: an advisory lock (flock(2)) on the file
+//! [`LOCK_FILE`] inside it, held by the process that trains into it.
+//!
+//! The kernel releases a flock when its holder exits, however it exits, so a
+//! lock file left by a killed process holds no lock and the next run simply
+//! takes it over; only a live holder refuses a second writer. The file
+//! records the holder's pid and host so that the refusal can name it. Locks
+//! are per open file description, so a second attempt from the same process
+//! through another open is refused too.
+//!
+//! The holder removes the file when it is done. A contender that opened the
+//! file just before that locks a file that is no longer in the directory, so
+//! every lock is checked against the path (same device and inode) and taken
+//! again on the new file when they differ.
+
+use std::fs::{File, OpenOptions};
+use std::io::{ErrorKind, Read, Seek, Write};
+use std::os::unix::fs::MetadataExt;
+use std::os::unix::io::AsRawFd;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use super::error::{Result, TrainError};
+
+/// The lock file's name inside a run directory.
+pub const LOCK_FILE: &str = ".lock";
+
+/// How many times a lock is taken again after its file was replaced under
+/// it (each time means another process finished between our open and our
+/// lock; more than a few in a row do not happen).
+const ATTEMPTS: usize = 8;
+
+/// The process that holds a lock, as its lock file records it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LockOwner {
+    /// Process id.
+    pub pid: u32,
+    /// Host name (a run directory on a shared file system can be locked
+    /// from another machine).
+    pub host: String,
+}
+
+impl LockOwner {
+    /// This process.
+    pub fn current() -> LockOwner {
+        LockOwner {
+            pid: std::process::id(),
+            host: hostname(),
+        }
+    }
+}
+
+impl std::fmt::Display for LockOwner {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "pid {} on host {}", self.pid, self.host)
+    }
+}
+
+/// The lock of one run directory, held while this value lives; dropping it
+/// removes the lock file and releases the lock.
+#[derive(Debug)]
+pub struct RunLock {
+    file: File,
+    path: PathBuf,
+}
+
+impl RunLock {
+    /// Takes the lock of the existing directory `dir`, or refuses with
+    /// [`TrainError::Busy`] naming the live process that holds it.
+    pub fn acquire(dir: &Path) -> Result<RunLock> {
+        let path = dir.join(LOCK_FILE);
+        for _ in 0..ATTEMPTS {
+            let mut file = OpenOptions::new()
+                .read(true)
+                .write(true)
+                .create(true)
+                .truncate(false) // the holder's record stays until we hold the lock
+                .open(&path)
+                .map_err(TrainError::io("open the lock file", &path))?;
+            // SAFETY: flock on a descriptor that `file` keeps open.
+            if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
+                let error = std::io::Error::last_os_error();
+                return Err(match error.kind() {
+                    ErrorKind::WouldBlock => TrainError::Busy {
+                        dir: dir.to_path_buf(),
+                        owner: read_owner(&mut file),
+                    },
+                    _ => TrainError::io("lock", &path)(error),
+                });
+            }
+            if is_at(&file, &path) {
+                write_owner(&mut file, &LockOwner::current())
+                    .map_err(TrainError::io("write the lock file", &path))?;
+                return Ok(RunLock { file, path });
+            }
+        }
+        Err(TrainError::RunDir(format!(
+            "{} kept being replaced while this process tried to lock it; another process is \
+             starting and stopping runs in {}",
+            path.display(),
+            dir.display()
+        )))
+    }
+}
+
+impl Drop for RunLock {
+    fn drop(&mut self) {
+        // Remove only our own file (a user may have deleted it and another
+        // process locked a new one); the lock goes with the descriptor.
+        if is_at(&self.file, &self.path) {
+            let _ = std::fs::remove_file(&self.path);
+        }
+    }
+}
+
+/// True when `path` names the file `file` has open.
+fn is_at(file: &File, path: &Path) -> bool {
+    match (file.metadata(), std::fs::metadata(path)) {
+        (Ok(open), Ok(named)) => open.dev() == named.dev() && open.ino() == named.ino(),
+        _ => false,
+    }
+}
+
+/// The owner a lock file records; None while its holder has not written it
+/// yet, or for a file that is not a lock record.
+fn read_owner(file: &mut File) -> Option<LockOwner> {
+    let mut text = String::new();
+    file.read_to_string(&mut text).ok()?;
+    serde_json::from_str(&text).ok()
+}
+
+fn write_owner(file: &mut File, owner: &LockOwner) -> std::io::Result<()> {
+    // Invariant: a struct of a number and a string always serialises.
+    let json = serde_json::to_string(owner).expect("LockOwner serialises to JSON");
+    file.set_len(0)?;
+    file.rewind()?;
+    file.write_all(json.as_bytes())?;
+    file.flush()
+}
+
+/// This machine's host name ("unknown" if the system does not say).
+fn hostname() -> String {
+    let mut name = [0u8; 256];
+    // SAFETY: gethostname writes at most `name.len()` bytes into `name`.
+    if unsafe { libc::gethostname(name.as_mut_ptr().cast(), name.len()) } != 0 {
+        return "unknown".to_string();
+    }
+    let end = name.iter().position(|&b| b == 0).unwrap_or(name.len());
+    String::from_utf8_lossy(&name[..end]).into_owned()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn recorded(dir: &Path) -> LockOwner {
+        serde_json::from_slice(&std::fs::read(dir.join(LOCK_FILE)).unwrap()).unwrap()
+    }
+
+    #[test]
+    fn a_second_writer_is_refused_with_the_owner_named_until_the_first_is_done() {
+        let dir = tempfile::tempdir().unwrap();
+        let first = RunLock::acquire(dir.path()).unwrap();
+        assert_eq!(recorded(dir.path()), LockOwner::current());
+
+        // Another open file description, as another process would have.
+        let err = RunLock::acquire(dir.path()).unwrap_err();
+        let message = err.to_string();
+        let pid = format!("pid {} on host {}", std::process::id(), hostname());
+        assert!(matches!(err, TrainError::Busy { .. }), "{err:?}");
+        assert!(message.contains(&pid), "{message}");
+        assert!(message.contains(&dir.path().display().to_string()));
+
+        drop(first);
+        assert!(!dir.path().join(LOCK_FILE).exists(), "removed when done");
+        let _again = RunLock::acquire(dir.path()).unwrap();
+    }
+
+    #[test]
+    fn a_lock_file_left_by_a_dead_process_is_taken_over() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut child = std::process::Command::new("true").spawn().unwrap();
+        child.wait().unwrap();
+        let dead = LockOwner {
+            pid: child.id(),
+            host: hostname(),
+        };
+        std::fs::write(
+            dir.path().join(LOCK_FILE),
+            serde_json::to_string(&dead).unwrap(),
+        )
+        .unwrap();
+        let _lock = RunLock::acquire(dir.path()).unwrap();
+        assert_eq!(recorded(dir.path()), LockOwner::current());
+    }
+
+    #[test]
+    fn a_replaced_lock_file_is_locked_again() {
+        let dir = tempfile::tempdir().unwrap();
+        let lock = RunLock::acquire(dir.path()).unwrap();
+        // A user deletes the file: a new writer locks a new one, and the
+        // first writer's drop leaves it alone.
+        std::fs::remove_file(dir.path().join(LOCK_FILE)).unwrap();
+        let second = RunLock::acquire(dir.path()).unwrap();
+        drop(lock);
+        assert!(dir.path().join(LOCK_FILE).exists());
+        assert!(RunLock::acquire(dir.path()).is_err());
+        drop(second);
+    }
+}
