@@ -176,7 +176,7 @@ pub fn load(spec: &DatasetSpec) -> Result<DataSource> {
             labels,
             n_classes,
         } => {
-            let part = npy::read_part(ByteStream::open(images)?, ByteStream::open(labels)?)?;
+            let part = npy::read_files(images, labels)?;
             let classes = n_classes.map_or(Classes::Inferred, Classes::Fixed);
             into_source(&name, None, part, classes)
         }
