@@ -6,7 +6,6 @@ use std::str::FromStr;
 
 use super::error::{DataError, Result};
 use super::part::{into_source, Classes};
-use super::stream::ByteStream;
 use super::{bundled, cifar, folder, idx, npy, Augmentation, DataSource};
 
 /// Where the Debian package `dataset-fashion-mnist` installs the full set.
