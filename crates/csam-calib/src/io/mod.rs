@@ -13,6 +13,7 @@
 mod array;
 mod atomic;
 pub mod csv;
+mod fault;
 pub mod npy;
 mod npy_error;
 mod npy_header;
@@ -23,7 +24,7 @@ use std::path::Path;
 use ndarray::Array2;
 
 pub use array::{Elements, LoadedArray};
-pub use atomic::{is_temporary_name, write_atomically};
+pub use atomic::{is_temporary_name, write_atomically, write_atomically_with, AtomicWriteError};
 pub use npy_error::{NpyError, NpyProblem};
 pub use npy_header::{ByteOrder, Dtype, Header as NpyHeader, Kind};
 

@@ -445,8 +445,8 @@ fn decode_elements(data: &[u8], dtype: Dtype) -> std::result::Result<Elements, S
 }
 
 /// Writes `matrix` as a version-1.0 `.npy` file of little-endian `float32`
-/// (`<f4`, C order), atomically: a temporary file in the same directory is
-/// written, synced and renamed over `path`.
+/// (`<f4`, C order), atomically (see [`super::write_atomically`]: the old
+/// file or the whole new one, never a torn one).
 pub fn write_f32(path: &Path, matrix: &ArrayView2<'_, f32>) -> Result<()> {
     let data: Vec<u8> = matrix.iter().flat_map(|v| v.to_le_bytes()).collect();
     write_npy(path, "<f4", &[matrix.nrows(), matrix.ncols()], &data)
