@@ -4,7 +4,7 @@ Times SGD, SAM and CSAM training steps of the PyTorch twins of csam's models
 (crates/csam-train/tests/fixtures/twins.py) on one fixed synthetic batch,
 exactly as `csam bench` does: `--warmup` untimed steps, then `--steps` timed
 steps one by one (CUDA synchronised after each), median reported. The SAM
-step mirrors crates/csam-train/src/optim/sam.rs (paper-notes section 1):
+step mirrors crates/csam-train/src/optim/sam.rs (docs/conventions.md):
 pass 1 cross entropy and its gradient g; theta += rho g / (||g|| + 1e-12);
 pass 2 (same batch) with cross entropy (SAM) or the CSAM loss, BatchNorm
 running statistics restored to their post-pass-1 values; theta restored by

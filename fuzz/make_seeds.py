@@ -1,4 +1,5 @@
-"""Writes the seed inputs of the csam-train fuzz targets (fuzz/corpus/*/seed_*).
+"""Writes the seed inputs of the csam-train fuzz targets (fuzz/corpus/*/seed_*),
+and the `npy` target's uint8 image seed.
 
 Run with the project's venv: .venv/bin/python fuzz/make_seeds.py
 Seeds named seed_bad_* are invalid on purpose: the corpus replay test
@@ -69,6 +70,14 @@ def npy_images_seeds():
     write("npy_images", "nhw_u2_be_labels", pair(npy(images[..., 0]), npy(np.array([0, 2], dtype=">u2"))))
     write("npy_images", "bad_negative_label", pair(npy(images), npy(np.array([-1, 1], dtype="<i4"))))
     write("npy_images", "bad_fortran", pair(npy(np.asfortranarray(images)), npy(np.array([0, 1], dtype="|u1"))))
+    # numpy never compresses .npy files: a gzipped one is refused (with a hint).
+    write("npy_images", "bad_gzipped", pair(gz(npy(images)), npy(np.array([3, 1], dtype="<i8"))))
+
+
+def npy_seeds():
+    # An image array for the uint8 path of the npy target (read widened too).
+    images = np.arange(24, dtype=np.uint8).reshape(2, 2, 2, 3)
+    (CORPUS / "npy" / "seed_images_u1_nhwc.npy").write_bytes(npy(images))
 
 
 def safetensors_seeds():
@@ -86,4 +95,5 @@ if __name__ == "__main__":
     idx_seeds()
     cifar_seeds()
     npy_images_seeds()
+    npy_seeds()
     safetensors_seeds()

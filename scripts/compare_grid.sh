@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The SGD grid behind `csam compare`'s default lr and weight decay
-# (paper-notes §5: tuned on SGD with the validation split, reused for SAM and
+# (docs/conventions.md, "Experiment protocol": tuned on SGD with the validation split, reused for SAM and
 # CSAM). One seed, SGD only, the default comparison's data, model and epochs;
 # prints one line per (lr, weight decay) with the validation metrics of the
 # best checkpoint. Results are recorded in docs/compare-defaults.md.

@@ -1,4 +1,5 @@
-//! The one binning implementation behind every binned metric (paper-notes §2).
+//! The one binning implementation behind every binned metric (its edge
+//! conventions: crates/csam-calib/README.md, "Metric conventions").
 //!
 //! A [`Binning`] scheme turns `(score, hit)` pairs into [`BinStats`]: per bin its
 //! edges, count, summed score and summed hits. ECE (l1, l2, max), AdaECE,

@@ -34,7 +34,7 @@
 //! use csam_calib::metrics::{self, summary::{summarize, MetricOptions}};
 //! use ndarray::array;
 //!
-//! // Confidences 1.0 (wrong) and 0.95 (right): paper-notes §2, first worked case.
+//! // Confidences 1.0 (wrong) and 0.95 (right): the README's first worked case.
 //! let probs = array![[1.0, 0.0], [0.95, 0.05]];
 //! let labels = [1, 0];
 //! let right_closed = Binning::default(); // 15 bins (lo, hi]
@@ -49,8 +49,8 @@
 //! ```
 //!
 //! The conventions (bin edges, AdaECE variants, TCE objectives, AUROC kinds)
-//! are those of the project's paper notes, §2; the crate README lists them
-//! with worked examples.
+//! are stated, with worked examples, in the crate README's "Metric
+//! conventions" (crates/csam-calib/README.md).
 
 pub mod binning;
 pub mod calibrators;

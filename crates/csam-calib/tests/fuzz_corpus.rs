@@ -9,7 +9,7 @@
 use std::io::Cursor;
 use std::path::Path;
 
-use csam_calib::io::{csv, npy, npz, LoadedArray};
+use csam_calib::io::{csv, npy, npz, Elements, LoadedArray};
 
 #[path = "../../../fuzz/src/corpus.rs"]
 mod corpus;
@@ -41,6 +41,32 @@ fn npy_corpus_replays() {
     replay("npy", |bytes, path| {
         npy::read_from(bytes, bytes.len() as u64, path)
     });
+}
+
+/// The `uint8` path on the same corpus: it never panics, and what it reads
+/// is what the widening path reads.
+#[test]
+fn npy_corpus_replays_through_the_u8_path() {
+    let mut read = 0;
+    for path in corpus::corpus_files(env!("CARGO_MANIFEST_DIR"), "npy") {
+        let bytes = std::fs::read(&path).expect("readable corpus file");
+        let len = bytes.len() as u64;
+        let Ok(array) = npy::NpyInput::new(&bytes[..], len, &path).and_then(npy::NpyInput::read_u8)
+        else {
+            continue;
+        };
+        let widened = npy::read_from(&bytes[..], len, &path).expect("a u8 array reads widened");
+        let as_i64: Vec<i64> = array.data.iter().map(|&b| i64::from(b)).collect();
+        assert_eq!(widened.shape, array.shape, "{}", path.display());
+        assert_eq!(
+            widened.elements,
+            Elements::Integer(as_i64),
+            "{}",
+            path.display()
+        );
+        read += 1;
+    }
+    assert!(read > 0, "no uint8 seed in fuzz/corpus/npy");
 }
 
 #[test]

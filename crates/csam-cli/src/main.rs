@@ -5,6 +5,7 @@
 //! (`error: ...`, naming the file and the problem) with exit status 1.
 
 mod commands;
+mod progress;
 mod table;
 
 use std::process::ExitCode;

@@ -62,7 +62,8 @@ pub fn cross_entropy_from_log_probs(log_p_true: &Tensor) -> Tensor {
     -log_p_true.mean(None)
 }
 
-/// The CSAM loss of the paper (Eq. "refined loss function", paper-notes §1).
+/// The CSAM loss of the paper (Eq. "refined loss function"; the choices it
+/// leaves open: docs/conventions.md, "CSAM's loss").
 ///
 /// Per example, with `p = p_y` the softmax probability of the true class:
 /// `l = -log p` if `p <= 1/2`, else `l = -(1 + p)^(-gamma) log p`; the loss is

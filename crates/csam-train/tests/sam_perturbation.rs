@@ -1,4 +1,5 @@
-//! The perturbation rules on hand-computed cases (paper-notes §1).
+//! The perturbation rules on hand-computed cases (docs/conventions.md, "The
+//! SAM step").
 
 use csam_train::optim::{Perturbation, SamConfig, SamStep, SecondLoss};
 use tch::{nn, Tensor};

@@ -1,6 +1,6 @@
 //! The SAM / CSAM step against a hand-written reference on a 2-layer model
 //! with BatchNorm (Linear -> BatchNorm1d -> ReLU -> Linear), plus the
-//! invariants of paper-notes §1: exact restore of theta, BatchNorm running
+//! invariants of docs/conventions.md ("The SAM step"): exact restore of theta, BatchNorm running
 //! statistics updated once per step, CSAM(gamma = 0) == SAM bit for bit,
 //! m-sharpness and `sam_every`.
 

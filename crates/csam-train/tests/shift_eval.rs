@@ -14,10 +14,15 @@ use csam_train::model::{build_model, InputShape, Mode, ModelKind};
 use csam_train::shift::predictor::{LoadedRun, Predictor, Sampling};
 use csam_train::spec::SpecLayers;
 use csam_train::train::evaluate::{predict, predict_mode};
-use csam_train::train::{run, RunOutcome, TrainRequest};
+use csam_train::train::{RunOutcome, Silent, TrainRequest};
 use tch::{nn::VarStore, Device, Kind, Tensor};
 
 static SERIAL: Mutex<()> = Mutex::new(());
+
+/// A run reported to no one.
+fn run(request: &TrainRequest) -> Result<RunOutcome, csam_train::train::TrainError> {
+    csam_train::train::run(request, &mut Silent)
+}
 
 fn train_digits(out: &Path, seed: u64, dropout: f64) {
     let flags: toml::Table = format!(
@@ -33,7 +38,6 @@ fn train_digits(out: &Path, seed: u64, dropout: f64) {
         runtime,
         out: out.to_path_buf(),
         resume: false,
-        show_progress: false,
         stop_after_epoch: None,
     };
     assert!(matches!(run(&request).unwrap(), RunOutcome::Finished(_)));

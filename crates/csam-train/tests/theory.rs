@@ -15,10 +15,15 @@ use csam_train::theory::{
     lanczos_min, read_theory, top_eigenvalue, LossSurface, PowerSettings, TheoryRecord,
     TheorySummary,
 };
-use csam_train::train::{run, RunOutcome, TrainRequest};
+use csam_train::train::{RunOutcome, Silent, TrainRequest};
 use tch::{nn, nn::Module, nn::ModuleT, Device, Kind, Tensor};
 
 static SERIAL: Mutex<()> = Mutex::new(());
+
+/// A run reported to no one.
+fn run(request: &TrainRequest) -> Result<RunOutcome, csam_train::train::TrainError> {
+    csam_train::train::run(request, &mut Silent)
+}
 
 fn serial() -> std::sync::MutexGuard<'static, ()> {
     SERIAL.lock().unwrap_or_else(|e| e.into_inner())
@@ -257,7 +262,6 @@ fn train(
         runtime: runtime.clone(),
         out: out.to_path_buf(),
         resume,
-        show_progress: false,
         stop_after_epoch: stop,
     })
     .unwrap()

@@ -11,9 +11,14 @@ use std::sync::Mutex;
 use csam_train::data::DatasetSpec;
 use csam_train::spec::{BaseSpec, DataSpec, ModelSpec, RunSpec, Runtime, UpdateRule, ValSize};
 use csam_train::train::metrics_log::MetricsLog;
-use csam_train::train::{run, RunOutcome, RunSummary, TrainError, TrainRequest};
+use csam_train::train::{RunOutcome, RunSummary, Silent, TrainError, TrainRequest};
 
 static SERIAL: Mutex<()> = Mutex::new(());
+
+/// A run reported to no one.
+fn run(request: &TrainRequest) -> Result<RunOutcome, csam_train::train::TrainError> {
+    csam_train::train::run(request, &mut Silent)
+}
 
 fn digits_config(epochs: usize) -> RunSpec {
     let mut spec = RunSpec::new(DataSpec {
@@ -42,7 +47,6 @@ fn request(spec: RunSpec, out: &Path) -> TrainRequest {
         },
         out: out.to_path_buf(),
         resume: false,
-        show_progress: false,
         stop_after_epoch: None,
     }
 }

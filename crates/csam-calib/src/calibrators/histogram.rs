@@ -3,9 +3,10 @@
 //! (Zadrozny & Elkan 2002, KDD) as in Guo et al. 2017, §4.1.
 //!
 //! For each class `k`, the uncalibrated probability `p_k = softmax(z)_k` is placed in
-//! one of `M` equal-width bins (default `M = 15`, paper-notes §3). Bin `b` covers
+//! one of `M` equal-width bins (default `M = 15`). Bin `b` covers
 //! `(b/M, (b+1)/M]` and bin 0 also takes `p_k = 0`: the bin-edge convention of the
-//! metrics' default lineage (paper-notes §2 (a)). Fitting stores, per class and bin,
+//! metrics' default lineage (a) (crates/csam-calib/README.md, "ECE: equal-width
+//! bins"). Fitting stores, per class and bin,
 //! the fraction of validation samples in the bin whose label is `k`:
 //!
 //! `theta_kb = #{n : p_nk in bin b, y_n = k} / #{n : p_nk in bin b}`.
@@ -24,7 +25,7 @@ use super::Calibrator;
 use crate::error::{CalibError, Result};
 use crate::scores::softmax;
 
-/// Default number of equal-width bins (paper-notes §3).
+/// Default number of equal-width bins, the metrics' default `M`.
 pub const DEFAULT_BINS: usize = 15;
 
 /// One-vs-rest histogram binning; see the module documentation.

@@ -1,5 +1,6 @@
 //! Post-hoc calibrators: fitted on validation predictions only, then applied
-//! to any predictions of the same model (paper-notes §3).
+//! to any predictions of the same model (the list: crates/csam-calib/README.md,
+//! "Post-hoc calibrators").
 //!
 //! All calibrators consume logits. For a model that only saved probabilities,
 //! pass `ln p` (see [`crate::scores::log_probabilities`]): softmax of `ln p` is `p`.

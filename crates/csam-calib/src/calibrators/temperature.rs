@@ -1,4 +1,5 @@
-//! Temperature scaling (Guo et al. 2017; paper-notes §2 "TCE" and §3):
+//! Temperature scaling (Guo et al. 2017; crates/csam-calib/README.md, "TCE and
+//! temperature scaling"):
 //! `p = softmax(z / T)` with one scalar `T > 0` fitted on validation logits.
 //! Dividing by `T` never changes the prediction, only the confidence.
 //!

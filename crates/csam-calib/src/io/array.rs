@@ -132,11 +132,18 @@ pub(crate) fn format_error(source: &Path, detail: String) -> CalibError {
 /// Opens `path` for reading and returns it with its length; refuses anything
 /// but a regular file (a directory would otherwise read as a short file).
 pub(crate) fn open_regular_file(path: &Path) -> Result<(std::fs::File, u64)> {
-    let file = std::fs::File::open(path).map_err(|e| io_error(path, e))?;
-    let metadata = file.metadata().map_err(|e| io_error(path, e))?;
+    regular_file(path).map_err(|e| io_error(path, e))
+}
+
+/// [`open_regular_file`] with the bare operating-system error.
+pub(crate) fn regular_file(path: &Path) -> std::io::Result<(std::fs::File, u64)> {
+    let file = std::fs::File::open(path)?;
+    let metadata = file.metadata()?;
     if !metadata.is_file() {
-        let not_file = std::io::Error::new(std::io::ErrorKind::InvalidInput, "not a regular file");
-        return Err(io_error(path, not_file));
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            "not a regular file",
+        ));
     }
     Ok((file, metadata.len()))
 }

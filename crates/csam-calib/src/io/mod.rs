@@ -3,7 +3,9 @@
 //! The format follows the file extension: `.npy` ([`npy`]), `.npz` ([`npz`]),
 //! `.csv` / `.tsv` / `.txt` ([`csv`]). The readers are strict and small (they
 //! are fuzzed): every refusal is a [`CalibError::Io`] or [`CalibError::Format`]
-//! naming the file and, where it applies, the byte offset or line.
+//! naming the file and, where it applies, the byte offset or line. The `.npy`
+//! reader also offers its refusals as an [`NpyError`] that keeps the offsets
+//! as numbers, and a `uint8` path for image arrays ([`npy::read_u8`]).
 //!
 //! [`CalibError::Io`]: crate::CalibError::Io
 //! [`CalibError::Format`]: crate::CalibError::Format
@@ -11,7 +13,9 @@
 mod array;
 mod atomic;
 pub mod csv;
+mod fault;
 pub mod npy;
+mod npy_error;
 mod npy_header;
 pub mod npz;
 
@@ -20,7 +24,8 @@ use std::path::Path;
 use ndarray::Array2;
 
 pub use array::{Elements, LoadedArray};
-pub use atomic::{is_temporary_name, write_atomically};
+pub use atomic::{is_temporary_name, write_atomically, write_atomically_with, AtomicWriteError};
+pub use npy_error::{NpyError, NpyProblem};
 pub use npy_header::{ByteOrder, Dtype, Header as NpyHeader, Kind};
 
 use crate::error::Result;

@@ -8,75 +8,237 @@
 //!
 //! The reader checks the size the header claims against the bytes that are
 //! actually there *before* it allocates anything for the data, so a header that
-//! claims 10^12 elements is refused, not allocated.
+//! claims 10^12 elements is refused, not allocated. It is the one `.npy`
+//! reader of the workspace: predictions and labels are widened to `f64` /
+//! `i64` ([`read`]); image arrays are read as the bytes they are
+//! ([`read_u8`], one byte per pixel: the real CIFAR-10-C's 150 MB files stay
+//! 150 MB); [`NpyInput`] lets a caller look at the header before any data is
+//! read.
 
+use std::fs::File;
 use std::io::{BufReader, Read};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use ndarray::ArrayView2;
 
-use super::array::{format_error, io_error, open_regular_file, shape_text, Elements, LoadedArray};
+use super::array::{format_error, regular_file, shape_text, Elements, LoadedArray};
 use super::atomic::write_atomically;
+use super::npy_error::{NpyError, NpyProblem};
 use super::npy_header::{ByteOrder, Dtype, Header, Kind};
-use crate::error::{CalibError, Result};
+use crate::error::Result;
 
 const MAGIC: &[u8; 6] = b"\x93NUMPY";
 /// Longest header accepted. NumPy itself refuses headers over 10 000 bytes by
 /// default; anything this reader supports needs well under 200.
 const MAX_HEADER_LEN: u64 = 65_536;
+/// Bytes reserved up front for the data of an input whose length is only
+/// declared (an `.npz` member); beyond this the buffer grows as bytes arrive.
+const MAX_PREALLOCATION: u64 = 64 << 20;
 
 /// Reads the `.npy` file at `path`.
 pub fn read(path: &Path) -> Result<LoadedArray> {
-    let (file, len) = open_regular_file(path)?;
-    read_from(BufReader::new(file), len, path)
+    Ok(NpyInput::open(path)?.read_elements()?)
 }
 
 /// Reads one `.npy` array from `reader`, which holds exactly `len` bytes
 /// (the file length, or the uncompressed size of an `.npz` member). `source`
 /// names the input in errors.
-pub fn read_from(mut reader: impl Read, len: u64, source: &Path) -> Result<LoadedArray> {
-    let fail = |detail: String| format_error(source, detail);
-    let prefix = read_prefix(&mut reader, len, source)?;
-    // header_len <= MAX_HEADER_LEN, so this allocation is small.
-    let mut header_bytes = vec![0u8; prefix.header_len as usize];
-    read_exact_or_truncated(
-        &mut reader,
-        &mut header_bytes,
-        prefix.header_start,
-        len,
-        source,
-    )?;
-    let header = decode_header(&header_bytes, prefix.major).map_err(&fail)?;
-    if header.fortran_order {
-        return Err(fail(
-            "the array is stored in Fortran (column-major) order; save it in C order \
-             (numpy.ascontiguousarray) instead"
-                .into(),
-        ));
-    }
-    let data_start = prefix.header_start + prefix.header_len;
-    let data_len = data_length(&header).map_err(&fail)?;
-    check_file_length(&header, data_start, data_len, len).map_err(&fail)?;
+pub fn read_from(reader: impl Read, len: u64, source: &Path) -> Result<LoadedArray> {
+    Ok(NpyInput::new(reader, len, source)?.read_elements()?)
+}
 
-    // The length was checked against the real input above; read_to_end grows
-    // the buffer only as bytes actually arrive.
-    let mut data = Vec::new();
-    reader
-        .take(data_len)
-        .read_to_end(&mut data)
-        .map_err(|e| read_error(source, e, &format!("the data from byte {data_start}")))?;
-    if (data.len() as u64) < data_len {
-        return Err(fail(format!(
-            "truncated: expected data up to byte {}, found only {} bytes",
-            data_start + data_len,
-            data_start + data.len() as u64
-        )));
+/// Reads the `uint8` (`|u1`) `.npy` file at `path` without widening its
+/// elements (see [`NpyInput::read_u8`]).
+pub fn read_u8(path: &Path) -> std::result::Result<U8Array, NpyError> {
+    NpyInput::open(path)?.read_u8()
+}
+
+/// A `uint8` array as stored: one byte per element.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct U8Array {
+    /// Dimensions, outermost first; the product equals `data.len()`.
+    pub shape: Vec<usize>,
+    /// The elements in C (row-major) order.
+    pub data: Vec<u8>,
+}
+
+/// A `.npy` input whose prefix and header have been read and checked
+/// (version, header syntax and keys, C order, a size that does not overflow),
+/// and nothing of its data yet: a caller can refuse the array on its header
+/// alone, then read the data widened ([`NpyInput::read_elements`]) or as bytes
+/// ([`NpyInput::read_u8`]). Either read checks the input's length against the
+/// shape before it allocates.
+#[derive(Debug)]
+pub struct NpyInput<R> {
+    reader: R,
+    source: PathBuf,
+    /// Bytes the input holds.
+    len: u64,
+    header: Header,
+    header_start: u64,
+    data_start: u64,
+    data_len: u64,
+    /// Most bytes reserved up front for the data.
+    preallocation: u64,
+}
+
+impl NpyInput<BufReader<File>> {
+    /// Opens the `.npy` file at `path` and reads its header. Its length is
+    /// the file's, so the data can be allocated in one piece.
+    pub fn open(path: &Path) -> std::result::Result<Self, NpyError> {
+        let (file, len) = regular_file(path).map_err(|e| refusal(path, NpyProblem::Io(e)))?;
+        Self::start(BufReader::new(file), len, path, len)
     }
-    let elements = decode_elements(&data, header.dtype).map_err(&fail)?;
-    Ok(LoadedArray {
-        shape: header.shape,
-        elements,
-    })
+}
+
+impl<R: Read> NpyInput<R> {
+    /// Reads the header of the `.npy` array `reader` holds, exactly `len`
+    /// bytes (the file length, or the uncompressed size of an `.npz`
+    /// member); `source` names the input in errors.
+    pub fn new(reader: R, len: u64, source: &Path) -> std::result::Result<Self, NpyError> {
+        Self::start(reader, len, source, MAX_PREALLOCATION)
+    }
+
+    fn start(
+        mut reader: R,
+        len: u64,
+        source: &Path,
+        preallocation: u64,
+    ) -> std::result::Result<Self, NpyError> {
+        let prefix = read_prefix(&mut reader, len, source)?;
+        // header_len <= MAX_HEADER_LEN, so this allocation is small.
+        let mut header_bytes = vec![0u8; prefix.header_len as usize];
+        read_exact_or_truncated(
+            &mut reader,
+            &mut header_bytes,
+            prefix.header_start,
+            len,
+            source,
+        )?;
+        let invalid = |detail: String| {
+            refusal(
+                source,
+                NpyProblem::Invalid {
+                    offset: prefix.header_start,
+                    detail,
+                },
+            )
+        };
+        let header = decode_header(&header_bytes, prefix.major).map_err(invalid)?;
+        if header.fortran_order {
+            return Err(invalid(
+                "the array is stored in Fortran (column-major) order; save it in C order \
+                 (numpy.ascontiguousarray) instead"
+                    .into(),
+            ));
+        }
+        let data_len = data_length(&header).map_err(invalid)?;
+        Ok(NpyInput {
+            reader,
+            source: source.to_path_buf(),
+            len,
+            header,
+            header_start: prefix.header_start,
+            data_start: prefix.header_start + prefix.header_len,
+            data_len,
+            preallocation,
+        })
+    }
+
+    /// The name of the input in errors (its path, for a file).
+    pub fn source(&self) -> &Path {
+        &self.source
+    }
+
+    /// The header: element type, shape (C order is checked already).
+    pub fn header(&self) -> &Header {
+        &self.header
+    }
+
+    /// Byte offset of the first element.
+    pub fn data_offset(&self) -> u64 {
+        self.data_start
+    }
+
+    /// Reads the elements, widened to `f64` (floats) or `i64` (integers and
+    /// booleans); a `uint64` above `i64::MAX` is refused.
+    pub fn read_elements(self) -> std::result::Result<LoadedArray, NpyError> {
+        let (dtype, data_start, source) = (self.header.dtype, self.data_start, self.source.clone());
+        let (shape, data) = self.read_data()?;
+        let elements = decode_elements(&data, dtype).map_err(|detail| {
+            refusal(
+                &source,
+                NpyProblem::Invalid {
+                    offset: data_start,
+                    detail,
+                },
+            )
+        })?;
+        Ok(LoadedArray { shape, elements })
+    }
+
+    /// Reads a `uint8` (`|u1`) array as its bytes, with no copy beyond the
+    /// one read: the fast path for image arrays. Any other element type is
+    /// refused before the data is read.
+    pub fn read_u8(self) -> std::result::Result<U8Array, NpyError> {
+        let dtype = self.header.dtype;
+        if (dtype.kind, dtype.size) != (Kind::Unsigned, 1) {
+            return Err(refusal(
+                &self.source,
+                NpyProblem::Invalid {
+                    offset: self.header_start,
+                    detail: format!("expected uint8 ('|u1') elements, found dtype '{dtype}'"),
+                },
+            ));
+        }
+        let (shape, data) = self.read_data()?;
+        Ok(U8Array { shape, data })
+    }
+
+    /// Checks the input's length against the shape, then reads the data.
+    fn read_data(self) -> std::result::Result<(Vec<usize>, Vec<u8>), NpyError> {
+        let NpyInput {
+            reader,
+            source,
+            len,
+            header,
+            data_start,
+            data_len,
+            preallocation,
+            ..
+        } = self;
+        check_file_length(&header, data_start, data_len, len).map_err(|p| refusal(&source, p))?;
+        // The length was checked against the input above; beyond the
+        // preallocation the buffer grows only as bytes actually arrive.
+        let capacity = usize::try_from(data_len.min(preallocation)).unwrap_or(0);
+        let mut data = Vec::with_capacity(capacity);
+        reader
+            .take(data_len)
+            .read_to_end(&mut data)
+            .map_err(|e| read_error(&source, e, &format!("the data from byte {data_start}")))?;
+        let found = data_start + data.len() as u64;
+        if found < data_start + data_len {
+            return Err(refusal(
+                &source,
+                NpyProblem::Truncated {
+                    expected: data_start + data_len,
+                    found,
+                    detail: format!(
+                        "expected data up to byte {}, found only {found} bytes",
+                        data_start + data_len
+                    ),
+                },
+            ));
+        }
+        Ok((header.shape, data))
+    }
+}
+
+fn refusal(source: &Path, problem: NpyProblem) -> NpyError {
+    NpyError {
+        path: source.to_path_buf(),
+        problem,
+    }
 }
 
 /// What the fixed-size start of a `.npy` file says.
@@ -88,14 +250,19 @@ struct Prefix {
 }
 
 /// Reads and checks the magic string, the version and the header length.
-fn read_prefix(reader: &mut impl Read, len: u64, source: &Path) -> Result<Prefix> {
-    let fail = |detail: String| format_error(source, detail);
+fn read_prefix(
+    reader: &mut impl Read,
+    len: u64,
+    source: &Path,
+) -> std::result::Result<Prefix, NpyError> {
+    let fail = |problem| refusal(source, problem);
+    let invalid = |offset, detail| fail(NpyProblem::Invalid { offset, detail });
     let mut start = [0u8; 8];
     read_exact_or_truncated(reader, &mut start, 0, len, source)?;
     if &start[..6] != MAGIC {
-        return Err(fail(
-            "not a .npy file (the magic string \\x93NUMPY is missing)".into(),
-        ));
+        return Err(fail(NpyProblem::BadMagic {
+            found: start[..6].to_vec(),
+        }));
     }
     let (major, minor) = (start[6], start[7]);
     let (header_len, header_start) = match (major, minor) {
@@ -110,21 +277,25 @@ fn read_prefix(reader: &mut impl Read, len: u64, source: &Path) -> Result<Prefix
             (u64::from(u32::from_le_bytes(n)), 12)
         }
         _ => {
-            return Err(fail(format!(
-                "unsupported .npy format version {major}.{minor}"
-            )))
+            return Err(invalid(
+                6,
+                format!("unsupported .npy format version {major}.{minor}"),
+            ))
         }
     };
     if header_len > MAX_HEADER_LEN {
-        return Err(fail(format!(
-            "header length {header_len} exceeds the limit of {MAX_HEADER_LEN} bytes"
-        )));
+        return Err(invalid(
+            8,
+            format!("header length {header_len} exceeds the limit of {MAX_HEADER_LEN} bytes"),
+        ));
     }
-    if header_start + header_len > len {
-        return Err(fail(format!(
-            "truncated: the header should end at byte {}, the file has {len} bytes",
-            header_start + header_len
-        )));
+    let header_end = header_start + header_len;
+    if header_end > len {
+        return Err(fail(NpyProblem::Truncated {
+            expected: header_end,
+            found: len,
+            detail: format!("the header should end at byte {header_end}, the file has {len} bytes"),
+        }));
     }
     Ok(Prefix {
         major,
@@ -150,22 +321,29 @@ fn check_file_length(
     data_start: u64,
     data_len: u64,
     len: u64,
-) -> std::result::Result<(), String> {
+) -> std::result::Result<(), NpyProblem> {
     let expected_end = data_start
         .checked_add(data_len)
-        .ok_or_else(|| "data size overflows".to_string())?;
+        .ok_or_else(|| NpyProblem::Invalid {
+            offset: data_start,
+            detail: "data size overflows".to_string(),
+        })?;
     if expected_end > len {
-        return Err(format!(
-            "truncated: shape {} needs {data_len} data bytes from byte {data_start}, so the \
-             file should have {expected_end} bytes, but it has {len}",
-            shape_text(&header.shape)
-        ));
+        return Err(NpyProblem::Truncated {
+            expected: expected_end,
+            found: len,
+            detail: format!(
+                "shape {} needs {data_len} data bytes from byte {data_start}, so the file \
+                 should have {expected_end} bytes, but it has {len}",
+                shape_text(&header.shape)
+            ),
+        });
     }
     if expected_end < len {
-        return Err(format!(
-            "{} unexpected bytes after the data, which ends at byte {expected_end}",
-            len - expected_end
-        ));
+        return Err(NpyProblem::TrailingBytes {
+            end: expected_end,
+            extra: len - expected_end,
+        });
     }
     Ok(())
 }
@@ -176,12 +354,16 @@ fn read_exact_or_truncated(
     offset: u64,
     len: u64,
     source: &Path,
-) -> Result<()> {
+) -> std::result::Result<(), NpyError> {
     let end = offset + buf.len() as u64;
     if end > len {
-        return Err(format_error(
+        return Err(refusal(
             source,
-            format!("truncated: expected at least {end} bytes, the file has {len}"),
+            NpyProblem::Truncated {
+                expected: end,
+                found: len,
+                detail: format!("expected at least {end} bytes, the file has {len}"),
+            },
         ));
     }
     reader
@@ -190,17 +372,18 @@ fn read_exact_or_truncated(
 }
 
 /// A failed read: the input ended early or its container (an `.npz` member)
-/// is corrupt, a format error; anything else (a directory, a device error) an
-/// I/O error.
-fn read_error(source: &Path, error: std::io::Error, what: &str) -> CalibError {
+/// is corrupt, [`NpyProblem::Broken`]; anything else (a directory, a device
+/// error) an I/O error.
+fn read_error(source: &Path, error: std::io::Error, what: &str) -> NpyError {
     use std::io::ErrorKind;
-    match error.kind() {
-        ErrorKind::UnexpectedEof => {
-            format_error(source, format!("truncated: reading {what}: {error}"))
-        }
-        ErrorKind::InvalidData => format_error(source, format!("reading {what}: {error}")),
-        _ => io_error(source, error),
-    }
+    let problem = match error.kind() {
+        ErrorKind::UnexpectedEof | ErrorKind::InvalidData => NpyProblem::Broken {
+            what: what.to_string(),
+            source: error,
+        },
+        _ => NpyProblem::Io(error),
+    };
+    refusal(source, problem)
 }
 
 fn decode_header(bytes: &[u8], major: u8) -> std::result::Result<Header, String> {
@@ -262,8 +445,8 @@ fn decode_elements(data: &[u8], dtype: Dtype) -> std::result::Result<Elements, S
 }
 
 /// Writes `matrix` as a version-1.0 `.npy` file of little-endian `float32`
-/// (`<f4`, C order), atomically: a temporary file in the same directory is
-/// written, synced and renamed over `path`.
+/// (`<f4`, C order), atomically (see [`super::write_atomically`]: the old
+/// file or the whole new one, never a torn one).
 pub fn write_f32(path: &Path, matrix: &ArrayView2<'_, f32>) -> Result<()> {
     let data: Vec<u8> = matrix.iter().flat_map(|v| v.to_le_bytes()).collect();
     write_npy(path, "<f4", &[matrix.nrows(), matrix.ncols()], &data)
@@ -432,6 +615,126 @@ mod tests {
     }
 
     #[test]
+    fn integers_decode_in_both_byte_orders() {
+        let decode = |descr: &str, bytes: &[u8]| {
+            let h = format!(
+                "{{'descr': '{descr}', 'fortran_order': False, 'shape': ({},), }}\n",
+                bytes.len() / Dtype::parse(descr).unwrap().size
+            );
+            parse(&npy_bytes(1, &h, bytes)).unwrap().elements
+        };
+        assert_eq!(decode("|i1", &[0xff]), Elements::Integer(vec![-1]));
+        assert_eq!(decode("|u1", &[0xff]), Elements::Integer(vec![255]));
+        assert_eq!(
+            decode("<i4", &[0xfe, 0xff, 0xff, 0xff]),
+            Elements::Integer(vec![-2])
+        );
+        assert_eq!(
+            decode("<i8", &[7, 0, 0, 0, 0, 0, 0, 0]),
+            Elements::Integer(vec![7])
+        );
+        assert_eq!(decode("<i8", &[0xff; 8]), Elements::Integer(vec![-1]));
+        assert_eq!(decode(">u2", &[1, 2]), Elements::Integer(vec![258]));
+        assert_eq!(decode("<u2", &[1, 2]), Elements::Integer(vec![513]));
+    }
+
+    /// Reads `bytes` through the `uint8` path.
+    fn parse_u8(bytes: &[u8]) -> std::result::Result<U8Array, NpyError> {
+        NpyInput::new(bytes, bytes.len() as u64, Path::new("i.npy"))?.read_u8()
+    }
+
+    #[test]
+    fn u8_arrays_are_read_as_their_bytes() {
+        let h = "{'descr': '|u1', 'fortran_order': False, 'shape': (2, 1, 3), }\n";
+        let a = parse_u8(&npy_bytes(1, h, &[1, 2, 3, 250, 251, 255])).unwrap();
+        assert_eq!(a.shape, vec![2, 1, 3]);
+        assert_eq!(a.data, vec![1, 2, 3, 250, 251, 255]);
+        // '<u1' is the same type as '|u1'.
+        let h = "{'descr': '<u1', 'fortran_order': False, 'shape': (1,), }\n";
+        assert_eq!(parse_u8(&npy_bytes(2, h, &[9])).unwrap().data, vec![9]);
+
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("images.npy");
+        let pixels: Vec<u8> = (0..=255).collect();
+        write_u8(&path, &[4, 8, 8], &pixels).unwrap();
+        let back = read_u8(&path).unwrap();
+        assert_eq!((back.shape, back.data), (vec![4, 8, 8], pixels));
+    }
+
+    #[test]
+    fn u8_path_refuses_other_types_before_reading_data() {
+        // Claims 10^12 int16 elements: the type is refused first, so nothing
+        // is allocated and the error is about the type, not the size.
+        for descr in ["<i2", "|b1", "|i1", "<f4"] {
+            let h = format!(
+                "{{'descr': '{descr}', 'fortran_order': False, 'shape': (1000000000000,), }}\n"
+            );
+            let e = parse_u8(&npy_bytes(1, &h, &[0; 4])).unwrap_err();
+            match &e.problem {
+                NpyProblem::Invalid { offset: 10, detail } => {
+                    assert!(detail.contains(&format!("found dtype '{descr}'")), "{e}")
+                }
+                other => panic!("{descr}: expected Invalid at byte 10, got {other:?}"),
+            }
+        }
+    }
+
+    #[test]
+    fn u8_path_checks_the_size_before_allocating() {
+        let h = "{'descr': '|u1', 'fortran_order': False, 'shape': (4000000000000, 32, 32, 3), }\n";
+        let bytes = npy_bytes(1, h, &[0; 64]);
+        match parse_u8(&bytes).unwrap_err().problem {
+            NpyProblem::Truncated {
+                expected, found, ..
+            } => assert_eq!(
+                (expected, found),
+                (
+                    10 + h.len() as u64 + 4_000_000_000_000 * 3072,
+                    bytes.len() as u64
+                )
+            ),
+            other => panic!("expected Truncated, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn refusals_keep_their_offsets() {
+        let problem = |bytes: &[u8]| {
+            NpyInput::new(bytes, bytes.len() as u64, Path::new("p.npy"))
+                .and_then(NpyInput::read_elements)
+                .unwrap_err()
+                .problem
+        };
+        let data_start = 10 + F4_2X2.len() as u64;
+        match problem(b"NUMPY\x93\x01\x00xxxx") {
+            NpyProblem::BadMagic { found } => assert_eq!(found, b"NUMPY\x93"),
+            other => panic!("expected BadMagic, got {other:?}"),
+        }
+        match problem(&npy_bytes(1, F4_2X2, &[0; 13])) {
+            NpyProblem::Truncated {
+                expected, found, ..
+            } => assert_eq!((expected, found), (data_start + 16, data_start + 13)),
+            other => panic!("expected Truncated, got {other:?}"),
+        }
+        match problem(&npy_bytes(1, F4_2X2, &[0; 19])) {
+            NpyProblem::TrailingBytes { end, extra } => {
+                assert_eq!((end, extra), (data_start + 16, 3))
+            }
+            other => panic!("expected TrailingBytes, got {other:?}"),
+        }
+        let fortran = "{'descr': '<f4', 'fortran_order': True, 'shape': (2, 2), }\n";
+        assert!(matches!(
+            problem(&npy_bytes(3, fortran, &[0; 16])),
+            NpyProblem::Invalid { offset: 12, .. }
+        ));
+        // The header and data offsets of an accepted input.
+        let bytes = npy_bytes(2, F4_2X2, &[0; 16]);
+        let input = NpyInput::new(&bytes[..], bytes.len() as u64, Path::new("p.npy")).unwrap();
+        assert_eq!(input.data_offset(), 12 + F4_2X2.len() as u64);
+        assert_eq!(input.header().shape, vec![2, 2]);
+    }
+
+    #[test]
     fn write_read_round_trip() {
         let dir = tempfile::tempdir().unwrap();
         let m = array![[1.5f32, -2.0, 3.25], [0.0, f32::MAX, 1e-8]];
@@ -479,10 +782,12 @@ mod tests {
         #[test]
         fn arbitrary_bytes_never_panic(bytes in proptest::collection::vec(proptest::num::u8::ANY, 0..200)) {
             let _ = parse(&bytes);
+            let _ = parse_u8(&bytes);
             let mut with_magic = npy_bytes(1, F4_2X2, &[]);
             with_magic.truncate(10);
             with_magic.extend_from_slice(&bytes);
             let _ = parse(&with_magic);
+            let _ = parse_u8(&with_magic);
         }
 
         /// Any f32 matrix survives a write / read round trip bit for bit.

@@ -71,6 +71,24 @@ impl Dtype {
     }
 }
 
+impl std::fmt::Display for Dtype {
+    /// The NumPy type string: `<f4`, `>i8`, `|u1` (no byte order for one byte).
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let order = match (self.size, self.order) {
+            (1, _) => '|',
+            (_, ByteOrder::Little) => '<',
+            (_, ByteOrder::Big) => '>',
+        };
+        let kind = match self.kind {
+            Kind::Float => 'f',
+            Kind::Signed => 'i',
+            Kind::Unsigned => 'u',
+            Kind::Bool => 'b',
+        };
+        write!(f, "{order}{kind}{}", self.size)
+    }
+}
+
 /// The three fields of a `.npy` header.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Header {
@@ -397,7 +415,16 @@ mod tests {
         assert_eq!(Dtype::parse("|b1").unwrap().kind, Kind::Bool);
         assert_eq!(Dtype::parse("<u2").unwrap().size, 2);
         assert!(Dtype::parse("<f2").unwrap_err().contains("unsupported"));
+        assert!(Dtype::parse("<i3").unwrap_err().contains("unsupported"));
         assert!(Dtype::parse("f4").is_err());
         assert!(Dtype::parse("").is_err());
+    }
+
+    #[test]
+    fn dtype_prints_as_numpy_writes_it() {
+        for descr in ["<f4", ">f8", "|i1", "<i2", ">u4", "<u8", "|u1", "|b1"] {
+            assert_eq!(Dtype::parse(descr).unwrap().to_string(), descr);
+        }
+        assert_eq!(Dtype::parse("<u1").unwrap().to_string(), "|u1");
     }
 }

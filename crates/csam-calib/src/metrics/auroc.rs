@@ -1,6 +1,7 @@
 //! Area under the ROC curve, exact: the Mann-Whitney statistic with ties
 //! counted one half (equivalently, average ranks), never a thresholded
-//! approximation. The literature uses three AUROCs (paper-notes §2); each has
+//! approximation. The calibration literature means three different AUROCs by
+//! the name (crates/csam-calib/README.md, "AUROC: three kinds"); each has
 //! its own function here:
 //!
 //! * [`auroc_misclassification`]: can the confidence tell right from wrong?

@@ -1,5 +1,6 @@
 //! Binned calibration errors: ECE, MCE, RMS error, AdaECE and classwise ECE
-//! (paper-notes §2), all read off [`BinStats`].
+//! (conventions: crates/csam-calib/README.md, "Metric conventions"), all read
+//! off [`BinStats`].
 //!
 //! `ECE = sum_b |B_b| / N * |acc(B_b) - conf(B_b)|`, empty bins contribute 0;
 //! `N` counts every sample, also those that fall in no bin.
@@ -77,7 +78,7 @@ pub fn classwise_bin_stats<T: Real>(
 }
 
 /// Classwise ECE: the mean over the `K` classes of the l1 calibration error of
-/// `p_k` against `1[y = k]` (paper-notes §2; 15 equal-width bins in the paper).
+/// `p_k` against `1[y = k]` (15 equal-width bins in the paper's tables).
 pub fn classwise_ece<T: Real>(
     probs: ArrayView2<'_, T>,
     labels: &[usize],
@@ -116,14 +117,14 @@ mod tests {
     }
 
     #[test]
-    fn paper_notes_worked_case_one() {
+    fn readme_worked_case_one() {
         let cases = [(1.0, false), (0.95, true)];
         assert!((ece_of(&cases, &RIGHT, Norm::L1) - 0.475).abs() < 1e-12);
         assert!((ece_of(&cases, &LEFT, Norm::L1) - 0.525).abs() < 1e-12);
     }
 
     #[test]
-    fn paper_notes_worked_case_two() {
+    fn readme_worked_case_two() {
         let cases = [(0.8, false), (0.85, true)];
         assert!((ece_of(&cases, &RIGHT, Norm::L1) - 0.475).abs() < 1e-12);
         assert!((ece_of(&cases, &LEFT, Norm::L1) - 0.325).abs() < 1e-12);

@@ -1,4 +1,5 @@
-//! Calibration and ranking metrics of predicted probabilities (paper-notes §2).
+//! Calibration and ranking metrics of predicted probabilities (conventions:
+//! crates/csam-calib/README.md, "Metric conventions").
 //!
 //! Every metric is a function of `probs` (`N x K`, `f32` or `f64`, rows of class
 //! probabilities) and `labels` (`N` class indices), plus the binning scheme where

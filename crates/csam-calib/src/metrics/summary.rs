@@ -1,5 +1,6 @@
 //! Every metric of a prediction set in one serialisable record, the row of a
-//! results table (paper-notes §2; fractions, not percent).
+//! results table (fractions, not percent; the conventions are those of
+//! crates/csam-calib/README.md).
 
 use ndarray::ArrayView2;
 use serde::{Deserialize, Serialize};

@@ -1,4 +1,5 @@
-//! TCE, the temperature-scaled calibration error (paper-notes §2): the l1 ECE
+//! TCE, the temperature-scaled calibration error (crates/csam-calib/README.md,
+//! "TCE and temperature scaling"): the l1 ECE
 //! on the test set of `softmax(z / T)`, with `T` fitted on the validation set
 //! by the chosen objective (NLL, or the ECE grid of lineage (a)).
 

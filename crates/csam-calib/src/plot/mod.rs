@@ -1,7 +1,7 @@
 //! Reliability diagrams and confidence histograms, as SVG or PNG.
 //!
 //! Both figures are drawn from [`BinStats`] (the same bins the binned metrics
-//! use, e.g. from [`crate::metrics::reliability_diagram`], paper-notes §2), in the style of Guo et al. (2017), "On
+//! use, e.g. from [`crate::metrics::reliability_diagram`]), in the style of Guo et al. (2017), "On
 //! Calibration of Modern Neural Networks", Figure 1:
 //!
 //! * [`write_reliability_diagram`]: per-bin accuracy bars, the gap between a

@@ -7,6 +7,8 @@ use clap::Args;
 use csam_train::experiment::compare::{self, CompareDir, CompareRequest, CompareSettings};
 use csam_train::spec::{OptimizerFamily, Runtime};
 
+use crate::progress::Terminal;
+
 use super::experiment_args::SharedArgs;
 use super::file_url::open_line;
 
@@ -54,10 +56,9 @@ pub fn run(args: CompareArgs) -> anyhow::Result<()> {
             device: args.shared.device.clone(),
             threads: Some(args.shared.threads),
         },
-        show_progress: !args.shared.quiet,
     };
-    let outcome =
-        compare::run(&request).with_context(|| format!("comparing into {}", out.display()))?;
+    let outcome = compare::run(&request, &mut Terminal::new(!args.shared.quiet))
+        .with_context(|| format!("comparing into {}", out.display()))?;
     println!("\n{}", outcome.table);
     println!(
         "wrote {} (results.json, results.csv, table.md, report.html, plots/, runs/) in {:.1}s",

@@ -1,5 +1,6 @@
 //! `csam metrics`: calibration metrics of saved predictions, optionally after
-//! post-hoc calibrators fitted on validation predictions (paper-notes §2-3).
+//! post-hoc calibrators fitted on validation predictions (conventions of both:
+//! crates/csam-calib/README.md).
 
 mod inputs;
 mod outputs;

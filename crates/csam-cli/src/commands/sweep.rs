@@ -6,6 +6,8 @@ use clap::Args;
 use csam_train::experiment::sweep::{self, SweepRequest, SweepSettings};
 use csam_train::spec::Runtime;
 
+use crate::progress::Terminal;
+
 use super::experiment_args::SharedArgs;
 use super::file_url::open_line;
 
@@ -40,10 +42,9 @@ pub fn run(args: SweepArgs) -> anyhow::Result<()> {
             device: args.shared.device.clone(),
             threads: Some(args.shared.threads),
         },
-        show_progress: !args.shared.quiet,
     };
-    let (results, table) =
-        sweep::run(&request).with_context(|| format!("sweeping into {}", out.display()))?;
+    let (results, table) = sweep::run(&request, &mut Terminal::new(!args.shared.quiet))
+        .with_context(|| format!("sweeping into {}", out.display()))?;
     println!("\n{table}");
     println!(
         "wrote {} (results.json, results.csv, cells.csv, table.md, report.html, plots/, runs/) in {:.1}s",

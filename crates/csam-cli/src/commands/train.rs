@@ -8,6 +8,8 @@ use clap::Args;
 use csam_train::spec::{RunSpec, Runtime, SpecLayers};
 use csam_train::train::{self, ConfigError, RunOutcome, TrainError, TrainRequest};
 
+use crate::progress::Terminal;
+
 use super::spec_flags::{explain, SpecFlags};
 
 /// Flags of `csam train`. Every setting flag is also a key of a flat config
@@ -93,7 +95,6 @@ pub fn run(args: TrainArgs) -> anyhow::Result<()> {
         runtime,
         out: args.out.clone(),
         resume: args.resume,
-        show_progress: !args.quiet,
         stop_after_epoch: args.stop_after_epoch,
     };
     let context = || format!("training into {}", args.out.display());
@@ -107,7 +108,11 @@ pub fn run(args: TrainArgs) -> anyhow::Result<()> {
     for notice in prepared.notices() {
         eprintln!("warning: {notice}");
     }
-    match prepared.run().map_err(spec_errors).with_context(context)? {
+    match prepared
+        .run(&mut Terminal::new(!args.quiet))
+        .map_err(spec_errors)
+        .with_context(context)?
+    {
         RunOutcome::Finished(summary) => println!("{}", summary.report()),
         RunOutcome::AlreadyFinished { summary } => println!(
             "{} holds a finished run; nothing to train (results: {})",

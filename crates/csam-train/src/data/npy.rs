@@ -1,240 +1,43 @@
-//! A strict reader of the `.npy` files used for image datasets such as
-//! CIFAR-10-C: images as `uint8` arrays `(N, H, W, C)` (or `(N, H, W)`, one
-//! channel) and labels as a 1-D integer array.
+//! `.npy` image datasets (`npy:IMAGES,LABELS`, the CIFAR-10-C layout):
+//! images as `uint8` `(N, H, W, C)` or `(N, H, W)` (one channel), labels as
+//! `N` integers.
 //!
-//! Format (NumPy format spec, versions 1.0 to 3.0): `\x93NUMPY`, major and
-//! minor version bytes, the header length (u16 little-endian in 1.0, u32 in
-//! 2.0 and 3.0), an ASCII header holding a Python dict literal with `descr`,
-//! `fortran_order` and `shape`, then the data. Only C order is accepted for
-//! images (labels are 1-D, where order does not matter).
+//! The bytes are parsed by csam-calib's `.npy` reader, the workspace's one
+//! strict and fuzzed `.npy` parser: images through its `uint8` path (one byte
+//! per pixel, never widened: a 150 MB CIFAR-10-C file takes 150 MB), labels
+//! widened to `i64`. This module checks what is specific to image datasets
+//! (the layout, labels that are class indices, one label per image) and
+//! reports every refusal as a [`DataError`] with its byte offset. NumPy never
+//! compresses a `.npy` file, so unlike IDX files they are read as stored; a
+//! gzipped one is refused with a hint.
 
-use super::dataset::SampleShape;
+use std::io::Read;
+use std::path::Path;
+
+use csam_calib::io::npy::NpyInput;
+use csam_calib::io::{Elements, NpyError, NpyProblem};
+
+use super::dataset::{hwc_to_chw, SampleShape};
 use super::error::{DataError, Result};
 use super::part::{LabelLocation, Part};
-use super::stream::ByteStream;
 
-const MAGIC: &[u8; 6] = b"\x93NUMPY";
-
-/// An element type from a `descr` string such as `|u1` or `<i8`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-struct Dtype {
-    signed: bool,
-    size: usize,
-    big_endian: bool,
+/// Reads the images file and the labels file of an `npy:` spec into one part.
+pub(crate) fn read_files(images: &Path, labels: &Path) -> Result<Part> {
+    read_part(
+        NpyInput::open(images).map_err(refused)?,
+        NpyInput::open(labels).map_err(refused)?,
+    )
 }
 
-/// A parsed `.npy` header.
-#[derive(Debug)]
-struct Header {
-    dtype: Dtype,
-    fortran_order: bool,
-    shape: Vec<usize>,
-    /// Byte offset of the first element.
-    data_offset: u64,
+/// The `.npy` input held by `bytes` (named `name` in errors), header read.
+pub(crate) fn input_from_bytes<'a>(name: &Path, bytes: &'a [u8]) -> Result<NpyInput<&'a [u8]>> {
+    NpyInput::new(bytes, bytes.len() as u64, name).map_err(refused)
 }
 
-fn read_header(stream: &mut ByteStream<'_>) -> Result<Header> {
-    let magic = stream.read_array::<6>()?;
-    if &magic != MAGIC {
-        return Err(DataError::BadMagic {
-            path: stream.path().to_path_buf(),
-            offset: 0,
-            expected: "\\x93NUMPY (a .npy file)".into(),
-            found: format!("{:02x?}", magic),
-        });
-    }
-    let [major, _minor] = stream.read_array::<2>()?;
-    let header_len = match major {
-        1 => u16::from_le_bytes(stream.read_array::<2>()?) as u64,
-        2 | 3 => u32::from_le_bytes(stream.read_array::<4>()?) as u64,
-        _ => {
-            return Err(stream.bad_header(6, format!("unsupported .npy version {major}")));
-        }
-    };
-    let start = stream.offset();
-    let text = stream.read_vec(header_len, "the header")?;
-    let text = std::str::from_utf8(&text)
-        .map_err(|e| stream.bad_header(start + e.valid_up_to() as u64, "header is not text"))?;
-    let field = |key: &str| -> Result<(u64, &str)> {
-        let pattern = format!("'{key}':");
-        let at = text
-            .find(&pattern)
-            .ok_or_else(|| stream.bad_header(start, format!("header lacks '{key}'")))?;
-        let value_start = at + pattern.len();
-        Ok((start + value_start as u64, text[value_start..].trim_start()))
-    };
-    let (descr_at, descr) = field("descr")?;
-    let dtype = parse_descr(descr)
-        .ok_or_else(|| stream.bad_header(descr_at, format!("unsupported dtype in {descr:.12}..; expected an integer type such as '|u1' or '<i8'")))?;
-    let (order_at, order) = field("fortran_order")?;
-    let fortran_order = if order.starts_with("False") {
-        false
-    } else if order.starts_with("True") {
-        true
-    } else {
-        return Err(stream.bad_header(order_at, "fortran_order is neither True nor False"));
-    };
-    let (shape_at, shape) = field("shape")?;
-    let shape = parse_shape(shape)
-        .ok_or_else(|| stream.bad_header(shape_at, "shape is not a tuple of integers"))?;
-    Ok(Header {
-        dtype,
-        fortran_order,
-        shape,
-        data_offset: stream.offset(),
-    })
-}
-
-/// `'|u1'`, `'<i8'`, `'>u2'`... (quoted, as in the header) to a [`Dtype`].
-fn parse_descr(value: &str) -> Option<Dtype> {
-    let quoted = value.strip_prefix('\'')?;
-    let descr = &quoted[..quoted.find('\'')?];
-    let mut chars = descr.chars();
-    let big_endian = match chars.next()? {
-        '>' => true,
-        '<' | '|' | '=' => false,
-        _ => return None,
-    };
-    let signed = match chars.next()? {
-        'i' => true,
-        'u' => false,
-        _ => return None,
-    };
-    let size: usize = chars.as_str().parse().ok()?;
-    [1, 2, 4, 8].contains(&size).then_some(Dtype {
-        signed,
-        size,
-        big_endian,
-    })
-}
-
-/// `(10000, 32, 32, 3), ...` or `(5,), ...` to the dimensions.
-fn parse_shape(value: &str) -> Option<Vec<usize>> {
-    let inner = value.strip_prefix('(')?;
-    let inner = &inner[..inner.find(')')?];
-    inner
-        .split(',')
-        .map(str::trim)
-        .filter(|s| !s.is_empty())
-        .map(|s| s.parse().ok())
-        .collect()
-}
-
-/// Bytes of data the header announces: the product of the shape times the
-/// element size.
-fn data_len(stream: &ByteStream<'_>, header: &Header) -> Result<u64> {
-    header
-        .shape
-        .iter()
-        .try_fold(header.dtype.size as u64, |acc, &d| {
-            acc.checked_mul(d as u64)
-        })
-        .ok_or_else(|| stream.bad_header(0, format!("shape {:?} overflows", header.shape)))
-}
-
-/// Reads `(N, H, W, C)` or `(N, H, W)` `uint8` images and transposes them to
-/// CHW. Returns the images and the `(C, H, W)` shape.
-fn read_images(mut stream: ByteStream<'_>) -> Result<(Vec<u8>, SampleShape)> {
-    let header = read_header(&mut stream)?;
-    let ubyte = Dtype {
-        signed: false,
-        size: 1,
-        big_endian: false,
-    };
-    if header.dtype != ubyte {
-        return Err(stream.bad_header(
-            header.data_offset,
-            format!("images must be uint8 ('|u1'), found {:?}", header.dtype),
-        ));
-    }
-    if header.fortran_order {
-        return Err(stream.bad_header(
-            header.data_offset,
-            "images in Fortran order; save them with np.ascontiguousarray",
-        ));
-    }
-    let (height, width, channels) = match header.shape[..] {
-        [_, h, w, c] => (h, w, c),
-        [_, h, w] => (h, w, 1),
-        _ => {
-            return Err(stream.bad_header(
-                header.data_offset,
-                format!(
-                    "images must have shape (N, H, W, C) or (N, H, W), found {:?}",
-                    header.shape
-                ),
-            ))
-        }
-    };
-    if height == 0 || width == 0 || channels == 0 {
-        return Err(stream.bad_header(
-            header.data_offset,
-            format!("empty image shape {:?}", header.shape),
-        ));
-    }
-    let hwc = stream.read_vec(data_len(&stream, &header)?, "the images")?;
-    stream.finish()?;
-    Ok((
-        super::dataset::hwc_to_chw(&hwc, channels, height, width),
-        (channels, height, width),
-    ))
-}
-
-/// Reads 1-D integer labels; a negative label is an error at its offset.
-fn read_labels(mut stream: ByteStream<'_>) -> Result<(Vec<usize>, LabelLocation)> {
-    let header = read_header(&mut stream)?;
-    let [n] = header.shape[..] else {
-        return Err(stream.bad_header(
-            header.data_offset,
-            format!("labels must be 1-D, found shape {:?}", header.shape),
-        ));
-    };
-    let bytes = stream.read_vec(data_len(&stream, &header)?, "the labels")?;
-    let path = stream.path().to_path_buf();
-    stream.finish()?;
-    let size = header.dtype.size;
-    let mut labels = Vec::with_capacity(n);
-    for (i, raw) in bytes.chunks_exact(size).enumerate() {
-        let value = decode_integer(raw, header.dtype);
-        let label = usize::try_from(value).map_err(|_| DataError::NotAClassIndex {
-            path: path.clone(),
-            offset: header.data_offset + (i * size) as u64,
-            label: value,
-        })?;
-        labels.push(label);
-    }
-    let location = LabelLocation {
-        path,
-        first: header.data_offset,
-        stride: size as u64,
-        count: n,
-    };
-    Ok((labels, location))
-}
-
-fn decode_integer(raw: &[u8], dtype: Dtype) -> i128 {
-    let mut bytes = [0u8; 8];
-    if dtype.big_endian {
-        bytes[8 - raw.len()..].copy_from_slice(raw);
-        bytes.reverse();
-    } else {
-        bytes[..raw.len()].copy_from_slice(raw);
-    }
-    let unsigned = u64::from_le_bytes(bytes);
-    let bits = 8 * raw.len() as u32;
-    if dtype.signed && bits < 64 && unsigned >> (bits - 1) & 1 == 1 {
-        unsigned as i128 - (1i128 << bits)
-    } else if dtype.signed {
-        unsigned as i64 as i128
-    } else {
-        unsigned as i128
-    }
-}
-
-/// Reads an images stream and a labels stream into one part; they must
-/// agree on the sample count.
-pub(crate) fn read_part(images: ByteStream<'_>, labels: ByteStream<'_>) -> Result<Part> {
-    let (images_path, labels_path) = (images.path().to_path_buf(), labels.path().to_path_buf());
+/// Reads an images input and a labels input (headers already read) into one
+/// part; they must agree on the sample count.
+pub(crate) fn read_part(images: NpyInput<impl Read>, labels: NpyInput<impl Read>) -> Result<Part> {
+    let (images_path, labels_path) = (images.source().to_path_buf(), labels.source().to_path_buf());
     let (image_bytes, shape) = read_images(images)?;
     let n_images = image_bytes.len() / (shape.0 * shape.1 * shape.2);
     let (label_values, location) = read_labels(labels)?;
@@ -254,11 +57,129 @@ pub(crate) fn read_part(images: ByteStream<'_>, labels: ByteStream<'_>) -> Resul
     })
 }
 
+/// Reads `(N, H, W, C)` or `(N, H, W)` `uint8` images as CHW samples; the
+/// layout is checked on the header, before the data is read. Returns the
+/// images and the `(C, H, W)` shape.
+fn read_images(input: NpyInput<impl Read>) -> Result<(Vec<u8>, SampleShape)> {
+    let shape = &input.header().shape;
+    let bad_layout = |reason: String| DataError::BadHeader {
+        path: input.source().to_path_buf(),
+        offset: input.data_offset(),
+        reason,
+    };
+    let (height, width, channels) = match shape[..] {
+        [_, h, w, c] => (h, w, c),
+        [_, h, w] => (h, w, 1),
+        _ => {
+            return Err(bad_layout(format!(
+                "images must have shape (N, H, W, C) or (N, H, W), found {shape:?}"
+            )))
+        }
+    };
+    if height == 0 || width == 0 || channels == 0 {
+        return Err(bad_layout(format!("empty image shape {shape:?}")));
+    }
+    let hwc = input.read_u8().map_err(refused)?.data;
+    // One channel: HWC is already CHW.
+    let chw = if channels == 1 {
+        hwc
+    } else {
+        hwc_to_chw(&hwc, channels, height, width)
+    };
+    Ok((chw, (channels, height, width)))
+}
+
+/// Reads 1-D integer labels; a negative label is an error at its offset.
+fn read_labels(input: NpyInput<impl Read>) -> Result<(Vec<usize>, LabelLocation)> {
+    let path = input.source().to_path_buf();
+    let (first, stride) = (input.data_offset(), input.header().dtype.size as u64);
+    let bad_labels = |reason: String| DataError::BadHeader {
+        path: path.clone(),
+        offset: first,
+        reason,
+    };
+    let [n] = input.header().shape[..] else {
+        return Err(bad_labels(format!(
+            "labels must be 1-D, found shape {:?}",
+            input.header().shape
+        )));
+    };
+    let dtype = input.header().dtype;
+    let values = match input.read_elements().map_err(refused)?.elements {
+        Elements::Integer(values) => values,
+        Elements::Float(_) => {
+            return Err(bad_labels(format!(
+                "labels must be integers, found dtype '{dtype}'"
+            )))
+        }
+    };
+    let labels = values
+        .iter()
+        .enumerate()
+        .map(|(i, &value)| {
+            usize::try_from(value).map_err(|_| DataError::NotAClassIndex {
+                path: path.clone(),
+                offset: first + i as u64 * stride,
+                label: i128::from(value),
+            })
+        })
+        .collect::<Result<Vec<usize>>>()?;
+    let location = LabelLocation {
+        path,
+        first,
+        stride,
+        count: n,
+    };
+    Ok((labels, location))
+}
+
+/// The reader's refusal as the data module's error, offsets kept.
+fn refused(error: NpyError) -> DataError {
+    let path = error.path;
+    match error.problem {
+        NpyProblem::Io(source) | NpyProblem::Broken { source, .. } => {
+            DataError::Io { path, source }
+        }
+        NpyProblem::BadMagic { found } => {
+            let gzip = if found.starts_with(&[0x1f, 0x8b]) {
+                " (a gzip stream: decompress the file first)"
+            } else {
+                ""
+            };
+            DataError::BadMagic {
+                path,
+                offset: 0,
+                expected: "\\x93NUMPY (a .npy file)".into(),
+                found: format!("{found:02x?}{gzip}"),
+            }
+        }
+        NpyProblem::Truncated {
+            expected, found, ..
+        } => DataError::Truncated {
+            path,
+            offset: found,
+            expected,
+            found,
+            decompressed: false,
+        },
+        NpyProblem::TrailingBytes { end, extra } => DataError::TrailingBytes {
+            path,
+            offset: end,
+            extra,
+            decompressed: false,
+        },
+        NpyProblem::Invalid { offset, detail } => DataError::BadHeader {
+            path,
+            offset,
+            reason: detail,
+        },
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use proptest::prelude::*;
-    use std::path::Path;
 
     /// A version 1.0 `.npy` file as numpy writes it (header padded with
     /// spaces to a multiple of 64 bytes, ending in a newline).
@@ -277,8 +198,8 @@ mod tests {
 
     fn part(images: &[u8], labels: &[u8]) -> Result<Part> {
         read_part(
-            ByteStream::from_bytes(Path::new("images.npy"), images),
-            ByteStream::from_bytes(Path::new("labels.npy"), labels),
+            input_from_bytes(Path::new("images.npy"), images)?,
+            input_from_bytes(Path::new("labels.npy"), labels)?,
         )
     }
 
@@ -299,43 +220,53 @@ mod tests {
             p.label_locations[0].first, 128,
             "header padded to 128 bytes"
         );
+        assert_eq!(p.label_locations[0].stride, 2);
     }
 
     #[test]
-    fn descr_and_shape_parse() {
-        let u1 = parse_descr("'|u1', 'fortran_order'").unwrap();
-        assert_eq!((u1.signed, u1.size), (false, 1));
-        let i8 = parse_descr("'>i8'").unwrap();
-        assert_eq!((i8.signed, i8.size, i8.big_endian), (true, 8, true));
-        assert!(parse_descr("'<f4'").is_none());
-        assert!(parse_descr("'<i3'").is_none());
-        assert_eq!(parse_shape("(5,), }").unwrap(), vec![5]);
-        assert_eq!(parse_shape("(2, 32, 32, 3)").unwrap(), vec![2, 32, 32, 3]);
-        assert!(parse_shape("(2, x)").is_none());
+    fn one_channel_images_are_kept_as_read() {
+        let images = npy("|u1", "(2, 1, 3)", &[1, 2, 3, 4, 5, 6]);
+        let labels = npy("|i1", "(2,)", &[0, 1]);
+        let p = part(&images, &labels).unwrap();
+        assert_eq!((p.shape, p.images), ((1, 1, 3), vec![1, 2, 3, 4, 5, 6]));
     }
 
     #[test]
-    fn integers_decode_in_both_byte_orders() {
-        let le = |signed, size| Dtype {
-            signed,
-            size,
-            big_endian: false,
+    fn layout_refusals_are_located() {
+        let labels = npy("|u1", "(2,)", &[0, 1]);
+        let refuse = |images: &[u8], labels: &[u8]| match part(images, labels) {
+            Err(DataError::BadHeader {
+                path,
+                offset,
+                reason,
+            }) => (path, offset, reason),
+            other => panic!("expected BadHeader, got {other:?}"),
         };
-        assert_eq!(decode_integer(&[0xff], le(true, 1)), -1);
-        assert_eq!(decode_integer(&[0xff], le(false, 1)), 255);
-        assert_eq!(decode_integer(&[0xfe, 0xff, 0xff, 0xff], le(true, 4)), -2);
-        assert_eq!(decode_integer(&[7, 0, 0, 0, 0, 0, 0, 0], le(true, 8)), 7);
-        assert_eq!(
-            decode_integer(&[0xff; 8], le(true, 8)),
-            -1,
-            "all ones is -1 for i64"
-        );
-        let be = Dtype {
-            signed: false,
-            size: 2,
-            big_endian: true,
-        };
-        assert_eq!(decode_integer(&[1, 2], be), 258);
+        let (path, offset, reason) = refuse(&npy("|u1", "(2, 6)", &[0; 12]), &labels);
+        assert_eq!((path.to_str(), offset), (Some("images.npy"), 128));
+        assert!(reason.contains("(N, H, W, C)"), "{reason}");
+        let (_, _, reason) = refuse(&npy("|u1", "(2, 0, 3)", &[]), &labels);
+        assert!(reason.contains("empty image shape"), "{reason}");
+        let images = npy("|u1", "(2, 1, 1)", &[5, 6]);
+        let (path, _, reason) = refuse(&images, &npy("<f4", "(2,)", &[0; 8]));
+        assert_eq!(path.to_str(), Some("labels.npy"));
+        assert!(reason.contains("integers, found dtype '<f4'"), "{reason}");
+        let (_, _, reason) = refuse(&images, &npy("|u1", "(1, 2)", &[0, 1]));
+        assert!(reason.contains("1-D"), "{reason}");
+    }
+
+    #[test]
+    fn gzipped_file_gets_a_hint() {
+        let mut gz = vec![0x1f, 0x8b, 8, 0, 0, 0, 0, 0];
+        gz.extend_from_slice(&[0; 16]);
+        match input_from_bytes(Path::new("images.npy.gz"), &gz) {
+            Err(DataError::BadMagic {
+                offset: 0, found, ..
+            }) => {
+                assert!(found.contains("decompress the file first"), "{found}")
+            }
+            other => panic!("expected BadMagic, got {other:?}"),
+        }
     }
 
     proptest! {

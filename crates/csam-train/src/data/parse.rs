@@ -2,9 +2,11 @@
 //! test-only [`DataSource`] with its labels checked.
 //!
 //! [`load`](super::load) reads files through these same parsers (a file and
-//! a byte slice are both a [`ByteStream`]); this entry point exists for callers
-//! that already hold the bytes: the fuzz targets (`fuzz/`) and tests. Gzip is
-//! recognised by its magic bytes, as for files.
+//! a byte slice are both a [`ByteStream`], or for `.npy` both an input of
+//! csam-calib's `.npy` reader); this entry point exists for callers that
+//! already hold the bytes: the fuzz targets (`fuzz/`) and tests. Gzip is
+//! recognised by its magic bytes, as for files (`.npy` files are never
+//! compressed).
 //!
 //! ```
 //! use csam_train::data::parse::{self, InMemory};
@@ -62,7 +64,10 @@ pub fn npy(
     labels: InMemory<'_>,
     n_classes: Option<usize>,
 ) -> Result<DataSource> {
-    let part = npy::read_part(images.stream(), labels.stream())?;
+    let part = npy::read_part(
+        npy::input_from_bytes(images.name, images.bytes)?,
+        npy::input_from_bytes(labels.name, labels.bytes)?,
+    )?;
     into_source(
         "npy",
         None,

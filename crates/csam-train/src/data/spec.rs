@@ -6,7 +6,6 @@ use std::str::FromStr;
 
 use super::error::{DataError, Result};
 use super::part::{into_source, Classes};
-use super::stream::ByteStream;
 use super::{bundled, cifar, folder, idx, npy, Augmentation, DataSource};
 
 /// Where the Debian package `dataset-fashion-mnist` installs the full set.
@@ -176,7 +175,7 @@ pub fn load(spec: &DatasetSpec) -> Result<DataSource> {
             labels,
             n_classes,
         } => {
-            let part = npy::read_part(ByteStream::open(images)?, ByteStream::open(labels)?)?;
+            let part = npy::read_files(images, labels)?;
             let classes = n_classes.map_or(Classes::Inferred, Classes::Fixed);
             into_source(&name, None, part, classes)
         }

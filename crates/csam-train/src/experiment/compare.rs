@@ -23,7 +23,7 @@ use crate::data::{self, DatasetSpec};
 use crate::spec::{OptimizerFamily, RunSpec, Runtime};
 use crate::train::atomic::write_atomic;
 use crate::train::rundir::RunDir;
-use crate::train::{self, RunSummary, TrainError};
+use crate::train::{self, ExperimentObserver, RunSummary, TrainError};
 use csam_calib::metrics::summary::MetricOptions;
 
 type Result<T> = std::result::Result<T, TrainError>;
@@ -33,7 +33,7 @@ type Result<T> = std::result::Result<T, TrainError>;
 pub const DEFAULT_VAL_FRACTION: f64 = 0.2;
 
 /// What identifies a comparison: the runs it trains and their shared
-/// settings. Every run uses the same lr and weight decay (paper-notes §5:
+/// settings. Every run uses the same lr and weight decay (docs/conventions.md, "Experiment protocol":
 /// tuned on SGD, reused for the SAM family). Saved as `compare.json`, the
 /// shared keys at the top level.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -52,7 +52,7 @@ pub struct CompareSettings {
 impl Default for CompareSettings {
     /// The default comparison of `csam compare`: [`SharedSettings`]'
     /// defaults, SGD, SAM and CSAM, rho 0.05 and gamma 1 from the paper
-    /// (paper-notes §1).
+    /// (docs/conventions.md, "Experiment protocol").
     fn default() -> Self {
         CompareSettings {
             shared: SharedSettings::default(),
@@ -133,8 +133,6 @@ pub struct CompareRequest {
     pub out: PathBuf,
     /// Device and threads of every run; not part of the comparison's identity.
     pub runtime: Runtime,
-    /// Draw the loop's per-epoch progress bar.
-    pub show_progress: bool,
 }
 
 /// The paths of a comparison directory.
@@ -217,7 +215,10 @@ pub struct CompareOutcome {
 /// `results.json`, `results.csv` and `table.md`, then the figures and
 /// `report.html` (see [`report::compare`]). Prints one line when a run
 /// starts and one when it finishes, with elapsed times.
-pub fn run(request: &CompareRequest) -> Result<CompareOutcome> {
+pub fn run<O: ExperimentObserver>(
+    request: &CompareRequest,
+    observer: &mut O,
+) -> Result<CompareOutcome> {
     let started = Instant::now();
     let settings = &request.settings;
     settings.validate()?;
@@ -238,17 +239,18 @@ pub fn run(request: &CompareRequest) -> Result<CompareOutcome> {
             &request.runtime,
             &dir.run(method, seed),
             &label,
-            request.show_progress,
+            observer,
         )?;
         let record = record_run(&dir, method, seed, summary, &settings.shared.metrics)?;
-        println!(
-            "{label}: done in {:.1}s, {:.1}s since start (test accuracy {:.2}%, ECE {:.2}%, TCE {:.2}%)",
+        let line = format!(
+            "done in {:.1}s, {:.1}s since start (test accuracy {:.2}%, ECE {:.2}%, TCE {:.2}%)",
             run_started.elapsed().as_secs_f64(),
             started.elapsed().as_secs_f64(),
             100.0 * record.test.accuracy,
             100.0 * record.test.ece,
             100.0 * record.posthoc.temperature.ece,
         );
+        observer.run_finished(&label, &line);
         runs.push(record);
     }
     let aggregates = aggregate(&runs, &settings.methods);

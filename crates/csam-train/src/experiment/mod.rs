@@ -1,7 +1,7 @@
 //! Experiments over many training runs.
 //!
 //! - [`compare`] trains SGD, SAM and CSAM (and ASAM) on one data set and
-//!   model over several seeds with shared hyperparameters (paper-notes §5:
+//!   model over several seeds with shared hyperparameters (docs/conventions.md, "Experiment protocol":
 //!   lr and weight decay tuned on SGD, reused for the SAM family), then
 //!   reports the paper's table, mean ± sample std over seeds, with post-hoc
 //!   calibration fitted on the validation split.

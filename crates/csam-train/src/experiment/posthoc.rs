@@ -1,5 +1,6 @@
 //! The test metrics of a finished run before and after post-hoc calibration
-//! (paper-notes §3): temperature scaling (its ECE is the TCE, paper-notes §2),
+//! (crates/csam-calib/README.md, "Post-hoc calibrators"): temperature scaling
+//! (its ECE is the TCE, fitted by validation NLL),
 //! isotonic regression and histogram binning, each fitted on the run's
 //! validation logits and applied to its test logits.
 

@@ -1,49 +1,50 @@
 //! Training one run of an experiment, or reusing it: a finished run (its
 //! `summary.json` exists) is read back after checking that it was trained
 //! with the same configuration; an interrupted one resumes from its
-//! checkpoint; a missing one trains. One line is printed per decision, so a
-//! rerun shows which runs were reused.
+//! checkpoint; a missing one trains. Each decision is reported to the
+//! observer, so a rerun can show which runs were reused.
 
 use std::path::Path;
 
 use super::settings::read_json;
 use crate::spec::{RunSpec, Runtime};
 use crate::train::rundir::{RunDir, RunState};
-use crate::train::{self, RunOutcome, RunSummary, TrainError, TrainRequest};
+use crate::train::{
+    self, ExperimentObserver, RunAction, RunOutcome, RunSummary, TrainError, TrainRequest,
+};
 
 type Result<T> = std::result::Result<T, TrainError>;
 
 /// The summary of the run in `out` with `spec`: read back when it finished
 /// earlier, otherwise trained (resuming when it was interrupted). `label`
-/// starts the printed line (`[3/6] sam seed 0`).
-pub fn train_or_reuse(
+/// names the run to the observer (`[3/6] sam seed 0`).
+pub fn train_or_reuse<O: ExperimentObserver>(
     spec: RunSpec,
     runtime: &Runtime,
     out: &Path,
     label: &str,
-    show_progress: bool,
+    observer: &mut O,
 ) -> Result<RunSummary> {
     let run_dir = RunDir::new(out);
     let state = run_dir.state()?;
     if state == RunState::Finished {
         check_saved_spec(&run_dir, &spec)?;
-        println!("{label}: reused finished run {}", out.display());
+        observer.run_started(label, RunAction::Reused, out);
         return read_json(&run_dir.summary());
     }
-    let verb = match state {
-        RunState::Interrupted => "resuming",
-        _ => "training",
+    let action = match state {
+        RunState::Interrupted => RunAction::Resuming,
+        _ => RunAction::Training,
     };
-    println!("{label}: {verb} into {}", out.display());
+    observer.run_started(label, action, out);
     let request = TrainRequest {
         spec,
         runtime: runtime.clone(),
         out: out.to_path_buf(),
         resume: true,
-        show_progress,
         stop_after_epoch: None,
     };
-    match train::run(&request)? {
+    match train::run(&request, observer)? {
         RunOutcome::Finished(summary) => Ok(*summary),
         // Finished by another process since the state was read.
         RunOutcome::AlreadyFinished { summary } => read_json(&summary),

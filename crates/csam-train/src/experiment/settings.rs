@@ -21,7 +21,7 @@ type Result<T> = std::result::Result<T, TrainError>;
 
 /// The settings every run of an experiment shares: data, model, length, seeds
 /// and the hyperparameters tuned on SGD and reused for the SAM family
-/// (paper-notes §5). The other training settings are [`RunSpec`]'s
+/// (docs/conventions.md, "Experiment protocol"). The other training settings are [`RunSpec`]'s
 /// defaults (SGD momentum 0.9, cosine decay to 0, best checkpoint by
 /// validation NLL). Experiments flatten it into their own settings file, so
 /// its keys sit at the top level of `compare.json` and `sweep.json`.

@@ -1,6 +1,6 @@
 //! The results table of a comparison, in Markdown (printed and saved as
 //! `table.md`): one row per method, one column per [`Metric`], each cell
-//! `mean ± std` over seeds (paper-notes §5), in percent except NLL and Brier.
+//! `mean ± std` over seeds (docs/conventions.md, "Experiment protocol"), in percent except NLL and Brier.
 
 use super::compare::CompareSettings;
 use super::results::{MeanStd, MethodAggregate, Metric};

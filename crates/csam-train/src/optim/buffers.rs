@@ -8,8 +8,8 @@ use tch::{nn::VarStore, Tensor};
 /// `running_var`) and a saved copy of their values, allocated once.
 ///
 /// The SAM step captures them after the first forward pass and restores them
-/// after the second, so running statistics move once per step (paper-notes §1:
-/// momentum 0 for pass 2).
+/// after the second, so running statistics move once per step, as if pass 2
+/// ran with BatchNorm momentum 0 (docs/conventions.md, "The SAM step").
 #[derive(Debug)]
 pub struct BufferSnapshot {
     /// Buffers grouped by kind and device, each group with its flat copy.

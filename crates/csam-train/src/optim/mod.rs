@@ -1,5 +1,6 @@
 //! Optimisers: the base optimisers (SGD, AdamW), learning-rate schedules and
-//! the SAM family as a wrapper around any base optimiser (paper-notes §1).
+//! the SAM family as a wrapper around any base optimiser (docs/conventions.md,
+//! "The SAM step").
 //!
 //! Gradients are passed explicitly: a step computes them with
 //! `Tensor::run_backward` (PyTorch's `autograd.grad`) and hands them to

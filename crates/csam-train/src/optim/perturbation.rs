@@ -5,7 +5,8 @@ use tch::Tensor;
 /// Added to norms in denominators so that a zero gradient gives `e = 0`, not NaN.
 const NORM_EPS: f64 = 1e-12;
 
-/// How the ascent step `e` is built from the gradient `g` (paper-notes §1).
+/// How the ascent step `e` is built from the gradient `g` (docs/conventions.md,
+/// "The SAM step").
 #[derive(Debug, Clone, Copy, PartialEq, serde::Serialize, serde::Deserialize)]
 #[serde(tag = "rule", rename_all = "snake_case")]
 pub enum Perturbation {

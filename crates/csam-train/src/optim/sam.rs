@@ -1,5 +1,6 @@
-//! The SAM family as one training step around any base optimiser (paper-notes §1,
-//! the paper's Algorithm 1).
+//! The SAM family as one training step around any base optimiser (the paper's
+//! Algorithm 1; every detail it leaves open is stated in docs/conventions.md,
+//! "The SAM step").
 //!
 //! One SAM step on a batch B:
 //! 1. pass 1: train-mode forward, mean cross entropy at theta, gradient g;

@@ -13,7 +13,8 @@ use std::f64::consts::PI;
 pub enum LrSchedule {
     /// `lr(t) = lr`.
     Constant { lr: f64 },
-    /// Linear warm-up then cosine decay (paper-notes §5):
+    /// Linear warm-up then cosine decay (the experiment protocol's schedule,
+    /// docs/conventions.md):
     /// `lr(t) = base_lr * (t + 1) / warmup_steps` for `t < warmup_steps`, then
     /// `min_lr + (base_lr - min_lr) * (1 + cos(pi * (t - w) / (total_steps - w))) / 2`,
     /// and `min_lr` from `total_steps` on. The warm-up ramps from

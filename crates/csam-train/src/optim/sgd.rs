@@ -16,7 +16,8 @@ pub struct SgdConfig {
 }
 
 impl Default for SgdConfig {
-    /// The paper's protocol (paper-notes §5): momentum 0.9, lr 0.1, weight decay 5e-4.
+    /// Momentum 0.9 as in the experiment protocol (docs/conventions.md), lr 0.1
+    /// and weight decay 5e-4 from its grid.
     fn default() -> Self {
         Self {
             lr: 0.1,

@@ -1,5 +1,5 @@
 //! Per-step statistics of a training step, for logging and the paper's
-//! diagnostics (paper-notes §4).
+//! diagnostics (docs/theory.md).
 
 use super::OptimError;
 use tch::{Device, Kind, Tensor};

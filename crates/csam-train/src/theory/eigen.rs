@@ -1,6 +1,7 @@
 //! Extreme eigenvalues of a symmetric operator known only through
 //! matrix-vector products (here Hessian-vector products), by power
-//! iteration (paper-notes §4: ~100 iterations, relative tolerance 1e-3).
+//! iteration and Lanczos (docs/theory.md: at most 100 products, relative
+//! tolerance 1e-3 by default).
 
 use tch::Tensor;
 
@@ -16,7 +17,8 @@ pub struct PowerSettings {
 }
 
 impl Default for PowerSettings {
-    /// 100 iterations, relative tolerance 1e-3 (paper-notes §4).
+    /// 100 iterations, relative tolerance 1e-3 (`csam sharpness`'s defaults,
+    /// docs/theory.md).
     fn default() -> Self {
         PowerSettings {
             max_iterations: 100,

@@ -1,5 +1,5 @@
 //! The training loss as a function of the weights, with exact
-//! Hessian-vector products by double backward (paper-notes §4).
+//! Hessian-vector products by double backward (docs/theory.md).
 //!
 //! `L(theta) = sum_b (n_b / n) CE_b(theta)`, the mean cross entropy over a
 //! fixed list of batches (n examples in all), with the model in eval mode

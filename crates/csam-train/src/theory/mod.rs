@@ -1,5 +1,5 @@
 //! The paper's theory diagnostics (Section 4, Figure 2, the sharpness table;
-//! paper-notes §4).
+//! definitions and settings in docs/theory.md).
 //!
 //! - Per step of a SAM / CSAM run trained with `--track-theory`: the
 //!   geometric means p_y and p~_y, Lemma 2's bound, lambda, lambda_0, H(p_y)

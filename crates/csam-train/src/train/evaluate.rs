@@ -1,7 +1,8 @@
 //! Evaluation: run a model over a data set in eval mode (BatchNorm running
 //! statistics, no dropout, no gradients), collect its logits, and summarise
-//! them with the calibration crate's metrics (paper-notes §2: 15 bins,
-//! equal-width ECE with (lo, hi] bins, equal-mass AdaECE).
+//! them with the calibration crate's metrics (15 bins, equal-width ECE with
+//! (lo, hi] bins, equal-mass AdaECE: crates/csam-calib/README.md, "Metric
+//! conventions").
 
 use std::path::Path;
 

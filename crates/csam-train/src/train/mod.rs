@@ -21,8 +21,8 @@ pub mod evaluate;
 pub mod lock;
 pub mod metrics_log;
 pub mod notice;
+pub mod observer;
 pub mod preflight;
-mod progress;
 pub mod rundir;
 mod runner;
 pub mod session;
@@ -30,5 +30,6 @@ pub mod summary;
 
 pub use error::{ConfigError, TrainError};
 pub use notice::RunNotice;
+pub use observer::{ExperimentObserver, RunAction, RunObserver, Silent};
 pub use runner::{prepare, run, PreparedRun, RunOutcome, TrainRequest};
 pub use summary::RunSummary;

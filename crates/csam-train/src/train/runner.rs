@@ -11,8 +11,8 @@ use super::error::{Result, TrainError};
 use super::evaluate::Predictions;
 use super::metrics_log::{EpochRecord, MetricsLog, TrainStats};
 use super::notice::{self, RunNotice};
+use super::observer::RunObserver;
 use super::preflight;
-use super::progress::{epoch_line, EpochProgress};
 use super::rundir::{Plan, RunDir, Split};
 use super::session::Session;
 use super::summary::RunSummary;
@@ -32,8 +32,6 @@ pub struct TrainRequest {
     pub out: PathBuf,
     /// Continue the unfinished run in `out`.
     pub resume: bool,
-    /// Draw the per-epoch progress bar.
-    pub show_progress: bool,
     /// Test hook: return after this epoch's checkpoint as if the process had
     /// been killed (no final evaluation, no summary).
     pub stop_after_epoch: Option<usize>,
@@ -87,7 +85,6 @@ struct Training {
     runtime: Runtime,
     run_dir: RunDir,
     resuming: bool,
-    show_progress: bool,
     stop_after_epoch: Option<usize>,
     /// Held until the run returns.
     _claim: Claim,
@@ -150,7 +147,6 @@ pub fn prepare(request: &TrainRequest) -> Result<PreparedRun> {
             runtime: request.runtime.clone(),
             run_dir,
             resuming,
-            show_progress: request.show_progress,
             stop_after_epoch: request.stop_after_epoch,
             _claim: claim,
         })),
@@ -159,9 +155,10 @@ pub fn prepare(request: &TrainRequest) -> Result<PreparedRun> {
 
 /// Trains the run described by `request` (see the module doc of
 /// [`super`] for what the run directory receives); [`prepare`] then
-/// [`PreparedRun::run`], for callers that need no notices.
-pub fn run(request: &TrainRequest) -> Result<RunOutcome> {
-    prepare(request)?.run()
+/// [`PreparedRun::run`], for callers that need no notices. `observer` hears
+/// of every epoch and step.
+pub fn run(request: &TrainRequest, observer: &mut dyn RunObserver) -> Result<RunOutcome> {
+    prepare(request)?.run(observer)
 }
 
 impl PreparedRun {
@@ -170,24 +167,24 @@ impl PreparedRun {
         &self.notices
     }
 
-    /// Trains the remaining epochs, then evaluates the best weights.
-    pub fn run(self) -> Result<RunOutcome> {
+    /// Trains the remaining epochs, then evaluates the best weights,
+    /// reporting to `observer`.
+    pub fn run(self, observer: &mut dyn RunObserver) -> Result<RunOutcome> {
         match self.work {
             Work::Finished(summary) => Ok(RunOutcome::AlreadyFinished { summary }),
-            Work::Train(training) => train(*training),
+            Work::Train(training) => train(*training, observer),
         }
     }
 }
 
 /// The epoch loop from the first epoch still to train, then the final
 /// evaluation of the best weights.
-fn train(training: Training) -> Result<RunOutcome> {
+fn train(training: Training, observer: &mut dyn RunObserver) -> Result<RunOutcome> {
     let Training {
         mut session,
         runtime,
         run_dir,
         resuming,
-        show_progress,
         stop_after_epoch,
         _claim,
     } = training;
@@ -224,7 +221,7 @@ fn train(training: Training) -> Result<RunOutcome> {
             &mut session,
             &mut state,
             epoch,
-            show_progress,
+            observer,
             &mut theory_records,
         )?;
         let val = session.predict_split(Split::Val)?;
@@ -265,12 +262,12 @@ fn train(training: Training) -> Result<RunOutcome> {
                 cause: Box::new(cause),
             }
         })?;
-        println!("{}", epoch_line(&record, spec.epochs));
+        observer.epoch_finished(&record, spec.epochs);
         if stop_after_epoch == Some(epoch) && epoch < spec.epochs {
             return Ok(RunOutcome::Stopped { epoch });
         }
     }
-    finish(&mut session, &run_dir, &state).map(|s| RunOutcome::Finished(Box::new(s)))
+    finish(&mut session, &run_dir, &state, observer).map(|s| RunOutcome::Finished(Box::new(s)))
 }
 
 /// Writes an epoch's results: the best weights when it improved, its log
@@ -331,7 +328,7 @@ fn train_epoch(
     session: &mut Session,
     state: &mut TrainState,
     epoch: usize,
-    show_progress: bool,
+    observer: &mut dyn RunObserver,
     theory: &mut Vec<TheoryRecord>,
 ) -> Result<(TrainStats, f64)> {
     let spec = &session.spec;
@@ -339,7 +336,7 @@ fn train_epoch(
     // (seed, epoch) only, so a resumed epoch replays exactly.
     tch::manual_seed(epoch_seed(spec.seed, epoch));
     let steps = session.steps_per_epoch();
-    let progress = EpochProgress::start(epoch, spec.epochs, steps, show_progress);
+    observer.epoch_started(epoch, spec.epochs, steps);
     let rho = spec.optim.rule.sharpness().map_or(0.0, |s| s.rho);
     let (mut loss_sum, mut correct, mut seen) = (0.0f64, 0.0f64, 0.0f64);
     let mut lr = 0.0;
@@ -364,9 +361,8 @@ fn train_epoch(
         correct += stats.accuracy * batch;
         seen += batch;
         state.global_step += 1;
-        progress.step(loss_sum / seen, correct / seen);
+        observer.step(loss_sum / seen, correct / seen);
     }
-    progress.finish();
     let seen = seen.max(1.0);
     Ok((
         TrainStats {
@@ -379,7 +375,12 @@ fn train_epoch(
 
 /// After the last epoch: save the last weights, reload the best, write the
 /// validation and test logits and the summary.
-fn finish(session: &mut Session, run_dir: &RunDir, state: &TrainState) -> Result<RunSummary> {
+fn finish(
+    session: &mut Session,
+    run_dir: &RunDir,
+    state: &TrainState,
+    observer: &mut dyn RunObserver,
+) -> Result<RunSummary> {
     let started = Instant::now();
     checkpoint::save_weights(session.trainer.var_store(), &run_dir.last_model())?;
     // Invariant: every finished epoch sets `best` on the first improvement,
@@ -418,7 +419,7 @@ fn finish(session: &mut Session, run_dir: &RunDir, state: &TrainState) -> Result
     if spec.track_theory {
         let records = theory::read_theory(run_dir.root())?;
         theory::write_theory_plots(run_dir.root(), &records)?;
-        println!("{}", TheorySummary::of(&records).line());
+        observer.theory_summary(&TheorySummary::of(&records));
     }
     super::atomic::write_atomic(&run_dir.summary(), &json)?;
     Ok(summary)

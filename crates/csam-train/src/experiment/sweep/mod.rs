@@ -26,7 +26,7 @@ use super::runs::train_or_reuse;
 use super::settings::{invalid, repeated, write_json, ExperimentDir, SharedSettings};
 use crate::spec::{OptimizerFamily, RunSpec, Runtime};
 use crate::train::atomic::write_atomic;
-use crate::train::TrainError;
+use crate::train::{ExperimentObserver, TrainError};
 use results::{cells, cells_csv, markdown, runs_csv, SweepRecord, SweepResults, SCHEMA};
 
 type Result<T> = std::result::Result<T, TrainError>;
@@ -154,14 +154,15 @@ pub struct SweepRequest {
     pub out: PathBuf,
     /// Device and threads of every run; not part of the sweep's identity.
     pub runtime: Runtime,
-    /// Draw the loop's per-epoch progress bar.
-    pub show_progress: bool,
 }
 
 /// Trains (or reuses) every run of the grid, then writes `results.json`,
 /// `results.csv`, `cells.csv`, `table.md`, the figures and `report.html`.
 /// Returns the results and the Markdown table.
-pub fn run(request: &SweepRequest) -> Result<(SweepResults, String)> {
+pub fn run<O: ExperimentObserver>(
+    request: &SweepRequest,
+    observer: &mut O,
+) -> Result<(SweepResults, String)> {
     let started = Instant::now();
     let settings = &request.settings;
     settings.validate()?;
@@ -182,17 +183,18 @@ pub fn run(request: &SweepRequest) -> Result<(SweepResults, String)> {
             &request.runtime,
             &dir.join(&relative),
             &label,
-            request.show_progress,
+            observer,
         )?;
         let record = SweepRecord::of_run(&dir.join(&relative), relative, rho, gamma, summary)?;
-        println!(
-            "{label}: done in {:.1}s, {:.1}s since start (test accuracy {:.2}%, ECE {:.2}%, mean H(p_y) {:.3})",
+        let line = format!(
+            "done in {:.1}s, {:.1}s since start (test accuracy {:.2}%, ECE {:.2}%, mean H(p_y) {:.3})",
             run_started.elapsed().as_secs_f64(),
             started.elapsed().as_secs_f64(),
             100.0 * record.test.accuracy,
             100.0 * record.test.ece,
             record.h_py,
         );
+        observer.run_finished(&label, &line);
         runs.push(record);
     }
     let cells = cells(settings, &runs);

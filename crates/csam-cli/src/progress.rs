@@ -1,0 +1,94 @@
+//! What the terminal shows while csam trains: an indicatif bar per epoch
+//! (running loss and accuracy) on stderr, one line per epoch and per
+//! experiment run on stdout. The library reports events to this observer;
+//! only here are they drawn.
+
+use std::path::Path;
+
+use csam_train::theory::TheorySummary;
+use csam_train::train::metrics_log::EpochRecord;
+use csam_train::train::{ExperimentObserver, RunAction, RunObserver};
+use indicatif::{ProgressBar, ProgressStyle};
+
+/// Draws progress on the terminal; `bars: false` (`--quiet`) keeps the lines
+/// and hides the bars.
+pub struct Terminal {
+    bars: bool,
+    bar: Option<ProgressBar>,
+}
+
+impl Terminal {
+    /// A terminal observer, with progress bars when `bars`.
+    pub fn new(bars: bool) -> Terminal {
+        Terminal { bars, bar: None }
+    }
+}
+
+impl RunObserver for Terminal {
+    fn epoch_started(&mut self, epoch: usize, epochs: usize, steps: usize) {
+        let bar = match self.bars {
+            true => ProgressBar::new(steps as u64),
+            false => ProgressBar::hidden(),
+        };
+        // Invariant: the template is a literal checked by the test below.
+        bar.set_style(ProgressStyle::with_template(TEMPLATE).expect("valid template"));
+        bar.set_prefix(format!("epoch {epoch}/{epochs}"));
+        self.bar = Some(bar);
+    }
+
+    fn step(&mut self, mean_loss: f64, accuracy: f64) {
+        if let Some(bar) = &self.bar {
+            bar.set_message(format!("loss {mean_loss:.4} acc {accuracy:.4}"));
+            bar.inc(1);
+        }
+    }
+
+    fn epoch_finished(&mut self, record: &EpochRecord, epochs: usize) {
+        if let Some(bar) = self.bar.take() {
+            bar.finish_and_clear();
+        }
+        println!("{}", epoch_line(record, epochs));
+    }
+
+    fn theory_summary(&mut self, summary: &TheorySummary) {
+        println!("{}", summary.line());
+    }
+}
+
+impl ExperimentObserver for Terminal {
+    fn run_started(&mut self, label: &str, action: RunAction, dir: &Path) {
+        println!("{label}: {action} {}", dir.display());
+    }
+
+    fn run_finished(&mut self, label: &str, line: &str) {
+        println!("{label}: {line}");
+    }
+}
+
+const TEMPLATE: &str = "{prefix} [{bar:30}] {pos}/{len} {msg} ({elapsed}<{eta})";
+
+/// The epoch's line: training loss / accuracy and the validation metrics.
+fn epoch_line(record: &EpochRecord, epochs: usize) -> String {
+    let val = &record.val;
+    format!(
+        "epoch {}/{epochs}  lr {:.4}  train loss {:.4} acc {:.4} | val acc {:.4} nll {:.4} ece {:.4} adaece {:.4}{}  ({:.1}s)",
+        record.epoch,
+        record.lr,
+        record.train.loss,
+        record.train.accuracy,
+        val.accuracy,
+        val.nll,
+        val.ece,
+        val.adaece,
+        if record.best { "  *best" } else { "" },
+        record.seconds,
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn template_parses() {
+        assert!(indicatif::ProgressStyle::with_template(super::TEMPLATE).is_ok());
+    }
+}
