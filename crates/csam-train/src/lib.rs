@@ -18,4 +18,5 @@ pub mod model;
 pub mod optim;
 pub mod shift;
 pub mod theory;
+pub mod torch_message;
 pub mod train;

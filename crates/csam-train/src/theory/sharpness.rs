@@ -28,6 +28,7 @@ use tch::{nn::VarStore, Device, Tensor};
 use super::eigen::{lanczos_min, top_eigenvalue, Eigen, PowerSettings};
 use super::hessian::LossSurface;
 use crate::data::{self, BatchLoader, LoaderOptions, Normalization};
+use crate::model::weights::load_safetensors_file;
 use crate::train::atomic::write_atomic;
 use crate::train::rundir::RunDir;
 use crate::train::session::{build_network, shape_of, Names};
@@ -173,7 +174,7 @@ pub fn measure_run(
     }
     let normalization = read_normalization(&run_dir.normalization())?;
 
-    let mut vs = VarStore::new(names.device);
+    let vs = VarStore::new(names.device);
     let model = build_network(
         names.kind,
         &vs,
@@ -181,8 +182,7 @@ pub fn measure_run(
         train.n_classes,
         &config.model_options(),
     )?;
-    vs.load(&weights)
-        .map_err(|e| TrainError::Engine(format!("{}: {e}", weights.display())))?;
+    load_safetensors_file(&vs, &weights).map_err(|e| TrainError::Engine(e.to_string()))?;
     let mut rng = ChaCha8Rng::seed_from_u64(settings.seed);
     let mut chosen = sample(&mut rng, train.n, settings.examples).into_vec();
     chosen.sort_unstable();
