@@ -479,7 +479,10 @@ mod tests {
             let stats = BinStats::from_pairs(&binning, [(score, true)]).unwrap();
             for norm in [Norm::L1, Norm::L2, Norm::Max] {
                 let error = stats.calibration_error(norm);
-                assert!(error == 0.0 && error.is_sign_positive(), "{binning:?} {norm:?}: {error}");
+                assert!(
+                    error == 0.0 && error.is_sign_positive(),
+                    "{binning:?} {norm:?}: {error}"
+                );
             }
         }
     }

@@ -252,10 +252,22 @@ fn eval_on_data_of_another_shape_is_one_short_line() {
     train(&run, "digits", "0", "0");
     let run_s = run.to_str().unwrap();
     // 28x28 images against a run trained on 8x8 ones (both one channel).
-    let output = csam(&["eval", "--run", run_s, "--data", "fashion-mnist", "--device", "cpu"]);
+    let output = csam(&[
+        "eval",
+        "--run",
+        run_s,
+        "--data",
+        "fashion-mnist",
+        "--device",
+        "cpu",
+    ]);
     let line = support::assert_one_line_error(
         &output,
-        &["fashion-mnist (1x28x28 images, 10 classes) does not fit the run", "trained on digits", "shape"],
+        &[
+            "fashion-mnist (1x28x28 images, 10 classes) does not fit the run",
+            "trained on digits",
+            "shape",
+        ],
     );
     assert!(line.len() < 600 && !line.contains("frame #"), "{line}");
     // 8x8 images of 3 classes: the image size fits, the class count does not.
