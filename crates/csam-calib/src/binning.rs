@@ -173,6 +173,7 @@ impl BinStats {
 
     /// The calibration error `sum_b w_b |acc_b - conf_b|` (or its l2 / max form,
     /// see [`Norm`]) with `w_b = count_b / n_samples`; empty bins contribute 0.
+    /// An input whose samples all fall in no bin gives `0.0` (see [`sum`]).
     pub fn calibration_error(&self, norm: Norm) -> f64 {
         let n = self.n_samples as f64;
         let weighted = self
@@ -180,11 +181,17 @@ impl BinStats {
             .iter()
             .filter_map(|bin| Some((bin.count as f64 / n, bin.gap()?)));
         match norm {
-            Norm::L1 => weighted.map(|(w, gap)| w * gap).sum(),
-            Norm::L2 => weighted.map(|(w, gap)| w * gap * gap).sum::<f64>().sqrt(),
+            Norm::L1 => sum(weighted.map(|(w, gap)| w * gap)),
+            Norm::L2 => sum(weighted.map(|(w, gap)| w * gap * gap)).sqrt(),
             Norm::Max => weighted.map(|(_, gap)| gap).fold(0.0, f64::max),
         }
     }
+}
+
+/// The sum of `terms`, `+0.0` when there are none: `Iterator::sum` of no
+/// `f64` is `-0.0`, which would print as "-0.00%".
+fn sum(terms: impl Iterator<Item = f64>) -> f64 {
+    terms.fold(0.0, |acc, t| acc + t)
 }
 
 /// Accumulates `(score, hit)` pairs one at a time into [`BinStats`]: equal-width
@@ -460,6 +467,25 @@ mod tests {
         let rms = (0.5 * 0.55 * 0.55 + 0.5 * 0.9 * 0.9_f64).sqrt();
         assert!((stats.calibration_error(Norm::L2) - rms).abs() < 1e-15);
         assert!((stats.calibration_error(Norm::Max) - 0.9).abs() < 1e-15);
+    }
+
+    #[test]
+    fn samples_in_no_bin_give_positive_zero() {
+        // One sample: the interpolated scheme never counts the smallest
+        // score, and right-closed equal-width bins never count a score of 0.
+        for (binning, score) in [
+            (mass(15, AdaptiveVariant::Interpolated), 0.88),
+            (width(EdgeConvention::RightClosed), 0.0),
+        ] {
+            let stats = BinStats::from_pairs(&binning, [(score, true)]).unwrap();
+            for norm in [Norm::L1, Norm::L2, Norm::Max] {
+                let error = stats.calibration_error(norm);
+                assert!(
+                    error == 0.0 && error.is_sign_positive(),
+                    "{binning:?} {norm:?}: {error}"
+                );
+            }
+        }
     }
 
     #[test]

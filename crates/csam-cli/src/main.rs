@@ -11,6 +11,7 @@ mod table;
 use std::process::ExitCode;
 
 use clap::Parser;
+use csam_train::torch_message::without_backtrace;
 
 #[derive(Parser)]
 #[command(
@@ -38,11 +39,13 @@ fn main() -> ExitCode {
 
 /// The error and its causes joined by ": " on one line ("test labels: l.npy: ..."),
 /// skipping a cause whose text its parent already ends with (library errors
-/// such as `CalibError::Io` print their source themselves).
+/// such as `CalibError::Io` print their source themselves). A libtorch error
+/// among the causes loses its C++ stack trace here, whichever path it took.
 fn one_line(error: &anyhow::Error) -> String {
     let mut line = String::new();
     for cause in error.chain() {
-        let text = cause.to_string().replace('\n', " ");
+        let text = cause.to_string();
+        let text = without_backtrace(&text).replace('\n', " ");
         if line.ends_with(&text) {
             continue;
         }
@@ -69,5 +72,11 @@ mod tests {
         assert_eq!(one_line(&error), "test predictions: p.npy: gone");
         let multi = anyhow::anyhow!("first\nsecond").context("outer");
         assert_eq!(one_line(&multi), "outer: first second");
+        let torch = anyhow::anyhow!(
+            "shape mismatch\nException raised from f at a.cpp:1 (most recent call first):\n\
+             frame #0: c10::Error::Error() + 0x9d"
+        )
+        .context("eval");
+        assert_eq!(one_line(&torch), "eval: shape mismatch");
     }
 }

@@ -262,6 +262,31 @@ fn undefined_aurocs_are_null_not_a_failure() {
 }
 
 #[test]
+fn one_example_prints_no_negative_zero() {
+    // A one-example set: its only sample falls in no interpolated AdaECE bin,
+    // so AdaECE is 0; it was printed "-0.00%" and stored as -0.0.
+    let dir = tempfile::tempdir().unwrap();
+    let (preds, truth) = (dir.path().join("p.npy"), dir.path().join("y.npy"));
+    npy::write_f32(&preds, &ndarray::array![[2.0f32, 0.0]].view()).unwrap();
+    npy::write_i64(&truth, &[0]).unwrap();
+    let args = [
+        "metrics",
+        path_str(&preds),
+        "--labels",
+        path_str(&truth),
+        "--logits",
+    ];
+    let table = stdout(&csam(&args));
+    assert!(!table.contains("-0.0"), "{table}");
+    let mut json_args = args.to_vec();
+    json_args.push("--json");
+    let json = stdout(&csam(&json_args));
+    assert!(!json.contains("-0.0"), "{json}");
+    let report: Value = serde_json::from_str(&json).unwrap();
+    assert_eq!(report["raw"]["adaece"], 0.0);
+}
+
+#[test]
 fn plots_and_calibrators_are_written() {
     let dir = tempfile::tempdir().unwrap();
     let plots = dir.path().join("plots");

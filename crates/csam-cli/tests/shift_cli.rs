@@ -244,3 +244,38 @@ fn fashion_mnist_against_bundled_mnist_and_ensembles_of_runs() {
     ]);
     assert!(error.contains("must share data and model"), "{error}");
 }
+
+#[test]
+fn eval_on_data_of_another_shape_is_one_short_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = dir.path().join("digits");
+    train(&run, "digits", "0", "0");
+    let run_s = run.to_str().unwrap();
+    // 28x28 images against a run trained on 8x8 ones (both one channel).
+    let output = csam(&[
+        "eval",
+        "--run",
+        run_s,
+        "--data",
+        "fashion-mnist",
+        "--device",
+        "cpu",
+    ]);
+    let line = support::assert_one_line_error(
+        &output,
+        &[
+            "fashion-mnist (1x28x28 images, 10 classes) does not fit the run",
+            "trained on digits",
+            "shape",
+        ],
+    );
+    assert!(line.len() < 600 && !line.contains("frame #"), "{line}");
+    // 8x8 images of 3 classes: the image size fits, the class count does not.
+    let (images, labels) = (dir.path().join("x.npy"), dir.path().join("y.npy"));
+    csam_calib::io::npy::write_u8(&images, &[6, 8, 8, 1], &[7; 6 * 64]).unwrap();
+    csam_calib::io::npy::write_i64(&labels, &[0, 1, 2, 0, 1, 2]).unwrap();
+    let spec = format!("npy:{},{}", images.display(), labels.display());
+    let output = csam(&["eval", "--run", run_s, "--data", &spec, "--device", "cpu"]);
+    let line = support::assert_one_line_error(&output, &["(1x8x8 images, 3 classes) does not fit"]);
+    assert!(line.len() < 600 && !line.contains("frame #"), "{line}");
+}

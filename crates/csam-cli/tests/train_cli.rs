@@ -390,3 +390,74 @@ fn a_second_writer_is_refused_and_a_killed_writers_lock_is_taken_over() {
         "the lock file is removed when done"
     );
 }
+
+/// `DIR/<name>/...` copies of the 20 bundled CIFAR-10 sample images (eight
+/// class folders), for each name.
+fn cifar_sample_folder(dir: &Path, names: &[&str]) {
+    let samples = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../data/cifar10-samples");
+    for class in std::fs::read_dir(&samples).unwrap().flatten() {
+        for name in names {
+            let target = dir.join(name).join(class.file_name());
+            std::fs::create_dir_all(&target).unwrap();
+            for image in std::fs::read_dir(class.path()).unwrap().flatten() {
+                std::fs::copy(image.path(), target.join(image.file_name())).unwrap();
+            }
+        }
+    }
+}
+
+fn train_folder(data: &Path, out: &Path) -> Output {
+    let spec = format!("folder:{}", data.display());
+    csam(&[
+        "train",
+        "--data",
+        &spec,
+        "--model",
+        "mlp",
+        "--epochs",
+        "1",
+        "--val-size",
+        "2",
+        "--batch-size",
+        "4",
+        "--device",
+        "cpu",
+        "--threads",
+        "1",
+        "--quiet",
+        "--out",
+        out.to_str().unwrap(),
+    ])
+}
+
+fn summary_sizes(run: &Path) -> [u64; 3] {
+    let summary: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(run.join("summary.json")).unwrap()).unwrap();
+    ["n_train", "n_val", "n_test"].map(|key| summary[key].as_u64().unwrap())
+}
+
+#[test]
+fn folder_data_trains_from_the_flat_and_the_split_layout() {
+    let dir = tempfile::tempdir().unwrap();
+    // Flat: DIR/<class>/*.png, split 80/20 (4 of the 20 images are test).
+    cifar_sample_folder(dir.path(), &["flat"]);
+    let trained = train_folder(&dir.path().join("flat"), &dir.path().join("run-flat"));
+    assert!(trained.status.success(), "{}", text(&trained));
+    assert_eq!(summary_sizes(&dir.path().join("run-flat")), [14, 2, 4]);
+    // Split: DIR/train/<class> and DIR/test/<class>.
+    cifar_sample_folder(&dir.path().join("split"), &["train", "test"]);
+    let trained = train_folder(&dir.path().join("split"), &dir.path().join("run-split"));
+    assert!(trained.status.success(), "{}", text(&trained));
+    assert_eq!(summary_sizes(&dir.path().join("run-split")), [18, 2, 20]);
+    // train/ without test/: the error names the missing folder and both fixes.
+    cifar_sample_folder(&dir.path().join("half"), &["train"]);
+    let refused = train_folder(&dir.path().join("half"), &dir.path().join("run-half"));
+    support::assert_one_line_error(
+        &refused,
+        &["half/test not found", "also needs test/", "80/20"],
+    );
+    // test/ alone is an evaluation set.
+    cifar_sample_folder(&dir.path().join("eval-only"), &["test"]);
+    let refused = train_folder(&dir.path().join("eval-only"), &dir.path().join("run-eval"));
+    support::assert_one_line_error(&refused, &["has only a test part", "not trained on"]);
+}

@@ -19,4 +19,5 @@ pub mod optim;
 pub mod shift;
 pub mod spec;
 pub mod theory;
+pub mod torch_message;
 pub mod train;

@@ -16,8 +16,9 @@ pub enum LossError {
     /// A loss parameter is out of range.
     #[error("invalid loss parameter: {0}")]
     Parameter(String),
-    /// libtorch rejected an operation (for example a target outside `0..n_classes`).
-    #[error(transparent)]
+    /// libtorch rejected an operation (for example a target outside
+    /// `0..n_classes`), shown without its C++ stack trace.
+    #[error("{}", crate::torch_message::message(.0))]
     Torch(#[from] TchError),
 }
 

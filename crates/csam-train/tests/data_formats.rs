@@ -10,6 +10,7 @@
 //! directories from those real images.
 
 use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
 
 use csam_train::data::{load, DataError, DataSource, Dataset, DatasetSpec};
 
@@ -25,11 +26,25 @@ fn load_str(spec: &str) -> Result<DataSource, DataError> {
     load(&spec.parse::<DatasetSpec>()?)
 }
 
+/// All 20 sample images in file order: the class folders under `test/`
+/// alone, an evaluation set (the flat layout would split them).
 fn samples() -> Dataset {
-    let spec = format!("folder:{}", repo_data().join("cifar10-samples").display());
-    let source = load_str(&spec).unwrap();
-    assert!(source.train.is_none(), "a flat folder is test-only");
-    source.test
+    static SAMPLES: OnceLock<Dataset> = OnceLock::new();
+    SAMPLES
+        .get_or_init(|| {
+            let tmp = tempfile::tempdir().unwrap();
+            copy_tree(
+                &repo_data().join("cifar10-samples"),
+                &tmp.path().join("test"),
+            );
+            let source = load_str(&format!("folder:{}", tmp.path().display())).unwrap();
+            assert!(
+                source.train.is_none(),
+                "a folder of test/ only is an evaluation set"
+            );
+            source.test
+        })
+        .clone()
 }
 
 /// CIFAR-10 label of each class folder present (alphabetical = CIFAR order;
@@ -121,6 +136,60 @@ fn folder_with_train_and_test() {
 }
 
 #[test]
+fn flat_folder_is_split_80_20_per_class_with_a_fixed_seed() {
+    let spec = format!("folder:{}", repo_data().join("cifar10-samples").display());
+    let source = load_str(&spec).unwrap();
+    let train = source.train.clone().unwrap();
+    let test = &source.test;
+    assert!(train.name.ends_with("/train") && test.name.ends_with("/test"));
+    // floor(20 / 5) = 4 test images. Class sizes 2,2,2,2,4,2,4,2: shares
+    // 0.4 or 0.8, all floored to 0; the 4 largest remainders (0.8: classes
+    // 4 and 6, then 0.4: the lowest indices 0 and 1) get one image each.
+    assert_eq!(test.class_counts(), vec![1, 1, 0, 0, 1, 0, 1, 0]);
+    assert_eq!(train.class_counts(), vec![1, 1, 2, 2, 3, 2, 3, 2]);
+    // Together they are the 20 images, each once, each part in file order.
+    let all = samples();
+    let position = |image: &[u8]| (0..all.n).find(|&i| all.image(i) == image).unwrap();
+    let mut seen: Vec<usize> = (0..train.n).map(|i| position(train.image(i))).collect();
+    assert!(seen.windows(2).all(|w| w[0] < w[1]), "{seen:?}");
+    let in_test: Vec<usize> = (0..test.n).map(|i| position(test.image(i))).collect();
+    assert!(in_test.windows(2).all(|w| w[0] < w[1]), "{in_test:?}");
+    seen.extend(in_test);
+    seen.sort_unstable();
+    assert_eq!(seen, (0..20).collect::<Vec<_>>());
+    // The same images every time: the draw's seed is fixed.
+    assert_eq!(load_str(&spec).unwrap(), source);
+}
+
+#[test]
+fn folder_layout_errors_say_what_to_do() {
+    let tmp = tempfile::tempdir().unwrap();
+    copy_tree(
+        &repo_data().join("cifar10-samples"),
+        &tmp.path().join("train"),
+    );
+    match load_str(&format!("folder:{}", tmp.path().display())) {
+        Err(e @ DataError::Missing { .. }) => {
+            let text = e.to_string();
+            assert!(
+                text.contains("also needs test/") && text.contains("80/20"),
+                "{text}"
+            );
+        }
+        other => panic!("expected Missing, got {other:?}"),
+    }
+    let one = tempfile::tempdir().unwrap();
+    std::fs::create_dir(one.path().join("a")).unwrap();
+    image::GrayImage::new(4, 4)
+        .save(one.path().join("a/0.png"))
+        .unwrap();
+    match load_str(&format!("folder:{}", one.path().display())) {
+        Err(e @ DataError::Empty { .. }) => assert!(e.to_string().contains("at least 2"), "{e}"),
+        other => panic!("expected Empty, got {other:?}"),
+    }
+}
+
+#[test]
 fn folder_errors_name_the_file() {
     let tmp = tempfile::tempdir().unwrap();
     copy_tree(&repo_data().join("cifar10-samples"), tmp.path());
@@ -157,9 +226,9 @@ fn folder_errors_name_the_file() {
 fn grey_folder_has_one_channel_and_colour_wins_when_mixed() {
     let tmp = tempfile::tempdir().unwrap();
     for (class, value) in [("a", 10u8), ("b", 200u8)] {
-        std::fs::create_dir(tmp.path().join(class)).unwrap();
+        std::fs::create_dir_all(tmp.path().join("test").join(class)).unwrap();
         image::GrayImage::from_pixel(4, 3, image::Luma([value]))
-            .save(tmp.path().join(class).join("0.png"))
+            .save(tmp.path().join("test").join(class).join("0.png"))
             .unwrap();
     }
     let grey = load_str(&format!("folder:{}", tmp.path().display()))
@@ -168,7 +237,7 @@ fn grey_folder_has_one_channel_and_colour_wins_when_mixed() {
     assert_eq!((grey.channels, grey.height, grey.width), (1, 3, 4));
     assert_eq!(grey.images, [vec![10; 12], vec![200; 12]].concat());
     image::RgbImage::from_pixel(4, 3, image::Rgb([1, 2, 3]))
-        .save(tmp.path().join("b/1.png"))
+        .save(tmp.path().join("test/b/1.png"))
         .unwrap();
     let mixed = load_str(&format!("folder:{}", tmp.path().display()))
         .unwrap()

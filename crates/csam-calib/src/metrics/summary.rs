@@ -174,6 +174,55 @@ mod tests {
         assert!(json.contains("\"auroc_misclassification\":null"));
     }
 
+    /// Every number of the summary as JSON writes it (so a field added later
+    /// is covered too).
+    fn numbers(summary: &MetricSummary) -> Vec<(String, f64)> {
+        let json = serde_json::to_value(summary).unwrap();
+        json.as_object()
+            .unwrap()
+            .iter()
+            .filter_map(|(key, value)| Some((key.clone(), value.as_f64()?)))
+            .collect()
+    }
+
+    #[test]
+    fn one_example_gives_no_negative_zero() {
+        // The one sample falls in no interpolated AdaECE bin: AdaECE is 0,
+        // and was -0.0 (printed "-0.00%").
+        let (probs, labels) = two_class(&[(0.88, true)]);
+        let s = summarize(probs.view(), &labels, &MetricOptions::default()).unwrap();
+        assert_eq!(s.adaece, 0.0);
+        assert!(s.adaece.is_sign_positive());
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn no_metric_is_negative_zero(
+            rows in proptest::collection::vec((0usize..5, proptest::bool::ANY), 1..6),
+            chunked in proptest::bool::ANY,
+            left_closed in proptest::bool::ANY,
+        ) {
+            // Confidences on a grid that includes 0.5 and 1 (certain rows).
+            let cases: Vec<(f64, bool)> = rows
+                .iter()
+                .map(|&(step, correct)| (0.5 + step as f64 / 8.0, correct))
+                .collect();
+            let (probs, labels) = two_class(&cases);
+            let options = MetricOptions {
+                edges: if left_closed { EdgeConvention::LeftClosedWithOneBin } else { EdgeConvention::RightClosed },
+                adaptive: if chunked { AdaptiveVariant::Chunked } else { AdaptiveVariant::Interpolated },
+                ..MetricOptions::default()
+            };
+            let s = summarize(probs.view(), &labels, &options).unwrap();
+            for (key, value) in numbers(&s) {
+                proptest::prop_assert!(
+                    !(value == 0.0 && value.is_sign_negative()),
+                    "{} is -0.0 for {:?}", key, cases
+                );
+            }
+        }
+    }
+
     #[test]
     fn unnormalised_rows_are_refused() {
         let probs = array![[0.5, 0.5], [0.6, 0.6]];

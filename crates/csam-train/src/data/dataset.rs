@@ -25,8 +25,8 @@ pub struct Dataset {
 /// What a dataset spec loads: an optional training part and a test part.
 ///
 /// `train` is `None` for evaluation-only sources (a CIFAR-10-C corruption
-/// file, an image folder without `train/` and `test/`): they can be
-/// evaluated but not split for training.
+/// file, an image folder of `test/` alone): they can be evaluated but not
+/// split for training.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DataSource {
     pub train: Option<Dataset>,

@@ -1,13 +1,23 @@
-//! Image folders: `DIR/<class name>/*.{png,jpg,jpeg}`.
+//! Image folders: `DIR/<class name>/*.{png,jpg,jpeg}`, in one of three
+//! layouts.
+//!
+//! | layout | train part | test part |
+//! |---|---|---|
+//! | `DIR/train/<class>/`, `DIR/test/<class>/` | `DIR/train` | `DIR/test` (same class names) |
+//! | `DIR/test/<class>/` only | none (an evaluation set) | `DIR/test` |
+//! | `DIR/<class>/` (flat) | the other 80% | [`FLAT_TEST_FRACTION`] of the images, drawn per class |
 //!
 //! Conventions:
 //! - Classes are the sub-directories, sorted by name (byte order of the
 //!   name); label `k` is the `k`-th name. Hidden entries (`.name`) and
 //!   files with other extensions are skipped. Images within a class are
 //!   read in file-name order.
-//! - If `DIR/train` is a directory, the source is `DIR/train` (training)
-//!   plus `DIR/test` (required, same class names). Otherwise all of `DIR` is
-//!   a test-only source (evaluation sets).
+//! - The flat layout's test part is `floor(N / 5)` (at least 1) of the `N`
+//!   images, stratified like a validation split (each class gives its
+//!   proportional share, largest remainders first) and drawn uniformly
+//!   within each class from the fixed seed [`FLAT_TEST_SEED`]: every run,
+//!   whatever its own seed, and every evaluation of the same folder sees the
+//!   same test images. Both parts keep file order.
 //! - Every image must have the size of the first one read. The dataset has 3
 //!   channels (RGB) if any image has colour, else 1 (grey); alpha is dropped.
 
@@ -16,47 +26,89 @@ use std::path::{Path, PathBuf};
 
 use image::ImageDecoder;
 
-use super::dataset::hwc_to_chw;
+use super::dataset::{hwc_to_chw, Dataset};
 use super::error::{DataError, Result};
 use super::part::{into_source, Classes, LabelLocation, Part};
+use super::rng::{stream, Purpose};
+use super::split::stratified_mask;
 use super::DataSource;
 
 const EXTENSIONS: [&str; 3] = ["png", "jpg", "jpeg"];
 
+/// The share of a flat folder's images that forms its test part.
+const FLAT_TEST_FRACTION: f64 = 0.2;
+
+/// The seed of the draw of a flat folder's test part (the same for every
+/// run, so that train and test never swap images between runs).
+const FLAT_TEST_SEED: u64 = 0;
+
 /// Loads a folder dataset (see the module doc); the parts are named
 /// `<name>/train` and `<name>/test`.
 pub(crate) fn load(dir: &Path, name: &str) -> Result<DataSource> {
-    let train_dir = dir.join("train");
-    if train_dir.is_dir() {
-        let test_dir = dir.join("test");
-        if !test_dir.is_dir() {
-            return Err(DataError::Missing {
-                path: test_dir,
-                hint: "a folder dataset with train/ also needs test/".into(),
-            });
+    let (train_dir, test_dir) = (dir.join("train"), dir.join("test"));
+    match (train_dir.is_dir(), test_dir.is_dir()) {
+        (true, true) => load_split(&train_dir, &test_dir, name),
+        (true, false) => Err(DataError::Missing {
+            path: test_dir,
+            hint: "a folder data set with train/ also needs test/ with the same class \
+                   folders; or put the class folders directly in the directory for a \
+                   seeded 80/20 train/test split"
+                .into(),
+        }),
+        (false, true) => {
+            let classes = class_dirs(&test_dir)?;
+            let test = read_part(&test_dir, &classes)?;
+            into_source(name, None, test, Classes::Fixed(classes.len()))
         }
-        let train_classes = class_dirs(&train_dir)?;
-        let test_classes = class_dirs(&test_dir)?;
-        if names(&train_classes) != names(&test_classes) {
-            return Err(DataError::Inconsistent {
-                name: name.to_string(),
-                reason: format!(
-                    "class folders differ: train {:?}, test {:?}",
-                    names(&train_classes),
-                    names(&test_classes)
-                ),
-            });
-        }
-        let n_classes = train_classes.len();
-        let train = read_part(&train_dir, &train_classes)?;
-        let test = read_part(&test_dir, &test_classes)?;
-        into_source(name, Some(train), test, Classes::Fixed(n_classes))
-    } else {
-        let classes = class_dirs(dir)?;
-        let n_classes = classes.len();
-        let test = read_part(dir, &classes)?;
-        into_source(name, None, test, Classes::Fixed(n_classes))
+        (false, false) => load_flat(dir, name),
     }
+}
+
+/// The `train/` + `test/` layout.
+fn load_split(train_dir: &Path, test_dir: &Path, name: &str) -> Result<DataSource> {
+    let train_classes = class_dirs(train_dir)?;
+    let test_classes = class_dirs(test_dir)?;
+    if names(&train_classes) != names(&test_classes) {
+        return Err(DataError::Inconsistent {
+            name: name.to_string(),
+            reason: format!(
+                "class folders differ: train {:?}, test {:?}",
+                names(&train_classes),
+                names(&test_classes)
+            ),
+        });
+    }
+    let n_classes = train_classes.len();
+    let train = read_part(train_dir, &train_classes)?;
+    let test = read_part(test_dir, &test_classes)?;
+    into_source(name, Some(train), test, Classes::Fixed(n_classes))
+}
+
+/// The flat layout: every image read, then split (see the module doc).
+fn load_flat(dir: &Path, name: &str) -> Result<DataSource> {
+    let classes = class_dirs(dir)?;
+    let all = into_source(
+        name,
+        None,
+        read_part(dir, &classes)?,
+        Classes::Fixed(classes.len()),
+    )?
+    .test;
+    if all.n < 2 {
+        return Err(DataError::Empty {
+            path: dir.to_path_buf(),
+            hint: "a flat folder is split into train and test, which needs at least 2 images"
+                .into(),
+        });
+    }
+    let test_size = ((all.n as f64 * FLAT_TEST_FRACTION) as usize).max(1);
+    let mut rng = stream(FLAT_TEST_SEED, Purpose::FolderTest, 0);
+    let is_test = stratified_mask(&all.labels, all.n_classes, test_size, &mut rng);
+    let (test, train): (Vec<usize>, Vec<usize>) = (0..all.n).partition(|&i| is_test[i]);
+    let part = |indices: &[usize], which: &str| -> Dataset {
+        all.select(indices).renamed(format!("{name}/{which}"))
+    };
+    DataSource::new(Some(part(&train, "train")), part(&test, "test"))
 }
 
 fn names(dirs: &[PathBuf]) -> Vec<OsString> {

@@ -22,6 +22,8 @@ pub(crate) enum Purpose {
     /// The noise and angles of one corrupted image (`crate::shift::corrupt`);
     /// the `epoch` slot carries the corruption and the image index.
     Corrupt = 4,
+    /// Choosing the test part of a flat image folder (`crate::data::folder`).
+    FolderTest = 5,
 }
 
 /// The stream for `(seed, purpose, epoch)`.

@@ -9,6 +9,7 @@
 //! validation keep the source's order. The test part is the source's, untouched.
 
 use rand::seq::SliceRandom;
+use rand_chacha::ChaCha8Rng;
 
 use super::dataset::{DataSource, Dataset};
 use super::error::{DataError, Result};
@@ -29,9 +30,10 @@ pub struct Splits {
 pub fn split(source: DataSource, val_size: usize, seed: u64) -> Result<Splits> {
     let DataSource { train, test } = source;
     let train = train.ok_or_else(|| {
+        let source = test.name.strip_suffix("/test").unwrap_or(&test.name);
         DataError::Invalid(format!(
-            "{} has no training part (an evaluation-only source); it cannot be split for training",
-            test.name
+            "{source} has only a test part (an evaluation set): it can be evaluated but not \
+             trained on; train on a data set with a training part"
         ))
     })?;
     if val_size >= train.n {
@@ -40,7 +42,8 @@ pub fn split(source: DataSource, val_size: usize, seed: u64) -> Result<Splits> {
             train.n, train.name
         )));
     }
-    let is_val = validation_mask(&train.labels, train.n_classes, val_size, seed);
+    let mut rng = stream(seed, Purpose::Split, 0);
+    let is_val = stratified_mask(&train.labels, train.n_classes, val_size, &mut rng);
     let (val_indices, train_indices): (Vec<usize>, Vec<usize>) =
         (0..train.n).partition(|&i| is_val[i]);
     let base = train
@@ -75,18 +78,25 @@ fn stratified_quotas(counts: &[usize], val_size: usize) -> Vec<usize> {
     quotas
 }
 
-/// `mask[i]` is true when training sample `i` goes to validation.
-fn validation_mask(labels: &[usize], n_classes: usize, val_size: usize, seed: u64) -> Vec<bool> {
+/// `mask[i]` is true when sample `i` is among the `size` drawn: a stratified
+/// draw (quotas by [`stratified_quotas`]), uniform within each class (one
+/// shuffle per class, in class order, from `rng`). Validation sets and the
+/// test part of a flat image folder are drawn this way.
+pub(crate) fn stratified_mask(
+    labels: &[usize],
+    n_classes: usize,
+    size: usize,
+    rng: &mut ChaCha8Rng,
+) -> Vec<bool> {
     let mut by_class = vec![Vec::new(); n_classes];
     for (i, &l) in labels.iter().enumerate() {
         by_class[l].push(i);
     }
     let counts: Vec<usize> = by_class.iter().map(Vec::len).collect();
-    let quotas = stratified_quotas(&counts, val_size);
-    let mut rng = stream(seed, Purpose::Split, 0);
+    let quotas = stratified_quotas(&counts, size);
     let mut mask = vec![false; labels.len()];
     for (members, quota) in by_class.iter_mut().zip(quotas) {
-        members.shuffle(&mut rng);
+        members.shuffle(rng);
         for &i in &members[..quota] {
             mask[i] = true;
         }

@@ -19,6 +19,8 @@ use safetensors::SafeTensors;
 use tch::nn::VarStore;
 use tch::{Kind, Tensor};
 
+use crate::torch_message::message;
+
 /// A weights file that cannot be loaded into the model (which is left as it
 /// was).
 #[derive(Debug, thiserror::Error)]
@@ -74,7 +76,7 @@ pub fn load_safetensors(vs: &VarStore, bytes: &[u8], path: &Path) -> Result<(), 
                 format!("shape {shape:?}, the model's is {:?}", variable.size()),
             ));
         }
-        let stored = Tensor::try_from(view).map_err(|e| tensor_error(name, e.to_string()))?;
+        let stored = Tensor::try_from(view).map_err(|e| tensor_error(name, message(&e)))?;
         if !is_float(stored.kind()) {
             return Err(tensor_error(
                 name,
@@ -87,7 +89,7 @@ pub fn load_safetensors(vs: &VarStore, bytes: &[u8], path: &Path) -> Result<(), 
         for ((name, variable), source) in variables.iter_mut().zip(&sources) {
             variable
                 .f_copy_(source)
-                .map_err(|e| tensor_error(name, e.to_string()))?;
+                .map_err(|e| tensor_error(name, message(&e)))?;
         }
         Ok(())
     })

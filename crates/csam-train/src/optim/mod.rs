@@ -44,8 +44,8 @@ pub enum OptimError {
     /// The loss or the gradient became non-finite (the step was already applied).
     #[error("training diverged: {0}")]
     Diverged(String),
-    /// libtorch rejected an operation.
-    #[error(transparent)]
+    /// libtorch rejected an operation (shown without its C++ stack trace).
+    #[error("{}", crate::torch_message::message(.0))]
     Torch(#[from] TchError),
 }
 

@@ -18,6 +18,7 @@ use tch::nn::VarStore;
 use tch::Device;
 
 use crate::data::{Dataset, Normalization, SampleShape};
+use crate::model::weights::load_safetensors_file;
 use crate::model::{Mode, Model};
 use crate::spec::RunSpec;
 use crate::train::error::{Result, TrainError};
@@ -80,7 +81,7 @@ impl LoadedRun {
                 self.normalization.channels()
             )));
         }
-        let mut vs = VarStore::new(device);
+        let vs = VarStore::new(device);
         let (input, n_classes) = (shape_of(reference), reference.n_classes);
         let model = build_network(
             self.spec.model.arch,
@@ -89,11 +90,16 @@ impl LoadedRun {
             n_classes,
             &self.spec.model.options(),
         )?;
-        vs.load(&self.weights).map_err(|e| {
+        // Checked tensor by tensor before libtorch copies anything: tch's own
+        // `VarStore::load` would broadcast or fail inside libtorch.
+        load_safetensors_file(&vs, &self.weights).map_err(|e| {
+            let (c, h, w) = reference.sample_shape();
             TrainError::Data(format!(
-                "the weights in {} do not fit {} on {data} ({e}); is the data set's shape and class count that of the training data?",
-                self.weights.display(),
-                self.spec.model.arch,
+                "{data} ({c}x{h}x{w} images, {n_classes} classes) does not fit the run {}, \
+                 trained on {}: {e}; evaluate it on data of its training set's image size \
+                 and class count",
+                self.dir.display(),
+                self.spec.data.source,
             ))
         })?;
         Ok((vs, model))

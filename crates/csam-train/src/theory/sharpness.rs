@@ -29,6 +29,7 @@ use super::eigen::{lanczos_min, top_eigenvalue, Eigen, PowerSettings};
 use super::hessian::LossSurface;
 use crate::data::{self, BatchLoader, LoaderOptions, Normalization};
 use crate::device::parse_device;
+use crate::model::weights::load_safetensors_file;
 use crate::spec::RunSpec;
 use crate::train::atomic::write_atomic;
 use crate::train::rundir::RunDir;
@@ -176,7 +177,7 @@ pub fn measure_run(
     }
     let normalization = read_normalization(&run_dir.normalization())?;
 
-    let mut vs = VarStore::new(device);
+    let vs = VarStore::new(device);
     let model = build_network(
         spec.model.arch,
         &vs,
@@ -184,8 +185,7 @@ pub fn measure_run(
         train.n_classes,
         &spec.model.options(),
     )?;
-    vs.load(&weights)
-        .map_err(|e| TrainError::Engine(format!("{}: {e}", weights.display())))?;
+    load_safetensors_file(&vs, &weights).map_err(|e| TrainError::Engine(e.to_string()))?;
     let mut rng = ChaCha8Rng::seed_from_u64(settings.seed);
     let mut chosen = sample(&mut rng, train.n, settings.examples).into_vec();
     chosen.sort_unstable();

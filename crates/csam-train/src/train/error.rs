@@ -94,8 +94,9 @@ pub enum TrainError {
         last_good_epoch: usize,
         cause: Box<TrainError>,
     },
-    /// An error from libtorch (shape, device, file format).
-    #[error("libtorch: {0}")]
+    /// An error from libtorch (shape, device, file format), shown without
+    /// its C++ stack trace.
+    #[error("libtorch: {}", crate::torch_message::message(.0))]
     Torch(#[from] tch::TchError),
     /// The device string is not `cpu`, `cuda` or `cuda:N`, or names a missing GPU.
     #[error("device {0:?}: {1}")]
