@@ -128,6 +128,22 @@ fn table_shows_raw_and_default_calibrators_in_percent() {
     assert!(lines[3..].iter().all(|l| l.len() == width), "{out}");
 }
 
+/// Every metric of `column` in the `--json` report agrees with the fixture's
+/// reference value within `tol`.
+fn assert_column_matches(report: &Value, e: &Value, column: &str, tol: f64) {
+    for metric in METRICS {
+        let (got, want) = (
+            report[column][metric]
+                .as_f64()
+                .unwrap_or_else(|| panic!("report {column}.{metric}")),
+            e[column][metric]
+                .as_f64()
+                .unwrap_or_else(|| panic!("fixture {column}.{metric}")),
+        );
+        assert!(close(got, want, tol), "{column}.{metric}: {got} vs {want}");
+    }
+}
+
 #[test]
 fn json_schema_and_values_match_scikit_learn() {
     let out = stdout(&run(&with_validation(&[
@@ -172,32 +188,11 @@ fn json_schema_and_values_match_scikit_learn() {
     assert!(report["temperature"]["tce"].is_null());
 
     // Raw metrics: the same float32 logits through scikit-learn / NumPy.
-    for metric in [
-        "accuracy",
-        "ece",
-        "nll",
-        "brier",
-        "auroc_misclassification",
-        "auroc_ovr",
-        "mean_confidence",
-    ] {
-        let (got, want) = (
-            report["raw"][metric].as_f64().unwrap(),
-            e["raw"][metric].as_f64().unwrap(),
-        );
-        assert!(close(got, want, 1e-9), "raw.{metric}: {got} vs {want}");
-    }
+    assert_column_matches(&report, &e, "raw", 1e-9);
     // Temperature scaling: T fitted by SciPy's bounded minimiser on the validation NLL.
-    for metric in ["ece", "nll", "brier", "mean_confidence"] {
-        let (got, want) = (
-            report["temperature"][metric].as_f64().unwrap(),
-            e["temperature"][metric].as_f64().unwrap(),
-        );
-        assert!(
-            close(got, want, 1e-5),
-            "temperature.{metric}: {got} vs {want}"
-        );
-    }
+    assert_column_matches(&report, &e, "temperature", 1e-5);
+    // Isotonic: scikit-learn's IsotonicRegression per class on the validation softmax.
+    assert_column_matches(&report, &e, "isotonic", 1e-9);
     let tce = report["raw"]["tce"].as_f64().unwrap();
     assert!(
         close(tce, e["temperature"]["ece"].as_f64().unwrap(), 1e-5),
