@@ -11,7 +11,12 @@ fn fashion(n: usize) -> Dataset {
 
 fn cifar_samples() -> Dataset {
     let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../data/cifar10-samples");
-    load(&DatasetSpec::Folder(dir)).unwrap().test
+    // The flat folder is split 80/20 (see data::folder): the training part
+    // holds 16 of the 20 images.
+    load(&DatasetSpec::Folder(dir))
+        .unwrap()
+        .train
+        .expect("a flat folder has a training part")
 }
 
 /// `n` copies of one image of `channels x height x width` whose channel `c` is `values[c]`.
