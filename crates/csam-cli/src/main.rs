@@ -10,7 +10,7 @@ mod table;
 
 use std::process::ExitCode;
 
-use clap::Parser;
+use clap::{Command, CommandFactory, FromArgMatches, Parser};
 use csam_train::torch_message::without_backtrace;
 
 #[derive(Parser)]
@@ -27,7 +27,8 @@ struct Cli {
 fn main() -> ExitCode {
     // Before libtorch allocates anything (see the function's doc).
     csam_train::train::allocator::tune_allocator();
-    let cli = Cli::parse();
+    let matches = with_negative_numbers(Cli::command()).get_matches();
+    let cli = Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
     match commands::run(cli.command) {
         Ok(()) => ExitCode::SUCCESS,
         Err(error) => {
@@ -35,6 +36,20 @@ fn main() -> ExitCode {
             ExitCode::FAILURE
         }
     }
+}
+
+/// Every flag and positional argument that takes a value accepts a negative
+/// number written as its own word (`--lr -1`, not only `--lr=-1`), so that
+/// the value reaches the check that explains why it is wrong instead of
+/// clap's "unexpected argument '-1' found". Set here once for every
+/// subcommand's values.
+fn with_negative_numbers(command: Command) -> Command {
+    command.mut_subcommands(|sub| {
+        sub.mut_args(|arg| {
+            let takes_values = arg.get_action().takes_values();
+            arg.allow_negative_numbers(takes_values)
+        })
+    })
 }
 
 /// The error and its causes joined by ": " on one line ("test labels: l.npy: ..."),
@@ -60,6 +75,28 @@ fn one_line(error: &anyhow::Error) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn negative_numbers_are_values_for_every_subcommand() {
+        for args in [
+            vec!["csam", "compare", "--lr", "-1"],
+            vec!["csam", "sweep", "--gamma", "-0.5"],
+            vec!["csam", "train", "--out", "r", "--gamma", "-1"],
+            vec!["csam", "sharpness", "--run", "r", "--rho", "-1"],
+        ] {
+            assert!(
+                Cli::command().try_get_matches_from(&args).is_err(),
+                "{args:?}"
+            );
+            let matches = with_negative_numbers(Cli::command()).try_get_matches_from(&args);
+            assert!(matches.is_ok(), "{args:?}: {matches:?}");
+        }
+        // A flag that takes no value still refuses one.
+        let quiet = ["csam", "compare", "--quiet", "-1"];
+        assert!(with_negative_numbers(Cli::command())
+            .try_get_matches_from(quiet)
+            .is_err());
+    }
 
     #[test]
     fn one_line_joins_context_and_drops_repeated_sources() {

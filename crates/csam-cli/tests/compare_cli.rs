@@ -358,3 +358,50 @@ fn compare_refuses_a_directory_of_other_files() {
         "nothing written"
     );
 }
+
+#[test]
+fn compare_defaults_to_the_whole_bundled_fashion_mnist() {
+    // The command a user types, shortened to one SGD run of one epoch.
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("cmp");
+    let args = [
+        "compare",
+        "--methods",
+        "sgd",
+        "--seeds",
+        "0",
+        "--epochs",
+        "1",
+        "--device",
+        "cpu",
+        "--quiet",
+        "--out",
+    ];
+    let run = |extra: &[&str]| {
+        let output = Command::new(env!("CARGO_BIN_EXE_csam"))
+            .args(args)
+            .arg(&out)
+            .args(extra)
+            .output()
+            .expect("the csam binary runs");
+        assert!(output.status.success(), "{}", text(&output));
+    };
+    run(&[]);
+    let settings: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("compare.json")).unwrap()).unwrap();
+    assert_eq!(settings["data"], "fashion-mnist-full");
+    assert_eq!(settings["val_size"], 12_000, "20% of 60,000");
+    let summary: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(out.join("runs/sgd-seed0/summary.json")).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(
+        (&summary["n_train"], &summary["n_val"], &summary["n_test"]),
+        (&48_000.into(), &12_000.into(), &10_000.into())
+    );
+    // `--full` names the same comparison: the directory is reused, not refused.
+    let weights = out.join("runs/sgd-seed0/model.safetensors");
+    let before = modified(&weights);
+    run(&["--full"]);
+    assert_eq!(modified(&weights), before, "the finished run was reused");
+}

@@ -79,19 +79,22 @@ const CASES: &[Case] = &[
     case("train", "--data", "cifar10: empty directory", &["{train}", "--data", "cifar10:{dir}/empty"]),
     case("train", "--data", "npy: not .npy files", &["{train}", "--data", "npy:{dir}/garbage.npy,{dir}/garbage.npy"]),
     case("train", "--data", "folder: empty directory", &["{train}", "--data", "folder:{dir}/empty"]),
+    case("train", "--data", "folder: train/ without test/", &["{train}", "--data", "folder:{dir}/half"]),
+    case("train", "--data", "folder: test/ only", &["{train}", "--data", "folder:{dir}/evalset"]),
+    case("train", "--data", "folder: one image", &["{train}", "--data", "folder:{dir}/one"]),
     case("train", "--val-size", "0", &["{train}", "--val-size", "0"]),
     case("train", "--val-size", "the whole training set", &["{train}", "--val-size", "100000"]),
-    case("train", "--seed", "-1", &["{train}", "--seed=-1"]),
+    case("train", "--seed", "-1", &["{train}", "--seed", "-1"]),
     case("train", "--model", "resnet7", &["{train}", "--model", "resnet7"]),
     case("train", "--mlp-hidden", "0", &["{train}", "--mlp-hidden", "64,0"]),
     case("train", "--dropout", "1", &["{train}", "--dropout", "1"]),
     case("train", "--epochs", "0", &["{train}", "--epochs", "0"]),
     case("train", "--batch-size", "0", &["{train}", "--batch-size", "0"]),
-    case("train", "--lr", "-0.1", &["{train}", "--lr=-0.1"]),
+    case("train", "--lr", "-0.1", &["{train}", "--lr", "-0.1"]),
     case("train", "--lr", "NaN", &["{train}", "--lr", "NaN"]),
     case("train", "--momentum", "1", &["{train}", "--momentum", "1"]),
     case("train", "--nesterov", "without momentum", &["{train}", "--nesterov", "--momentum", "0"]),
-    case("train", "--weight-decay", "-1", &["{train}", "--weight-decay=-1"]),
+    case("train", "--weight-decay", "-1", &["{train}", "--weight-decay", "-1"]),
     case("train", "--base-optimizer", "lamb", &["{train}", "--base-optimizer", "lamb"]),
     case("train", "--schedule", "linear", &["{train}", "--schedule", "linear"]),
     case("train", "--warmup-epochs", "= --epochs", &["{train}", "--warmup-epochs", "1"]),
@@ -100,8 +103,8 @@ const CASES: &[Case] = &[
     case("train", "--decay-factor", "2", &["{train}", "--schedule", "step", "--decay-factor", "2"]),
     case("train", "--optimizer", "lamb", &["{train}", "--optimizer", "lamb"]),
     case("train", "--rho", "0 with SAM", &["{train}", "--optimizer", "sam", "--rho", "0"]),
-    case("train", "--eta", "-1 with ASAM", &["{train}", "--optimizer", "asam", "--eta=-1"]),
-    case("train", "--gamma", "-1 with CSAM", &["{train}", "--optimizer", "csam", "--gamma=-1"]),
+    case("train", "--eta", "-1 with ASAM", &["{train}", "--optimizer", "asam", "--eta", "-1"]),
+    case("train", "--gamma", "-1 with CSAM", &["{train}", "--optimizer", "csam", "--gamma", "-1"]),
     case("train", "--csam-detach", "maybe", &["{train}", "--csam-detach", "maybe"]),
     case("train", "--m", "0", &["{train}", "--optimizer", "sam", "--m", "0"]),
     case("train", "--sam-every", "0", &["{train}", "--optimizer", "sam", "--sam-every", "0"]),
@@ -168,6 +171,7 @@ const CASES: &[Case] = &[
     case("eval", "--run", "run without a model", &["{eval}", "--run", "{dir}/no-model"]),
     case("eval", "--data", "unknown name", &["{eval}", "--data", "nonsense"]),
     case("eval", "--data", "idx: empty directory", &["{eval}", "--data", "idx:{dir}/empty"]),
+    case("eval", "--data", "images of another size", &["{eval}", "--data", "fashion-mnist"]),
     case("eval", "--name", "../x", &["{eval}", "--name", "../x"]),
     case("eval", "--force", "a value", &["{eval}", "--force=yes"]),
     case("eval", "--device", "tpu", &["{eval}", "--device", "tpu"]),
@@ -177,7 +181,7 @@ const CASES: &[Case] = &[
     case("eval", "--ood", "unknown name", &["{eval}", "--ood", "nonsense"]),
     case("eval", "--mc-dropout", "0", &["{eval}", "--mc-dropout", "0"]),
     case("eval", "--mc-dropout", "run without dropout", &["{eval}", "--mc-dropout", "5"]),
-    case("eval", "--seed", "-1", &["{eval}", "--seed=-1"]),
+    case("eval", "--seed", "-1", &["{eval}", "--seed", "-1"]),
     case("eval", "--json", "a value", &["{eval}", "--json=yes"]),
     case("metrics", "PREDS", "not a .npy file", &["metrics", "{dir}/garbage.npy", "--labels", "{fx}/test_labels.npy", "--logits"]),
     case("metrics", "PREDS", "unknown extension", &["metrics", "{dir}/preds.xyz", "--labels", "{fx}/test_labels.npy", "--logits"]),
@@ -207,7 +211,7 @@ const CASES: &[Case] = &[
     case("metrics", "--adaptive", "none", &["{metrics}", "--adaptive", "none"]),
     case("metrics", "--tce-objective", "auc", &["{metrics}", "--tce-objective", "auc"]),
     case("metrics", "--tolerance", "NaN", &["{metrics}", "--tolerance", "NaN"]),
-    case("metrics", "--tolerance", "-1", &["{metrics}", "--tolerance=-1"]),
+    case("metrics", "--tolerance", "-1", &["{metrics}", "--tolerance", "-1"]),
     case("metrics", "--json", "a value", &["{metrics}", "--json=yes"]),
     case("metrics", "--plot", "path below a regular file", &["{metrics}", "--plot", "{dir}/notes.txt/plots"]),
     case("metrics", "--save-calibrators", "path below a regular file", &["{metrics}", "{val}", "--save-calibrators", "{dir}/notes.txt/cal"]),
@@ -215,7 +219,7 @@ const CASES: &[Case] = &[
     case("bench", "--optimizers", "lamb", &["{bench}", "--optimizers", "lamb"]),
     case("bench", "--input", "imagenet", &["{bench}", "--input", "imagenet"]),
     case("bench", "--batch-size", "0", &["{bench}", "--batch-size", "0"]),
-    case("bench", "--warmup", "-1", &["{bench}", "--warmup=-1"]),
+    case("bench", "--warmup", "-1", &["{bench}", "--warmup", "-1"]),
     case("bench", "--steps", "0", &["{bench}", "--steps", "0"]),
     case("bench", "--device", "tpu", &["{bench}", "--device", "tpu"]),
     case("bench", "--threads", "0", &["{bench}", "--threads", "0"]),
@@ -228,10 +232,10 @@ const CASES: &[Case] = &[
     case("compare", "--full", "with --data", &["{compare}", "--full"]),
     case("compare", "--model", "resnet7", &["{compare}", "--model", "resnet7"]),
     case("compare", "--epochs", "0", &["{compare}", "--epochs", "0"]),
-    case("compare", "--lr", "-1", &["{compare}", "--lr=-1"]),
-    case("compare", "--weight-decay", "-1", &["{compare}", "--weight-decay=-1"]),
+    case("compare", "--lr", "-1", &["{compare}", "--lr", "-1"]),
+    case("compare", "--weight-decay", "-1", &["{compare}", "--weight-decay", "-1"]),
     case("compare", "--rho", "0", &["{compare}", "--rho", "0"]),
-    case("compare", "--gamma", "-1", &["{compare}", "--gamma=-1"]),
+    case("compare", "--gamma", "-1", &["{compare}", "--gamma", "-1"]),
     case("compare", "--batch-size", "0", &["{compare}", "--batch-size", "0"]),
     case("compare", "--val-size", "0", &["{compare}", "--val-size", "0"]),
     case("compare", "--augment", "maybe", &["{compare}", "--augment", "maybe"]),
@@ -247,9 +251,9 @@ const CASES: &[Case] = &[
     case("sharpness", "--batch-size", "0", &["{sharpness}", "--batch-size", "0"]),
     case("sharpness", "--max-iterations", "0", &["{sharpness}", "--max-iterations", "0"]),
     case("sharpness", "--tolerance", "0", &["{sharpness}", "--tolerance", "0"]),
-    case("sharpness", "--segment-points", "-1", &["{sharpness}", "--segment-points=-1"]),
-    case("sharpness", "--seed", "-1", &["{sharpness}", "--seed=-1"]),
-    case("sharpness", "--rho", "-1", &["{sharpness}", "--rho=-1"]),
+    case("sharpness", "--segment-points", "-1", &["{sharpness}", "--segment-points", "-1"]),
+    case("sharpness", "--seed", "-1", &["{sharpness}", "--seed", "-1"]),
+    case("sharpness", "--rho", "-1", &["{sharpness}", "--rho", "-1"]),
     case("sharpness", "--device", "tpu", &["{sharpness}", "--device", "tpu"]),
     case("sharpness", "--force", "a value", &["{sharpness}", "--force=yes"]),
     case("sharpness", "--quiet", "a value", &["{sharpness}", "--quiet=yes"]),
@@ -259,20 +263,20 @@ const CASES: &[Case] = &[
     case("corrupt", "--corruptions", "fog", &["{corrupt}", "--corruptions", "fog"]),
     case("corrupt", "--severities", "6", &["{corrupt}", "--severities", "6"]),
     case("corrupt", "--severities", "3-1", &["{corrupt}", "--severities", "3-1"]),
-    case("corrupt", "--seed", "-1", &["{corrupt}", "--seed=-1"]),
+    case("corrupt", "--seed", "-1", &["{corrupt}", "--seed", "-1"]),
     case("corrupt", "--force", "a value", &["{corrupt}", "--force=yes"]),
     case("corrupt", "--quiet", "a value", &["{corrupt}", "--quiet=yes"]),
     case("sweep", "--rho", "0", &["{sweep}", "--rho", "0"]),
     case("sweep", "--rho", "a", &["{sweep}", "--rho", "0.05,a"]),
-    case("sweep", "--gamma", "-1", &["{sweep}", "--gamma=-1"]),
+    case("sweep", "--gamma", "-1", &["{sweep}", "--gamma", "-1"]),
     case("sweep", "--seeds", "a", &["{sweep}", "--seeds", "0,a"]),
     case("sweep", "--n-seeds", "0", &["sweep", "--n-seeds", "0", "--data", "digits", "--out", "{run}"]),
     case("sweep", "--data", "unknown name", &["{sweep}", "--data", "nonsense"]),
     case("sweep", "--full", "with --data", &["{sweep}", "--full"]),
     case("sweep", "--model", "resnet7", &["{sweep}", "--model", "resnet7"]),
     case("sweep", "--epochs", "0", &["{sweep}", "--epochs", "0"]),
-    case("sweep", "--lr", "-1", &["{sweep}", "--lr=-1"]),
-    case("sweep", "--weight-decay", "-1", &["{sweep}", "--weight-decay=-1"]),
+    case("sweep", "--lr", "-1", &["{sweep}", "--lr", "-1"]),
+    case("sweep", "--weight-decay", "-1", &["{sweep}", "--weight-decay", "-1"]),
     case("sweep", "--batch-size", "0", &["{sweep}", "--batch-size", "0"]),
     case("sweep", "--val-size", "0", &["{sweep}", "--val-size", "0"]),
     case("sweep", "--augment", "maybe", &["{sweep}", "--augment", "maybe"]),
@@ -446,6 +450,13 @@ fn prepare(dir: &Path, trained: &Path) -> RunLock {
         std::fs::create_dir(dir.join(empty)).unwrap();
     }
     write("foreign/notes.txt", "mine");
+    // Image folders in layouts that cannot be trained on: one real PNG each.
+    let png = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../data/cifar10-samples/cat/cifar10_00_3.png");
+    for folder in ["half/train/cat", "evalset/test/cat", "one/cat"] {
+        std::fs::create_dir_all(dir.join(folder)).unwrap();
+        std::fs::copy(&png, dir.join(folder).join("0.png")).unwrap();
+    }
     std::fs::copy(
         trained.join("config.toml"),
         dir.join("no-model/config.toml"),
@@ -567,9 +578,10 @@ line, or when this file differs from what it generates. Regenerate after changin
     CSAM_UPDATE_DOCS=1 cargo test -p csam-cli --test reliability_table
 
 Exit status 2 is an argument clap refused (only its first line is shown), 1 any other error.
-Paths: `$TMP` the test's directory of bad files, `$OUT` a fresh run directory, `$CONFIG` the
-row's config file (a valid small run plus the key shown), `$RUN` a finished run, `$FIXTURES`
-`crates/csam-cli/tests/fixtures`, `$CALIB_FIXTURES` `crates/csam-calib/fixtures/io`.
+A negative value is typed as its own word (`--lr -1`), as the rows run it; `--lr=-1` gets the
+same error. Paths: `$TMP` the test's directory of bad files, `$OUT` a fresh run directory,
+`$CONFIG` the row's config file (a valid small run plus the key shown), `$RUN` a finished run,
+`$FIXTURES` `crates/csam-cli/tests/fixtures`, `$CALIB_FIXTURES` `crates/csam-calib/fixtures/io`.
 `$PID` / `$HOST`: the process (the test) that holds the lock of a run directory.
 
 Crash safety is tested separately (`crates/csam-cli/tests/crash_safety.rs`): SIGKILL at seeded

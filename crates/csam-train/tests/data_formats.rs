@@ -184,8 +184,8 @@ fn folder_layout_errors_say_what_to_do() {
         .save(one.path().join("a/0.png"))
         .unwrap();
     match load_str(&format!("folder:{}", one.path().display())) {
-        Err(e @ DataError::Empty { .. }) => assert!(e.to_string().contains("at least 2"), "{e}"),
-        other => panic!("expected Empty, got {other:?}"),
+        Err(e @ DataError::Invalid(_)) => assert!(e.to_string().contains("at least 2"), "{e}"),
+        other => panic!("expected Invalid, got {other:?}"),
     }
 }
 

@@ -4,6 +4,7 @@
 use std::path::PathBuf;
 
 use clap::Args;
+use csam_train::data::DatasetSpec;
 use csam_train::experiment::compare::{default_out, default_val_size};
 use csam_train::experiment::settings::SharedSettings;
 
@@ -21,10 +22,13 @@ pub struct SharedArgs {
     /// Use seeds 0..N.
     #[arg(long, value_name = "N")]
     n_seeds: Option<u64>,
-    /// Data set: fashion-mnist, fashion-mnist-full, digits, idx:DIR, cifar10:DIR, ... (default fashion-mnist).
+    /// Data set: fashion-mnist-full (the whole of Fashion-MNIST, bundled), fashion-mnist
+    /// (its bundled 10,000-image subset), digits, idx:DIR, cifar10:DIR, folder:DIR, ...
+    /// (default fashion-mnist-full).
     #[arg(long, value_name = "SPEC", conflicts_with = "full")]
     data: Option<String>,
-    /// Use the full Fashion-MNIST (60,000 / 10,000) of Debian's dataset-fashion-mnist.
+    /// The same as `--data fashion-mnist-full` (the whole of Fashion-MNIST), which is
+    /// now the default; kept so that commands written for the subset default still run.
     #[arg(long)]
     full: bool,
     /// Model: mlp, cnn, resnet20, ... (default mlp).
@@ -74,7 +78,7 @@ impl SharedArgs {
         let defaults = SharedSettings::default();
         let data = match (&self.data, self.full) {
             (Some(data), _) => data.clone(),
-            (None, true) => "fashion-mnist-full".to_string(),
+            (None, true) => DatasetSpec::FashionMnistFull.to_string(),
             (None, false) => defaults.data.clone(),
         };
         let val_size = match self.val_size {

@@ -1,15 +1,18 @@
-//! The datasets shipped with csam: a class-balanced Fashion-MNIST subset,
-//! scikit-learn's 8x8 digits and a class-balanced MNIST subset (the OOD set
-//! of Fashion-MNIST); see `data/README.md` and `scripts/make_bundled_data.py`
-//! / `scripts/make_mnist_ood.py`, which make them.
+//! The datasets shipped with csam: the whole of Fashion-MNIST (the default
+//! data of `csam compare`), a class-balanced 10,000-image subset of it (fast
+//! tests), scikit-learn's 8x8 digits and a class-balanced MNIST subset (the
+//! OOD set of Fashion-MNIST); see `data/README.md` and
+//! `scripts/make_bundled_data.py` / `scripts/make_mnist_ood.py`, which make
+//! them.
 //!
 //! The files are compiled into the library with `include_bytes!` rather than
 //! located at run time. Reasons: the binary then works from any working
 //! directory and after being copied or installed elsewhere (no path baked at
 //! compile time that may no longer exist, no environment variable to set);
 //! the bytes cannot drift from the hashes below after the build (a test
-//! checks them); and the cost, about 5.3 MB of read-only data in the binary,
-//! is small next to libtorch. Data that is not bundled is named on the
+//! checks them); and the cost, about 36 MB of read-only data in the binary
+//! (31 MB of it the full Fashion-MNIST), is small next to libtorch's
+//! libraries (about 1 GB on CPU). Data that is not bundled is named on the
 //! command line (`idx:DIR`, `cifar10:DIR`...).
 
 use std::path::Path;
@@ -49,7 +52,35 @@ macro_rules! bundled {
 }
 
 /// Every bundled file with its provenance and hash.
-pub const BUNDLED_FILES: [BundledFile; 7] = [
+pub const BUNDLED_FILES: [BundledFile; 11] = [
+    bundled!(
+        "fashion-mnist-full/train-images-idx3-ubyte.gz",
+        "b0564c3eedabfbf835052cff8503ea422014ce006caf5b757f851416ee8300c7",
+        "Fashion-MNIST (Zalando SE) from the Debian package dataset-fashion-mnist \
+         0.0~git20200523.55506a9-1, unchanged: the 60,000 training images",
+        "MIT (Expat)"
+    ),
+    bundled!(
+        "fashion-mnist-full/train-labels-idx1-ubyte.gz",
+        "0ae29f65d86684f32d1b9c85147786c547b9c6aebcaf235f0400a0cce308b056",
+        "Fashion-MNIST (Zalando SE) from the Debian package dataset-fashion-mnist \
+         0.0~git20200523.55506a9-1, unchanged: the 60,000 training labels",
+        "MIT (Expat)"
+    ),
+    bundled!(
+        "fashion-mnist-full/t10k-images-idx3-ubyte.gz",
+        "cc1d090a38ace84dfa1aa66e3ada7c336ef481a96936906477e6dd344da56eaa",
+        "Fashion-MNIST (Zalando SE) from the Debian package dataset-fashion-mnist \
+         0.0~git20200523.55506a9-1, unchanged: the 10,000 test images",
+        "MIT (Expat)"
+    ),
+    bundled!(
+        "fashion-mnist-full/t10k-labels-idx1-ubyte.gz",
+        "8d3605d196f4be44669e46906da9733c8131fef761fdbfec72c424d5222f1a05",
+        "Fashion-MNIST (Zalando SE) from the Debian package dataset-fashion-mnist \
+         0.0~git20200523.55506a9-1, unchanged: the 10,000 test labels",
+        "MIT (Expat)"
+    ),
     bundled!(
         "fashion-mnist/train-images-idx3-ubyte.gz",
         "1ecc7f90b9d150b40c359acf80cfec4990bfbcc1db9fe346f886d9e7fcae0000",
@@ -114,22 +145,28 @@ fn stream(name: &str) -> ByteStream<'static> {
     ByteStream::from_bytes(&Path::new("<bundled data>").join(file.name), file.bytes)
 }
 
+/// The whole of Fashion-MNIST: 60,000 train and 10,000 test images of
+/// 1x28x28, 10 classes, 6,000 / 1,000 per class, in the original order.
+pub fn fashion_mnist_full() -> Result<DataSource> {
+    fashion_idx("fashion-mnist-full")
+}
+
 /// The bundled Fashion-MNIST subset: 10,000 train and 2,000 test images of
 /// 1x28x28, 10 classes, exactly 1,000 / 200 per class.
 pub fn fashion_mnist() -> Result<DataSource> {
+    fashion_idx("fashion-mnist")
+}
+
+/// The Fashion-MNIST IDX files under `data/<dir>/`, as the source `<dir>`.
+fn fashion_idx(dir: &str) -> Result<DataSource> {
     let part = |prefix: &str| {
         let [images, labels] = idx::file_names(prefix);
         idx::read_part(
-            stream(&format!("fashion-mnist/{images}.gz")),
-            stream(&format!("fashion-mnist/{labels}.gz")),
+            stream(&format!("{dir}/{images}.gz")),
+            stream(&format!("{dir}/{labels}.gz")),
         )
     };
-    into_source(
-        "fashion-mnist",
-        Some(part("train")?),
-        part("t10k")?,
-        Classes::Fixed(10),
-    )
+    into_source(dir, Some(part("train")?), part("t10k")?, Classes::Fixed(10))
 }
 
 /// The bundled MNIST subset, the out-of-distribution set of Fashion-MNIST:

@@ -95,11 +95,12 @@ fn load_flat(dir: &Path, name: &str) -> Result<DataSource> {
     )?
     .test;
     if all.n < 2 {
-        return Err(DataError::Empty {
-            path: dir.to_path_buf(),
-            hint: "a flat folder is split into train and test, which needs at least 2 images"
-                .into(),
-        });
+        return Err(DataError::Invalid(format!(
+            "{}: a flat image folder is split into train and test, which needs at least 2 \
+             images; it holds {}",
+            dir.display(),
+            all.n
+        )));
     }
     let test_size = ((all.n as f64 * FLAT_TEST_FRACTION) as usize).max(1);
     let mut rng = stream(FLAT_TEST_SEED, Purpose::FolderTest, 0);

@@ -8,7 +8,7 @@
 //! training, augmented) `tch` tensors, deterministically per (seed, epoch).
 //!
 //! Formats: IDX (MNIST family), CIFAR-10 / CIFAR-100 binary, `.npy` image
-//! arrays (CIFAR-10-C), image folders, and two bundled datasets compiled into
+//! arrays (CIFAR-10-C), image folders, and the bundled datasets compiled into
 //! the library ([`bundled`]). Every malformed file gives a [`DataError`] that
 //! names the file and the byte offset.
 //!
@@ -56,5 +56,5 @@ pub use dataset::{chw_to_hwc, DataSource, Dataset, SampleShape};
 pub use error::{DataError, Result};
 pub use loader::{to_tensors, BatchLoader, Batches, LoaderOptions};
 pub use normalize::Normalization;
-pub use spec::{load, DatasetSpec, FASHION_MNIST_FULL_DIR};
+pub use spec::{load, DatasetSpec, DEFAULT_DATA};
 pub use split::{split, Splits};

@@ -1,37 +1,41 @@
 //! Dataset spec strings, as given on the command line, and loading them.
 
 use std::fmt;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::str::FromStr;
 
 use super::error::{DataError, Result};
 use super::part::{into_source, Classes};
 use super::{bundled, cifar, folder, idx, npy, Augmentation, DataSource};
 
-/// Where the Debian package `dataset-fashion-mnist` installs the full set.
-pub const FASHION_MNIST_FULL_DIR: &str = "/usr/share/datasets/fashion-mnist";
+/// The data set `csam compare` and `csam sweep` use when none is named: the
+/// whole of Fashion-MNIST, bundled.
+pub const DEFAULT_DATA: &str = "fashion-mnist-full";
 
 /// Which dataset to load.
 ///
 /// | spec                          | source                                                    |
 /// |-------------------------------|-----------------------------------------------------------|
-/// | `fashion-mnist`               | bundled subset: 10,000 train / 2,000 test, 1x28x28, 10 classes |
+/// | `fashion-mnist-full`          | bundled, the whole of Fashion-MNIST: 60,000 train / 10,000 test, 1x28x28, 10 classes ([`DEFAULT_DATA`]) |
+/// | `fashion-mnist`               | bundled subset of it: 10,000 train / 2,000 test (fast tests) |
 /// | `digits`                      | bundled 8x8 digits: 1,442 train / 355 test, 10 classes     |
 /// | `mnist`                       | bundled MNIST subset: 2,000 test images, 1x28x28, 10 classes (no train; the OOD set of Fashion-MNIST) |
-/// | `fashion-mnist-full`          | the 60,000 / 10,000 set of Debian's `dataset-fashion-mnist` |
 /// | `idx:DIR`                     | MNIST-family IDX files in DIR (classes = largest label + 1) |
 /// | `cifar10:DIR`                 | CIFAR-10 binary batches                                   |
 /// | `cifar100:DIR`                | CIFAR-100 binary files, fine labels                       |
 /// | `npy:IMAGES,LABELS[,CLASSES]` | `.npy` uint8 images (N,H,W,C) + integer labels, test only; classes default to largest label + 1 |
-/// | `folder:DIR`                  | `DIR/<class>/*.png`, optionally `DIR/train` + `DIR/test`  |
+/// | `folder:DIR`                  | `DIR/<class>/*.png` (split 80/20) or `DIR/train/<class>` + `DIR/test/<class>` |
 ///
 /// A CIFAR-10-C corruption file stacks its 5 severities, 10,000 images each,
 /// in order: severity `s` is `test.select(&((s - 1) * 10_000..s * 10_000).collect::<Vec<_>>())`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum DatasetSpec {
+    /// The bundled 10,000 / 2,000 subset (the name's meaning before the
+    /// whole set was bundled; old run configurations keep loading it).
     FashionMnist,
     Digits,
     Mnist,
+    /// The whole of Fashion-MNIST, bundled.
     FashionMnistFull,
     Idx(PathBuf),
     Cifar10(PathBuf),
@@ -163,7 +167,7 @@ pub fn load(spec: &DatasetSpec) -> Result<DataSource> {
         DatasetSpec::FashionMnist => bundled::fashion_mnist(),
         DatasetSpec::Digits => bundled::digits(),
         DatasetSpec::Mnist => bundled::mnist(),
-        DatasetSpec::FashionMnistFull => load_fashion_mnist_full(Path::new(FASHION_MNIST_FULL_DIR)),
+        DatasetSpec::FashionMnistFull => bundled::fashion_mnist_full(),
         DatasetSpec::Idx(dir) => {
             let (train, test) = idx::load_dir(dir)?;
             into_source(&name, train, test, Classes::Inferred)
@@ -181,25 +185,6 @@ pub fn load(spec: &DatasetSpec) -> Result<DataSource> {
         }
         DatasetSpec::Folder(dir) => folder::load(dir, &name),
     }
-}
-
-fn load_fashion_mnist_full(dir: &Path) -> Result<DataSource> {
-    if !dir.is_dir() {
-        return Err(DataError::Missing {
-            path: dir.to_path_buf(),
-            hint: "install the Debian package dataset-fashion-mnist, or use the bundled \
-                   subset `fashion-mnist`, or point `idx:DIR` at a copy"
-                .into(),
-        });
-    }
-    let (train, test) = idx::load_dir(dir)?;
-    if train.is_none() {
-        return Err(DataError::Missing {
-            path: dir.join("train-images-idx3-ubyte.gz"),
-            hint: "the full Fashion-MNIST set needs its training files".into(),
-        });
-    }
-    into_source("fashion-mnist-full", train, test, Classes::Fixed(10))
 }
 
 #[cfg(test)]

@@ -11,7 +11,7 @@ use serde::{Deserialize, Serialize};
 
 use csam_calib::metrics::summary::MetricOptions;
 
-use crate::data::DatasetSpec;
+use crate::data::{DatasetSpec, DEFAULT_DATA};
 use crate::model::ModelKind;
 use crate::spec::{DataSpec, ModelSpec, OptimizerFamily, RunSpec, UpdateRule, ValSize};
 use crate::train::atomic::write_atomic;
@@ -60,17 +60,19 @@ pub struct SharedSettings {
 }
 
 impl Default for SharedSettings {
-    /// The defaults of `csam compare` and `csam sweep`: lr and weight decay
-    /// from the SGD grid on the validation split recorded in
-    /// `docs/compare-defaults.md`; `val_size` is 20% of the bundled
-    /// Fashion-MNIST subset's 10,000 training images.
+    /// The defaults of `csam compare` and `csam sweep`: the whole of the
+    /// bundled Fashion-MNIST ([`DEFAULT_DATA`]); lr and weight decay from the
+    /// SGD grid on the validation split recorded in
+    /// `docs/compare-defaults.md`; `val_size` is 20%
+    /// ([`super::compare::DEFAULT_VAL_FRACTION`]) of its 60,000 training
+    /// images.
     fn default() -> Self {
         SharedSettings {
-            data: "fashion-mnist".to_string(),
+            data: DEFAULT_DATA.to_string(),
             model: "mlp".to_string(),
             epochs: 20,
             seeds: vec![0, 1, 2],
-            val_size: 2000,
+            val_size: 12_000,
             batch_size: 128,
             lr: 0.05,
             weight_decay: 5e-4,
