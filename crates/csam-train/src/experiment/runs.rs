@@ -57,10 +57,7 @@ pub fn train_or_reuse<O: ExperimentObserver>(
 
 /// Refuses to reuse a finished run trained with other settings.
 fn check_saved_spec(run_dir: &RunDir, spec: &RunSpec) -> Result<()> {
-    let path = run_dir.config();
-    let text = std::fs::read_to_string(&path).map_err(TrainError::io("read", &path))?;
-    let saved = RunSpec::from_saved_toml(&text, &path.display().to_string())?;
-    let changed = spec.differences(&saved);
+    let changed = spec.differences(&run_dir.saved_spec()?);
     match changed.is_empty() {
         true => Ok(()),
         false => Err(TrainError::RunDir(format!(

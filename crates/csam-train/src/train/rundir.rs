@@ -24,6 +24,7 @@ use super::atomic::is_temporary;
 use super::error::{Result, TrainError};
 use super::lock::LOCK_FILE;
 use super::notice::NoCheckpoint;
+use crate::spec::RunSpec;
 
 fn is_temporary_entry(entry: &std::fs::DirEntry) -> bool {
     is_temporary(&entry.file_name().to_string_lossy())
@@ -100,6 +101,17 @@ impl RunDir {
     /// `config.toml`.
     pub fn config(&self) -> PathBuf {
         self.root.join("config.toml")
+    }
+
+    /// The spec saved in `config.toml` (either layout, see
+    /// [`RunSpec::from_saved_toml`]).
+    pub fn saved_spec(&self) -> Result<RunSpec> {
+        let path = self.config();
+        let text = std::fs::read_to_string(&path).map_err(TrainError::io("read", &path))?;
+        Ok(RunSpec::from_saved_toml(
+            &text,
+            &path.display().to_string(),
+        )?)
     }
 
     /// `normalization.json`.

@@ -295,17 +295,14 @@ fn save_epoch(
 
 /// Refuses a resume whose spec would not continue the same run.
 fn check_resume_spec(run_dir: &RunDir, spec: &RunSpec) -> Result<()> {
-    let path = run_dir.config();
-    let text = std::fs::read_to_string(&path).map_err(TrainError::io("read", &path))?;
-    let saved = RunSpec::from_saved_toml(&text, &path.display().to_string())?;
-    let changed = spec.differences(&saved);
+    let changed = spec.differences(&run_dir.saved_spec()?);
     if changed.is_empty() {
         Ok(())
     } else {
         Err(TrainError::RunDir(format!(
             "--resume with settings that differ from {} ({}); a resumed run must use the \
              settings it started with (only --device and --threads may change)",
-            path.display(),
+            run_dir.config().display(),
             changed.join(", ")
         )))
     }
