@@ -1,10 +1,10 @@
 """PyTorch reference for `csam bench`: the same models, steps and table.
 
 Times SGD, SAM and CSAM training steps of the PyTorch twins of csam's models
-(crates/csam-train/tests/fixtures/twins.py) on one fixed synthetic batch,
+(crates/csam-nn/tests/fixtures/twins.py) on one fixed synthetic batch,
 exactly as `csam bench` does: `--warmup` untimed steps, then `--steps` timed
 steps one by one (CUDA synchronised after each), median reported. The SAM
-step mirrors crates/csam-train/src/optim/sam.rs (docs/conventions.md):
+step mirrors crates/csam-nn/src/optim/sam.rs (docs/conventions.md):
 pass 1 cross entropy and its gradient g; theta += rho g / (||g|| + 1e-12);
 pass 2 (same batch) with cross entropy (SAM) or the CSAM loss, BatchNorm
 running statistics restored to their post-pass-1 values; theta restored by
@@ -30,10 +30,10 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(HERE, "..", "crates", "csam-train", "tests", "fixtures"))
+sys.path.insert(0, os.path.join(HERE, "..", "crates", "csam-nn", "tests", "fixtures"))
 import twins  # noqa: E402  (the PyTorch twins of csam's models)
 
-MLP_HIDDEN = [256, 256]  # csam_train::model::ModelOptions::default().mlp_hidden
+MLP_HIDDEN = [256, 256]  # csam_nn::model::ModelOptions::default().mlp_hidden
 INPUTS = {"fmnist": (1, 28, 28), "cifar": (3, 32, 32)}
 RHO, GAMMA, LR, MOMENTUM, WEIGHT_DECAY = 0.05, 1.0, 0.1, 0.9, 5e-4
 

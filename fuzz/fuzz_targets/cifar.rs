@@ -4,7 +4,7 @@
 
 use std::path::Path;
 
-use csam_train::data::parse::{self, InMemory};
+use csam_data::parse::{self, InMemory};
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {

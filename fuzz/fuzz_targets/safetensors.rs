@@ -5,7 +5,7 @@
 
 use std::path::Path;
 
-use csam_train::model::weights;
+use csam_nn::model::weights;
 use libfuzzer_sys::fuzz_target;
 use tch::nn::VarStore;
 

@@ -1,6 +1,6 @@
 //! The model the `safetensors` target loads weights into.
 
-use csam_train::model::{build_model_with, InputShape, ModelKind, ModelOptions};
+use csam_nn::model::{build_model_with, InputShape, ModelKind, ModelOptions};
 use tch::nn::VarStore;
 use tch::Device;
 

@@ -11,7 +11,8 @@ mod table;
 use std::process::ExitCode;
 
 use clap::{Command, CommandFactory, FromArgMatches, Parser};
-use csam_train::torch_message::without_backtrace;
+use csam_nn::torch_message::without_backtrace;
+use csam_train::train::{Remedy, TrainError};
 
 #[derive(Parser)]
 #[command(
@@ -55,11 +56,17 @@ fn with_negative_numbers(command: Command) -> Command {
 /// The error and its causes joined by ": " on one line ("test labels: l.npy: ..."),
 /// skipping a cause whose text its parent already ends with (library errors
 /// such as `CalibError::Io` print their source themselves). A libtorch error
-/// among the causes loses its C++ stack trace here, whichever path it took.
+/// among the causes loses its C++ stack trace here, whichever path it took,
+/// and a refusal says which flag gets past it.
 fn one_line(error: &anyhow::Error) -> String {
     let mut line = String::new();
     for cause in error.chain() {
-        let text = cause.to_string();
+        let text = match cause.downcast_ref::<TrainError>() {
+            Some(TrainError::Refused { message, remedy }) => {
+                format!("{message}; {}", remedy_in_flags(*remedy))
+            }
+            _ => cause.to_string(),
+        };
         let text = without_backtrace(&text).replace('\n', " ");
         if line.ends_with(&text) {
             continue;
@@ -70,6 +77,16 @@ fn one_line(error: &anyhow::Error) -> String {
         line.push_str(&text);
     }
     line
+}
+
+/// A library [`Remedy`] in the flags of the command line.
+fn remedy_in_flags(remedy: Remedy) -> &'static str {
+    match remedy {
+        Remedy::Replace => "pass --force to replace it",
+        Remedy::ResumeOrMove => "pass --resume to continue it, or choose another --out",
+        Remedy::MoveOrDelete => "choose another --out, or delete the directory",
+        Remedy::Move => "choose another --out",
+    }
 }
 
 #[cfg(test)]

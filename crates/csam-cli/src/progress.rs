@@ -5,6 +5,9 @@
 
 use std::path::Path;
 
+use csam_data::corrupt::Corruption;
+use csam_lab::sharpness::SharpnessObserver;
+use csam_lab::shift::cifar_c::CorruptionObserver;
 use csam_train::theory::TheorySummary;
 use csam_train::train::metrics_log::EpochRecord;
 use csam_train::train::{ExperimentObserver, RunAction, RunObserver};
@@ -68,6 +71,69 @@ impl ExperimentObserver for Terminal {
 const TEMPLATE: &str = "{prefix} [{bar:30}] {pos}/{len} {msg} ({elapsed}<{eta})";
 
 /// The epoch's line: training loss / accuracy and the validation metrics.
+/// A bar over a count of work items with a message, for the long library
+/// calls that are not training runs (`csam sharpness`, `csam corrupt`).
+pub struct CountBar {
+    bar: ProgressBar,
+}
+
+impl CountBar {
+    /// A bar drawn with `template` when `visible`.
+    fn new(visible: bool, template: &'static str) -> CountBar {
+        let bar = match visible {
+            true => ProgressBar::new(0),
+            false => ProgressBar::hidden(),
+        };
+        // Invariant: the templates are literals checked by the test below.
+        bar.set_style(ProgressStyle::with_template(template).expect("valid template"));
+        CountBar { bar }
+    }
+
+    /// The bar of `csam sharpness`: points of the segment measured, with the
+    /// count of Hessian-vector products as its message.
+    pub fn sharpness(visible: bool) -> CountBar {
+        CountBar::new(visible, SHARPNESS_TEMPLATE)
+    }
+
+    /// The bar of `csam corrupt`: images corrupted, with the corruption
+    /// being written as its message.
+    pub fn corruptions(visible: bool) -> CountBar {
+        CountBar::new(visible, CORRUPTION_TEMPLATE)
+    }
+
+    fn set(&self, done: usize, total: usize) {
+        self.bar.set_length(total as u64);
+        self.bar.set_position(done as u64);
+    }
+}
+
+impl SharpnessObserver for CountBar {
+    fn product(&mut self, products: u64) {
+        self.bar
+            .set_message(format!("{products} Hessian-vector products"));
+    }
+
+    fn point(&mut self, done: usize, total: usize) {
+        self.set(done, total);
+    }
+}
+
+impl CorruptionObserver for CountBar {
+    fn image(&mut self, corruption: Corruption, done: usize, total: usize) {
+        self.bar.set_message(corruption.name());
+        self.set(done, total);
+    }
+}
+
+impl Drop for CountBar {
+    fn drop(&mut self) {
+        self.bar.finish_and_clear();
+    }
+}
+
+const SHARPNESS_TEMPLATE: &str = "sharpness [{bar:30}] point {pos}/{len} {msg} ({elapsed})";
+const CORRUPTION_TEMPLATE: &str = "{msg:15} [{bar:30}] {pos}/{len} images ({elapsed}<{eta})";
+
 fn epoch_line(record: &EpochRecord, epochs: usize) -> String {
     let val = &record.val;
     format!(
@@ -90,5 +156,7 @@ mod tests {
     #[test]
     fn template_parses() {
         assert!(indicatif::ProgressStyle::with_template(super::TEMPLATE).is_ok());
+        assert!(indicatif::ProgressStyle::with_template(super::SHARPNESS_TEMPLATE).is_ok());
+        assert!(indicatif::ProgressStyle::with_template(super::CORRUPTION_TEMPLATE).is_ok());
     }
 }

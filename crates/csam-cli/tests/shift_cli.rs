@@ -8,8 +8,9 @@ use std::path::Path;
 use std::process::{Command, Output};
 
 use csam_calib::io::npy;
-use csam_train::data::{self, DatasetSpec};
-use csam_train::shift::predictor::{LoadedRun, Predictor, Sampling};
+use csam_data::{self as data, DatasetSpec};
+use csam_lab::shift::predictor::{Predictor, Sampling};
+use csam_train::train::TrainedRun;
 use ndarray::{Array2, Axis};
 use support::text;
 
@@ -245,7 +246,7 @@ fn ensemble_probabilities_on(
     let reference = test_split(data);
     let loaded = runs
         .iter()
-        .map(|run| LoadedRun::open(run).unwrap())
+        .map(|run| TrainedRun::open(run).unwrap())
         .collect();
     let predictor = Predictor::new(
         loaded,

@@ -1,23 +1,12 @@
-//! # csam-train: train classifiers that know how sure they are
+//! # csam-train: one training run
 //!
-//! The training engine of csam, on tch (Rust bindings to libtorch, the kernels
-//! PyTorch runs, on CPU and CUDA).
-
-/// The libtorch device tensors of a run live on: `Cuda(0)` when a GPU is
-/// visible, the CPU otherwise.
-pub fn default_device() -> tch::Device {
-    tch::Device::cuda_if_available()
-}
+//! A run of csam: its typed specification ([`spec`]), the loop with its
+//! checkpoints, run directory, lock and observer ([`train`]), the per-step
+//! theory diagnostics it can record ([`theory`]) and the step benchmark
+//! ([`bench`]). Data comes from `csam-data`, networks, losses and optimisers
+//! from `csam-nn`; experiments over many runs live in `csam-lab`.
 
 pub mod bench;
-pub mod data;
-pub mod device;
-pub mod experiment;
-pub mod loss;
-pub mod model;
-pub mod optim;
-pub mod shift;
 pub mod spec;
 pub mod theory;
-pub mod torch_message;
 pub mod train;

@@ -7,8 +7,8 @@
 
 use std::path::Path;
 
-use csam_train::data::parse::{self, InMemory};
-use csam_train::model::weights;
+use csam_data::parse::{self, InMemory};
+use csam_nn::model::weights;
 use csam_train::spec::RunSpec;
 
 #[path = "../../../fuzz/src/corpus.rs"]

@@ -3,7 +3,7 @@
 //! read it, the flat config.toml of the previous release loads, and bad
 //! values are refused naming their key.
 
-use csam_train::data::DatasetSpec;
+use csam_data::DatasetSpec;
 use csam_train::spec::keys::{Applies, Scope, ValueKind, KEYS};
 use csam_train::spec::{BaseSpec, DataSpec, RunSpec, Schedule, SpecLayers, UpdateRule, ValSize};
 use csam_train::train::ConfigError;

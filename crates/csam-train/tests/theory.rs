@@ -9,12 +9,10 @@
 use std::path::Path;
 use std::sync::Mutex;
 
-use csam_train::optim::{SamConfig, SamStep, Sgd, SgdConfig};
+use csam_nn::curvature::{lanczos_min, top_eigenvalue, LossSurface, PowerSettings};
+use csam_nn::optim::{SamConfig, SamStep, Sgd, SgdConfig};
 use csam_train::spec::{RunSpec, Runtime, SpecLayers};
-use csam_train::theory::{
-    lanczos_min, read_theory, top_eigenvalue, LossSurface, PowerSettings, TheoryRecord,
-    TheorySummary,
-};
+use csam_train::theory::{read_theory, TheoryRecord, TheorySummary};
 use csam_train::train::{RunOutcome, Silent, TrainRequest};
 use tch::{nn, nn::Module, nn::ModuleT, Device, Kind, Tensor};
 

@@ -8,7 +8,7 @@
 use std::path::Path;
 use std::sync::Mutex;
 
-use csam_train::data::DatasetSpec;
+use csam_data::DatasetSpec;
 use csam_train::spec::{BaseSpec, DataSpec, ModelSpec, RunSpec, Runtime, UpdateRule, ValSize};
 use csam_train::train::metrics_log::MetricsLog;
 use csam_train::train::{RunOutcome, RunSummary, Silent, TrainError, TrainRequest};
@@ -310,5 +310,8 @@ fn resume_with_changed_settings_is_refused() {
         )
     };
     let err = run(&changed).unwrap_err().to_string();
-    assert!(err.contains("lr") && err.contains("--resume"), "{err}");
+    assert!(
+        err.contains("lr") && err.contains("resumed run must use the settings it started with"),
+        "{err}"
+    );
 }

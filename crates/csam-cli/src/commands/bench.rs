@@ -2,9 +2,9 @@
 //! CSAM steps on synthetic batches (compare with bench/torch_reference.py).
 
 use clap::{Args, ValueEnum};
+use csam_nn::device::parse_device;
+use csam_nn::model::InputShape;
 use csam_train::bench::{format_table, run_bench, BenchOptions};
-use csam_train::device::parse_device;
-use csam_train::model::InputShape;
 use csam_train::spec::OptimizerFamily;
 
 /// Synthetic input shapes.

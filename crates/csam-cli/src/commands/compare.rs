@@ -1,10 +1,10 @@
 //! `csam compare`: SGD vs SAM vs CSAM (and ASAM) over several seeds with
 //! shared hyperparameters, the paper's calibration table, post-hoc
-//! calibration columns and the HTML report (see `csam_train::experiment`).
+//! calibration columns and the HTML report (see `csam_lab::experiment`).
 
 use anyhow::Context;
 use clap::Args;
-use csam_train::experiment::compare::{self, CompareDir, CompareRequest, CompareSettings};
+use csam_lab::experiment::compare::{self, CompareDir, CompareRequest, CompareSettings};
 use csam_train::spec::{OptimizerFamily, Runtime};
 
 use crate::progress::Terminal;

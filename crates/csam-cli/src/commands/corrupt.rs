@@ -4,9 +4,11 @@ use std::path::PathBuf;
 
 use anyhow::Context;
 use clap::{Args, ValueEnum};
-use csam_train::data::{load, DatasetSpec};
-use csam_train::shift::cifar_c::{write_corruption_set, CorruptionPlan};
-use csam_train::shift::corrupt::{Corruption, Severity};
+use csam_data::corrupt::{Corruption, Severity};
+use csam_data::{load, DatasetSpec};
+use csam_lab::shift::cifar_c::{write_corruption_set, CorruptionPlan};
+
+use crate::progress::CountBar;
 
 /// Which part of the dataset to corrupt.
 #[derive(Debug, Clone, Copy, ValueEnum)]
@@ -82,7 +84,7 @@ pub fn run(args: CorruptArgs) -> anyhow::Result<()> {
         &source_name,
         &plan,
         args.force,
-        !args.quiet,
+        &mut CountBar::corruptions(!args.quiet),
     )?;
     println!(
         "{} images of {source_name} x {} severities; wrote {} files to {}",

@@ -4,8 +4,8 @@
 use std::path::PathBuf;
 
 use clap::Args;
-use csam_train::shift::report::{SeverityMetrics, ShiftMetrics};
-use csam_train::train::eval::{evaluate_run, EvalReport, EvalRequest};
+use csam_lab::eval::{evaluate_run, EvalReport, EvalRequest};
+use csam_lab::shift::report::{SeverityMetrics, ShiftMetrics};
 
 use super::print_stdout;
 use crate::table::Table;

@@ -4,9 +4,9 @@
 use std::path::PathBuf;
 
 use clap::Args;
-use csam_train::data::DatasetSpec;
-use csam_train::experiment::compare::{default_out, default_val_size};
-use csam_train::experiment::settings::SharedSettings;
+use csam_data::DatasetSpec;
+use csam_lab::experiment::compare::{default_out, default_val_size};
+use csam_lab::experiment::settings::SharedSettings;
 
 /// Flags every experiment over many runs takes.
 #[derive(Debug, Args)]

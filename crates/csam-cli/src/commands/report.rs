@@ -5,7 +5,7 @@ use std::path::PathBuf;
 
 use anyhow::Context;
 use clap::Args;
-use csam_train::experiment::report;
+use csam_lab::experiment::report;
 
 use super::file_url::open_line;
 

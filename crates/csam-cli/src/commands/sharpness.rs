@@ -1,16 +1,17 @@
 //! `csam sharpness`: the Hessian spectrum of a trained run's training loss,
 //! kappa_max and kappa_min at theta, at SAM's theta~ and along the segment
-//! between them (see `csam_train::theory::sharpness`).
+//! between them (see `csam_lab::sharpness`).
 
 use std::path::PathBuf;
 
 use anyhow::Context;
 use clap::{Args, ValueEnum};
-use csam_train::theory::sharpness::{
-    measure_run, CheckpointChoice, SharpnessReport, SharpnessSettings,
-};
-use csam_train::theory::{Eigen, PowerSettings};
+use csam_lab::sharpness::{measure_run, SharpnessReport, SharpnessSettings};
+use csam_nn::curvature::{Eigen, PowerSettings};
+use csam_train::train::{Checkpoint as Weights, TrainError};
 
+use super::spec_flags::explain_value;
+use crate::progress::CountBar;
 use crate::table::Table;
 
 /// Which weights to measure.
@@ -68,8 +69,8 @@ pub struct SharpnessArgs {
 pub fn run(args: SharpnessArgs) -> anyhow::Result<()> {
     let settings = SharpnessSettings {
         checkpoint: match args.checkpoint {
-            Checkpoint::Best => CheckpointChoice::Best,
-            Checkpoint::Last => CheckpointChoice::Last,
+            Checkpoint::Best => Weights::Best,
+            Checkpoint::Last => Weights::Last,
         },
         examples: args.examples,
         batch_size: args.batch_size,
@@ -81,20 +82,25 @@ pub fn run(args: SharpnessArgs) -> anyhow::Result<()> {
         seed: args.seed,
         rho: args.rho,
     };
+    settings
+        .validate()
+        .map_err(|e| anyhow::anyhow!(explain_value(&e)))?;
     let report = measure_run(
         &args.run,
         &settings,
         args.device.as_deref(),
         args.force,
-        !args.quiet,
+        &mut CountBar::sharpness(!args.quiet),
     )
+    .map_err(|e| match e {
+        TrainError::Config(config) => anyhow::anyhow!(explain_value(&config)),
+        other => anyhow::Error::from(other),
+    })
     .with_context(|| format!("measuring the sharpness of {}", args.run.display()))?;
     println!("{}", render(&report));
     println!(
         "wrote {}",
-        args.run
-            .join(csam_train::theory::sharpness::SHARPNESS_JSON)
-            .display()
+        args.run.join(csam_lab::sharpness::SHARPNESS_JSON).display()
     );
     Ok(())
 }

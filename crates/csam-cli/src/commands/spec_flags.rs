@@ -129,3 +129,14 @@ pub fn explain(error: &ConfigError) -> String {
         other => other.to_string(),
     }
 }
+
+/// A refused value of a command whose flags are its settings' fields
+/// (`csam sharpness`): the key written as its flag.
+pub fn explain_value(error: &ConfigError) -> String {
+    match error {
+        ConfigError::Invalid { key, value, reason } => {
+            format!("invalid {} {value}: {reason}", flag(key))
+        }
+        other => explain(other),
+    }
+}

@@ -1,9 +1,9 @@
 //! `csam sweep`: CSAM over a rho x gamma grid, the paper's rho x gamma table
-//! and its rho and gamma figures (see `csam_train::experiment::sweep`).
+//! and its rho and gamma figures (see `csam_lab::experiment::sweep`).
 
 use anyhow::Context;
 use clap::Args;
-use csam_train::experiment::sweep::{self, SweepRequest, SweepSettings};
+use csam_lab::experiment::sweep::{self, SweepRequest, SweepSettings};
 use csam_train::spec::Runtime;
 
 use crate::progress::Terminal;

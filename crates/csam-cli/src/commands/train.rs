@@ -98,8 +98,13 @@ pub fn run(args: TrainArgs) -> anyhow::Result<()> {
         stop_after_epoch: args.stop_after_epoch,
     };
     let context = || format!("training into {}", args.out.display());
+    let out = args.out.display();
     let spec_errors = |e| match e {
         TrainError::Config(config) => spec_error(config),
+        TrainError::Diverged { .. } => anyhow::anyhow!("{e} Lower --lr or add --clip."),
+        TrainError::SaveFailed { .. } => {
+            anyhow::anyhow!("{e} Continue with --resume --out {out}.")
+        }
         other => anyhow::Error::from(other),
     };
     let prepared = train::prepare(&request)

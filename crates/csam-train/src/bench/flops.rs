@@ -5,7 +5,7 @@
 //! One multiply-add is 2 FLOPs. A training step costs about 3 forward passes
 //! (forward, plus backward through activations and weights): `3 F` for SGD,
 //! `6 F` for the SAM family (two forward/backward passes on the same batch).
-//! The counts mirror the architectures' definitions in `crate::model` and are
+//! The counts mirror the architectures' definitions in `csam_nn::model` and are
 //! cross-checked against PyTorch forward hooks on the twins
 //! (`bench/torch_reference.py --flops`, fixture `tests/fixtures/flops.json`).
 

@@ -15,11 +15,16 @@ use std::time::Instant;
 use serde::Serialize;
 use tch::{Device, Kind, Tensor};
 
-use crate::device::device_name;
-use crate::model::{InputShape, ModelKind};
 use crate::spec::{ModelSpec, OptimSpec, OptimizerFamily, UpdateRule};
 use crate::train::error::{Result, TrainError};
-use crate::train::session::{invalid, Trainer};
+use csam_nn::device::device_name;
+use csam_nn::model::{InputShape, ModelKind};
+
+fn invalid_value(key: &'static str, value: &str, reason: impl ToString) -> TrainError {
+    TrainError::Config(ConfigError::invalid(key, value, reason))
+}
+use crate::train::error::ConfigError;
+use crate::train::session::Trainer;
 
 /// What to benchmark.
 #[derive(Debug, Clone)]
@@ -79,12 +84,14 @@ fn median(values: &mut [f64]) -> f64 {
 pub fn run_bench(options: &BenchOptions) -> Result<Vec<BenchRow>> {
     for (key, value) in [("steps", options.steps), ("batch_size", options.batch_size)] {
         if value == 0 {
-            return Err(invalid(key, "0", "must be at least 1"));
+            return Err(invalid_value(key, "0", "must be at least 1"));
         }
     }
     let mut rows = Vec::new();
     for model in &options.models {
-        let kind: ModelKind = model.parse().map_err(|e| invalid("model", model, e))?;
+        let kind: ModelKind = model
+            .parse()
+            .map_err(|e| invalid_value("model", model, e))?;
         let first = rows.len();
         for &optimizer in &options.optimizers {
             rows.push(bench_case(options, kind, optimizer)?);
@@ -138,9 +145,9 @@ fn bench_case(
     for step in 0..steps_total {
         let started = Instant::now();
         trainer.set_learning_rate(step);
-        trainer
-            .step(&xs, &ys, step)?
-            .map_err(|message| TrainError::Engine(format!("benchmark step diverged: {message}")))?;
+        trainer.step(&xs, &ys, step)?.map_err(|message| {
+            TrainError::Invalid(format!("benchmark step diverged: {message}"))
+        })?;
         if let Device::Cuda(index) = options.device {
             tch::Cuda::synchronize(index as i64);
         }

@@ -5,11 +5,7 @@ use crate::train::ConfigError;
 
 /// `Err(Invalid)` for `key` holding `value`, with `reason`.
 pub(crate) fn invalid(key: &'static str, value: impl ToString, reason: &str) -> ConfigError {
-    ConfigError::Invalid {
-        key,
-        value: value.to_string(),
-        reason: reason.to_string(),
-    }
+    ConfigError::invalid(key, value, reason)
 }
 
 /// Refuses a value that is not finite or not above `min` (or at least `min`

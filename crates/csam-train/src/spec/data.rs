@@ -4,8 +4,8 @@
 use serde::{Deserialize, Serialize};
 
 use super::check::invalid;
-use crate::data::DatasetSpec;
 use crate::train::ConfigError;
+use csam_data::DatasetSpec;
 
 /// The data of a run.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

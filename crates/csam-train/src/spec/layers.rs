@@ -10,8 +10,8 @@ use serde::Deserialize;
 
 use super::keys::{self, Applies, Key, Scope, ValueKind};
 use super::{DataSpec, RunSpec, Runtime, SCHEMA_VERSION};
-use crate::data::DatasetSpec;
 use crate::train::ConfigError;
+use csam_data::DatasetSpec;
 
 /// A setting that is legal but probably not what the user meant.
 #[derive(Debug, Clone, PartialEq)]

@@ -4,7 +4,7 @@
 //!
 //! Adding a loss is a variant here (its parameters as fields with their
 //! defaults and checks in [`LossSpec::validate`]), one line per parameter in
-//! the key table of [`super::keys`], and its formula in [`crate::loss`].
+//! the key table of [`super::keys`], and its formula in [`csam_nn::loss`].
 
 use serde::{Deserialize, Serialize};
 

@@ -6,8 +6,8 @@ use std::path::PathBuf;
 use serde::{Deserialize, Serialize};
 
 use super::check::{invalid, unit_interval};
-use crate::model::{ModelKind, ModelOptions};
 use crate::train::ConfigError;
+use csam_nn::model::{ModelKind, ModelOptions};
 
 /// The hidden widths of an MLP when none are given.
 pub const DEFAULT_MLP_HIDDEN: [usize; 2] = [256, 256];

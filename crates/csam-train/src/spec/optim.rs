@@ -5,8 +5,8 @@
 use serde::{Deserialize, Serialize};
 
 use super::check::{at_least_one, finite_above, invalid, unit_interval};
-use crate::optim::{Perturbation, SecondLoss};
 use crate::train::ConfigError;
+use csam_nn::optim::{Perturbation, SecondLoss};
 
 /// How the weights are updated.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

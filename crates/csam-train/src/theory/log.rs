@@ -20,12 +20,12 @@ pub fn theory_log(run_dir: &Path) -> TheoryLog {
 }
 
 /// Reads the records of the run in `run_dir`; a run trained without
-/// `--track-theory` has no log and is an error naming the flag.
+/// `track_theory` has no log and is an error that says so.
 pub fn read_theory(run_dir: &Path) -> Result<Vec<TheoryRecord>, TrainError> {
     let log = theory_log(run_dir);
     if !log.path().is_file() {
         return Err(TrainError::RunDir(format!(
-            "{} does not exist: the run was not trained with --track-theory",
+            "{} does not exist: the run was not trained with track_theory = true",
             log.path().display()
         )));
     }
@@ -127,6 +127,6 @@ mod tests {
     fn missing_log_names_the_flag() {
         let dir = tempfile::tempdir().unwrap();
         let err = read_theory(dir.path()).unwrap_err().to_string();
-        assert!(err.contains("--track-theory"), "{err}");
+        assert!(err.contains("track_theory = true"), "{err}");
     }
 }

@@ -47,7 +47,7 @@ fn window_mean(
 /// empty log.
 pub fn theory_charts(records: &[TheoryRecord]) -> Result<Vec<LineChart>, TrainError> {
     if records.is_empty() {
-        return Err(TrainError::Metrics(
+        return Err(TrainError::Invalid(
             "theory plots: the log holds no step".to_string(),
         ));
     }
@@ -113,7 +113,7 @@ pub fn write_theory_plots(
         for extension in ["svg", "png"] {
             let path = dir.join(format!("{stem}.{extension}"));
             write_line_chart(&path, chart)
-                .map_err(|e| TrainError::Metrics(format!("{}: {e}", path.display())))?;
+                .map_err(|e| TrainError::Invalid(format!("{}: {e}", path.display())))?;
             written.push(path);
         }
     }

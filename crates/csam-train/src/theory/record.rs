@@ -5,7 +5,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::optim::StepStats;
+use csam_nn::optim::StepStats;
 
 /// The paper's per-step diagnostics on the step's mini-batch Omega of m
 /// examples (Section 4, Lemma 2 / Theorem 2, Figure 2c).
@@ -90,7 +90,7 @@ pub fn binary_entropy(p: f64) -> f64 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::optim::PerturbedStats;
+    use csam_nn::optim::PerturbedStats;
 
     fn stats(ce: f64, ce_tilde: f64, grad_norm: f64) -> StepStats {
         StepStats {

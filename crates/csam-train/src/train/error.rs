@@ -37,6 +37,17 @@ pub enum ConfigError {
     },
 }
 
+impl ConfigError {
+    /// [`ConfigError::Invalid`] for `key` holding `value`, with `reason`.
+    pub fn invalid(key: &'static str, value: impl ToString, reason: impl ToString) -> Self {
+        ConfigError::Invalid {
+            key,
+            value: value.to_string(),
+            reason: reason.to_string(),
+        }
+    }
+}
+
 /// Anything that stops a training run or an evaluation.
 #[derive(Debug, thiserror::Error)]
 pub enum TrainError {
@@ -73,7 +84,7 @@ pub enum TrainError {
     /// checkpoint is kept.
     #[error(
         "training diverged at epoch {epoch}, step {step} of the epoch ({what}); {}. \
-         Lower --lr or add --clip.",
+         Lower the learning rate or clip the gradient norm.",
         kept_checkpoint(*.last_good_epoch)
     )]
     Diverged {
@@ -85,8 +96,7 @@ pub enum TrainError {
     /// Saving an epoch's results failed (a full disk, say); the atomic
     /// writes leave the previous checkpoint intact.
     #[error(
-        "could not save epoch {epoch}: {cause}; {}. Free some space, then continue with \
-         --resume.",
+        "could not save epoch {epoch}: {cause}; {}. Free some space, then resume the run.",
         kept_checkpoint(*.last_good_epoch)
     )]
     SaveFailed {
@@ -96,20 +106,124 @@ pub enum TrainError {
     },
     /// An error from libtorch (shape, device, file format), shown without
     /// its C++ stack trace.
-    #[error("libtorch: {}", crate::torch_message::message(.0))]
+    #[error("libtorch: {}", csam_nn::torch_message::message(.0))]
     Torch(#[from] tch::TchError),
     /// The device string is not `cpu`, `cuda` or `cuda:N`, or names a missing GPU.
     #[error("device {0:?}: {1}")]
     Device(String, String),
-    /// Loading or splitting data failed.
+    /// Loading, splitting or batching data failed.
     #[error("data: {0}")]
-    Data(String),
-    /// Building the model or the optimizer failed.
-    #[error("model/optimizer: {0}")]
-    Engine(String),
-    /// A calibration metric could not be computed.
+    Data(#[source] Box<csam_data::DataError>),
+    /// The model could not be built or refused its input.
+    #[error("model: {0}")]
+    Model(#[source] Box<csam_nn::model::ModelError>),
+    /// A weights file could not be read or does not fit the model.
+    #[error("{0}")]
+    Weights(#[source] Box<csam_nn::model::weights::WeightsError>),
+    /// The spec's `init` weights do not fit the model.
+    #[error("initial weights {}: {source}", .path.display())]
+    InitWeights {
+        path: PathBuf,
+        #[source]
+        source: Box<csam_nn::model::weights::WeightsError>,
+    },
+    /// A trained run's weights do not fit the data it is asked to predict.
+    #[error(
+        "{data} ({shape}) does not fit the run {}, trained on {trained_on} (evaluate it on \
+         data of its training set's image size and class count): {source}",
+        .run.display()
+    )]
+    WeightsMismatch {
+        /// The data set, as the caller names it.
+        data: String,
+        /// Its images and classes, in words.
+        shape: String,
+        run: PathBuf,
+        /// The run's training data.
+        trained_on: String,
+        #[source]
+        source: Box<csam_nn::model::weights::WeightsError>,
+    },
+    /// The optimizer could not be built, stepped or restored.
+    #[error("optimizer: {0}")]
+    Optim(#[source] Box<csam_nn::optim::OptimError>),
+    /// The loss could not be computed.
+    #[error("loss: {0}")]
+    Loss(#[source] Box<csam_nn::loss::LossError>),
+    /// A curvature measurement failed.
+    #[error("curvature: {0}")]
+    Curvature(#[source] Box<csam_nn::curvature::CurvatureError>),
+    /// A calibration metric or figure could not be computed.
     #[error("metrics: {0}")]
-    Metrics(String),
+    Metrics(#[source] Box<csam_calib::CalibError>),
+    /// A directory that holds no run (no `config.toml`).
+    #[error("{}: no config.toml, so this is not a csam run directory", .dir.display())]
+    NotARun { dir: PathBuf },
+    /// A run's weights that it has not written yet.
+    #[error(
+        "{} does not exist: the run has not {}",
+        .path.display(),
+        match .which {
+            super::trained::Checkpoint::Best => "finished an epoch",
+            super::trained::Checkpoint::Last => "finished",
+        }
+    )]
+    NoWeights {
+        path: PathBuf,
+        which: super::trained::Checkpoint,
+    },
+    /// An output that exists or a directory that holds something else:
+    /// nothing was written. `remedy` says what the caller can do.
+    #[error("{message}; {remedy}")]
+    Refused { message: String, remedy: Remedy },
+    /// A request that the data, the run or the settings cannot satisfy,
+    /// said in words.
+    #[error("{0}")]
+    Invalid(String),
+}
+
+/// Boxed: the sources are large, and every `Result` of the crate carries
+/// this type.
+impl From<csam_data::DataError> for TrainError {
+    fn from(error: csam_data::DataError) -> Self {
+        TrainError::Data(Box::new(error))
+    }
+}
+
+impl From<csam_nn::model::ModelError> for TrainError {
+    fn from(error: csam_nn::model::ModelError) -> Self {
+        TrainError::Model(Box::new(error))
+    }
+}
+
+impl From<csam_nn::model::weights::WeightsError> for TrainError {
+    fn from(error: csam_nn::model::weights::WeightsError) -> Self {
+        TrainError::Weights(Box::new(error))
+    }
+}
+
+impl From<csam_nn::optim::OptimError> for TrainError {
+    fn from(error: csam_nn::optim::OptimError) -> Self {
+        TrainError::Optim(Box::new(error))
+    }
+}
+
+impl From<csam_nn::loss::LossError> for TrainError {
+    fn from(error: csam_nn::loss::LossError) -> Self {
+        TrainError::Loss(Box::new(error))
+    }
+}
+
+impl From<csam_nn::curvature::CurvatureError> for TrainError {
+    fn from(error: csam_nn::curvature::CurvatureError) -> Self {
+        TrainError::Curvature(Box::new(error))
+    }
+}
+
+impl From<csam_calib::CalibError> for TrainError {
+    fn from(error: csam_calib::CalibError) -> Self {
+        TrainError::Metrics(Box::new(error))
+    }
 }
 
 impl TrainError {
@@ -123,6 +237,41 @@ impl TrainError {
             action,
             path,
             source,
+        }
+    }
+}
+
+/// What the caller can do about a [`TrainError::Refused`] (the command
+/// line names its own flags for each).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Remedy {
+    /// Ask again with the request to replace the existing output.
+    Replace,
+    /// Resume the unfinished run there, or write elsewhere.
+    ResumeOrMove,
+    /// Write elsewhere, or delete the directory.
+    MoveOrDelete,
+    /// Write elsewhere.
+    Move,
+}
+
+impl std::fmt::Display for Remedy {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Remedy::Replace => "ask to replace it (force) to go on",
+            Remedy::ResumeOrMove => "resume it, or choose another directory",
+            Remedy::MoveOrDelete => "choose another directory, or delete this one",
+            Remedy::Move => "choose another directory",
+        })
+    }
+}
+
+impl TrainError {
+    /// [`TrainError::Refused`] with `message` and `remedy`.
+    pub fn refused(message: impl Into<String>, remedy: Remedy) -> Self {
+        TrainError::Refused {
+            message: message.into(),
+            remedy,
         }
     }
 }

@@ -12,7 +12,7 @@ use csam_calib::metrics::tce::tce;
 use ndarray::Array2;
 use tch::{Device, Kind, Tensor};
 
-use crate::model::{Mode, Model};
+use csam_nn::model::{Mode, Model};
 
 use super::error::{Result, TrainError};
 
@@ -49,8 +49,7 @@ pub fn predict_mode(
     tch::no_grad(|| -> Result<()> {
         for (xs, ys) in batches {
             let out = model
-                .try_forward(&xs, mode)
-                .map_err(|e| TrainError::Data(e.to_string()))?
+                .try_forward(&xs, mode)?
                 .to_kind(Kind::Float)
                 .to_device(Device::Cpu)
                 .contiguous();
@@ -63,7 +62,7 @@ pub fn predict_mode(
     })?;
     let n = labels.len();
     let logits = Array2::from_shape_vec((n, n_classes), logits).map_err(|e| {
-        TrainError::Metrics(format!(
+        TrainError::Invalid(format!(
             "model output does not have {n_classes} columns: {e}"
         ))
     })?;
@@ -85,15 +84,14 @@ impl Predictions {
     pub fn summarize(&self, options: &MetricOptions) -> Result<MetricSummary> {
         let bad = self.non_finite_rows();
         if bad > 0 {
-            return Err(TrainError::Metrics(format!(
+            return Err(TrainError::Invalid(format!(
                 "{bad} of {} examples have NaN or infinite logits",
                 self.labels.len()
             )));
         }
         let logits = self.logits.mapv(f64::from);
         let probs = csam_calib::scores::softmax(logits.view());
-        summarize(probs.view(), &self.labels, options)
-            .map_err(|e| TrainError::Metrics(e.to_string()))
+        Ok(summarize(probs.view(), &self.labels, options)?)
     }
 
     /// [`Predictions::summarize`] with `tce` set: the ECE of these predictions
@@ -104,7 +102,6 @@ impl Predictions {
         options: &MetricOptions,
     ) -> Result<MetricSummary> {
         let mut summary = self.summarize(options)?;
-        let metrics = |e: csam_calib::CalibError| TrainError::Metrics(e.to_string());
         let tce = tce(
             val.logits.mapv(f64::from).view(),
             &val.labels,
@@ -112,8 +109,7 @@ impl Predictions {
             &self.labels,
             options,
             TemperatureObjective::Nll,
-        )
-        .map_err(metrics)?;
+        )?;
         summary.tce = Some(tce);
         Ok(summary)
     }
@@ -122,9 +118,8 @@ impl Predictions {
     /// for `csam metrics` and NumPy (the calibration crate's writers, which
     /// replace files atomically).
     pub fn write_npy(&self, logits_path: &Path, labels_path: &Path) -> Result<()> {
-        let io = |e: csam_calib::CalibError| TrainError::Metrics(e.to_string());
-        csam_calib::io::npy::write_f32(logits_path, &self.logits.view()).map_err(io)?;
+        csam_calib::io::npy::write_f32(logits_path, &self.logits.view())?;
         let labels: Vec<i64> = self.labels.iter().map(|&y| y as i64).collect();
-        csam_calib::io::npy::write_i64(labels_path, &labels).map_err(io)
+        Ok(csam_calib::io::npy::write_i64(labels_path, &labels)?)
     }
 }

@@ -21,7 +21,7 @@
 use std::path::{Path, PathBuf};
 
 use super::atomic::is_temporary;
-use super::error::{Result, TrainError};
+use super::error::{Remedy, Result, TrainError};
 use super::lock::LOCK_FILE;
 use super::notice::NoCheckpoint;
 use crate::spec::RunSpec;
@@ -196,18 +196,20 @@ impl RunDir {
         let shown = self.root.display();
         match (self.state()?, resume) {
             (RunState::Finished, true) => Ok(Plan::Finished),
-            (RunState::Finished, false) => Err(TrainError::RunDir(format!(
-                "{shown} holds a finished run (summary.json exists); refusing to overwrite it. \
-                 Choose another --out, or delete the directory."
-            ))),
-            (RunState::Foreign, _) => Err(TrainError::RunDir(format!(
-                "{shown} is not empty and holds no csam run; refusing to write into it. \
-                 Choose another --out."
-            ))),
-            (RunState::Interrupted | RunState::Started, false) => Err(TrainError::RunDir(format!(
-                "{shown} holds an unfinished run; pass --resume to continue it, \
-                     or choose another --out."
-            ))),
+            (RunState::Finished, false) => Err(TrainError::refused(
+                format!(
+                    "{shown} holds a finished run (summary.json exists); refusing to overwrite it"
+                ),
+                Remedy::MoveOrDelete,
+            )),
+            (RunState::Foreign, _) => Err(TrainError::refused(
+                format!("{shown} is not empty and holds no csam run; refusing to write into it"),
+                Remedy::Move,
+            )),
+            (RunState::Interrupted | RunState::Started, false) => Err(TrainError::refused(
+                format!("{shown} holds an unfinished run"),
+                Remedy::ResumeOrMove,
+            )),
             (RunState::Interrupted, true) => Ok(Plan::Resume),
             (RunState::Started, true) => Ok(Plan::Start(Some(NoCheckpoint::NoEpochFinished))),
             (RunState::Empty, false) => Ok(Plan::Start(None)),
@@ -307,11 +309,13 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let run = RunDir::new(dir.path());
         std::fs::write(run.config(), "").unwrap();
-        assert!(run
-            .check(false)
-            .unwrap_err()
-            .to_string()
-            .contains("--resume"));
+        assert!(matches!(
+            run.check(false).unwrap_err(),
+            TrainError::Refused {
+                remedy: Remedy::ResumeOrMove,
+                ..
+            }
+        ));
         assert_eq!(
             run.check(true).unwrap(),
             Plan::Start(Some(NoCheckpoint::NoEpochFinished)),

@@ -16,10 +16,10 @@ use super::preflight;
 use super::rundir::{Plan, RunDir, Split};
 use super::session::Session;
 use super::summary::RunSummary;
-use crate::device::{device_name, parse_device};
 use crate::spec::{BestMetric, RunSpec, Runtime};
 use crate::theory::{self, TheoryLog, TheoryRecord, TheorySummary};
 use csam_calib::metrics::summary::MetricSummary;
+use csam_nn::device::{device_name, parse_device};
 
 /// What `csam train` asks for.
 #[derive(Debug, Clone)]
@@ -300,8 +300,8 @@ fn check_resume_spec(run_dir: &RunDir, spec: &RunSpec) -> Result<()> {
         Ok(())
     } else {
         Err(TrainError::RunDir(format!(
-            "--resume with settings that differ from {} ({}); a resumed run must use the \
-             settings it started with (only --device and --threads may change)",
+            "resuming with settings that differ from {} ({}); a resumed run must use the \
+             settings it started with (only the device and the thread count may change)",
             run_dir.config().display(),
             changed.join(", ")
         )))

@@ -10,16 +10,19 @@ use std::path::Path;
 use tch::{nn::VarStore, Device, Tensor};
 
 use super::checkpoint::{self, epoch_seed, TrainState};
-use super::error::{ConfigError, Result, TrainError};
+use super::error::{Result, TrainError};
 use super::evaluate::{predict_mode, Predictions};
 use super::rundir::{RunDir, Split};
-use crate::data::{self, Augmentation, BatchLoader, Dataset, LoaderOptions, Normalization, Splits};
-use crate::model::{build_model_with, InputShape, Mode, Model, ModelKind, ModelOptions};
-use crate::optim::{
+use crate::spec::{BaseSpec, ModelSpec, OptimSpec, RunSpec, Schedule};
+use csam_data::{
+    self as data, Augmentation, BatchLoader, Dataset, LoaderOptions, Normalization, Splits,
+};
+use csam_nn::model::weights::WeightsError;
+use csam_nn::model::{build_model_with, InputShape, Mode, Model, ModelKind, ModelOptions};
+use csam_nn::optim::{
     plain_step, AdamW, AdamWConfig, BaseOptimizer, LrSchedule, OptimError, SamConfig, SamStep, Sgd,
     SgdConfig, StepStats,
 };
-use crate::spec::{BaseSpec, ModelSpec, OptimSpec, RunSpec, Schedule};
 
 /// The data of a run: train / val / test splits and the normalisation
 /// fitted on the training split.
@@ -57,26 +60,27 @@ impl Session {
     /// the spec's init weights) and the optimizer. A resumed run then
     /// overwrites the weights with its checkpoint's.
     pub fn prepare(spec: &RunSpec, device: Device) -> Result<Session> {
-        let source = data::load(&spec.data.source).map_err(|e| TrainError::Data(e.to_string()))?;
+        let source = data::load(&spec.data.source)?;
         let n_train = source.train.as_ref().map_or(0, |train| train.n);
-        let splits = data::split(source, spec.data.val_size.count(n_train), spec.seed)
-            .map_err(|e| TrainError::Data(e.to_string()))?;
-        let normalization =
-            Normalization::fit(&splits.train).map_err(|e| TrainError::Data(e.to_string()))?;
+        let splits = data::split(source, spec.data.val_size.count(n_train), spec.seed)?;
+        let normalization = Normalization::fit(&splits.train)?;
         tch::manual_seed(epoch_seed(spec.seed, 0));
         let steps_per_epoch = splits.train.n.div_ceil(spec.batch_size);
         let mut trainer = Trainer::new(
             &spec.model,
             &spec.optim,
             spec.epochs,
-            (shape_of(&splits.train), splits.train.n_classes),
+            (input_shape(&splits.train), splits.train.n_classes),
             device,
             steps_per_epoch,
         )?;
         if let Some(init) = &spec.model.init {
-            trainer.load_weights(init).map_err(|e| {
-                TrainError::Engine(format!("initial weights {}: {e}", init.display()))
-            })?;
+            trainer
+                .load_weights(init)
+                .map_err(|source| TrainError::InitWeights {
+                    path: init.clone(),
+                    source: Box::new(source),
+                })?;
         }
         Ok(Session {
             spec: spec.clone(),
@@ -141,8 +145,7 @@ impl RunData {
             shuffle: spec.data.shuffle,
             ..LoaderOptions::training(spec.batch_size, augmentation, spec.seed, device)
         };
-        BatchLoader::new(train, &self.normalization, options)
-            .map_err(|e| TrainError::Data(e.to_string()))
+        Ok(BatchLoader::new(train, &self.normalization, options)?)
     }
 
     /// Number of training examples.
@@ -216,7 +219,7 @@ impl Trainer {
         match stats {
             Ok(stats) => Ok(Ok(stats)),
             Err(OptimError::Diverged(message)) => Ok(Err(message)),
-            Err(e) => Err(TrainError::Engine(e.to_string())),
+            Err(e) => Err(TrainError::Invalid(e.to_string())),
         }
     }
 
@@ -233,19 +236,18 @@ impl Trainer {
         };
         self.optimizer
             .load_state(&restored.optimizer)
-            .map_err(|e| TrainError::Engine(format!("restoring the optimizer: {e}")))?;
+            .map_err(|e| TrainError::Invalid(format!("restoring the optimizer: {e}")))?;
         Ok(Some(restored.state))
     }
 
     /// Loads saved weights (e.g. the best checkpoint) into the model.
-    pub fn load_weights(&mut self, path: &Path) -> Result<()> {
-        crate::model::weights::load_safetensors_file(&self.vs, path)
-            .map_err(|e| TrainError::Engine(e.to_string()))
+    pub fn load_weights(&mut self, path: &Path) -> Result<(), WeightsError> {
+        csam_nn::model::weights::load_safetensors_file(&self.vs, path)
     }
 }
 
 /// The input shape of a data set's examples.
-pub(crate) fn shape_of(dataset: &Dataset) -> InputShape {
+pub fn input_shape(dataset: &Dataset) -> InputShape {
     InputShape {
         channels: dataset.channels as i64,
         height: dataset.height as i64,
@@ -254,21 +256,26 @@ pub(crate) fn shape_of(dataset: &Dataset) -> InputShape {
 }
 
 /// Builds model `kind` in `vs`.
-pub(crate) fn build_network(
+pub fn build_network(
     kind: ModelKind,
     vs: &VarStore,
     input: InputShape,
     n_classes: usize,
     options: &ModelOptions,
 ) -> Result<Model> {
-    build_model_with(kind, &vs.root(), input, n_classes as i64, options)
-        .map_err(|e| TrainError::Engine(e.to_string()))
+    Ok(build_model_with(
+        kind,
+        &vs.root(),
+        input,
+        n_classes as i64,
+        options,
+    )?)
 }
 
 /// A model's predictions in `mode` on a whole data set, in file order, one
 /// column per class of the model (the data set's labels may come from
 /// another label space, as an out-of-distribution set's do).
-pub(crate) fn predict_dataset(
+pub fn predict_dataset(
     model: &Model,
     dataset: &Dataset,
     normalization: &Normalization,
@@ -280,47 +287,30 @@ pub(crate) fn predict_dataset(
         dataset,
         normalization,
         LoaderOptions::evaluation(batch_size, device),
-    )
-    .map_err(|e| TrainError::Data(e.to_string()))?;
+    )?;
     predict_mode(model, loader.epoch(0), model.n_classes() as usize, mode)
 }
 
-/// A configuration error for a name that did not parse.
-pub(crate) fn invalid(key: &'static str, value: &str, error: impl std::fmt::Display) -> TrainError {
-    TrainError::Config(ConfigError::Invalid {
-        key,
-        value: value.to_string(),
-        reason: error.to_string(),
-    })
-}
-
 fn build_optimizer(vs: &VarStore, optim: &OptimSpec) -> Result<Box<dyn BaseOptimizer>> {
-    let engine = |e: crate::optim::OptimError| TrainError::Engine(e.to_string());
     Ok(match optim.base {
-        BaseSpec::Sgd { momentum, nesterov } => Box::new(
-            Sgd::new(
-                vs,
-                SgdConfig {
-                    lr: optim.lr,
-                    momentum,
-                    nesterov,
-                    weight_decay: optim.weight_decay,
-                },
-            )
-            .map_err(engine)?,
-        ),
-        BaseSpec::Adamw { momentum } => Box::new(
-            AdamW::new(
-                vs,
-                AdamWConfig {
-                    lr: optim.lr,
-                    beta1: momentum,
-                    weight_decay: optim.weight_decay,
-                    ..AdamWConfig::default()
-                },
-            )
-            .map_err(engine)?,
-        ),
+        BaseSpec::Sgd { momentum, nesterov } => Box::new(Sgd::new(
+            vs,
+            SgdConfig {
+                lr: optim.lr,
+                momentum,
+                nesterov,
+                weight_decay: optim.weight_decay,
+            },
+        )?),
+        BaseSpec::Adamw { momentum } => Box::new(AdamW::new(
+            vs,
+            AdamWConfig {
+                lr: optim.lr,
+                beta1: momentum,
+                weight_decay: optim.weight_decay,
+                ..AdamWConfig::default()
+            },
+        )?),
     })
 }
 
@@ -343,8 +333,7 @@ fn build_sam(optim: &OptimSpec, vs: &VarStore) -> Result<Option<SamStep>> {
             clip_grad_norm: optim.clip,
         },
         vs,
-    )
-    .map_err(|e| TrainError::Engine(e.to_string()))?;
+    )?;
     Ok(Some(sam))
 }
 
@@ -370,8 +359,6 @@ fn build_schedule(optim: &OptimSpec, epochs: usize, steps_per_epoch: usize) -> R
             gamma: decay_factor,
         },
     };
-    schedule
-        .validate()
-        .map_err(|e| TrainError::Engine(e.to_string()))?;
+    schedule.validate()?;
     Ok(schedule)
 }

@@ -1,0 +1,38 @@
+//! Experiments over many training runs.
+//!
+//! - [`compare`] trains SGD, SAM and CSAM (and ASAM) on one data set and
+//!   model over several seeds with shared hyperparameters (docs/conventions.md, "Experiment protocol":
+//!   lr and weight decay tuned on SGD, reused for the SAM family), then
+//!   reports the paper's table, mean ± sample std over seeds, with post-hoc
+//!   calibration fitted on the validation split.
+//! - [`sweep`] trains CSAM over a rho x gamma grid (the paper's rho x gamma
+//!   table and its rho and gamma figures).
+//! - [`report`] writes each experiment's figures and self-contained
+//!   `report.html`.
+//!
+//! Both experiments share [`settings`] (the settings every run shares, the
+//! directory identified by its settings file) and [`runs`] (train a run or
+//! reuse it when it finished).
+//!
+//! A comparison directory holds:
+//! - `compare.json`: the [`compare::CompareSettings`]; it identifies the
+//!   comparison, so a rerun with the same settings resumes and one with
+//!   different settings is refused;
+//! - `runs/<method>-seed<k>/`: one `csam train` run directory per method and
+//!   seed (see [`csam_train::train::rundir`]);
+//! - `results.json` ([`results::CompareResults`]), `results.csv` (one row per
+//!   run, see [`results::csv`]) and `table.md` (see [`table`]);
+//! - `plots/`: per method, the reliability diagram and confidence histogram
+//!   of the first seed's raw test predictions, ECE after post-hoc calibration,
+//!   ECE and TCE over epochs, the entropy distribution (SVG and PNG, see
+//!   [`report::compare`]);
+//! - `report.html`: all of it on one self-contained page.
+
+pub mod compare;
+pub mod posthoc;
+pub mod report;
+pub mod results;
+pub mod runs;
+pub mod settings;
+pub mod sweep;
+pub mod table;

@@ -1,0 +1,406 @@
+//! The records of a comparison: one [`RunRecord`] per (method, seed), their
+//! aggregates over seeds ([`MethodAggregate`], mean ± sample std), and the
+//! files they are written to.
+//!
+//! `results.json` ([`CompareResults`], schema [`SCHEMA`]), all numbers as
+//! fractions (not percent):
+//! - `schema`, `csam_version`, `settings` (the comparison's settings, as in
+//!   `compare.json`), `wall_time_s` (of the invocation that wrote the file);
+//! - `runs[]`: `method`, `seed`, `run_dir` (relative to the comparison
+//!   directory), `best_epoch`, `train_wall_time_s`, `temperature`, `val` and
+//!   `test` (every metric of the calibration crate's `MetricSummary`; `test.tce`
+//!   set), `posthoc.{temperature,isotonic,histogram}` (test metrics after each
+//!   calibrator fitted on validation);
+//! - `aggregates[]`: `method`, `seeds`, `metrics.<key>.{mean,std,n}` for every
+//!   [`Metric`] key (`std` is the sample standard deviation, n - 1 in the
+//!   denominator; null for a single seed).
+
+use std::collections::BTreeMap;
+
+use csam_calib::metrics::summary::MetricSummary;
+use serde::{Deserialize, Serialize};
+
+use super::compare::CompareSettings;
+use super::posthoc::PosthocSummaries;
+use csam_train::spec::OptimizerFamily;
+
+/// The `schema` tag of `results.json`.
+pub const SCHEMA: &str = "csam-compare/1";
+
+/// The numbers of one trained run.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RunRecord {
+    /// SGD, SAM, ASAM or CSAM.
+    pub method: OptimizerFamily,
+    /// The run's seed.
+    pub seed: u64,
+    /// The run directory, relative to the comparison directory.
+    pub run_dir: String,
+    /// 1-based epoch of the best checkpoint (by validation NLL).
+    pub best_epoch: usize,
+    /// Training and evaluation time of the run, over all resumes.
+    pub train_wall_time_s: f64,
+    /// Temperature fitted on validation (NLL).
+    pub temperature: f64,
+    /// Validation metrics of the best checkpoint.
+    pub val: MetricSummary,
+    /// Test metrics of the best checkpoint, `tce` set.
+    pub test: MetricSummary,
+    /// Test metrics after post-hoc calibration.
+    pub posthoc: PosthocSummaries,
+}
+
+/// A column of the results table: one number per run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Metric {
+    /// Test accuracy.
+    Accuracy,
+    /// ECE, 15 equal-width (lo, hi] bins.
+    Ece,
+    /// Adaptive (equal-mass) ECE.
+    Adaece,
+    /// Classwise ECE.
+    ClasswiseEce,
+    /// ECE after temperature scaling fitted on validation (TCE).
+    Tce,
+    /// Negative log-likelihood.
+    Nll,
+    /// Brier score.
+    Brier,
+    /// Misclassification-detection AUROC of the confidence.
+    AurocMisclassification,
+    /// One-vs-rest macro AUROC.
+    AurocOvr,
+    /// ECE after isotonic regression fitted on validation.
+    EceIsotonic,
+    /// ECE after histogram binning fitted on validation.
+    EceHistogram,
+}
+
+impl Metric {
+    /// Every column, in table order.
+    pub const ALL: &'static [Metric] = &[
+        Metric::Accuracy,
+        Metric::Ece,
+        Metric::Adaece,
+        Metric::ClasswiseEce,
+        Metric::Tce,
+        Metric::Nll,
+        Metric::Brier,
+        Metric::AurocMisclassification,
+        Metric::AurocOvr,
+        Metric::EceIsotonic,
+        Metric::EceHistogram,
+    ];
+
+    /// The key in `results.json` and `results.csv`.
+    pub fn key(self) -> &'static str {
+        match self {
+            Metric::Accuracy => "accuracy",
+            Metric::Ece => "ece",
+            Metric::Adaece => "adaece",
+            Metric::ClasswiseEce => "classwise_ece",
+            Metric::Tce => "tce",
+            Metric::Nll => "nll",
+            Metric::Brier => "brier",
+            Metric::AurocMisclassification => "auroc_misclassification",
+            Metric::AurocOvr => "auroc_ovr",
+            Metric::EceIsotonic => "ece_isotonic",
+            Metric::EceHistogram => "ece_histogram",
+        }
+    }
+
+    /// The column header of the table.
+    pub fn header(self) -> &'static str {
+        match self {
+            Metric::Accuracy => "Acc",
+            Metric::Ece => "ECE",
+            Metric::Adaece => "AdaECE",
+            Metric::ClasswiseEce => "CW-ECE",
+            Metric::Tce => "TCE",
+            Metric::Nll => "NLL",
+            Metric::Brier => "Brier",
+            Metric::AurocMisclassification => "AUROC mis",
+            Metric::AurocOvr => "AUROC ovr",
+            Metric::EceIsotonic => "ECE iso",
+            Metric::EceHistogram => "ECE hist",
+        }
+    }
+
+    /// True when the table shows the metric in percent (as the paper does);
+    /// NLL and Brier are shown as they are.
+    pub fn in_percent(self) -> bool {
+        !matches!(self, Metric::Nll | Metric::Brier)
+    }
+
+    /// The metric's value in `run`; None where it is undefined (an AUROC
+    /// without both positives and negatives, e.g. when every prediction is right).
+    pub fn of(self, run: &RunRecord) -> Option<f64> {
+        let test = &run.test;
+        match self {
+            Metric::Accuracy => Some(test.accuracy),
+            Metric::Ece => Some(test.ece),
+            Metric::Adaece => Some(test.adaece),
+            Metric::ClasswiseEce => Some(test.classwise_ece),
+            Metric::Tce => Some(run.posthoc.temperature.ece),
+            Metric::Nll => Some(test.nll),
+            Metric::Brier => Some(test.brier),
+            Metric::AurocMisclassification => test.auroc_misclassification,
+            Metric::AurocOvr => test.auroc_ovr,
+            Metric::EceIsotonic => Some(run.posthoc.isotonic.ece),
+            Metric::EceHistogram => Some(run.posthoc.histogram.ece),
+        }
+    }
+}
+
+/// Mean and sample standard deviation of a metric over seeds.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct MeanStd {
+    /// Arithmetic mean.
+    pub mean: f64,
+    /// `sqrt(sum (x - mean)^2 / (n - 1))`; None when n = 1.
+    pub std: Option<f64>,
+    /// Number of values.
+    pub n: usize,
+}
+
+/// The mean and sample std of `values`; None when there are none.
+/// Accumulates in f64, two passes (mean first) for accuracy.
+pub fn mean_std(values: &[f64]) -> Option<MeanStd> {
+    let n = values.len();
+    if n == 0 {
+        return None;
+    }
+    let mean = values.iter().sum::<f64>() / n as f64;
+    let std = (n > 1).then(|| {
+        let squares: f64 = values.iter().map(|v| (v - mean) * (v - mean)).sum();
+        (squares / (n - 1) as f64).sqrt()
+    });
+    Some(MeanStd { mean, std, n })
+}
+
+/// One method's metrics aggregated over its seeds.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct MethodAggregate {
+    /// The method.
+    pub method: OptimizerFamily,
+    /// The seeds aggregated, in run order.
+    pub seeds: Vec<u64>,
+    /// Mean ± std per [`Metric::key`].
+    pub metrics: BTreeMap<String, MeanStd>,
+}
+
+impl MethodAggregate {
+    /// The aggregate of `metric`.
+    pub fn get(&self, metric: Metric) -> Option<&MeanStd> {
+        self.metrics.get(metric.key())
+    }
+}
+
+/// Aggregates `runs` per method, in the order of `methods`; a method without
+/// runs is left out, and so is a metric undefined in every run of the method
+/// (a metric undefined in some runs is aggregated over the others: see `n`).
+pub fn aggregate(runs: &[RunRecord], methods: &[OptimizerFamily]) -> Vec<MethodAggregate> {
+    methods
+        .iter()
+        .filter_map(|&method| {
+            let mine: Vec<&RunRecord> = runs.iter().filter(|r| r.method == method).collect();
+            let metrics = Metric::ALL
+                .iter()
+                .filter_map(|&metric| {
+                    let values: Vec<f64> = mine.iter().filter_map(|r| metric.of(r)).collect();
+                    Some((metric.key().to_string(), mean_std(&values)?))
+                })
+                .collect::<BTreeMap<_, _>>();
+            (!mine.is_empty()).then(|| MethodAggregate {
+                method,
+                seeds: mine.iter().map(|r| r.seed).collect(),
+                metrics,
+            })
+        })
+        .collect()
+}
+
+/// The content of `results.json` (see the module doc).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CompareResults {
+    /// [`SCHEMA`].
+    pub schema: String,
+    /// Version of csam that wrote the file.
+    pub csam_version: String,
+    /// The comparison's settings.
+    pub settings: CompareSettings,
+    /// Wall time of the invocation that wrote the file (reused runs cost ~0).
+    pub wall_time_s: f64,
+    /// One record per run, seed-major.
+    pub runs: Vec<RunRecord>,
+    /// One aggregate per method, in `settings.methods` order.
+    pub aggregates: Vec<MethodAggregate>,
+}
+
+/// `results.csv`: a header, then one row per run with `method`, `seed`,
+/// `run_dir`, `best_epoch`, `train_wall_time_s`, `temperature` and every
+/// [`Metric::key`] (fractions, full precision; empty where undefined).
+pub fn csv(runs: &[RunRecord]) -> String {
+    let mut header = vec![
+        "method",
+        "seed",
+        "run_dir",
+        "best_epoch",
+        "train_wall_time_s",
+        "temperature",
+    ];
+    header.extend(Metric::ALL.iter().map(|m| m.key()));
+    let mut out = header.join(",");
+    out.push('\n');
+    for run in runs {
+        let mut row = vec![
+            run.method.to_string(),
+            run.seed.to_string(),
+            run.run_dir.clone(),
+            run.best_epoch.to_string(),
+            run.train_wall_time_s.to_string(),
+            run.temperature.to_string(),
+        ];
+        row.extend(
+            Metric::ALL
+                .iter()
+                .map(|m| m.of(run).map(|v| v.to_string()).unwrap_or_default()),
+        );
+        out.push_str(&row.join(","));
+        out.push('\n');
+    }
+    out
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+
+    /// A summary whose every metric is `value` (tce None).
+    pub(crate) fn flat_summary(value: f64) -> MetricSummary {
+        MetricSummary {
+            accuracy: value,
+            ece: value,
+            ece_l2: value,
+            mce: value,
+            adaece: value,
+            classwise_ece: value,
+            nll: value,
+            brier: value,
+            auroc_misclassification: Some(value),
+            auroc_ovr: Some(value),
+            mean_confidence: value,
+            mean_entropy: value,
+            tce: None,
+        }
+    }
+
+    /// A run whose raw test metrics are `raw` and post-hoc ones `calibrated`.
+    pub(crate) fn record(
+        method: OptimizerFamily,
+        seed: u64,
+        raw: f64,
+        calibrated: f64,
+    ) -> RunRecord {
+        RunRecord {
+            method,
+            seed,
+            run_dir: format!("runs/{method}-seed{seed}"),
+            best_epoch: 1,
+            train_wall_time_s: 1.0,
+            temperature: 1.5,
+            val: flat_summary(raw),
+            test: MetricSummary {
+                tce: Some(calibrated),
+                ..flat_summary(raw)
+            },
+            posthoc: PosthocSummaries {
+                temperature: flat_summary(calibrated),
+                isotonic: flat_summary(calibrated / 2.0),
+                histogram: flat_summary(calibrated / 4.0),
+            },
+        }
+    }
+
+    #[test]
+    fn mean_and_sample_std_by_hand() {
+        // mean 4, squares 4 + 0 + 4 = 8, / (3 - 1) = 4, sqrt 2.
+        let got = mean_std(&[2.0, 4.0, 6.0]).unwrap();
+        assert_eq!(got.mean, 4.0);
+        assert_eq!(got.std, Some(2.0));
+        assert_eq!(got.n, 3);
+        // mean 0.5, squares 0.0625 * 2 = 0.125, / (2 - 1), sqrt 0.3535...:
+        // the population std would be sqrt(0.125 / 2) = 0.25.
+        let two = mean_std(&[0.25, 0.75]).unwrap();
+        assert_eq!((two.mean, two.std), (0.5, Some(0.125f64.sqrt())));
+        assert_eq!(mean_std(&[0.3]).unwrap().std, None);
+        assert_eq!(mean_std(&[]), None);
+    }
+
+    #[test]
+    fn aggregates_per_method_in_the_requested_order() {
+        use OptimizerFamily::{Csam, Sam, Sgd};
+        let runs = vec![
+            record(Sgd, 0, 0.80, 0.02),
+            record(Csam, 0, 0.90, 0.01),
+            record(Sgd, 1, 0.84, 0.04),
+            record(Csam, 1, 0.90, 0.03),
+        ];
+        let aggregates = aggregate(&runs, &[Csam, Sam, Sgd]);
+        let methods: Vec<_> = aggregates.iter().map(|a| a.method).collect();
+        assert_eq!(methods, vec![Csam, Sgd], "SAM has no runs and is left out");
+        let sgd = &aggregates[1];
+        assert_eq!(sgd.seeds, vec![0, 1]);
+        let accuracy = sgd.get(Metric::Accuracy).unwrap();
+        assert!((accuracy.mean - 0.82).abs() < 1e-12);
+        // |0.80 - 0.84| / sqrt(2) = 0.028284...
+        assert!((accuracy.std.unwrap() - 0.04 / 2f64.sqrt()).abs() < 1e-12);
+        let tce = sgd.get(Metric::Tce).unwrap();
+        assert!((tce.mean - 0.03).abs() < 1e-12);
+        let isotonic = sgd.get(Metric::EceIsotonic).unwrap();
+        assert!((isotonic.mean - 0.015).abs() < 1e-12);
+        assert_eq!(aggregates[0].get(Metric::Nll).unwrap().std, Some(0.0));
+        assert_eq!(sgd.metrics.len(), Metric::ALL.len());
+    }
+
+    #[test]
+    fn undefined_values_are_left_out_of_the_aggregate_and_the_csv() {
+        let mut perfect = record(OptimizerFamily::Sgd, 1, 1.0, 0.0);
+        perfect.test.auroc_misclassification = None;
+        let runs = vec![record(OptimizerFamily::Sgd, 0, 0.5, 0.1), perfect];
+        let sgd = &aggregate(&runs, &[OptimizerFamily::Sgd])[0];
+        let auroc = sgd.get(Metric::AurocMisclassification).unwrap();
+        assert_eq!((auroc.mean, auroc.std, auroc.n), (0.5, None, 1));
+        assert_eq!(sgd.get(Metric::Accuracy).unwrap().n, 2);
+        let text = csv(&runs);
+        let header: Vec<&str> = text.lines().next().unwrap().split(',').collect();
+        let column = header
+            .iter()
+            .position(|h| *h == "auroc_misclassification")
+            .unwrap();
+        let row: Vec<&str> = text.lines().nth(2).unwrap().split(',').collect();
+        assert_eq!(row[column], "");
+    }
+
+    #[test]
+    fn csv_has_a_header_and_one_row_per_run() {
+        let runs = vec![
+            record(OptimizerFamily::Sgd, 0, 0.5, 0.25),
+            record(OptimizerFamily::Sam, 3, 0.5, 0.25),
+        ];
+        let text = csv(&runs);
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(lines.len(), 3);
+        let header: Vec<&str> = lines[0].split(',').collect();
+        assert_eq!(header.len(), 6 + Metric::ALL.len());
+        assert_eq!(header[6], "accuracy");
+        let row: Vec<&str> = lines[2].split(',').collect();
+        assert_eq!(row.len(), header.len());
+        assert_eq!(&row[..3], &["sam", "3", "runs/sam-seed3"]);
+        let tce = header.iter().position(|h| *h == "tce").unwrap();
+        assert_eq!(row[tce], "0.25");
+        let histogram = header.iter().position(|h| *h == "ece_histogram").unwrap();
+        assert_eq!(row[histogram], "0.0625");
+    }
+}

@@ -1,0 +1,131 @@
+//! The runs of an experiment: [`run_all`] walks an [`Experiment`]'s runs in
+//! order, training or reusing each ([`train_or_reuse`]: a finished run, its
+//! `summary.json` there, is read back after checking that it was trained
+//! with the same configuration; an interrupted one resumes from its
+//! checkpoint; a missing one trains) and recording it. Each decision and each
+//! finished run is reported to the observer, so a rerun shows which runs
+//! were reused. `compare` and `sweep` are two [`Experiment`]s over this one
+//! loop.
+
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use super::settings::read_json;
+use csam_train::spec::{RunSpec, Runtime};
+use csam_train::train::rundir::{RunDir, RunState};
+use csam_train::train::{
+    self, ExperimentObserver, RunAction, RunOutcome, RunSummary, TrainError, TrainRequest,
+};
+
+type Result<T> = std::result::Result<T, TrainError>;
+
+/// An experiment as a list of runs: what each one trains, where it lives,
+/// and what the experiment keeps of it once it has finished.
+pub trait Experiment {
+    /// What identifies one run (a method and a seed, a grid point).
+    type Run: Copy;
+    /// What the experiment records of a finished run.
+    type Record;
+
+    /// The runs, in the order they train.
+    fn runs(&self) -> Vec<Self::Run>;
+    /// The run's name in progress lines (`sam seed 0`).
+    fn label(&self, run: Self::Run) -> String;
+    /// The run's specification.
+    fn spec(&self, run: Self::Run) -> Result<RunSpec>;
+    /// The run's directory.
+    fn dir(&self, run: Self::Run) -> PathBuf;
+    /// The record of the finished run, from its summary (and its files).
+    fn record(&self, run: Self::Run, summary: RunSummary) -> Result<Self::Record>;
+    /// The record's numbers for the progress line (`test accuracy 87.1%, ...`).
+    fn describe(record: &Self::Record) -> String;
+}
+
+/// Trains (or reuses) every run of `experiment` in order with `runtime` and
+/// returns their records. The observer hears each run start and finish, the
+/// finish with its time, the time since the experiment started, and the
+/// record's numbers.
+pub fn run_all<E: Experiment, O: ExperimentObserver>(
+    experiment: &E,
+    runtime: &Runtime,
+    observer: &mut O,
+) -> Result<Vec<E::Record>> {
+    let started = Instant::now();
+    let runs = experiment.runs();
+    let mut records = Vec::with_capacity(runs.len());
+    for (index, &run) in runs.iter().enumerate() {
+        let label = format!("[{}/{}] {}", index + 1, runs.len(), experiment.label(run));
+        let run_started = Instant::now();
+        let summary = train_or_reuse(
+            experiment.spec(run)?,
+            runtime,
+            &experiment.dir(run),
+            &label,
+            observer,
+        )?;
+        let record = experiment.record(run, summary)?;
+        let line = format!(
+            "done in {:.1}s, {:.1}s since start ({})",
+            run_started.elapsed().as_secs_f64(),
+            started.elapsed().as_secs_f64(),
+            E::describe(&record),
+        );
+        observer.run_finished(&label, &line);
+        records.push(record);
+    }
+    Ok(records)
+}
+
+/// The summary of the run in `out` with `spec`: read back when it finished
+/// earlier, otherwise trained (resuming when it was interrupted). `label`
+/// names the run to the observer (`[3/6] sam seed 0`).
+pub fn train_or_reuse<O: ExperimentObserver>(
+    spec: RunSpec,
+    runtime: &Runtime,
+    out: &Path,
+    label: &str,
+    observer: &mut O,
+) -> Result<RunSummary> {
+    let run_dir = RunDir::new(out);
+    let state = run_dir.state()?;
+    if state == RunState::Finished {
+        check_saved_spec(&run_dir, &spec)?;
+        observer.run_started(label, RunAction::Reused, out);
+        return read_json(&run_dir.summary());
+    }
+    let action = match state {
+        RunState::Interrupted => RunAction::Resuming,
+        _ => RunAction::Training,
+    };
+    observer.run_started(label, action, out);
+    let request = TrainRequest {
+        spec,
+        runtime: runtime.clone(),
+        out: out.to_path_buf(),
+        resume: true,
+        stop_after_epoch: None,
+    };
+    match train::run(&request, observer)? {
+        RunOutcome::Finished(summary) => Ok(*summary),
+        // Finished by another process since the state was read.
+        RunOutcome::AlreadyFinished { summary } => read_json(&summary),
+        RunOutcome::Stopped { epoch } => Err(TrainError::RunDir(format!(
+            "{} stopped after epoch {epoch} without finishing",
+            out.display()
+        ))),
+    }
+}
+
+/// Refuses to reuse a finished run trained with other settings.
+fn check_saved_spec(run_dir: &RunDir, spec: &RunSpec) -> Result<()> {
+    let changed = spec.differences(&run_dir.saved_spec()?);
+    match changed.is_empty() {
+        true => Ok(()),
+        false => Err(TrainError::RunDir(format!(
+            "{} was trained with other settings ({}) than this experiment asks for; delete it \
+             to retrain it",
+            run_dir.root().display(),
+            changed.join(", ")
+        ))),
+    }
+}

@@ -1,0 +1,9 @@
+//! Distribution shift and uncertainty (the paper's Table 1 and ImageNet-C
+//! columns): the CIFAR-10-C directory layout ([`cifar_c`]), and evaluation
+//! of a run, a deep ensemble or MC-Dropout on clean, corrupted and
+//! out-of-distribution data ([`predictor`], [`report`]). The corruptions
+//! themselves are `csam_data::corrupt`.
+
+pub mod cifar_c;
+pub mod predictor;
+pub mod report;

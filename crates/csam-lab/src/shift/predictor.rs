@@ -1,0 +1,210 @@
+//! Class probabilities of one trained run, a deep ensemble of runs, or
+//! MC-Dropout, on any data set of the training images' shape.
+//!
+//! - Deep ensemble (Lakshminarayanan et al. 2017; size 5 in the paper's
+//!   Table 1): the mean of the members' softmax probabilities. Members are
+//!   separate `csam train` runs of the same data and model, usually differing
+//!   only in `--seed`.
+//! - MC-Dropout (Gal & Ghahramani 2016): the mean of the softmax
+//!   probabilities of `passes` forward passes with dropout active and
+//!   BatchNorm on its running statistics ([`Mode::McDropout`]). libtorch's
+//!   random stream is reset to the request's seed before each data set, so a
+//!   data set's probabilities do not depend on what was evaluated before it.
+
+use ndarray::Array2;
+use tch::nn::VarStore;
+use tch::Device;
+
+use csam_data::{Dataset, SampleShape};
+use csam_nn::model::{Mode, Model};
+use csam_train::train::error::{Result, TrainError};
+use csam_train::train::session::predict_dataset;
+use csam_train::train::{Checkpoint, TrainedRun};
+
+/// Checks that `run` was trained on images of `reference`'s channel count
+/// (named `data` in messages), then builds its network with its best weights.
+fn member_network(
+    run: &TrainedRun,
+    reference: &Dataset,
+    data: &str,
+    device: Device,
+) -> Result<(VarStore, Model)> {
+    if reference.channels != run.normalization.channels() {
+        return Err(TrainError::Invalid(format!(
+            "{data} has {} channels but the run {} was trained on {} ({})",
+            reference.channels,
+            run.dir.root().display(),
+            run.normalization.channels(),
+            run.spec.data.source,
+        )));
+    }
+    run.network(reference, device, Checkpoint::Best)
+        .map_err(|error| match error {
+            TrainError::Weights(source) => TrainError::WeightsMismatch {
+                data: data.to_string(),
+                shape: format!(
+                    "{}x{}x{} images, {} classes",
+                    reference.channels, reference.height, reference.width, reference.n_classes
+                ),
+                run: run.dir.root().to_path_buf(),
+                trained_on: run.spec.data.source.to_string(),
+                source,
+            },
+            other => other,
+        })
+}
+
+/// How each member's probabilities are drawn.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Sampling {
+    /// One pass in eval mode (no dropout).
+    Deterministic,
+    /// `passes` passes with dropout active, libtorch seeded with `seed`.
+    McDropout { passes: usize, seed: u64 },
+}
+
+/// One or more runs ready to predict, with the input shape they were set up for.
+pub struct Predictor {
+    members: Vec<(TrainedRun, VarStore, Model)>,
+    sampling: Sampling,
+    shape: SampleShape,
+    reference: String,
+    batch_size: usize,
+    device: Device,
+}
+
+impl Predictor {
+    /// Sets up `runs` for data shaped like `reference` (the in-distribution
+    /// test set, named `reference_name` in messages). All runs must share the
+    /// data spec and model; MC-Dropout needs runs trained with dropout.
+    pub fn new(
+        runs: Vec<TrainedRun>,
+        reference: &Dataset,
+        reference_name: &str,
+        sampling: Sampling,
+        batch_size: usize,
+        device: Device,
+    ) -> Result<Predictor> {
+        let Some(first) = runs.first() else {
+            return Err(TrainError::Invalid("no run to evaluate".into()));
+        };
+        for run in &runs[1..] {
+            for (what, a, b) in [
+                (
+                    "data",
+                    &first.spec.data.source.to_string(),
+                    &run.spec.data.source.to_string(),
+                ),
+                (
+                    "model",
+                    &first.spec.model.arch.to_string(),
+                    &run.spec.model.arch.to_string(),
+                ),
+            ] {
+                if a != b {
+                    return Err(TrainError::Invalid(format!(
+                        "ensemble members must share data and model: {} has {what} {a:?}, {} has {b:?}",
+                        first.dir.root().display(),
+                        run.dir.root().display()
+                    )));
+                }
+            }
+        }
+        if let Sampling::McDropout { passes, .. } = sampling {
+            if passes == 0 {
+                return Err(TrainError::Invalid(
+                    "MC-Dropout needs at least 1 pass".into(),
+                ));
+            }
+            if let Some(run) = runs.iter().find(|r| r.spec.model.dropout <= 0.0) {
+                return Err(TrainError::Invalid(format!(
+                    "{} was trained without dropout (dropout = 0): MC-Dropout needs a model \
+                     trained with dropout > 0",
+                    run.dir.root().display()
+                )));
+            }
+        }
+        let shape = reference.sample_shape();
+        let members = runs
+            .into_iter()
+            .map(|run| {
+                let (vs, model) = member_network(&run, reference, reference_name, device)?;
+                Ok((run, vs, model))
+            })
+            .collect::<Result<Vec<_>>>()?;
+        Ok(Predictor {
+            members,
+            sampling,
+            shape,
+            reference: reference_name.to_string(),
+            batch_size,
+            device,
+        })
+    }
+
+    /// Number of member runs.
+    pub fn n_members(&self) -> usize {
+        self.members.len()
+    }
+
+    /// The sampling of every member.
+    pub fn sampling(&self) -> Sampling {
+        self.sampling
+    }
+
+    /// The runs.
+    pub fn runs(&self) -> impl Iterator<Item = &TrainedRun> {
+        self.members.iter().map(|(run, _, _)| run)
+    }
+
+    /// `N x K` probabilities on `dataset`: the mean over members and passes
+    /// of the softmax of the logits. `dataset` must have the reference's
+    /// sample shape (its labels are not used).
+    pub fn probabilities(&self, dataset: &Dataset) -> Result<Array2<f64>> {
+        if dataset.sample_shape() != self.shape {
+            let (c, h, w) = dataset.sample_shape();
+            let (rc, rh, rw) = self.shape;
+            return Err(TrainError::Invalid(format!(
+                "{} has images of {c}x{h}x{w} (CxHxW) but the model evaluates {} ({rc}x{rh}x{rw})",
+                dataset.name, self.reference
+            )));
+        }
+        let (mode, passes) = match self.sampling {
+            Sampling::Deterministic => (Mode::Eval, 1),
+            Sampling::McDropout { passes, seed } => {
+                tch::manual_seed(seed as i64);
+                (Mode::McDropout, passes)
+            }
+        };
+        let mut sum: Option<Array2<f64>> = None;
+        for (run, _, model) in &self.members {
+            for _ in 0..passes {
+                let predictions = predict_dataset(
+                    model,
+                    dataset,
+                    &run.normalization,
+                    self.batch_size,
+                    self.device,
+                    mode,
+                )?;
+                let bad = predictions.non_finite_rows();
+                if bad > 0 {
+                    return Err(TrainError::Invalid(format!(
+                        "{bad} of {} examples of {} have NaN or infinite logits under {}",
+                        dataset.n,
+                        dataset.name,
+                        run.dir.root().display()
+                    )));
+                }
+                let probs = csam_calib::scores::softmax(predictions.logits.mapv(f64::from).view());
+                sum = Some(match sum {
+                    Some(total) => total + probs,
+                    None => probs,
+                });
+            }
+        }
+        // Invariant: there is at least one member and one pass.
+        let total = sum.expect("at least one member and pass");
+        Ok(total / (self.members.len() * passes) as f64)
+    }
+}

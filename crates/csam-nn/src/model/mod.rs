@@ -1,0 +1,174 @@
+//! Classifier architectures and their registry.
+//!
+//! Every architecture is a struct built from an [`nn::Path`] of a
+//! [`tch::nn::VarStore`]; the device and the floating-point kind are those of the
+//! store (a value, never a code path). Variable names equal the parameter and
+//! buffer names of the PyTorch twin documented on each architecture, so
+//! `VarStore::save("model.safetensors")` loads in PyTorch with
+//! `load_state_dict(strict=True)` (PyTorch adds BatchNorm's `num_batches_tracked`
+//! itself) and a PyTorch `safetensors.torch.save_file(model.state_dict(), ..)`
+//! loads with `VarStore::load`. The twins live in
+//! `crates/csam-nn/tests/fixtures/twins.py`.
+//!
+//! Adding an architecture: write its module (a struct implementing [`Network`]
+//! and a `build` function) and add one line to the table in [`registry`].
+
+mod cnn;
+mod layers;
+mod mlp;
+pub mod registry;
+mod resnet;
+pub mod weights;
+
+pub use cnn::SmallCnn;
+pub use mlp::Mlp;
+pub use registry::{build_model, build_model_with, ModelKind, ModelOptions};
+pub use resnet::ResNet;
+
+use tch::{nn, Tensor};
+
+/// Errors raised while building a model.
+#[derive(Debug, thiserror::Error)]
+pub enum ModelError {
+    /// The architecture name is not in the registry.
+    #[error("unknown model '{name}'; known models: {known}")]
+    UnknownKind { name: String, known: String },
+    /// A shape or size argument is out of range.
+    #[error("invalid model configuration: {0}")]
+    InvalidConfig(String),
+    /// An input batch does not fit the model.
+    #[error("input does not fit the model: {0}")]
+    Input(String),
+}
+
+/// Shape of one input example, channels first (`C x H x W`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct InputShape {
+    pub channels: i64,
+    pub height: i64,
+    pub width: i64,
+}
+
+impl InputShape {
+    /// Number of input features once flattened, `C * H * W`.
+    pub fn features(&self) -> i64 {
+        self.channels * self.height * self.width
+    }
+
+    fn validate(&self) -> Result<(), ModelError> {
+        if self.channels < 1 || self.height < 1 || self.width < 1 {
+            return Err(ModelError::InvalidConfig(format!(
+                "input shape {}x{}x{} must have every dimension >= 1",
+                self.channels, self.height, self.width
+            )));
+        }
+        Ok(())
+    }
+}
+
+/// How a forward pass treats BatchNorm and dropout.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    /// Training: BatchNorm uses (and updates) batch statistics, dropout is active.
+    Train,
+    /// Evaluation: BatchNorm uses its running statistics, dropout is off.
+    Eval,
+    /// MC-Dropout sampling: BatchNorm as in [`Mode::Eval`], dropout active.
+    McDropout,
+}
+
+impl Mode {
+    /// Whether BatchNorm layers normalise with batch statistics.
+    pub fn batch_statistics(self) -> bool {
+        self == Mode::Train
+    }
+
+    /// Whether dropout layers drop units.
+    pub fn dropout_active(self) -> bool {
+        self != Mode::Eval
+    }
+}
+
+/// A classifier mapping a batch `[B, C, H, W]` to logits `[B, n_classes]`.
+pub trait Network: std::fmt::Debug + Send {
+    /// The forward pass in the given [`Mode`].
+    fn forward_mode(&self, xs: &Tensor, mode: Mode) -> Tensor;
+}
+
+/// A built classifier: the network plus what it was built for.
+///
+/// Implements [`nn::ModuleT`] (`train = true` is [`Mode::Train`], `false` is
+/// [`Mode::Eval`]); MC-Dropout sampling goes through [`Model::forward_mode`].
+#[derive(Debug)]
+pub struct Model {
+    network: Box<dyn Network>,
+    kind: ModelKind,
+    input: InputShape,
+    n_classes: i64,
+}
+
+impl Model {
+    /// The forward pass in an explicit [`Mode`].
+    pub fn forward_mode(&self, xs: &Tensor, mode: Mode) -> Tensor {
+        self.network.forward_mode(xs, mode)
+    }
+
+    /// Checks that `xs` is a batch `[B >= 1, C, H, W]` this model accepts: the
+    /// channels it was built for and, for architectures without global pooling
+    /// (the MLP), the height and width too.
+    pub fn check_input(&self, xs: &Tensor) -> Result<(), ModelError> {
+        let size = xs.size();
+        let fits = match *size.as_slice() {
+            [b, c, h, w] => {
+                b >= 1
+                    && c == self.input.channels
+                    && h >= 1
+                    && w >= 1
+                    && (self.kind.any_spatial_size()
+                        || (h == self.input.height && w == self.input.width))
+            }
+            _ => false,
+        };
+        if fits {
+            return Ok(());
+        }
+        let i = self.input;
+        let expected = if self.kind.any_spatial_size() {
+            format!("[B, {}, H, W]", i.channels)
+        } else {
+            format!("[B, {}, {}, {}]", i.channels, i.height, i.width)
+        };
+        Err(ModelError::Input(format!(
+            "{} expects {expected}, got {size:?}",
+            self.kind
+        )))
+    }
+
+    /// [`Model::check_input`], then the forward pass in `mode`.
+    pub fn try_forward(&self, xs: &Tensor, mode: Mode) -> Result<Tensor, ModelError> {
+        self.check_input(xs)?;
+        Ok(self.forward_mode(xs, mode))
+    }
+
+    /// The registry entry this model was built from.
+    pub fn kind(&self) -> ModelKind {
+        self.kind
+    }
+
+    /// The input shape the model was built for.
+    pub fn input_shape(&self) -> InputShape {
+        self.input
+    }
+
+    /// Number of output classes.
+    pub fn n_classes(&self) -> i64 {
+        self.n_classes
+    }
+}
+
+impl nn::ModuleT for Model {
+    fn forward_t(&self, xs: &Tensor, train: bool) -> Tensor {
+        let mode = if train { Mode::Train } else { Mode::Eval };
+        self.network.forward_mode(xs, mode)
+    }
+}

@@ -1,0 +1,125 @@
+//! The perturbation rules on hand-computed cases (docs/conventions.md, "The
+//! SAM step").
+
+use csam_nn::optim::{Perturbation, SamConfig, SamStep, SecondLoss};
+use tch::{nn, Tensor};
+
+fn flat(values: &[f64]) -> Tensor {
+    Tensor::from_slice(values)
+}
+
+fn to_vec(t: &Tensor) -> Vec<f64> {
+    Vec::try_from(t).unwrap()
+}
+
+fn assert_all_close(got: &[f64], expected: &[f64], tol: f64) {
+    assert_eq!(got.len(), expected.len());
+    for (g, e) in got.iter().zip(expected) {
+        assert!((g - e).abs() < tol, "{got:?} vs {expected:?}");
+    }
+}
+
+#[test]
+fn sam_uses_the_global_norm() {
+    // Weights (1, -1, 2), g = (3, 0, 4): ||g|| = 5, e = rho g / (5 + 1e-12).
+    let (tilde, norm) =
+        Perturbation::Sam.perturb(&flat(&[1.0, -1.0, 2.0]), &flat(&[3.0, 0.0, 4.0]), 0.5);
+    assert!((norm.double_value(&[]) - 5.0).abs() < 1e-15);
+    assert_all_close(&to_vec(&tilde), &[1.3, -1.0, 2.4], 1e-12);
+}
+
+#[test]
+fn asam_scales_by_t_squared_over_the_norm_of_t_g() {
+    // w = (1, -2, 0), g = (3, 1, 2), eta = 0.01, rho = 0.5.
+    // T = |w| + eta = (1.01, 2.01, 0.01); T g = (3.03, 2.01, 0.02);
+    // ||T g|| = sqrt(9.1809 + 4.0401 + 0.0004) = sqrt(13.2214);
+    // e = rho T^2 g / ||T g|| = 0.5 (3.0603, 4.0401, 0.0002) / sqrt(13.2214).
+    let rule = Perturbation::Asam { eta: 0.01 };
+    let (tilde, norm) = rule.perturb(&flat(&[1.0, -2.0, 0.0]), &flat(&[3.0, 1.0, 2.0]), 0.5);
+    let denom = 13.2214f64.sqrt();
+    let expected = [
+        1.0 + 0.5 * 3.0603 / denom,
+        -2.0 + 0.5 * 4.0401 / denom,
+        0.5 * 0.0002 / denom,
+    ];
+    assert_all_close(&to_vec(&tilde), &expected, 1e-12);
+    // The reported norm is ||g||, not ||T g||: sqrt(9 + 1 + 4).
+    assert!((norm.double_value(&[]) - 14f64.sqrt()).abs() < 1e-12);
+}
+
+#[test]
+fn zero_gradient_gives_zero_perturbation_not_nan() {
+    for rule in [Perturbation::Sam, Perturbation::Asam { eta: 0.0 }] {
+        let (tilde, norm) = rule.perturb(&flat(&[1.0, 2.0]), &flat(&[0.0, 0.0]), 0.05);
+        assert_eq!(to_vec(&tilde), [1.0, 2.0], "{rule:?}");
+        assert_eq!(norm.double_value(&[]), 0.0);
+    }
+}
+
+#[test]
+fn invalid_sam_settings_are_errors() {
+    let vs = nn::VarStore::new(tch::Device::Cpu);
+    let bad = [
+        SamConfig {
+            rho: -0.1,
+            ..SamConfig::default()
+        },
+        SamConfig {
+            rho: f64::NAN,
+            ..SamConfig::default()
+        },
+        SamConfig {
+            m: Some(0),
+            ..SamConfig::default()
+        },
+        SamConfig {
+            sam_every: 0,
+            ..SamConfig::default()
+        },
+        SamConfig {
+            clip_grad_norm: Some(0.0),
+            ..SamConfig::default()
+        },
+        SamConfig {
+            perturbation: Perturbation::Asam { eta: -1.0 },
+            ..SamConfig::default()
+        },
+        SamConfig {
+            second_loss: SecondLoss::Csam {
+                gamma: -1.0,
+                detach: false,
+            },
+            ..SamConfig::default()
+        },
+    ];
+    for config in bad {
+        assert!(SamStep::new(config.clone(), &vs).is_err(), "{config:?}");
+    }
+    // The paper sweeps gamma up to 3: above 2 warns but is a valid setting.
+    let steep = SamConfig {
+        second_loss: SecondLoss::Csam {
+            gamma: 3.0,
+            detach: false,
+        },
+        ..SamConfig::default()
+    };
+    assert!(SamStep::new(steep, &vs).is_ok());
+}
+
+#[test]
+fn config_serialises_with_readable_tags() {
+    let config = SamConfig {
+        perturbation: Perturbation::Asam { eta: 0.01 },
+        second_loss: SecondLoss::Csam {
+            gamma: 1.0,
+            detach: false,
+        },
+        ..SamConfig::default()
+    };
+    let json = serde_json::to_string(&config).unwrap();
+    assert!(
+        json.contains(r#""rule":"asam""#) && json.contains(r#""loss":"csam""#),
+        "{json}"
+    );
+    assert_eq!(serde_json::from_str::<SamConfig>(&json).unwrap(), config);
+}

@@ -1,0 +1,162 @@
+//! SAM and CSAM steps on a real architecture (ResNet-20, option-A shortcuts,
+//! BatchNorm) against a PyTorch implementation of the same step on the twin
+//! (tests/fixtures/sam_reference.py), float64, three steps with SGD momentum and
+//! weight decay: weights and BatchNorm running statistics agree.
+//!
+//! Needs the project venv's python (`<workspace>/.venv/bin/python`, or
+//! `CSAM_PYTHON`); skipped with a notice when it is absent.
+
+use csam_nn::model::{build_model, InputShape};
+use csam_nn::optim::{SamConfig, SamStep, SecondLoss, Sgd, SgdConfig};
+use std::path::{Path, PathBuf};
+use tch::{nn, Device, Kind, Tensor};
+
+const STEPS: i64 = 3;
+const TOLERANCE: f64 = 1e-10;
+
+fn python() -> Option<PathBuf> {
+    if let Some(p) = std::env::var_os("CSAM_PYTHON") {
+        return Some(PathBuf::from(p));
+    }
+    let venv = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../.venv/bin/python");
+    venv.exists().then_some(venv)
+}
+
+/// A Rust run whose result awaits the PyTorch reference.
+struct Pending {
+    label: String,
+    vs: nn::VarStore,
+    initial: Vec<(String, Tensor)>,
+    out: PathBuf,
+}
+
+/// Runs the Rust steps for one case in `dir` and returns the case description
+/// for sam_reference.py.
+fn run_rust(dir: &Path, index: usize, second_loss: SecondLoss) -> (Pending, serde_json::Value) {
+    let file = |stem: &str| dir.join(format!("{index}_{stem}.safetensors"));
+    let input = InputShape {
+        channels: 1,
+        height: 6,
+        width: 6,
+    };
+    tch::manual_seed(21 + index as i64);
+    let mut vs = nn::VarStore::new(Device::Cpu);
+    let model = build_model("resnet20".parse().unwrap(), &vs.root(), input, 3).unwrap();
+    vs.double();
+    vs.save(file("weights")).unwrap();
+    let initial = Tensor::read_safetensors(file("weights")).unwrap();
+
+    let batches: Vec<(String, Tensor)> = (0..STEPS)
+        .flat_map(|t| {
+            let x = Tensor::randn([8, 1, 6, 6], (Kind::Double, Device::Cpu)) * 2.0;
+            let y = Tensor::randint(3, [8], (Kind::Int64, Device::Cpu));
+            [(format!("x{t}"), x), (format!("y{t}"), y)]
+        })
+        .collect();
+    let named: Vec<(&str, &Tensor)> = batches.iter().map(|(k, v)| (k.as_str(), v)).collect();
+    Tensor::write_safetensors(&named, file("batches")).unwrap();
+
+    let sgd = SgdConfig {
+        lr: 0.2,
+        momentum: 0.9,
+        nesterov: false,
+        weight_decay: 5e-3,
+    };
+    let rho = 0.3;
+    let (gamma, detach) = match second_loss {
+        SecondLoss::CrossEntropy => (None, false),
+        SecondLoss::Csam { gamma, detach } => (Some(gamma), detach),
+    };
+    let mut opt = Sgd::new(&vs, sgd).unwrap();
+    let config = SamConfig {
+        rho,
+        second_loss,
+        ..SamConfig::default()
+    };
+    let mut step = SamStep::new(config, &vs).unwrap();
+    for t in 0..STEPS as usize {
+        step.step(&model, &batches[2 * t].1, &batches[2 * t + 1].1, &mut opt)
+            .unwrap();
+    }
+    let case = serde_json::json!({
+        "kind": "resnet20", "channels": 1, "height": 6, "width": 6, "n_classes": 3,
+        "hidden": [], "dropout": 0.0,
+        "weights": file("weights"), "batches": file("batches"),
+        "steps": STEPS, "rho": rho, "gamma": gamma, "detach": detach,
+        "lr": sgd.lr, "momentum": sgd.momentum, "weight_decay": sgd.weight_decay,
+        "out": file("out"),
+    });
+    let pending = Pending {
+        label: format!("{second_loss:?}"),
+        vs,
+        initial,
+        out: file("out"),
+    };
+    (pending, case)
+}
+
+fn check(pending: &Pending) {
+    let reference: std::collections::HashMap<String, Tensor> =
+        Tensor::read_safetensors(&pending.out)
+            .unwrap()
+            .into_iter()
+            .collect();
+    let ours = pending.vs.variables();
+    for (name, value) in &ours {
+        let d = (value - &reference[name]).abs().max().double_value(&[]);
+        assert!(
+            d < TOLERANCE,
+            "{}: {name} differs from PyTorch by {d}",
+            pending.label
+        );
+    }
+    let moved = pending
+        .initial
+        .iter()
+        .map(|(k, v)| (v - &ours[k]).abs().max().double_value(&[]))
+        .fold(0.0, f64::max);
+    assert!(
+        moved > 1e-3,
+        "{}: the weights barely moved ({moved})",
+        pending.label
+    );
+}
+
+#[test]
+fn sam_and_csam_steps_match_pytorch_on_resnet20() {
+    tch::set_num_threads(1); // tiny tensors: threads only contend
+    let Some(python) = python() else {
+        eprintln!("SKIPPED: no python at <workspace>/.venv/bin/python (set CSAM_PYTHON)");
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let losses = [
+        SecondLoss::CrossEntropy,
+        SecondLoss::Csam {
+            gamma: 1.0,
+            detach: false,
+        },
+        SecondLoss::Csam {
+            gamma: 2.0,
+            detach: true,
+        },
+    ];
+    let (pending, cases): (Vec<Pending>, Vec<serde_json::Value>) = losses
+        .iter()
+        .enumerate()
+        .map(|(i, &loss)| run_rust(dir.path(), i, loss))
+        .unzip();
+    let cases_path = dir.path().join("cases.json");
+    std::fs::write(&cases_path, serde_json::Value::from(cases).to_string()).unwrap();
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/sam_reference.py");
+    let status = std::process::Command::new(&python)
+        .env("OMP_NUM_THREADS", "1")
+        .arg(&script)
+        .arg(&cases_path)
+        .status()
+        .unwrap();
+    assert!(status.success(), "sam_reference.py failed: {status}");
+    for p in &pending {
+        check(p);
+    }
+}
