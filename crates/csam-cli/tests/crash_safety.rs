@@ -292,6 +292,33 @@ fn disk_full_mid_run_keeps_the_previous_checkpoint() {
     assert_same_weights(&whole, &run, "disk full");
 }
 
+/// A disk full on the second file of a checkpoint: the first (the epoch's
+/// weights) is removed again, so `checkpoint/` holds the previous epoch's
+/// checkpoint only.
+#[test]
+fn disk_full_on_the_optimizer_file_leaves_no_orphan_weights() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = dir.path().join("full");
+    let failed = train(&run, Some("enospc:optimizer-2.safetensors"));
+    assert_one_line_error(
+        &failed,
+        &["could not save epoch 2", "checkpoint of epoch 1"],
+    );
+    let mut names: Vec<String> = std::fs::read_dir(run.join("checkpoint"))
+        .unwrap()
+        .map(|entry| entry.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    assert_eq!(
+        names,
+        [
+            "optimizer-1.safetensors",
+            "state.json",
+            "weights-1.safetensors"
+        ]
+    );
+}
+
 /// A disk full in the first epoch: the message says in words that there is
 /// no checkpoint yet, not "epoch 0".
 #[test]

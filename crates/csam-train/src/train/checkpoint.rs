@@ -76,7 +76,10 @@ pub fn exists(run: &RunDir) -> bool {
 }
 
 /// Saves the checkpoint after epoch `state.epochs_done` (see the module doc
-/// for the order that makes it atomic as a whole).
+/// for the order that makes it atomic as a whole). When a write fails (a full
+/// disk, say), the new epoch's files already written are removed again: the
+/// previous checkpoint stays the whole of `checkpoint/`, and the space is
+/// free for the resumed run.
 pub fn save(
     run: &RunDir,
     state: &TrainState,
@@ -86,6 +89,26 @@ pub fn save(
     let epoch = state.epochs_done;
     let dir = run.checkpoint_dir();
     std::fs::create_dir_all(&dir).map_err(TrainError::io("create", &dir))?;
+    let written = save_files(run, state, vs, optimizer_state);
+    if written.is_err() {
+        for path in [weights_path(run, epoch), optimizer_path(run, epoch)] {
+            // Best effort: the write's own error is the one to report, and
+            // state.json does not name these files.
+            let _ = std::fs::remove_file(path);
+        }
+    }
+    written?;
+    remove_older_epochs(run, epoch)
+}
+
+/// The three files of the checkpoint after `state.epochs_done`, state.json last.
+fn save_files(
+    run: &RunDir,
+    state: &TrainState,
+    vs: &VarStore,
+    optimizer_state: &[(String, Tensor)],
+) -> Result<()> {
+    let epoch = state.epochs_done;
     save_weights(vs, &weights_path(run, epoch))?;
     write_atomic_with(&optimizer_path(run, epoch), |tmp| {
         Tensor::write_safetensors(optimizer_state, tmp).map_err(TrainError::from)
@@ -94,8 +117,7 @@ pub fn save(
         path: state_path(run),
         message: e.to_string(),
     })?;
-    write_atomic(&state_path(run), &json)?;
-    remove_older_epochs(run, epoch)
+    write_atomic(&state_path(run), &json)
 }
 
 /// Saves a VarStore to `path` atomically (safetensors, names of the
