@@ -274,6 +274,105 @@ fn compare_writes_everything_reuses_finished_runs_and_refuses_another_comparison
     );
 }
 
+/// The files of every run that hold numbers: logits, labels, weights.
+fn run_numbers(out: &Path) -> Vec<(String, Vec<u8>)> {
+    let mut files = Vec::new();
+    for method in METHODS {
+        for seed in [0, 1] {
+            let run = format!("runs/{method}-seed{seed}");
+            for name in [
+                "val_logits.npy",
+                "test_logits.npy",
+                "test_labels.npy",
+                "model.safetensors",
+            ] {
+                let path = format!("{run}/{name}");
+                files.push((path.clone(), std::fs::read(out.join(&path)).unwrap()));
+            }
+        }
+    }
+    files
+}
+
+#[test]
+fn runs_trained_by_parallel_processes_give_the_numbers_of_sequential_ones() {
+    let dir = tempfile::tempdir().unwrap();
+    let (one, two) = (dir.path().join("one"), dir.path().join("two"));
+    let sequential = compare(&one, &["--jobs", "1"]);
+    assert!(sequential.status.success(), "{}", text(&sequential));
+    assert!(
+        !text(&sequential).contains("(process "),
+        "{}",
+        text(&sequential)
+    );
+    let parallel = compare(&two, &["--jobs", "2"]);
+    assert!(parallel.status.success(), "{}", text(&parallel));
+    let stdout = String::from_utf8_lossy(&parallel.stdout);
+    assert_eq!(stdout.matches("(process ").count(), 6, "{stdout}");
+    assert_eq!(stdout.matches(": trained in ").count(), 6, "{stdout}");
+    assert_eq!(run_numbers(&one), run_numbers(&two));
+    // The table (results.csv differs in the runs' wall times only).
+    assert_eq!(
+        std::fs::read_to_string(one.join("table.md")).unwrap(),
+        std::fs::read_to_string(two.join("table.md")).unwrap()
+    );
+
+    // A run that cannot train (its directory holds other files) is named
+    // with the reason; the run training beside it finishes and is kept.
+    for method in ["sam", "csam"] {
+        std::fs::remove_dir_all(two.join(format!("runs/{method}-seed1"))).unwrap();
+    }
+    std::fs::create_dir_all(two.join("runs/sam-seed1")).unwrap();
+    std::fs::write(two.join("runs/sam-seed1/notes.txt"), "mine").unwrap();
+    let failed = compare(&two, &["--jobs", "2"]);
+    support::assert_one_line_error(&failed, &["[5/6] sam seed 1 failed", "holds no csam run"]);
+    assert!(two.join("runs/csam-seed1/summary.json").is_file());
+    assert_eq!(
+        std::fs::read_to_string(two.join("runs/sam-seed1/notes.txt")).unwrap(),
+        "mine"
+    );
+    let zero = compare(&dir.path().join("zero"), &["--jobs", "0"]);
+    support::assert_one_line_error(&zero, &["--jobs must be at least 1"]);
+}
+
+#[test]
+fn a_list_flag_given_twice_takes_its_last_value() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("last");
+    let output = Command::new(env!("CARGO_BIN_EXE_csam"))
+        .args([
+            "compare",
+            "--data",
+            "digits",
+            "--epochs",
+            "1",
+            "--val-size",
+            "100",
+        ])
+        .args([
+            "--seeds",
+            "0,1",
+            "--seeds",
+            "2",
+            "--methods",
+            "sgd,sam",
+            "--methods",
+            "sgd",
+        ])
+        .args(["--quiet", "--out", out.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{}", text(&output));
+    let settings: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("compare.json")).unwrap()).unwrap();
+    assert_eq!(settings["seeds"], serde_json::json!([2]), "{settings}");
+    assert_eq!(
+        settings["methods"],
+        serde_json::json!(["sgd"]),
+        "{settings}"
+    );
+}
+
 #[test]
 fn a_failed_comparison_leaves_no_settings_that_block_the_corrected_rerun() {
     let dir = tempfile::tempdir().unwrap();

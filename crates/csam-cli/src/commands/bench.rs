@@ -22,10 +22,10 @@ enum InputKind {
 #[command(args_override_self = true)]
 pub struct BenchArgs {
     /// Models to time, comma-separated.
-    #[arg(long, value_delimiter = ',', default_value = "mlp,resnet20")]
+    #[arg(long, value_delimiter = ',', default_value = "mlp,resnet20", action = clap::ArgAction::Set)]
     models: Vec<String>,
     /// Update rules to time, comma-separated (sgd, sam, asam, csam).
-    #[arg(long, value_delimiter = ',', default_value = "sgd,sam,csam")]
+    #[arg(long, value_delimiter = ',', default_value = "sgd,sam,csam", action = clap::ArgAction::Set)]
     optimizers: Vec<String>,
     /// Input shape of the synthetic batch.
     #[arg(long, value_enum, default_value = "cifar")]

@@ -5,7 +5,7 @@
 use anyhow::Context;
 use clap::Args;
 use csam_lab::experiment::compare::{self, CompareDir, CompareRequest, CompareSettings};
-use csam_train::spec::{OptimizerFamily, Runtime};
+use csam_train::spec::OptimizerFamily;
 
 use crate::progress::Terminal;
 
@@ -20,7 +20,7 @@ use super::file_url::open_line;
 #[command(args_override_self = true)]
 pub struct CompareArgs {
     /// Methods, comma-separated: sgd, sam, asam, csam (default sgd,sam,csam).
-    #[arg(long, value_delimiter = ',', value_name = "LIST")]
+    #[arg(long, value_delimiter = ',', value_name = "LIST", action = clap::ArgAction::Set)]
     methods: Option<Vec<OptimizerFamily>>,
     /// SAM / ASAM / CSAM perturbation radius (default 0.05, the paper's).
     #[arg(long)]
@@ -47,18 +47,22 @@ impl CompareArgs {
 
 /// Runs `csam compare`.
 pub fn run(args: CompareArgs) -> anyhow::Result<()> {
+    let started = std::time::Instant::now();
+    let jobs = args.shared.jobs()?;
     let settings = args.settings()?;
     let out = args.shared.out("compare", &settings.shared);
     let request = CompareRequest {
         settings,
         out: out.clone(),
-        runtime: Runtime {
-            device: args.shared.device.clone(),
-            threads: Some(args.shared.threads),
-        },
+        runtime: args.shared.runtime(),
+        started,
     };
-    let outcome = compare::run(&request, &mut Terminal::new(!args.shared.quiet))
-        .with_context(|| format!("comparing into {}", out.display()))?;
+    let context = || format!("comparing into {}", out.display());
+    args.shared
+        .train_ahead(jobs, &compare::plan(&request).with_context(context)?)
+        .with_context(context)?;
+    let outcome =
+        compare::run(&request, &mut Terminal::new(!args.shared.quiet)).with_context(context)?;
     println!("\n{}", outcome.table);
     println!(
         "wrote {} (results.json, results.csv, table.md, report.html, plots/, runs/) in {:.1}s",

@@ -32,7 +32,7 @@ pub struct CorruptArgs {
     out: PathBuf,
     /// Comma list of gaussian_noise, shot_noise, impulse_noise, defocus_blur,
     /// motion_blur, contrast, brightness (default: all seven).
-    #[arg(long, value_delimiter = ',', value_name = "LIST")]
+    #[arg(long, value_delimiter = ',', value_name = "LIST", action = clap::ArgAction::Set)]
     corruptions: Vec<String>,
     /// Severities stacked in each file, in order: a range (1-5), a level or a comma list.
     #[arg(long, default_value = "1-5", value_name = "LEVELS")]

@@ -6,7 +6,12 @@ use std::path::PathBuf;
 use clap::Args;
 use csam_data::DatasetSpec;
 use csam_lab::experiment::compare::{default_out, default_val_size};
+use csam_lab::experiment::runs::PlannedRun;
 use csam_lab::experiment::settings::SharedSettings;
+use csam_nn::device::parse_device;
+use csam_train::spec::Runtime;
+
+use super::parallel::train_in_processes;
 
 /// Flags every experiment over many runs takes.
 #[derive(Debug, Args)]
@@ -16,7 +21,8 @@ pub struct SharedArgs {
         long,
         value_delimiter = ',',
         value_name = "LIST",
-        conflicts_with = "n_seeds"
+        conflicts_with = "n_seeds",
+        action = clap::ArgAction::Set
     )]
     seeds: Option<Vec<u64>>,
     /// Use seeds 0..N.
@@ -59,6 +65,11 @@ pub struct SharedArgs {
     /// shared machine libtorch's threads wait on each other (measured 9x slower with 2).
     #[arg(long, default_value_t = 1)]
     pub threads: usize,
+    /// Runs trained at once, each by its own `csam train` process with --threads threads
+    /// (default: on the CPU, the machine's cores divided by --threads; on a GPU, 1). Every
+    /// run gives the same numbers as when the runs train one after the other.
+    #[arg(long, value_name = "N")]
+    jobs: Option<usize>,
     /// Output directory (default runs/KIND-DATA-MODEL); rerunning with the same
     /// settings reuses finished runs and resumes interrupted ones.
     #[arg(long, value_name = "DIR")]
@@ -104,6 +115,42 @@ impl SharedArgs {
             track_theory: self.track_theory,
             metrics: defaults.metrics,
         })
+    }
+
+    /// How one process runs each run: `--device` and `--threads`.
+    pub fn runtime(&self) -> Runtime {
+        Runtime {
+            device: self.device.clone(),
+            threads: Some(self.threads),
+        }
+    }
+
+    /// `--jobs`, or its default: on the CPU as many runs as the cores hold at
+    /// `--threads` each, on a GPU one.
+    pub fn jobs(&self) -> anyhow::Result<usize> {
+        match self.jobs {
+            Some(0) => anyhow::bail!("--jobs must be at least 1"),
+            Some(jobs) => Ok(jobs),
+            None => {
+                let device = parse_device(self.device.as_deref())
+                    .map_err(|e| anyhow::anyhow!("--device {:?}: {}", e.text, e.reason))?;
+                let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+                Ok(match device {
+                    tch::Device::Cpu => (cores / self.threads.max(1)).max(1),
+                    _ => 1,
+                })
+            }
+        }
+    }
+
+    /// Trains the experiment's unfinished runs `jobs` at a time in separate
+    /// processes, when more than one run and more than one job make that
+    /// worthwhile; the experiment then reuses them.
+    pub fn train_ahead(&self, jobs: usize, unfinished: &[PlannedRun]) -> anyhow::Result<()> {
+        if jobs > 1 && unfinished.len() > 1 {
+            train_in_processes(unfinished, &self.runtime(), jobs)?;
+        }
+        Ok(())
     }
 
     /// `--out`, or `runs/<kind>-<data>-<model>`.

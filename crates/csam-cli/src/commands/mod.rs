@@ -7,6 +7,7 @@ pub mod eval;
 mod experiment_args;
 mod file_url;
 pub mod metrics;
+mod parallel;
 pub mod report;
 pub mod sharpness;
 mod spec_flags;

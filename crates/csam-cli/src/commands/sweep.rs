@@ -4,7 +4,6 @@
 use anyhow::Context;
 use clap::Args;
 use csam_lab::experiment::sweep::{self, SweepRequest, SweepSettings};
-use csam_train::spec::Runtime;
 
 use crate::progress::Terminal;
 
@@ -17,10 +16,10 @@ use super::file_url::open_line;
 #[command(args_override_self = true)]
 pub struct SweepArgs {
     /// Perturbation radii, comma-separated (default 0.02,0.05,0.1,0.2).
-    #[arg(long, value_delimiter = ',', value_name = "LIST")]
+    #[arg(long, value_delimiter = ',', value_name = "LIST", action = clap::ArgAction::Set)]
     rho: Option<Vec<f64>>,
     /// CSAM gammas, comma-separated; 0 trains SAM (default 0,0.5,1,1.5,2).
-    #[arg(long, value_delimiter = ',', value_name = "LIST")]
+    #[arg(long, value_delimiter = ',', value_name = "LIST", action = clap::ArgAction::Set)]
     gamma: Option<Vec<f64>>,
     #[command(flatten)]
     shared: SharedArgs,
@@ -28,6 +27,8 @@ pub struct SweepArgs {
 
 /// Runs `csam sweep`.
 pub fn run(args: SweepArgs) -> anyhow::Result<()> {
+    let started = std::time::Instant::now();
+    let jobs = args.shared.jobs()?;
     let defaults = SweepSettings::default();
     let settings = SweepSettings {
         shared: args.shared.settings()?,
@@ -38,13 +39,15 @@ pub fn run(args: SweepArgs) -> anyhow::Result<()> {
     let request = SweepRequest {
         settings,
         out: out.clone(),
-        runtime: Runtime {
-            device: args.shared.device.clone(),
-            threads: Some(args.shared.threads),
-        },
+        runtime: args.shared.runtime(),
+        started,
     };
-    let (results, table) = sweep::run(&request, &mut Terminal::new(!args.shared.quiet))
-        .with_context(|| format!("sweeping into {}", out.display()))?;
+    let context = || format!("sweeping into {}", out.display());
+    args.shared
+        .train_ahead(jobs, &sweep::plan(&request).with_context(context)?)
+        .with_context(context)?;
+    let (results, table) =
+        sweep::run(&request, &mut Terminal::new(!args.shared.quiet)).with_context(context)?;
     println!("\n{table}");
     println!(
         "wrote {} (results.json, results.csv, cells.csv, table.md, report.html, plots/, runs/) in {:.1}s",

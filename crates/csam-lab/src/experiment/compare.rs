@@ -16,7 +16,7 @@ use serde::{Deserialize, Serialize};
 use super::posthoc::calibrate_run;
 use super::report;
 use super::results::{aggregate, csv, CompareResults, RunRecord, SCHEMA};
-use super::runs::{run_all, Experiment};
+use super::runs::{self, run_all, Experiment, PlannedRun};
 use super::settings::{invalid, repeated, write_json, ExperimentDir, SharedSettings};
 use super::table;
 use csam_data::{self as data, DatasetSpec};
@@ -132,6 +132,9 @@ pub struct CompareRequest {
     pub out: PathBuf,
     /// Device and threads of every run; not part of the comparison's identity.
     pub runtime: Runtime,
+    /// When the invocation started: the wall time in `results.json` counts
+    /// from here, so that runs trained ahead (by parallel processes) count.
+    pub started: Instant,
 }
 
 /// The paths of a comparison directory.
@@ -210,6 +213,20 @@ pub struct CompareOutcome {
     pub table: String,
 }
 
+/// Checks the settings, opens the comparison directory (as [`run`] does) and
+/// returns the runs that have not finished (see [`runs::unfinished`]).
+/// Refuses a runtime no run could use before anything is trained.
+pub fn plan(request: &CompareRequest) -> Result<Vec<PlannedRun>> {
+    request.settings.validate()?;
+    request.runtime.validate()?;
+    let dir = CompareDir::new(&request.out);
+    dir.open(&request.settings)?;
+    runs::unfinished(&Comparison {
+        settings: &request.settings,
+        dir: &dir,
+    })
+}
+
 /// Trains (or reuses) every run, calibrates it, aggregates, writes
 /// `results.json`, `results.csv` and `table.md`, then the figures and
 /// `report.html` (see [`report::compare`]). Prints one line when a run
@@ -218,7 +235,7 @@ pub fn run<O: ExperimentObserver>(
     request: &CompareRequest,
     observer: &mut O,
 ) -> Result<CompareOutcome> {
-    let started = Instant::now();
+    let started = request.started;
     let settings = &request.settings;
     settings.validate()?;
     let dir = CompareDir::new(&request.out);

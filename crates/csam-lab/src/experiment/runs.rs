@@ -41,6 +41,41 @@ pub trait Experiment {
     fn describe(record: &Self::Record) -> String;
 }
 
+/// One run of an experiment, as a separate process would train it.
+#[derive(Debug, Clone)]
+pub struct PlannedRun {
+    /// Its name in progress lines, numbered (`[3/9] sam seed 0`).
+    pub label: String,
+    /// What it trains.
+    pub spec: RunSpec,
+    /// Its run directory.
+    pub dir: PathBuf,
+}
+
+/// The runs of `experiment` that have not finished, in order: what a caller
+/// may train elsewhere (in parallel processes, say) before [`run_all`]
+/// reuses them. A finished run is left out here and checked by `run_all`.
+pub fn unfinished<E: Experiment>(experiment: &E) -> Result<Vec<PlannedRun>> {
+    let runs = experiment.runs();
+    let mut planned = Vec::new();
+    for (index, &run) in runs.iter().enumerate() {
+        let dir = experiment.dir(run);
+        if RunDir::new(&dir).state()? != RunState::Finished {
+            planned.push(PlannedRun {
+                label: numbered(index, runs.len(), &experiment.label(run)),
+                spec: experiment.spec(run)?,
+                dir,
+            });
+        }
+    }
+    Ok(planned)
+}
+
+/// `[3/9] label`.
+fn numbered(index: usize, total: usize, label: &str) -> String {
+    format!("[{}/{total}] {label}", index + 1)
+}
+
 /// Trains (or reuses) every run of `experiment` in order with `runtime` and
 /// returns their records. The observer hears each run start and finish, the
 /// finish with its time, the time since the experiment started, and the
@@ -54,7 +89,7 @@ pub fn run_all<E: Experiment, O: ExperimentObserver>(
     let runs = experiment.runs();
     let mut records = Vec::with_capacity(runs.len());
     for (index, &run) in runs.iter().enumerate() {
-        let label = format!("[{}/{}] {}", index + 1, runs.len(), experiment.label(run));
+        let label = numbered(index, runs.len(), &experiment.label(run));
         let run_started = Instant::now();
         let summary = train_or_reuse(
             experiment.spec(run)?,

@@ -368,6 +368,14 @@ impl UpdateRule {
         }
     }
 
+    /// Forward-backward passes per step on average: 1 for plain SGD, 2 for a
+    /// SAM-family step every step, `1 + 1/every` otherwise (the cost of a
+    /// step relative to SGD's, for scheduling runs).
+    pub fn passes_per_step(&self) -> f64 {
+        self.sharpness()
+            .map_or(1.0, |sharpness| 1.0 + 1.0 / sharpness.every.max(1) as f64)
+    }
+
     /// How the ascent direction is built; None for plain SGD.
     pub fn perturbation(&self) -> Option<Perturbation> {
         match *self {

@@ -22,7 +22,7 @@ use std::time::Instant;
 use serde::{Deserialize, Serialize};
 
 use super::report;
-use super::runs::{run_all, Experiment};
+use super::runs::{self, run_all, Experiment, PlannedRun};
 use super::settings::{invalid, repeated, write_json, ExperimentDir, SharedSettings};
 use csam_train::spec::{OptimizerFamily, RunSpec, Runtime};
 use csam_train::train::atomic::write_atomic;
@@ -154,6 +154,23 @@ pub struct SweepRequest {
     pub out: PathBuf,
     /// Device and threads of every run; not part of the sweep's identity.
     pub runtime: Runtime,
+    /// When the invocation started: the wall time in `results.json` counts
+    /// from here, so that runs trained ahead (by parallel processes) count.
+    pub started: Instant,
+}
+
+/// Checks the settings, opens the sweep directory (as [`run`] does) and
+/// returns the runs that have not finished (see [`runs::unfinished`]).
+/// Refuses a runtime no run could use before anything is trained.
+pub fn plan(request: &SweepRequest) -> Result<Vec<PlannedRun>> {
+    request.settings.validate()?;
+    request.runtime.validate()?;
+    let dir = SweepDir::new(&request.out);
+    dir.open(&request.settings)?;
+    runs::unfinished(&Sweep {
+        settings: &request.settings,
+        dir: &dir,
+    })
 }
 
 /// Trains (or reuses) every run of the grid, then writes `results.json`,
@@ -163,7 +180,7 @@ pub fn run<O: ExperimentObserver>(
     request: &SweepRequest,
     observer: &mut O,
 ) -> Result<(SweepResults, String)> {
-    let started = Instant::now();
+    let started = request.started;
     let settings = &request.settings;
     settings.validate()?;
     let dir = SweepDir::new(&request.out);

@@ -1,0 +1,163 @@
+//! `--jobs N` of `csam compare` and `csam sweep`: the runs of an experiment
+//! that have not finished, trained N at a time, each by its own `csam train`
+//! process. The experiment then finds them finished and reuses them, so its
+//! results are those of training the runs one after the other in-process: a
+//! run's numbers depend on its spec, seed, device and thread count only, and
+//! each process is its own libtorch with its own random stream.
+
+use std::fs::File;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context};
+use csam_lab::experiment::runs::PlannedRun;
+use csam_train::spec::Runtime;
+
+/// How often the running processes are polled.
+const POLL: Duration = Duration::from_millis(200);
+
+/// One `csam train` process and the files it was given.
+struct Job {
+    label: String,
+    child: Child,
+    started: Instant,
+    spec_file: PathBuf,
+    log_file: PathBuf,
+}
+
+impl Job {
+    /// Starts `csam train` on `run` with `runtime`, quiet, its spec in a
+    /// temporary file and its stderr in another (read if it fails).
+    fn start(run: &PlannedRun, index: usize, runtime: &Runtime) -> anyhow::Result<Job> {
+        let scratch = std::env::temp_dir();
+        let stem = format!("csam-{}-{index}", std::process::id());
+        let spec_file = scratch.join(format!("{stem}.toml"));
+        let log_file = scratch.join(format!("{stem}.log"));
+        std::fs::write(&spec_file, run.spec.to_toml())
+            .with_context(|| format!("writing {}", spec_file.display()))?;
+        let log =
+            File::create(&log_file).with_context(|| format!("creating {}", log_file.display()))?;
+        let mut command = Command::new(std::env::current_exe().context("locating csam")?);
+        command
+            .arg("train")
+            .arg("--config")
+            .arg(&spec_file)
+            .arg("--out")
+            .arg(&run.dir)
+            .args(["--resume", "--quiet"])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(log);
+        if let Some(threads) = runtime.threads {
+            command.args(["--threads", &threads.to_string()]);
+        }
+        if let Some(device) = &runtime.device {
+            command.args(["--device", device]);
+        }
+        let child = command
+            .spawn()
+            .with_context(|| format!("starting csam train for {}", run.label))?;
+        println!(
+            "{}: training into {} (process {})",
+            run.label,
+            run.dir.display(),
+            child.id()
+        );
+        Ok(Job {
+            label: run.label.clone(),
+            child,
+            started: Instant::now(),
+            spec_file,
+            log_file,
+        })
+    }
+
+    /// The outcome once the process has exited: Ok(None) while it runs.
+    fn poll(&mut self) -> anyhow::Result<Option<Result<(), String>>> {
+        let Some(status) = self.child.try_wait()? else {
+            return Ok(None);
+        };
+        let outcome = match status.success() {
+            true => {
+                println!(
+                    "{}: trained in {:.1}s",
+                    self.label,
+                    self.started.elapsed().as_secs_f64()
+                );
+                Ok(())
+            }
+            false => Err(format!(
+                "{} failed ({status}): {}",
+                self.label,
+                last_line(&self.log_file)
+            )),
+        };
+        remove_quietly(&self.spec_file);
+        remove_quietly(&self.log_file);
+        Ok(Some(outcome))
+    }
+}
+
+/// Trains `runs`, at most `jobs` at a time, each in its own `csam train`
+/// process with `runtime`, the longest first (epochs times passes per step)
+/// so that no core idles while one long run finishes last. After a failure
+/// no new run starts; the running ones finish (so that their work is kept),
+/// then the first failure is the error.
+pub fn train_in_processes(
+    runs: &[PlannedRun],
+    runtime: &Runtime,
+    jobs: usize,
+) -> anyhow::Result<()> {
+    let cost = |run: &PlannedRun| run.spec.epochs as f64 * run.spec.optim.rule.passes_per_step();
+    let mut order: Vec<(usize, &PlannedRun)> = runs.iter().enumerate().collect();
+    order.sort_by(|(_, a), (_, b)| cost(b).total_cmp(&cost(a)));
+    let mut waiting = order.into_iter();
+    let mut running: Vec<Job> = Vec::new();
+    let mut failure: Option<String> = None;
+    loop {
+        while failure.is_none() && running.len() < jobs.max(1) {
+            let Some((index, run)) = waiting.next() else {
+                break;
+            };
+            running.push(Job::start(run, index, runtime)?);
+        }
+        if running.is_empty() {
+            break;
+        }
+        std::thread::sleep(POLL);
+        let mut still_running = Vec::with_capacity(running.len());
+        for mut job in running {
+            match job.poll()? {
+                None => still_running.push(job),
+                Some(Ok(())) => {}
+                Some(Err(message)) => {
+                    failure.get_or_insert(message);
+                }
+            }
+        }
+        running = still_running;
+    }
+    match failure {
+        Some(message) => bail!("{message}"),
+        None => Ok(()),
+    }
+}
+
+/// The last non-empty line of a process's stderr (its `error: ...` line).
+fn last_line(log: &Path) -> String {
+    std::fs::read_to_string(log)
+        .ok()
+        .and_then(|text| {
+            text.lines()
+                .rev()
+                .find(|l| !l.trim().is_empty())
+                .map(str::to_string)
+        })
+        .unwrap_or_else(|| "it printed nothing".to_string())
+}
+
+fn remove_quietly(path: &Path) {
+    // A temporary file left behind is harmless; failing the run over it is not.
+    let _ = std::fs::remove_file(path);
+}
