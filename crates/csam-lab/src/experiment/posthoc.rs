@@ -43,13 +43,11 @@ pub fn calibrate_run(run_dir: &RunDir, options: &MetricOptions) -> Result<RunCal
     let (val_logits, val_labels) = read_split(run_dir, Split::Val)?;
     let (test_logits, test_labels) = read_split(run_dir, Split::Test)?;
     let fitted = |kind: CalibratorKind| {
-        fit(kind, val_logits.view(), &val_labels).map_err(|e| {
-            TrainError::Invalid(format!(
-                "fitting {} on {}: {e}",
-                kind.name(),
-                run_dir.root().display()
-            ))
-        })
+        fit(kind, val_logits.view(), &val_labels).map_err(TrainError::metrics_of(format!(
+            "fitting {} on {}",
+            kind.name(),
+            run_dir.root().display()
+        )))
     };
     let summary_after = |calibrator: &FittedCalibrator| -> Result<MetricSummary> {
         let probs = calibrator.transform(test_logits.view())?;

@@ -113,7 +113,7 @@ pub fn write_theory_plots(
         for extension in ["svg", "png"] {
             let path = dir.join(format!("{stem}.{extension}"));
             write_line_chart(&path, chart)
-                .map_err(|e| TrainError::Invalid(format!("{}: {e}", path.display())))?;
+                .map_err(TrainError::metrics_of(path.display().to_string()))?;
             written.push(path);
         }
     }

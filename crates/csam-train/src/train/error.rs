@@ -156,6 +156,17 @@ pub enum TrainError {
     /// A calibration metric or figure could not be computed.
     #[error("metrics: {0}")]
     Metrics(#[source] Box<csam_calib::CalibError>),
+    /// A metric or figure of something named in `what` (a method, a file)
+    /// could not be computed.
+    #[error("{what}: {source}")]
+    MetricsOf {
+        what: String,
+        #[source]
+        source: Box<csam_calib::CalibError>,
+    },
+    /// The checkpoint's optimizer state does not fit the optimizer.
+    #[error("restoring the optimizer: {0}")]
+    OptimizerState(#[source] Box<csam_nn::optim::OptimError>),
     /// A directory that holds no run (no `config.toml`).
     #[error("{}: no config.toml, so this is not a csam run directory", .dir.display())]
     NotARun { dir: PathBuf },
@@ -227,6 +238,15 @@ impl From<csam_calib::CalibError> for TrainError {
 }
 
 impl TrainError {
+    /// [`TrainError::MetricsOf`] for `what`, to wrap a metric's error.
+    pub fn metrics_of(what: impl Into<String>) -> impl FnOnce(csam_calib::CalibError) -> Self {
+        let what = what.into();
+        move |source| TrainError::MetricsOf {
+            what,
+            source: Box::new(source),
+        }
+    }
+
     /// An I/O error with the action and path it concerns.
     pub fn io(
         action: &'static str,

@@ -236,7 +236,7 @@ impl Trainer {
         };
         self.optimizer
             .load_state(&restored.optimizer)
-            .map_err(|e| TrainError::Invalid(format!("restoring the optimizer: {e}")))?;
+            .map_err(|e| TrainError::OptimizerState(Box::new(e)))?;
         Ok(Some(restored.state))
     }
 

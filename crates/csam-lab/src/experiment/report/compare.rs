@@ -130,8 +130,9 @@ fn calibration_section(
     let mut histograms = Vec::new();
     let mut diagrams = Vec::new();
     for p in predictions {
-        let stats = reliability_diagram(p.probabilities.view(), &p.labels, &options)
-            .map_err(|e| TrainError::Invalid(format!("reliability of {}: {e}", p.method)))?;
+        let stats = reliability_diagram(p.probabilities.view(), &p.labels, &options).map_err(
+            TrainError::metrics_of(format!("reliability of {}", p.method)),
+        )?;
         let name = p.method.to_string().to_uppercase();
         let title = format!("{name}, seed {}, test", p.seed);
         let ece = stats.calibration_error(Norm::L1);
@@ -268,7 +269,7 @@ fn entropy_section(dir: &CompareDir, predictions: &[MethodPredictions]) -> Resul
     let mut max_entropy = 0.0f64;
     for p in predictions {
         let values = entropies(p.probabilities.view())
-            .map_err(|e| TrainError::Invalid(format!("entropy of {}: {e}", p.method)))?;
+            .map_err(TrainError::metrics_of(format!("entropy of {}", p.method)))?;
         let top = (p.probabilities.ncols() as f64).ln();
         max_entropy = max_entropy.max(top);
         let mean = values.iter().sum::<f64>() / values.len().max(1) as f64;

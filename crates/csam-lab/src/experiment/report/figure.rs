@@ -27,13 +27,12 @@ pub fn write_figure(
     caption: impl Into<String>,
     draw: impl Fn(ImageFormat) -> csam_calib::Result<Vec<u8>>,
 ) -> Result<Embedded, TrainError> {
-    let failed = |e: csam_calib::CalibError| TrainError::Invalid(format!("figure {stem}: {e}"));
     let plots = root.join("plots");
     std::fs::create_dir_all(&plots).map_err(TrainError::io("create plot directory", &plots))?;
     let mut svg = String::new();
     let mut files = Vec::new();
     for (format, extension) in [(ImageFormat::Svg, "svg"), (ImageFormat::Png, "png")] {
-        let bytes = draw(format).map_err(failed)?;
+        let bytes = draw(format).map_err(TrainError::metrics_of(format!("figure {stem}")))?;
         let relative = format!("plots/{stem}.{extension}");
         write_atomic(&root.join(&relative), &bytes)?;
         if format == ImageFormat::Svg {

@@ -60,8 +60,9 @@ impl SweepRecord {
         summary: RunSummary,
     ) -> Result<SweepRecord, TrainError> {
         let (probabilities, labels) = test_probabilities(&RunDir::new(path))?;
-        let h_py = mean_true_class_entropy(probabilities.view(), &labels)
-            .map_err(|e| TrainError::Invalid(format!("H(p_y) of {}: {e}", path.display())))?;
+        let h_py = mean_true_class_entropy(probabilities.view(), &labels).map_err(
+            TrainError::metrics_of(format!("H(p_y) of {}", path.display())),
+        )?;
         Ok(SweepRecord {
             rho,
             gamma,
