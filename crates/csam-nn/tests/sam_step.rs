@@ -223,7 +223,7 @@ fn check_against_reference(second_loss: SecondLoss, m: Option<usize>) {
         None => vec![(xs.shallow_clone(), ys.shallow_clone())],
     };
     let second: Box<dyn Fn(&Tensor) -> Tensor> = match second_loss {
-        SecondLoss::CrossEntropy => Box::new(|lp: &Tensor| -lp.mean(None)),
+        SecondLoss::Plain => Box::new(|lp: &Tensor| -lp.mean(None)),
         SecondLoss::Csam { gamma, detach } => {
             Box::new(move |lp: &Tensor| reference_csam(lp, gamma, detach))
         }
@@ -262,7 +262,7 @@ fn check_against_reference(second_loss: SecondLoss, m: Option<usize>) {
 #[test]
 fn sam_step_matches_hand_reference() {
     let _serial = serial();
-    check_against_reference(SecondLoss::CrossEntropy, None);
+    check_against_reference(SecondLoss::Plain, None);
 }
 
 #[test]
@@ -287,7 +287,7 @@ fn csam_step_matches_hand_reference_in_both_detach_modes() {
 #[test]
 fn m_sharpness_matches_hand_reference_per_sub_batch() {
     let _serial = serial();
-    check_against_reference(SecondLoss::CrossEntropy, Some(4));
+    check_against_reference(SecondLoss::Plain, Some(4));
     check_against_reference(
         SecondLoss::Csam {
             gamma: 2.0,
@@ -303,7 +303,7 @@ fn m_equal_to_batch_size_is_plain_sam() {
     let run = |m: Option<usize>| {
         let (vs, model) = setup(3, Kind::Float);
         let mut opt = sgd(&vs, 0.1, 5e-4);
-        let mut step = SamStep::new(sam_config(0.1, SecondLoss::CrossEntropy, m), &vs).unwrap();
+        let mut step = SamStep::new(sam_config(0.1, SecondLoss::Plain, m), &vs).unwrap();
         for s in 0..3 {
             let (xs, ys) = batch(10 + s, 8, Kind::Float);
             step.step(&model, &xs, &ys, &mut opt).unwrap();
@@ -371,7 +371,7 @@ fn csam_with_gamma_zero_is_bit_identical_to_sam() {
         }
         snapshot(&vs)
     };
-    let sam = run(SecondLoss::CrossEntropy);
+    let sam = run(SecondLoss::Plain);
     for detach in [false, true] {
         let csam0 = run(SecondLoss::Csam { gamma: 0.0, detach });
         for (k, v) in &sam {
@@ -393,7 +393,7 @@ fn sam_every_k_perturbs_on_steps_0_k_2k() {
     let mut opt = sgd(&vs, 0.05, 0.0);
     let config = SamConfig {
         sam_every: 3,
-        ..sam_config(0.1, SecondLoss::CrossEntropy, None)
+        ..sam_config(0.1, SecondLoss::Plain, None)
     };
     let mut step = SamStep::new(config, &vs).unwrap();
     let mut pattern = Vec::new();
@@ -426,7 +426,7 @@ fn skipped_sam_steps_are_plain_sgd_steps() {
     let mut opt = sgd(&vs, 0.1, 1e-3);
     let config = SamConfig {
         sam_every: 2,
-        ..sam_config(0.1, SecondLoss::CrossEntropy, None)
+        ..sam_config(0.1, SecondLoss::Plain, None)
     };
     let mut step = SamStep::new(config, &vs).unwrap();
     step.step(&model, &xs, &ys, &mut opt).unwrap(); // SAM
@@ -464,7 +464,7 @@ fn clipping_bounds_the_update_gradient_of_both_step_kinds() {
         let config = SamConfig {
             sam_every,
             clip_grad_norm: Some(max_norm),
-            ..sam_config(0.1, SecondLoss::CrossEntropy, None)
+            ..sam_config(0.1, SecondLoss::Plain, None)
         };
         let mut step = SamStep::new(config, &vs).unwrap();
         for s in 0..2 {
@@ -525,7 +525,7 @@ fn a_failed_second_pass_restores_theta_and_running_stats() {
         calls: Default::default(),
     };
     let mut opt = sgd(&vs, 0.1, 0.0);
-    let mut step = SamStep::new(sam_config(0.5, SecondLoss::CrossEntropy, None), &vs).unwrap();
+    let mut step = SamStep::new(sam_config(0.5, SecondLoss::Plain, None), &vs).unwrap();
     let (xs, ys) = batch(70, 8, Kind::Float);
     assert!(step.step(&model, &xs, &ys, &mut opt).is_err());
     let _ = tch::no_grad(|| shadow.forward_t(&xs, true));
@@ -554,7 +554,7 @@ fn weights_loaded_after_construction_are_used() {
     let weights = dir.path().join("w.safetensors");
     setup(12, Kind::Float).0.save(&weights).unwrap();
     let (xs, ys) = batch(80, 8, Kind::Float);
-    let config = sam_config(0.2, SecondLoss::CrossEntropy, None);
+    let config = sam_config(0.2, SecondLoss::Plain, None);
 
     let (mut vs, model) = setup(13, Kind::Float);
     let mut step = SamStep::new(config.clone(), &vs).unwrap();

@@ -64,7 +64,7 @@ fn run_rust(dir: &Path, index: usize, second_loss: SecondLoss) -> (Pending, serd
     };
     let rho = 0.3;
     let (gamma, detach) = match second_loss {
-        SecondLoss::CrossEntropy => (None, false),
+        SecondLoss::Plain => (None, false),
         SecondLoss::Csam { gamma, detach } => (Some(gamma), detach),
     };
     let mut opt = Sgd::new(&vs, sgd).unwrap();
@@ -131,7 +131,7 @@ fn sam_and_csam_steps_match_pytorch_on_resnet20() {
     };
     let dir = tempfile::tempdir().unwrap();
     let losses = [
-        SecondLoss::CrossEntropy,
+        SecondLoss::Plain,
         SecondLoss::Csam {
             gamma: 1.0,
             detach: false,

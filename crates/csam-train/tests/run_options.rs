@@ -1,6 +1,7 @@
-//! Every update-rule option reaches a real training run and resumes
-//! bit-identically: `sam_every`, m-sharpness, clipping, ASAM, CSAM with a
-//! detached factor and AdamW each train on digits, change the weights
+//! Every update-rule option and training loss reaches a real training run
+//! and resumes bit-identically: `sam_every`, m-sharpness, clipping, ASAM,
+//! CSAM with a detached factor, AdamW, and focal loss, FLSD-53 and label
+//! smoothing under SGD, SAM and CSAM each train on digits, change the weights
 //! against the same run without the option (so the option is not ignored),
 //! and a run stopped after epoch 1 and resumed ends with the same bytes as
 //! the uninterrupted one.
@@ -92,6 +93,24 @@ fn every_option_trains_changes_the_run_and_resumes_bit_identically() {
             "adamw",
             "base_optimizer = \"adamw\"\nlr = 0.002\n",
             "lr = 0.002\n",
+        ),
+        // The training losses, with SGD, SAM and CSAM (the loss reaches both
+        // passes and CSAM's weighting).
+        ("focal", "loss = \"focal\"\nfocal_gamma = 2.0\n", ""),
+        (
+            "focal-sam",
+            "loss = \"focal\"\noptimizer = \"sam\"\n",
+            "optimizer = \"sam\"\n",
+        ),
+        (
+            "flsd-csam",
+            "loss = \"flsd\"\noptimizer = \"csam\"\n",
+            "optimizer = \"csam\"\n",
+        ),
+        (
+            "label-smoothing-csam",
+            "loss = \"label-smoothing\"\nsmoothing = 0.2\noptimizer = \"csam\"\n",
+            "optimizer = \"csam\"\n",
         ),
     ];
     for (name, with, without) in cases {

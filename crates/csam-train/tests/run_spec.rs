@@ -32,7 +32,7 @@ fn sample_value(name: &str, kind: ValueKind) -> toml::Value {
     match name {
         "data" => V::String("fashion-mnist".into()),
         "model" => V::String("mlp".into()),
-        "loss" => V::String("cross-entropy".into()),
+        "loss" => V::String("flsd".into()),
         "base_optimizer" => V::String("sgd".into()),
         "schedule" => V::String("step".into()),
         "optimizer" => V::String("csam".into()),
@@ -133,6 +133,7 @@ fn every_key_on_a_branch_that_does_not_read_it_is_refused() {
                 "schedule" => ["cosine", "step"].as_slice(),
                 "base_optimizer" => ["sgd", "adamw"].as_slice(),
                 "model" => ["mlp", "cnn", "resnet20"].as_slice(),
+                "loss" => csam_nn::loss::TrainingLoss::NAMES,
                 other => panic!("selector {other} has no branch list here"),
             })
             .unwrap();
@@ -278,6 +279,24 @@ fn bad_values_are_refused_naming_the_key() {
         (
             vec![("optimizer", "csam".into()), ("gamma", V::Float(-0.5))],
             "gamma",
+        ),
+        (
+            vec![("loss", "focal".into()), ("focal_gamma", V::Float(-1.0))],
+            "focal_gamma",
+        ),
+        (
+            vec![
+                ("loss", "label-smoothing".into()),
+                ("smoothing", V::Float(1.0)),
+            ],
+            "smoothing",
+        ),
+        (
+            vec![
+                ("loss", "label-smoothing".into()),
+                ("smoothing", V::Float(-0.1)),
+            ],
+            "smoothing",
         ),
         (vec![("momentum", V::Float(1.0))], "momentum"),
         (

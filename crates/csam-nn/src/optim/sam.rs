@@ -22,17 +22,20 @@ use super::flat::{flatten, scatter, FlatCopy};
 use super::params::global_norm;
 use super::stats::StatsAccumulator;
 use super::{BaseOptimizer, OptimError, Perturbation, StepStats};
-use crate::loss::{cross_entropy_from_log_probs, true_class_log_probs, CsamLoss};
+use crate::loss::{
+    cross_entropy, cross_entropy_from_log_probs, true_class_log_probs, CsamLoss, TrainingLoss,
+};
 use tch::{nn::ModuleT, nn::VarStore, Tensor};
 
-/// The loss of the second pass (at theta_tilde).
+/// The loss of the second pass (at theta_tilde), made of the training loss.
 #[derive(Debug, Clone, Copy, PartialEq, serde::Serialize, serde::Deserialize)]
 #[serde(tag = "loss", rename_all = "snake_case")]
 pub enum SecondLoss {
-    /// Mean cross entropy: SAM.
-    CrossEntropy,
-    /// The CSAM loss with exponent `gamma` in `[0, 2]` ([`CsamLoss`]); `detach`
-    /// treats the factor `(1 + p~_y)^(-gamma)` as a constant weight.
+    /// The training loss itself: SAM.
+    Plain,
+    /// The training loss's per-example terms weighted by CSAM's
+    /// `(1 + p~_y)^(-gamma)` where `p~_y > 1/2` ([`CsamLoss`]); `detach` treats
+    /// the factor as a constant weight. With cross entropy: the CSAM loss.
     Csam { gamma: f64, detach: bool },
 }
 
@@ -42,6 +45,9 @@ pub struct SamConfig {
     /// Perturbation radius rho > 0 (paper: 0.05 on CIFAR-10, 0.1-0.2 on CIFAR-100).
     pub rho: f64,
     pub perturbation: Perturbation,
+    /// The training loss of both passes (and of the plain steps).
+    #[serde(default)]
+    pub loss: TrainingLoss,
     pub second_loss: SecondLoss,
     /// m-sharpness sub-batch size; `None` perturbs with the whole batch.
     pub m: Option<usize>,
@@ -59,7 +65,8 @@ impl Default for SamConfig {
         Self {
             rho: 0.05,
             perturbation: Perturbation::Sam,
-            second_loss: SecondLoss::CrossEntropy,
+            loss: TrainingLoss::default(),
+            second_loss: SecondLoss::Plain,
             m: None,
             sam_every: 1,
             clip_grad_norm: None,
@@ -70,23 +77,29 @@ impl Default for SamConfig {
 /// The pass-2 loss, validated.
 #[derive(Debug, Clone, Copy)]
 enum SecondLossFn {
-    CrossEntropy,
+    Plain,
     Csam(CsamLoss),
 }
 
 impl SecondLossFn {
     fn from_config(loss: SecondLoss) -> Result<Self, OptimError> {
         Ok(match loss {
-            SecondLoss::CrossEntropy => Self::CrossEntropy,
+            SecondLoss::Plain => Self::Plain,
             SecondLoss::Csam { gamma, detach } => Self::Csam(CsamLoss::new(gamma, detach)?),
         })
     }
 
-    fn of_log_probs(&self, log_p_true: &Tensor) -> Tensor {
-        match self {
-            Self::CrossEntropy => cross_entropy_from_log_probs(log_p_true),
-            Self::Csam(csam) => csam.of_log_probs(log_p_true),
-        }
+    /// The objective of pass 2 on `logits` at theta~.
+    fn objective(
+        &self,
+        loss: &TrainingLoss,
+        logits: &Tensor,
+        targets: &Tensor,
+    ) -> Result<Tensor, OptimError> {
+        Ok(match self {
+            Self::Plain => loss.mean(logits, targets)?,
+            Self::Csam(csam) => csam.weighted(loss, logits, targets)?,
+        })
     }
 }
 
@@ -123,6 +136,7 @@ impl SamStep {
             }
         }
         config.perturbation.validate().map_err(OptimError::Config)?;
+        config.loss.validate()?;
         Ok(Self {
             second_loss: SecondLossFn::from_config(config.second_loss)?,
             config,
@@ -171,7 +185,14 @@ impl SamStep {
         if is_sam {
             self.sam_step(model, xs, ys, optimizer)
         } else {
-            plain_step(model, xs, ys, optimizer, self.config.clip_grad_norm)
+            plain_step(
+                model,
+                xs,
+                ys,
+                optimizer,
+                &self.config.loss,
+                self.config.clip_grad_norm,
+            )
         }
     }
 
@@ -272,10 +293,11 @@ fn perturbed_gradient<M: ModuleT + ?Sized>(
         first,
         share,
     } = part;
-    // Pass 1 at theta: plain cross entropy.
+    // Pass 1 at theta: the training loss.
     let logits = model.forward_t(x, true);
-    let ce = cross_entropy_from_log_probs(&true_class_log_probs(&logits, y)?);
-    let grads = Tensor::f_run_backward(&[&ce], params, false, false)?;
+    let objective = config.loss.mean(&logits, y)?;
+    let grads = Tensor::f_run_backward(&[&objective], params, false, false)?;
+    let ce = reported_cross_entropy(&config.loss, objective, &logits, y)?;
     if first {
         buffers.capture()?;
     }
@@ -288,8 +310,9 @@ fn perturbed_gradient<M: ModuleT + ?Sized>(
     scatter(&theta_tilde, params)?;
     drop((flat_grad, theta_tilde));
     // Pass 2 at theta_tilde, same part, with the second-pass loss.
-    let log_p_tilde = true_class_log_probs(&model.forward_t(x, true), y)?;
-    let objective = second_loss.of_log_probs(&log_p_tilde);
+    let logits_tilde = model.forward_t(x, true);
+    let objective = second_loss.objective(&config.loss, &logits_tilde, y)?;
+    let log_p_tilde = tch::no_grad(|| true_class_log_probs(&logits_tilde, y))?;
     let weighted = if share == 1.0 {
         objective.shallow_clone()
     } else {
@@ -308,13 +331,14 @@ fn perturbed_gradient<M: ModuleT + ?Sized>(
     Ok(grads_tilde)
 }
 
-/// One plain step: train-mode forward, mean cross entropy, gradient, optional
+/// One plain step: train-mode forward, the training loss, gradient, optional
 /// clipping, base optimiser step. This is SGD / AdamW training without SAM.
 pub fn plain_step<M, O>(
     model: &M,
     xs: &Tensor,
     ys: &Tensor,
     optimizer: &mut O,
+    loss: &TrainingLoss,
     clip_grad_norm: Option<f64>,
 ) -> Result<StepStats, OptimError>
 where
@@ -323,15 +347,30 @@ where
 {
     check_batch(xs, ys)?;
     let logits = model.forward_t(xs, true);
-    let log_p = true_class_log_probs(&logits, ys)?;
-    let ce = cross_entropy_from_log_probs(&log_p);
-    let grads = Tensor::f_run_backward(&[&ce], optimizer.params().tensors(), false, false)?;
+    let objective = loss.mean(&logits, ys)?;
+    let grads = Tensor::f_run_backward(&[&objective], optimizer.params().tensors(), false, false)?;
+    let ce = reported_cross_entropy(loss, objective, &logits, ys)?;
     let grad_norm = tch::no_grad(|| global_norm(&grads))?;
     let grads = clip(grads, clip_grad_norm)?;
     optimizer.step(&grads)?;
     let mut stats = StatsAccumulator::new();
     stats.add(1.0, &ce, &logits, ys, &grad_norm, None);
     stats.finish()
+}
+
+/// The mean cross entropy a step reports (its `loss`, whose `exp(-loss)` is
+/// the geometric mean `p_y` of the diagnostics): the objective itself when
+/// the training loss is cross entropy, computed apart otherwise.
+fn reported_cross_entropy(
+    loss: &TrainingLoss,
+    objective: Tensor,
+    logits: &Tensor,
+    targets: &Tensor,
+) -> Result<Tensor, OptimError> {
+    match loss.is_cross_entropy() {
+        true => Ok(objective),
+        false => Ok(tch::no_grad(|| cross_entropy(logits, targets))?),
+    }
 }
 
 /// The batch size `B` of inputs `[B, ...]` and targets `[B]`.

@@ -15,7 +15,7 @@ use std::time::Instant;
 use serde::Serialize;
 use tch::{Device, Kind, Tensor};
 
-use crate::spec::{ModelSpec, OptimSpec, OptimizerFamily, UpdateRule};
+use crate::spec::{LossSpec, ModelSpec, OptimSpec, OptimizerFamily, UpdateRule};
 use crate::train::error::{Result, TrainError};
 use csam_nn::device::device_name;
 use csam_nn::model::{InputShape, ModelKind};
@@ -126,6 +126,7 @@ fn bench_case(
     let steps_total = options.warmup + options.steps;
     let mut trainer = Trainer::new(
         &model,
+        &LossSpec::default(),
         &optim,
         1,
         (options.input, options.n_classes),

@@ -1,29 +1,33 @@
-//! The training loss of a run. Every update rule uses it: SGD's one pass, both
-//! passes of SAM and ASAM, and CSAM's first pass (its second pass weights the
-//! loss's per-example terms, see [`super::UpdateRule::Csam`]).
+//! The training loss of a run: [`csam_nn::loss::TrainingLoss`] itself, the
+//! branch `[loss]` of `config.toml` tagged by `kind`. Every update rule uses
+//! it: SGD's one pass, both passes of SAM and ASAM, and CSAM's first pass;
+//! CSAM's second pass weights its per-example terms (see
+//! [`super::UpdateRule::Csam`]).
 //!
-//! Adding a loss is a variant here (its parameters as fields with their
-//! defaults and checks in [`LossSpec::validate`]), one line per parameter in
-//! the key table of [`super::keys`], and its formula in [`csam_nn::loss`].
+//! Adding a loss is its file in `csam_nn::loss` (one line in that module's
+//! table) and one line per parameter in the key table of [`super::keys`].
 
-use serde::{Deserialize, Serialize};
+use csam_nn::loss::LossError;
 
+use super::keys;
 use crate::train::ConfigError;
 
 /// The loss minimised in training.
-#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
-#[serde(tag = "kind", rename_all = "kebab-case", deny_unknown_fields)]
-pub enum LossSpec {
-    /// Mean cross entropy `-log p_y` over the batch.
-    #[default]
-    CrossEntropy,
-}
+pub type LossSpec = csam_nn::loss::TrainingLoss;
 
-impl LossSpec {
-    /// Checks the loss's parameters (cross entropy has none).
-    pub fn validate(&self) -> Result<(), ConfigError> {
-        match self {
-            LossSpec::CrossEntropy => Ok(()),
+/// Checks the loss's parameters, naming a bad one by its key.
+pub(crate) fn validate(loss: &LossSpec) -> Result<(), ConfigError> {
+    loss.validate().map_err(|error| match error {
+        LossError::Field {
+            field,
+            value,
+            reason,
+            ..
+        } => {
+            let path = ["loss".to_string(), field.to_string()];
+            let key = keys::at_path(&path).map_or(field, |key| key.name);
+            ConfigError::invalid(key, value, reason)
         }
-    }
+        other => ConfigError::invalid("loss", loss.name(), other),
+    })
 }

@@ -7,7 +7,7 @@
 //! RunSpec
 //! ├── data:    DataSpec   { source, val_size, augment, shuffle }
 //! ├── model:   ModelSpec  { arch, mlp_hidden, dropout, init }
-//! ├── loss:    LossSpec   CrossEntropy
+//! ├── loss:    LossSpec   CrossEntropy | Focal | Flsd | LabelSmoothing
 //! ├── optim:   OptimSpec  { lr, weight_decay, clip,
 //! │                         base: Sgd{momentum, nesterov} | Adamw{momentum},
 //! │                         schedule: Cosine{warmup_epochs, min_lr} | Step{step_size, decay_factor},
@@ -160,7 +160,7 @@ impl RunSpec {
         check::at_least_one("bins", self.metrics.n_bins)?;
         self.data.validate()?;
         self.model.validate()?;
-        self.loss.validate()?;
+        loss::validate(&self.loss)?;
         self.optim.validate(self.epochs, self.batch_size)?;
         if self.track_theory && !self.optim.rule.has_sam_point() {
             return Err(check::invalid(

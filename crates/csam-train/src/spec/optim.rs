@@ -389,7 +389,7 @@ impl UpdateRule {
     pub fn second_loss(&self) -> SecondLoss {
         match *self {
             UpdateRule::Csam { gamma, detach, .. } => SecondLoss::Csam { gamma, detach },
-            _ => SecondLoss::CrossEntropy,
+            _ => SecondLoss::Plain,
         }
     }
 

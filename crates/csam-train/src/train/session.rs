@@ -13,7 +13,7 @@ use super::checkpoint::{self, epoch_seed, TrainState};
 use super::error::{Result, TrainError};
 use super::evaluate::{predict_mode, Predictions};
 use super::rundir::{RunDir, Split};
-use crate::spec::{BaseSpec, ModelSpec, OptimSpec, RunSpec, Schedule};
+use crate::spec::{BaseSpec, LossSpec, ModelSpec, OptimSpec, RunSpec, Schedule};
 use csam_data::{
     self as data, Augmentation, BatchLoader, Dataset, LoaderOptions, Normalization, Splits,
 };
@@ -37,6 +37,8 @@ pub struct Trainer {
     model: Model,
     optimizer: Box<dyn BaseOptimizer>,
     sam: Option<SamStep>,
+    /// The training loss of the plain steps (the SAM step holds its own copy).
+    loss: LossSpec,
     schedule: LrSchedule,
     sam_every: usize,
     clip: Option<f64>,
@@ -68,6 +70,7 @@ impl Session {
         let steps_per_epoch = splits.train.n.div_ceil(spec.batch_size);
         let mut trainer = Trainer::new(
             &spec.model,
+            &spec.loss,
             &spec.optim,
             spec.epochs,
             (input_shape(&splits.train), splits.train.n_classes),
@@ -171,6 +174,7 @@ impl Trainer {
     /// epochs of `steps_per_epoch` steps.
     pub fn new(
         model: &ModelSpec,
+        loss: &LossSpec,
         optim: &OptimSpec,
         epochs: usize,
         (input, n_classes): (InputShape, usize),
@@ -181,7 +185,8 @@ impl Trainer {
         let network = build_network(model.arch, &vs, input, n_classes, &model.options())?;
         Ok(Trainer {
             optimizer: build_optimizer(&vs, optim)?,
-            sam: build_sam(optim, &vs)?,
+            sam: build_sam(optim, loss, &vs)?,
+            loss: *loss,
             schedule: build_schedule(optim, epochs, steps_per_epoch)?,
             sam_every: optim.rule.sharpness().map_or(1, |s| s.every),
             clip: optim.clip,
@@ -214,12 +219,19 @@ impl Trainer {
         let sharpness_aware = global_step.is_multiple_of(self.sam_every);
         let stats = match (&mut self.sam, sharpness_aware) {
             (Some(sam), true) => sam.step(&self.model, xs, ys, self.optimizer.as_mut()),
-            _ => plain_step(&self.model, xs, ys, self.optimizer.as_mut(), self.clip),
+            _ => plain_step(
+                &self.model,
+                xs,
+                ys,
+                self.optimizer.as_mut(),
+                &self.loss,
+                self.clip,
+            ),
         };
         match stats {
             Ok(stats) => Ok(Ok(stats)),
             Err(OptimError::Diverged(message)) => Ok(Err(message)),
-            Err(e) => Err(TrainError::Invalid(e.to_string())),
+            Err(e) => Err(e.into()),
         }
     }
 
@@ -318,7 +330,7 @@ fn build_optimizer(vs: &VarStore, optim: &OptimSpec) -> Result<Box<dyn BaseOptim
 /// `sam_every` counter is left at 1: [`Trainer::step`] decides from the
 /// global step, which the checkpoint restores, so resumed runs skip the same
 /// steps.
-fn build_sam(optim: &OptimSpec, vs: &VarStore) -> Result<Option<SamStep>> {
+fn build_sam(optim: &OptimSpec, loss: &LossSpec, vs: &VarStore) -> Result<Option<SamStep>> {
     let rule = &optim.rule;
     let (Some(sharpness), Some(perturbation)) = (rule.sharpness(), rule.perturbation()) else {
         return Ok(None);
@@ -327,6 +339,7 @@ fn build_sam(optim: &OptimSpec, vs: &VarStore) -> Result<Option<SamStep>> {
         SamConfig {
             rho: sharpness.rho,
             perturbation,
+            loss: *loss,
             second_loss: rule.second_loss(),
             m: sharpness.m,
             sam_every: 1,

@@ -1,0 +1,205 @@
+//! Classification losses on logits: the training losses ([`TrainingLoss`],
+//! one file each, declared in one table below) and the CSAM factor of the
+//! second SAM pass ([`CsamLoss`]).
+//!
+//! Every loss is computed from `log_softmax(z)` (log-sum-exp, no NaN for a
+//! saturated softmax), in the floating-point kind of the logits (float64
+//! logits give a float64 loss, unlike `Tensor::cross_entropy_for_logits`,
+//! which computes in float32). A training loss is the batch mean of
+//! per-example terms `l_i` ([`ExampleLoss::per_example`]), so that CSAM can
+//! weight each example's term in its second pass (see [`CsamLoss::weights`]).
+//!
+//! Adding a loss: a file with a struct implementing [`ExampleLoss`] (its
+//! formula, source and defaults in the doc comment), one line in
+//! `training_losses!` below, and its parameters in the run specification's
+//! key table.
+
+mod csam;
+mod focal;
+mod label_smoothing;
+
+pub use csam::CsamLoss;
+pub use focal::{Flsd, Focal};
+pub use label_smoothing::LabelSmoothing;
+
+use tch::{Kind, TchError, Tensor};
+
+/// Errors of the loss functions.
+#[derive(Debug, thiserror::Error)]
+pub enum LossError {
+    /// Logits or targets have the wrong shape or kind.
+    #[error("loss input: {0}")]
+    Shape(String),
+    /// A loss parameter is out of range.
+    #[error("invalid loss parameter: {0}")]
+    Parameter(String),
+    /// A field of a [`TrainingLoss`] is out of range.
+    #[error("invalid {loss} {field} = {value}: {reason}")]
+    Field {
+        loss: &'static str,
+        field: &'static str,
+        value: f64,
+        reason: &'static str,
+    },
+    /// libtorch rejected an operation (for example a target outside
+    /// `0..n_classes`), shown without its C++ stack trace.
+    #[error("{}", crate::torch_message::message(.0))]
+    Torch(#[from] TchError),
+}
+
+/// `log p_y` per example: `log_softmax(logits, 1)` gathered at the targets.
+///
+/// `logits` is `[B, K]` (float), `targets` is `[B]` (int64, values in `0..K`).
+/// Returns a `[B]` tensor that keeps the autograd graph.
+pub fn true_class_log_probs(logits: &Tensor, targets: &Tensor) -> Result<Tensor, LossError> {
+    check_inputs(logits, targets)?;
+    gather_true(&logits.f_log_softmax(1, None)?, targets)
+}
+
+/// Refuses logits that are not `[B >= 1, K >= 1]` and targets that are not
+/// int64 `[B]`.
+fn check_inputs(logits: &Tensor, targets: &Tensor) -> Result<(), LossError> {
+    let (l, t) = (logits.size(), targets.size());
+    if l.len() != 2 || l[0] < 1 || l[1] < 1 {
+        return Err(LossError::Shape(format!(
+            "logits must be [batch >= 1, classes >= 1], got {l:?}"
+        )));
+    }
+    if t.len() != 1 || t[0] != l[0] {
+        return Err(LossError::Shape(format!(
+            "targets must be [{}] to match logits {l:?}, got {t:?}",
+            l[0]
+        )));
+    }
+    if targets.kind() != Kind::Int64 {
+        return Err(LossError::Shape(format!(
+            "targets must be int64, got {:?}",
+            targets.kind()
+        )));
+    }
+    Ok(())
+}
+
+/// Mean cross entropy `-(1/B) sum_i log p_{y_i}` of logits `[B, K]` and targets `[B]`.
+pub fn cross_entropy(logits: &Tensor, targets: &Tensor) -> Result<Tensor, LossError> {
+    Ok(cross_entropy_from_log_probs(&true_class_log_probs(
+        logits, targets,
+    )?))
+}
+
+/// Mean cross entropy from the true-class log-probabilities `[B]`.
+pub fn cross_entropy_from_log_probs(log_p_true: &Tensor) -> Tensor {
+    -log_p_true.mean(None)
+}
+
+/// `log p_y` from log-probabilities `[B, K]` and targets `[B]`.
+pub(crate) fn gather_true(log_probs: &Tensor, targets: &Tensor) -> Result<Tensor, LossError> {
+    Ok(log_probs
+        .f_gather(1, &targets.f_unsqueeze(1)?, false)?
+        .f_squeeze_dim(1)?)
+}
+
+/// A training loss as per-example terms.
+pub trait ExampleLoss {
+    /// Refuses parameters outside the loss's definition.
+    fn validate(&self) -> Result<(), LossError>;
+
+    /// The per-example terms `l_i` `[B]` (keeping the autograd graph) from
+    /// `log_probs = log_softmax(z)` `[B, K]` and int64 targets `[B]` already
+    /// checked against each other.
+    fn per_example(&self, log_probs: &Tensor, targets: &Tensor) -> Result<Tensor, LossError>;
+}
+
+/// Cross entropy: `l_i = -log p_{y_i}`.
+#[derive(Debug, Clone, Copy, PartialEq, Default, serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CrossEntropy {}
+
+impl ExampleLoss for CrossEntropy {
+    fn validate(&self) -> Result<(), LossError> {
+        Ok(())
+    }
+
+    fn per_example(&self, log_probs: &Tensor, targets: &Tensor) -> Result<Tensor, LossError> {
+        Ok(-gather_true(log_probs, targets)?)
+    }
+}
+
+/// Declares the training losses once: `Variant => "name", Type;` adds the
+/// variant to [`TrainingLoss`] (tagged `kind = "name"` in TOML and JSON) and
+/// to its dispatch.
+macro_rules! training_losses {
+    ($($variant:ident => $name:literal, $loss:ty;)+) => {
+        /// The loss minimised in training, with its parameters.
+        #[derive(Debug, Clone, Copy, PartialEq, serde::Serialize, serde::Deserialize)]
+        #[serde(tag = "kind")]
+        pub enum TrainingLoss {
+            $(
+                #[doc = concat!("`", $name, "`: [`", stringify!($loss), "`].")]
+                #[serde(rename = $name)]
+                $variant($loss),
+            )+
+        }
+
+        impl TrainingLoss {
+            /// Every loss's name, in the order of help texts.
+            pub const NAMES: &'static [&'static str] = &[$($name),+];
+
+            /// The loss's name (its `kind`).
+            pub fn name(&self) -> &'static str {
+                match self {
+                    $(Self::$variant(_) => $name,)+
+                }
+            }
+
+            fn as_example_loss(&self) -> &dyn ExampleLoss {
+                match self {
+                    $(Self::$variant(loss) => loss,)+
+                }
+            }
+        }
+    };
+}
+
+training_losses! {
+    CrossEntropy => "cross-entropy", CrossEntropy;
+    Focal => "focal", Focal;
+    Flsd => "flsd", Flsd;
+    LabelSmoothing => "label-smoothing", LabelSmoothing;
+}
+
+impl Default for TrainingLoss {
+    /// Cross entropy.
+    fn default() -> Self {
+        TrainingLoss::CrossEntropy(CrossEntropy {})
+    }
+}
+
+impl TrainingLoss {
+    /// Refuses parameters outside the loss's definition.
+    pub fn validate(&self) -> Result<(), LossError> {
+        self.as_example_loss().validate()
+    }
+
+    /// Whether this is plain cross entropy (whose mean is also the step's
+    /// reported loss).
+    pub fn is_cross_entropy(&self) -> bool {
+        matches!(self, TrainingLoss::CrossEntropy(_))
+    }
+
+    /// The per-example terms `[B]` of logits `[B, K]` and targets `[B]`.
+    pub fn per_example(&self, logits: &Tensor, targets: &Tensor) -> Result<Tensor, LossError> {
+        check_inputs(logits, targets)?;
+        let log_probs = logits.f_log_softmax(1, None)?;
+        self.as_example_loss().per_example(&log_probs, targets)
+    }
+
+    /// The loss of a batch: the mean of the per-example terms. Cross
+    /// entropy is computed as [`cross_entropy`], bit for bit.
+    pub fn mean(&self, logits: &Tensor, targets: &Tensor) -> Result<Tensor, LossError> {
+        match self {
+            TrainingLoss::CrossEntropy(_) => cross_entropy(logits, targets),
+            _ => Ok(self.per_example(logits, targets)?.f_mean(None)?),
+        }
+    }
+}

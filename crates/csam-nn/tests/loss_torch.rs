@@ -1,0 +1,264 @@
+//! The training losses and their CSAM weighting against a PyTorch float64
+//! implementation written from each paper's formula
+//! (tests/fixtures/loss_reference.py): value and gradient with respect to the
+//! logits, on examples on both sides of every branch (p_y below and above
+//! FLSD's 0.2, below and above CSAM's 1/2, p_y near 1), plus the properties
+//! that tie them to cross entropy.
+//!
+//! Needs the project venv's python (`<workspace>/.venv/bin/python`, or
+//! `CSAM_PYTHON`) for the twin; skipped with a notice when it is absent.
+
+use std::path::{Path, PathBuf};
+
+use csam_nn::loss::{
+    cross_entropy, true_class_log_probs, CrossEntropy, CsamLoss, Flsd, Focal, LabelSmoothing,
+    TrainingLoss,
+};
+use tch::{Device, Kind, Tensor};
+
+const CLASSES: usize = 4;
+/// True-class probabilities of the examples: below FLSD's 0.2, between 0.2
+/// and CSAM's 1/2, above 1/2, and near 1.
+const P_TRUE: [f64; 10] = [
+    0.05, 0.15, 0.199, 0.21, 0.35, 0.49, 0.51, 0.7, 0.9, 0.999_999,
+];
+
+fn python() -> Option<PathBuf> {
+    if let Some(p) = std::env::var_os("CSAM_PYTHON") {
+        return Some(PathBuf::from(p));
+    }
+    let venv = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../.venv/bin/python");
+    venv.exists().then_some(venv)
+}
+
+/// Float64 logits whose softmax gives example i the true-class probability
+/// `P_TRUE[i]`, the true class at column `i % CLASSES`, the other classes
+/// sharing the rest unevenly (so the true class is not always the argmax).
+fn inputs() -> (Tensor, Tensor) {
+    let shares = [0.2, 0.3, 0.5];
+    let mut flat = Vec::new();
+    let mut targets = Vec::new();
+    for (i, &p) in P_TRUE.iter().enumerate() {
+        let target = i % CLASSES;
+        let shift = i as f64 * 0.37 - 1.0;
+        let mut others = shares.iter();
+        for class in 0..CLASSES {
+            let probability = match class == target {
+                true => p,
+                false => (1.0 - p) * others.next().unwrap(),
+            };
+            flat.push(probability.ln() + shift);
+        }
+        targets.push(target as i64);
+    }
+    let logits = Tensor::from_slice(&flat).reshape([P_TRUE.len() as i64, CLASSES as i64]);
+    (logits, Tensor::from_slice(&targets))
+}
+
+/// One loss, plain or in CSAM's second pass.
+#[derive(Clone, Copy)]
+struct Case {
+    loss: TrainingLoss,
+    csam: Option<(f64, bool)>,
+}
+
+impl Case {
+    fn json(&self) -> serde_json::Value {
+        let mut value = serde_json::json!({ "loss": self.loss.name() });
+        match self.loss {
+            TrainingLoss::Focal(Focal { gamma }) => value["gamma"] = gamma.into(),
+            TrainingLoss::LabelSmoothing(LabelSmoothing { epsilon }) => {
+                value["epsilon"] = epsilon.into()
+            }
+            _ => {}
+        }
+        value["csam"] = match self.csam {
+            Some((gamma, detach)) => serde_json::json!({ "gamma": gamma, "detach": detach }),
+            None => serde_json::Value::Null,
+        };
+        value
+    }
+
+    /// csam's value and gradient with respect to the logits.
+    fn rust(&self, logits: &Tensor, targets: &Tensor) -> (Tensor, Tensor) {
+        let z = logits.detach().set_requires_grad(true);
+        let value = match self.csam {
+            None => self.loss.mean(&z, targets).unwrap(),
+            Some((gamma, detach)) => CsamLoss::new(gamma, detach)
+                .unwrap()
+                .weighted(&self.loss, &z, targets)
+                .unwrap(),
+        };
+        let grad = Tensor::run_backward(&[&value], &[&z], false, false).remove(0);
+        (value.detach(), grad)
+    }
+}
+
+fn losses() -> Vec<TrainingLoss> {
+    let mut losses = vec![TrainingLoss::CrossEntropy(CrossEntropy {})];
+    for gamma in [0.0, 1.0, 2.5, 3.0] {
+        losses.push(TrainingLoss::Focal(Focal { gamma }));
+    }
+    losses.push(TrainingLoss::Flsd(Flsd {}));
+    for epsilon in [0.0, 0.1, 0.3] {
+        losses.push(TrainingLoss::LabelSmoothing(LabelSmoothing { epsilon }));
+    }
+    losses
+}
+
+fn cases() -> Vec<Case> {
+    losses()
+        .into_iter()
+        .flat_map(|loss| {
+            [
+                None,
+                Some((0.0, false)),
+                Some((1.0, false)),
+                Some((2.0, true)),
+            ]
+            .map(|csam| Case { loss, csam })
+        })
+        .collect()
+}
+
+fn close(a: &Tensor, b: &Tensor, what: &str) {
+    let scale = b.abs().clamp_min(1.0);
+    let error = ((a - b).abs() / scale).max().double_value(&[]);
+    assert!(error < 1e-12, "{what}: relative error {error}\n{a}\n{b}");
+}
+
+#[test]
+fn losses_and_their_csam_weighting_match_pytorch_float64() {
+    let Some(python) = python() else {
+        eprintln!("SKIPPED: no python at <workspace>/.venv/bin/python (set CSAM_PYTHON)");
+        return;
+    };
+    let (logits, targets) = inputs();
+    let p = true_class_log_probs(&logits, &targets).unwrap().exp();
+    let p: Vec<f64> = Vec::try_from(&p).unwrap();
+    for (&want, got) in P_TRUE.iter().zip(&p) {
+        assert!((want - got).abs() < 1e-12, "{want} vs {got}");
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let (input_file, out_file) = (
+        dir.path().join("inputs.safetensors"),
+        dir.path().join("out.safetensors"),
+    );
+    Tensor::write_safetensors(&[("logits", &logits), ("targets", &targets)], &input_file).unwrap();
+    let cases = cases();
+    let spec = serde_json::json!({
+        "inputs": input_file,
+        "out": out_file,
+        "cases": cases.iter().map(Case::json).collect::<Vec<_>>(),
+    });
+    let spec_file = dir.path().join("cases.json");
+    std::fs::write(&spec_file, spec.to_string()).unwrap();
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/loss_reference.py");
+    let output = std::process::Command::new(python)
+        .arg(script)
+        .arg(&spec_file)
+        .output()
+        .unwrap();
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let reference: std::collections::HashMap<String, Tensor> = Tensor::read_safetensors(&out_file)
+        .unwrap()
+        .into_iter()
+        .collect();
+    for (i, case) in cases.iter().enumerate() {
+        let what = case.json().to_string();
+        let (value, grad) = case.rust(&logits, &targets);
+        assert_eq!(value.kind(), Kind::Double, "{what}");
+        close(&value, &reference[&format!("value_{i}")], &what);
+        close(&grad, &reference[&format!("grad_{i}")], &what);
+    }
+}
+
+#[test]
+fn focal_gamma_zero_label_smoothing_zero_and_csam_gamma_zero_are_the_plain_losses() {
+    let (logits, targets) = inputs();
+    let ce = Case {
+        loss: TrainingLoss::default(),
+        csam: None,
+    }
+    .rust(&logits, &targets);
+    for loss in [
+        TrainingLoss::Focal(Focal { gamma: 0.0 }),
+        TrainingLoss::LabelSmoothing(LabelSmoothing { epsilon: 0.0 }),
+    ] {
+        let (value, grad) = Case { loss, csam: None }.rust(&logits, &targets);
+        close(&value, &ce.0, loss.name());
+        close(&grad, &ce.1, loss.name());
+    }
+    // CSAM with gamma 0 weights every example by 1: the loss itself (SAM).
+    for loss in losses() {
+        let plain = Case { loss, csam: None }.rust(&logits, &targets);
+        let csam = Case {
+            loss,
+            csam: Some((0.0, false)),
+        }
+        .rust(&logits, &targets);
+        close(&csam.0, &plain.0, loss.name());
+        close(&csam.1, &plain.1, loss.name());
+    }
+    // The general weighting (focal with gamma 0) agrees with the CSAM loss
+    // of cross entropy, which `weighted` computes exactly as before.
+    for (gamma, detach) in [(1.0, false), (2.0, true)] {
+        let csam = CsamLoss::new(gamma, detach).unwrap();
+        let general = Case {
+            loss: TrainingLoss::Focal(Focal { gamma: 0.0 }),
+            csam: Some((gamma, detach)),
+        }
+        .rust(&logits, &targets);
+        let z = logits.detach().set_requires_grad(true);
+        let value = csam.loss(&z, &targets).unwrap();
+        let grad = Tensor::run_backward(&[&value], &[&z], false, false).remove(0);
+        close(&general.0, &value.detach(), "focal 0 + CSAM");
+        close(&general.1, &grad, "focal 0 + CSAM");
+        let via_weighted = csam
+            .weighted(&TrainingLoss::default(), &logits, &targets)
+            .unwrap();
+        assert_eq!(
+            via_weighted.double_value(&[]).to_bits(),
+            csam.loss(&logits, &targets)
+                .unwrap()
+                .double_value(&[])
+                .to_bits()
+        );
+    }
+    assert_eq!(
+        TrainingLoss::default()
+            .mean(&logits, &targets)
+            .unwrap()
+            .double_value(&[])
+            .to_bits(),
+        cross_entropy(&logits, &targets)
+            .unwrap()
+            .double_value(&[])
+            .to_bits()
+    );
+}
+
+#[test]
+fn parameters_outside_each_definition_are_refused() {
+    for loss in [
+        TrainingLoss::Focal(Focal { gamma: -1.0 }),
+        TrainingLoss::Focal(Focal { gamma: f64::NAN }),
+        TrainingLoss::LabelSmoothing(LabelSmoothing { epsilon: 1.0 }),
+        TrainingLoss::LabelSmoothing(LabelSmoothing { epsilon: -0.1 }),
+    ] {
+        assert!(loss.validate().is_err(), "{loss:?}");
+    }
+    for loss in losses() {
+        assert!(loss.validate().is_ok(), "{loss:?}");
+    }
+    let cpu = (Kind::Double, Device::Cpu);
+    let bad_targets = Tensor::zeros([3], (Kind::Int64, Device::Cpu));
+    let logits = Tensor::zeros([2, 4], cpu);
+    for loss in losses() {
+        assert!(loss.mean(&logits, &bad_targets).is_err(), "{loss:?}");
+    }
+}
