@@ -336,6 +336,56 @@ fn runs_trained_by_parallel_processes_give_the_numbers_of_sequential_ones() {
 }
 
 #[test]
+fn methods_pair_training_losses_with_update_rules() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("losses");
+    let output = Command::new(env!("CARGO_BIN_EXE_csam"))
+        .args([
+            "compare",
+            "--data",
+            "digits",
+            "--epochs",
+            "1",
+            "--val-size",
+            "100",
+        ])
+        .args(["--seeds", "0", "--methods", "sgd,focal,flsd+sam,ls+csam"])
+        .args(["--quiet", "--out", out.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{}", text(&output));
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    for row in ["| SGD |", "| FOCAL |", "| FLSD+SAM |", "| LS+CSAM |"] {
+        assert!(stdout.contains(row), "{row}: {stdout}");
+    }
+    for (method, loss, rule) in [
+        ("sgd", "cross-entropy", "sgd"),
+        ("focal", "focal", "sgd"),
+        ("flsd+sam", "flsd", "sam"),
+        ("ls+csam", "label-smoothing", "csam"),
+    ] {
+        let config: toml::Table =
+            std::fs::read_to_string(out.join(format!("runs/{method}-seed0/config.toml")))
+                .unwrap()
+                .parse()
+                .unwrap();
+        assert_eq!(config["loss"]["kind"].as_str(), Some(loss), "{method}");
+        assert_eq!(
+            config["optim"]["rule"]["kind"].as_str(),
+            Some(rule),
+            "{method}"
+        );
+    }
+    let refused = compare(&dir.path().join("bad"), &["--methods", "sgd,hinge+csam"]);
+    assert!(!refused.status.success());
+    assert!(
+        text(&refused).contains("unknown method"),
+        "{}",
+        text(&refused)
+    );
+}
+
+#[test]
 fn a_list_flag_given_twice_takes_its_last_value() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("last");

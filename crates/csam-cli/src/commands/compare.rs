@@ -5,7 +5,7 @@
 use anyhow::Context;
 use clap::Args;
 use csam_lab::experiment::compare::{self, CompareDir, CompareRequest, CompareSettings};
-use csam_train::spec::OptimizerFamily;
+use csam_lab::experiment::method::Method;
 
 use crate::progress::Terminal;
 
@@ -19,9 +19,11 @@ use super::file_url::open_line;
 #[derive(Debug, Args)]
 #[command(args_override_self = true)]
 pub struct CompareArgs {
-    /// Methods, comma-separated: sgd, sam, asam, csam (default sgd,sam,csam).
+    /// Methods, comma-separated (default sgd,sam,csam): an update rule (sgd, sam, asam,
+    /// csam) with cross entropy, a training loss (focal, flsd, ls: focal loss with gamma 3,
+    /// FLSD-53, label smoothing 0.1) with SGD, or LOSS+RULE, e.g. focal+sam, ls+csam.
     #[arg(long, value_delimiter = ',', value_name = "LIST", action = clap::ArgAction::Set)]
-    methods: Option<Vec<OptimizerFamily>>,
+    methods: Option<Vec<Method>>,
     /// SAM / ASAM / CSAM perturbation radius (default 0.05, the paper's).
     #[arg(long)]
     rho: Option<f64>,

@@ -13,6 +13,7 @@ use std::time::Instant;
 
 use serde::{Deserialize, Serialize};
 
+use super::method::Method;
 use super::posthoc::calibrate_run;
 use super::report;
 use super::results::{aggregate, csv, CompareResults, RunRecord, SCHEMA};
@@ -41,7 +42,7 @@ pub struct CompareSettings {
     #[serde(flatten)]
     pub shared: SharedSettings,
     /// The methods, in table order.
-    pub methods: Vec<OptimizerFamily>,
+    pub methods: Vec<Method>,
     /// Perturbation radius of SAM, ASAM and CSAM.
     pub rho: f64,
     /// CSAM's gamma.
@@ -56,9 +57,9 @@ impl Default for CompareSettings {
         CompareSettings {
             shared: SharedSettings::default(),
             methods: vec![
-                OptimizerFamily::Sgd,
-                OptimizerFamily::Sam,
-                OptimizerFamily::Csam,
+                Method::cross_entropy(OptimizerFamily::Sgd),
+                Method::cross_entropy(OptimizerFamily::Sam),
+                Method::cross_entropy(OptimizerFamily::Csam),
             ],
             rho: 0.05,
             gamma: 1.0,
@@ -68,8 +69,12 @@ impl Default for CompareSettings {
 
 impl CompareSettings {
     /// The spec of the run of `method` with `seed`.
-    pub fn run_spec(&self, method: OptimizerFamily, seed: u64) -> Result<RunSpec> {
-        self.shared.run_spec(method, self.rho, self.gamma, seed)
+    pub fn run_spec(&self, method: Method, seed: u64) -> Result<RunSpec> {
+        let mut spec = self
+            .shared
+            .run_spec(method.rule, self.rho, self.gamma, seed)?;
+        spec.loss = method.loss();
+        Ok(spec)
     }
 
     /// Refuses an empty or repeated method or seed list and any setting a
@@ -162,12 +167,12 @@ impl CompareDir {
     }
 
     /// `runs/<method>-seed<seed>`, relative to the comparison directory.
-    pub fn relative_run(method: OptimizerFamily, seed: u64) -> String {
+    pub fn relative_run(method: Method, seed: u64) -> String {
         format!("runs/{method}-seed{seed}")
     }
 
     /// The run directory of `method` with `seed`.
-    pub fn run(&self, method: OptimizerFamily, seed: u64) -> PathBuf {
+    pub fn run(&self, method: Method, seed: u64) -> PathBuf {
         self.dir.join(Self::relative_run(method, seed))
     }
 
@@ -273,7 +278,7 @@ struct Comparison<'a> {
 }
 
 impl Experiment for Comparison<'_> {
-    type Run = (u64, OptimizerFamily);
+    type Run = (u64, Method);
     type Record = RunRecord;
 
     fn runs(&self) -> Vec<Self::Run> {
@@ -330,18 +335,26 @@ impl Experiment for Comparison<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use csam_train::spec::OptimizerFamily;
     use csam_train::spec::UpdateRule;
 
     #[test]
     fn every_run_shares_lr_and_weight_decay() {
         let settings = CompareSettings {
-            methods: vec![OptimizerFamily::Sgd, OptimizerFamily::Csam],
+            methods: vec![
+                Method::cross_entropy(OptimizerFamily::Sgd),
+                Method::cross_entropy(OptimizerFamily::Csam),
+            ],
             ..CompareSettings::default()
         };
         let json = serde_json::to_value(&settings).unwrap();
         assert_eq!(json["lr"], 0.05, "shared keys at the top level: {json}");
-        let sgd = settings.run_spec(OptimizerFamily::Sgd, 0).unwrap();
-        let csam = settings.run_spec(OptimizerFamily::Csam, 2).unwrap();
+        let sgd = settings
+            .run_spec(Method::cross_entropy(OptimizerFamily::Sgd), 0)
+            .unwrap();
+        let csam = settings
+            .run_spec(Method::cross_entropy(OptimizerFamily::Csam), 2)
+            .unwrap();
         assert_eq!(
             (sgd.optim.lr, sgd.optim.weight_decay),
             (csam.optim.lr, csam.optim.weight_decay)
@@ -368,13 +381,13 @@ mod tests {
         };
         assert!(
             !tracked
-                .run_spec(OptimizerFamily::Sgd, 0)
+                .run_spec(Method::cross_entropy(OptimizerFamily::Sgd), 0)
                 .unwrap()
                 .track_theory
         );
         assert!(
             tracked
-                .run_spec(OptimizerFamily::Csam, 0)
+                .run_spec(Method::cross_entropy(OptimizerFamily::Csam), 0)
                 .unwrap()
                 .track_theory
         );
@@ -389,7 +402,10 @@ mod tests {
                 ..CompareSettings::default()
             },
             CompareSettings {
-                methods: vec![OptimizerFamily::Sam, OptimizerFamily::Sam],
+                methods: vec![
+                    Method::cross_entropy(OptimizerFamily::Sam),
+                    Method::cross_entropy(OptimizerFamily::Sam),
+                ],
                 ..CompareSettings::default()
             },
             CompareSettings {
@@ -451,7 +467,7 @@ mod tests {
         dir.open(&settings).unwrap();
         dir.open(&settings).unwrap();
         // A run started: the settings are the comparison's from now on.
-        std::fs::create_dir_all(dir.run(OptimizerFamily::Sgd, 0)).unwrap();
+        std::fs::create_dir_all(dir.run(Method::cross_entropy(OptimizerFamily::Sgd), 0)).unwrap();
         let other = CompareSettings {
             gamma: 2.0,
             ..settings

@@ -29,6 +29,7 @@
 //! - `report.html`: all of it on one self-contained page.
 
 pub mod compare;
+pub mod method;
 pub mod posthoc;
 pub mod report;
 pub mod results;

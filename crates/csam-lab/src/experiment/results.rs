@@ -21,8 +21,8 @@ use csam_calib::metrics::summary::MetricSummary;
 use serde::{Deserialize, Serialize};
 
 use super::compare::CompareSettings;
+use super::method::Method;
 use super::posthoc::PosthocSummaries;
-use csam_train::spec::OptimizerFamily;
 
 /// The `schema` tag of `results.json`.
 pub const SCHEMA: &str = "csam-compare/1";
@@ -31,7 +31,7 @@ pub const SCHEMA: &str = "csam-compare/1";
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct RunRecord {
     /// SGD, SAM, ASAM or CSAM.
-    pub method: OptimizerFamily,
+    pub method: Method,
     /// The run's seed.
     pub seed: u64,
     /// The run directory, relative to the comparison directory.
@@ -183,7 +183,7 @@ pub fn mean_std(values: &[f64]) -> Option<MeanStd> {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct MethodAggregate {
     /// The method.
-    pub method: OptimizerFamily,
+    pub method: Method,
     /// The seeds aggregated, in run order.
     pub seeds: Vec<u64>,
     /// Mean ± std per [`Metric::key`].
@@ -200,7 +200,7 @@ impl MethodAggregate {
 /// Aggregates `runs` per method, in the order of `methods`; a method without
 /// runs is left out, and so is a metric undefined in every run of the method
 /// (a metric undefined in some runs is aggregated over the others: see `n`).
-pub fn aggregate(runs: &[RunRecord], methods: &[OptimizerFamily]) -> Vec<MethodAggregate> {
+pub fn aggregate(runs: &[RunRecord], methods: &[Method]) -> Vec<MethodAggregate> {
     methods
         .iter()
         .filter_map(|&method| {
@@ -276,6 +276,7 @@ pub fn csv(runs: &[RunRecord]) -> String {
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
+    use csam_train::spec::OptimizerFamily;
 
     /// A summary whose every metric is `value` (tce None).
     pub(crate) fn flat_summary(value: f64) -> MetricSummary {
@@ -297,12 +298,7 @@ pub(crate) mod tests {
     }
 
     /// A run whose raw test metrics are `raw` and post-hoc ones `calibrated`.
-    pub(crate) fn record(
-        method: OptimizerFamily,
-        seed: u64,
-        raw: f64,
-        calibrated: f64,
-    ) -> RunRecord {
+    pub(crate) fn record(method: Method, seed: u64, raw: f64, calibrated: f64) -> RunRecord {
         RunRecord {
             method,
             seed,
@@ -340,16 +336,21 @@ pub(crate) mod tests {
 
     #[test]
     fn aggregates_per_method_in_the_requested_order() {
-        use OptimizerFamily::{Csam, Sam, Sgd};
+        let [sgd, sam, csam] = [
+            OptimizerFamily::Sgd,
+            OptimizerFamily::Sam,
+            OptimizerFamily::Csam,
+        ]
+        .map(Method::cross_entropy);
         let runs = vec![
-            record(Sgd, 0, 0.80, 0.02),
-            record(Csam, 0, 0.90, 0.01),
-            record(Sgd, 1, 0.84, 0.04),
-            record(Csam, 1, 0.90, 0.03),
+            record(sgd, 0, 0.80, 0.02),
+            record(csam, 0, 0.90, 0.01),
+            record(sgd, 1, 0.84, 0.04),
+            record(csam, 1, 0.90, 0.03),
         ];
-        let aggregates = aggregate(&runs, &[Csam, Sam, Sgd]);
+        let aggregates = aggregate(&runs, &[csam, sam, sgd]);
         let methods: Vec<_> = aggregates.iter().map(|a| a.method).collect();
-        assert_eq!(methods, vec![Csam, Sgd], "SAM has no runs and is left out");
+        assert_eq!(methods, vec![csam, sgd], "SAM has no runs and is left out");
         let sgd = &aggregates[1];
         assert_eq!(sgd.seeds, vec![0, 1]);
         let accuracy = sgd.get(Metric::Accuracy).unwrap();
@@ -366,10 +367,13 @@ pub(crate) mod tests {
 
     #[test]
     fn undefined_values_are_left_out_of_the_aggregate_and_the_csv() {
-        let mut perfect = record(OptimizerFamily::Sgd, 1, 1.0, 0.0);
+        let mut perfect = record(Method::cross_entropy(OptimizerFamily::Sgd), 1, 1.0, 0.0);
         perfect.test.auroc_misclassification = None;
-        let runs = vec![record(OptimizerFamily::Sgd, 0, 0.5, 0.1), perfect];
-        let sgd = &aggregate(&runs, &[OptimizerFamily::Sgd])[0];
+        let runs = vec![
+            record(Method::cross_entropy(OptimizerFamily::Sgd), 0, 0.5, 0.1),
+            perfect,
+        ];
+        let sgd = &aggregate(&runs, &[Method::cross_entropy(OptimizerFamily::Sgd)])[0];
         let auroc = sgd.get(Metric::AurocMisclassification).unwrap();
         assert_eq!((auroc.mean, auroc.std, auroc.n), (0.5, None, 1));
         assert_eq!(sgd.get(Metric::Accuracy).unwrap().n, 2);
@@ -386,8 +390,8 @@ pub(crate) mod tests {
     #[test]
     fn csv_has_a_header_and_one_row_per_run() {
         let runs = vec![
-            record(OptimizerFamily::Sgd, 0, 0.5, 0.25),
-            record(OptimizerFamily::Sam, 3, 0.5, 0.25),
+            record(Method::cross_entropy(OptimizerFamily::Sgd), 0, 0.5, 0.25),
+            record(Method::cross_entropy(OptimizerFamily::Sam), 3, 0.5, 0.25),
         ];
         let text = csv(&runs);
         let lines: Vec<&str> = text.lines().collect();

@@ -87,6 +87,7 @@ pub fn markdown(caption: &str, aggregates: &[MethodAggregate]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::experiment::method::Method;
     use crate::experiment::results::{aggregate, tests::record};
     use csam_train::spec::OptimizerFamily;
 
@@ -111,11 +112,17 @@ mod tests {
     #[test]
     fn table_has_one_row_per_method_and_every_column() {
         let runs = vec![
-            record(OptimizerFamily::Sgd, 0, 0.80, 0.02),
-            record(OptimizerFamily::Sgd, 1, 0.84, 0.04),
-            record(OptimizerFamily::Csam, 0, 0.90, 0.01),
+            record(Method::cross_entropy(OptimizerFamily::Sgd), 0, 0.80, 0.02),
+            record(Method::cross_entropy(OptimizerFamily::Sgd), 1, 0.84, 0.04),
+            record(Method::cross_entropy(OptimizerFamily::Csam), 0, 0.90, 0.01),
         ];
-        let aggregates = aggregate(&runs, &[OptimizerFamily::Sgd, OptimizerFamily::Csam]);
+        let aggregates = aggregate(
+            &runs,
+            &[
+                Method::cross_entropy(OptimizerFamily::Sgd),
+                Method::cross_entropy(OptimizerFamily::Csam),
+            ],
+        );
         let table = markdown("Caption.", &aggregates);
         let lines: Vec<&str> = table.lines().collect();
         assert_eq!(lines[0], "Caption.");

@@ -18,10 +18,10 @@ use super::figure::write_figure;
 use super::html::{self, Cell};
 use super::{epochs, Report, Section};
 use crate::experiment::compare::CompareDir;
+use crate::experiment::method::Method;
 use crate::experiment::posthoc::test_probabilities;
 use crate::experiment::results::{CompareResults, Metric};
 use crate::experiment::table;
-use csam_train::spec::OptimizerFamily;
 use csam_train::train::rundir::RunDir;
 use csam_train::train::TrainError;
 
@@ -45,7 +45,7 @@ pub fn write(dir: &CompareDir, results: &CompareResults) -> Result<()> {
 
 /// The test predictions of one method's first seed.
 struct MethodPredictions {
-    method: OptimizerFamily,
+    method: Method,
     seed: u64,
     probabilities: Array2<f64>,
     labels: Vec<usize>,

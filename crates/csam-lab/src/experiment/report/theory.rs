@@ -6,6 +6,7 @@ use super::figure::write_figure;
 use super::html::{self, Cell};
 use super::Section;
 use crate::experiment::compare::CompareDir;
+use crate::experiment::method::Method;
 use crate::experiment::results::CompareResults;
 use csam_calib::plot::line_chart;
 use csam_train::spec::OptimizerFamily;
@@ -15,12 +16,12 @@ use csam_train::train::TrainError;
 /// The section, or None when the comparison tracked no theory (or has no
 /// SAM / CSAM run to track).
 pub fn section(dir: &CompareDir, results: &CompareResults) -> Result<Option<Section>, TrainError> {
-    let tracked: Vec<OptimizerFamily> = results
+    let tracked: Vec<Method> = results
         .settings
         .methods
         .iter()
         .copied()
-        .filter(|m| matches!(m, OptimizerFamily::Sam | OptimizerFamily::Csam))
+        .filter(|m| matches!(m.rule, OptimizerFamily::Sam | OptimizerFamily::Csam))
         .collect();
     if !results.settings.shared.track_theory || tracked.is_empty() {
         return Ok(None);
