@@ -11,8 +11,8 @@
 use std::path::{Path, PathBuf};
 
 use csam_nn::loss::{
-    cross_entropy, true_class_log_probs, CrossEntropy, CsamLoss, Flsd, Focal, LabelSmoothing,
-    TrainingLoss,
+    cross_entropy, true_class_log_probs, CrossEntropy, CsamLoss, DualFocal, Flsd, Focal,
+    LabelSmoothing, TrainingLoss,
 };
 use tch::{Device, Kind, Tensor};
 
@@ -66,7 +66,9 @@ impl Case {
     fn json(&self) -> serde_json::Value {
         let mut value = serde_json::json!({ "loss": self.loss.name() });
         match self.loss {
-            TrainingLoss::Focal(Focal { gamma }) => value["gamma"] = gamma.into(),
+            TrainingLoss::Focal(Focal { gamma }) | TrainingLoss::DualFocal(DualFocal { gamma }) => {
+                value["gamma"] = gamma.into()
+            }
             TrainingLoss::LabelSmoothing(LabelSmoothing { epsilon }) => {
                 value["epsilon"] = epsilon.into()
             }
@@ -102,6 +104,9 @@ fn losses() -> Vec<TrainingLoss> {
     losses.push(TrainingLoss::Flsd(Flsd {}));
     for epsilon in [0.0, 0.1, 0.3] {
         losses.push(TrainingLoss::LabelSmoothing(LabelSmoothing { epsilon }));
+    }
+    for gamma in [0.0, 2.0, 5.0] {
+        losses.push(TrainingLoss::DualFocal(DualFocal { gamma }));
     }
     losses
 }
@@ -249,6 +254,7 @@ fn parameters_outside_each_definition_are_refused() {
         TrainingLoss::Focal(Focal { gamma: f64::NAN }),
         TrainingLoss::LabelSmoothing(LabelSmoothing { epsilon: 1.0 }),
         TrainingLoss::LabelSmoothing(LabelSmoothing { epsilon: -0.1 }),
+        TrainingLoss::DualFocal(DualFocal { gamma: -0.5 }),
     ] {
         assert!(loss.validate().is_err(), "{loss:?}");
     }

@@ -8,16 +8,22 @@
 use std::fmt;
 use std::str::FromStr;
 
-use csam_nn::loss::{Flsd, Focal, LabelSmoothing, TrainingLoss};
+use csam_nn::loss::{DualFocal, Flsd, Focal, LabelSmoothing, TrainingLoss};
 use csam_train::spec::OptimizerFamily;
+
+/// A loss with its default parameters.
+type WithDefaults = fn() -> TrainingLoss;
 
 /// The losses a comparison pairs with update rules: the method name of each
 /// and the loss with its default parameters. A new loss is one line here.
-const LOSSES: &[(&str, fn() -> TrainingLoss)] = &[
+const LOSSES: &[(&str, WithDefaults)] = &[
     ("focal", || TrainingLoss::Focal(Focal::default())),
     ("flsd", || TrainingLoss::Flsd(Flsd {})),
     ("ls", || {
         TrainingLoss::LabelSmoothing(LabelSmoothing::default())
+    }),
+    ("dual-focal", || {
+        TrainingLoss::DualFocal(DualFocal::default())
     }),
 ];
 
@@ -122,6 +128,7 @@ mod tests {
             ("focal+csam", "focal", OptimizerFamily::Csam),
             ("ls+sam", "label-smoothing", OptimizerFamily::Sam),
             ("flsd+asam", "flsd", OptimizerFamily::Asam),
+            ("dual-focal+csam", "dual-focal", OptimizerFamily::Csam),
         ] {
             let method: Method = text.parse().unwrap();
             assert_eq!(method.to_string(), text);

@@ -15,10 +15,12 @@
 //! key table.
 
 mod csam;
+mod dual_focal;
 mod focal;
 mod label_smoothing;
 
 pub use csam::CsamLoss;
+pub use dual_focal::DualFocal;
 pub use focal::{Flsd, Focal};
 pub use label_smoothing::LabelSmoothing;
 
@@ -166,6 +168,7 @@ training_losses! {
     Focal => "focal", Focal;
     Flsd => "flsd", Flsd;
     LabelSmoothing => "label-smoothing", LabelSmoothing;
+    DualFocal => "dual-focal", DualFocal;
 }
 
 impl Default for TrainingLoss {
