@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 
 use csam_nn::loss::{
     cross_entropy, true_class_log_probs, CrossEntropy, CsamLoss, DualFocal, Flsd, Focal,
-    LabelSmoothing, TrainingLoss,
+    LabelSmoothing, MarginLabelSmoothing, TrainingLoss,
 };
 use tch::{Device, Kind, Tensor};
 
@@ -72,6 +72,10 @@ impl Case {
             TrainingLoss::LabelSmoothing(LabelSmoothing { epsilon }) => {
                 value["epsilon"] = epsilon.into()
             }
+            TrainingLoss::MarginLabelSmoothing(MarginLabelSmoothing { margin, alpha }) => {
+                value["margin"] = margin.into();
+                value["alpha"] = alpha.into();
+            }
             _ => {}
         }
         value["csam"] = match self.csam {
@@ -107,6 +111,14 @@ fn losses() -> Vec<TrainingLoss> {
     }
     for gamma in [0.0, 2.0, 5.0] {
         losses.push(TrainingLoss::DualFocal(DualFocal { gamma }));
+    }
+    // Margins that the examples' logit distances (up to ln(0.999999 / 2e-7),
+    // about 15.4) exceed for some classes and not for others.
+    for (margin, alpha) in [(10.0, 0.1), (2.0, 0.5), (1.0, 0.0)] {
+        losses.push(TrainingLoss::MarginLabelSmoothing(MarginLabelSmoothing {
+            margin,
+            alpha,
+        }));
     }
     losses
 }
@@ -255,6 +267,14 @@ fn parameters_outside_each_definition_are_refused() {
         TrainingLoss::LabelSmoothing(LabelSmoothing { epsilon: 1.0 }),
         TrainingLoss::LabelSmoothing(LabelSmoothing { epsilon: -0.1 }),
         TrainingLoss::DualFocal(DualFocal { gamma: -0.5 }),
+        TrainingLoss::MarginLabelSmoothing(MarginLabelSmoothing {
+            margin: 0.0,
+            alpha: 0.1,
+        }),
+        TrainingLoss::MarginLabelSmoothing(MarginLabelSmoothing {
+            margin: 10.0,
+            alpha: -1.0,
+        }),
     ] {
         assert!(loss.validate().is_err(), "{loss:?}");
     }

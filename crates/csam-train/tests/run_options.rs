@@ -108,6 +108,16 @@ fn every_option_trains_changes_the_run_and_resumes_bit_identically() {
             "optimizer = \"csam\"\n",
         ),
         (
+            "dual-focal-sam",
+            "loss = \"dual-focal\"\noptimizer = \"sam\"\n",
+            "optimizer = \"sam\"\n",
+        ),
+        (
+            "mbls-csam",
+            "loss = \"mbls\"\nmargin = 2.0\noptimizer = \"csam\"\n",
+            "optimizer = \"csam\"\n",
+        ),
+        (
             "label-smoothing-csam",
             "loss = \"label-smoothing\"\nsmoothing = 0.2\noptimizer = \"csam\"\n",
             "optimizer = \"csam\"\n",

@@ -298,6 +298,14 @@ fn bad_values_are_refused_naming_the_key() {
             ],
             "smoothing",
         ),
+        (
+            vec![("loss", "mbls".into()), ("margin", V::Float(0.0))],
+            "margin",
+        ),
+        (
+            vec![("loss", "mbls".into()), ("margin_weight", V::Float(-0.1))],
+            "margin_weight",
+        ),
         (vec![("momentum", V::Float(1.0))], "momentum"),
         (
             vec![("nesterov", V::Boolean(true)), ("momentum", V::Float(0.0))],

@@ -8,7 +8,7 @@
 use std::fmt;
 use std::str::FromStr;
 
-use csam_nn::loss::{DualFocal, Flsd, Focal, LabelSmoothing, TrainingLoss};
+use csam_nn::loss::{DualFocal, Flsd, Focal, LabelSmoothing, MarginLabelSmoothing, TrainingLoss};
 use csam_train::spec::OptimizerFamily;
 
 /// A loss with its default parameters.
@@ -24,6 +24,9 @@ const LOSSES: &[(&str, WithDefaults)] = &[
     }),
     ("dual-focal", || {
         TrainingLoss::DualFocal(DualFocal::default())
+    }),
+    ("mbls", || {
+        TrainingLoss::MarginLabelSmoothing(MarginLabelSmoothing::default())
     }),
 ];
 
@@ -129,6 +132,7 @@ mod tests {
             ("ls+sam", "label-smoothing", OptimizerFamily::Sam),
             ("flsd+asam", "flsd", OptimizerFamily::Asam),
             ("dual-focal+csam", "dual-focal", OptimizerFamily::Csam),
+            ("mbls+sam", "mbls", OptimizerFamily::Sam),
         ] {
             let method: Method = text.parse().unwrap();
             assert_eq!(method.to_string(), text);

@@ -18,11 +18,13 @@ mod csam;
 mod dual_focal;
 mod focal;
 mod label_smoothing;
+mod margin;
 
 pub use csam::CsamLoss;
 pub use dual_focal::DualFocal;
 pub use focal::{Flsd, Focal};
 pub use label_smoothing::LabelSmoothing;
+pub use margin::MarginLabelSmoothing;
 
 use tch::{Kind, TchError, Tensor};
 
@@ -169,6 +171,7 @@ training_losses! {
     Flsd => "flsd", Flsd;
     LabelSmoothing => "label-smoothing", LabelSmoothing;
     DualFocal => "dual-focal", DualFocal;
+    MarginLabelSmoothing => "mbls", MarginLabelSmoothing;
 }
 
 impl Default for TrainingLoss {
