@@ -335,11 +335,9 @@ fn runs_trained_by_parallel_processes_give_the_numbers_of_sequential_ones() {
     support::assert_one_line_error(&zero, &["--jobs must be at least 1"]);
 }
 
-#[test]
-fn methods_pair_training_losses_with_update_rules() {
-    let dir = tempfile::tempdir().unwrap();
-    let out = dir.path().join("losses");
-    let output = Command::new(env!("CARGO_BIN_EXE_csam"))
+/// `csam compare` on digits, one epoch, quietly, with `extra` flags.
+fn one_epoch_compare(out: &Path, extra: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_csam"))
         .args([
             "compare",
             "--data",
@@ -348,11 +346,22 @@ fn methods_pair_training_losses_with_update_rules() {
             "1",
             "--val-size",
             "100",
+            "--quiet",
         ])
-        .args(["--seeds", "0", "--methods", "sgd,focal,flsd+sam,ls+csam"])
-        .args(["--quiet", "--out", out.to_str().unwrap()])
+        .args(["--out", out.to_str().unwrap()])
+        .args(extra)
         .output()
-        .unwrap();
+        .unwrap()
+}
+
+#[test]
+fn methods_pair_training_losses_with_update_rules() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("losses");
+    let output = one_epoch_compare(
+        &out,
+        &["--seeds", "0", "--methods", "sgd,focal,flsd+sam,ls+csam"],
+    );
     assert!(output.status.success(), "{}", text(&output));
     let stdout = String::from_utf8_lossy(&output.stdout);
     for row in ["| SGD |", "| FOCAL |", "| FLSD+SAM |", "| LS+CSAM |"] {
@@ -389,17 +398,9 @@ fn methods_pair_training_losses_with_update_rules() {
 fn a_list_flag_given_twice_takes_its_last_value() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("last");
-    let output = Command::new(env!("CARGO_BIN_EXE_csam"))
-        .args([
-            "compare",
-            "--data",
-            "digits",
-            "--epochs",
-            "1",
-            "--val-size",
-            "100",
-        ])
-        .args([
+    let output = one_epoch_compare(
+        &out,
+        &[
             "--seeds",
             "0,1",
             "--seeds",
@@ -408,10 +409,8 @@ fn a_list_flag_given_twice_takes_its_last_value() {
             "sgd,sam",
             "--methods",
             "sgd",
-        ])
-        .args(["--quiet", "--out", out.to_str().unwrap()])
-        .output()
-        .unwrap();
+        ],
+    );
     assert!(output.status.success(), "{}", text(&output));
     let settings: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(out.join("compare.json")).unwrap()).unwrap();
