@@ -22,8 +22,12 @@ fn assert_all_close(got: &[f64], expected: &[f64], tol: f64) {
 #[test]
 fn sam_uses_the_global_norm() {
     // Weights (1, -1, 2), g = (3, 0, 4): ||g|| = 5, e = rho g / (5 + 1e-12).
-    let (tilde, norm) =
-        Perturbation::Sam.perturb(&flat(&[1.0, -1.0, 2.0]), &flat(&[3.0, 0.0, 4.0]), 0.5);
+    let (tilde, norm) = Perturbation::Sam.perturb(
+        &flat(&[1.0, -1.0, 2.0]),
+        &flat(&[3.0, 0.0, 4.0]),
+        0.5,
+        &mut None,
+    );
     assert!((norm.double_value(&[]) - 5.0).abs() < 1e-15);
     assert_all_close(&to_vec(&tilde), &[1.3, -1.0, 2.4], 1e-12);
 }
@@ -35,7 +39,12 @@ fn asam_scales_by_t_squared_over_the_norm_of_t_g() {
     // ||T g|| = sqrt(9.1809 + 4.0401 + 0.0004) = sqrt(13.2214);
     // e = rho T^2 g / ||T g|| = 0.5 (3.0603, 4.0401, 0.0002) / sqrt(13.2214).
     let rule = Perturbation::Asam { eta: 0.01 };
-    let (tilde, norm) = rule.perturb(&flat(&[1.0, -2.0, 0.0]), &flat(&[3.0, 1.0, 2.0]), 0.5);
+    let (tilde, norm) = rule.perturb(
+        &flat(&[1.0, -2.0, 0.0]),
+        &flat(&[3.0, 1.0, 2.0]),
+        0.5,
+        &mut None,
+    );
     let denom = 13.2214f64.sqrt();
     let expected = [
         1.0 + 0.5 * 3.0603 / denom,
@@ -50,7 +59,7 @@ fn asam_scales_by_t_squared_over_the_norm_of_t_g() {
 #[test]
 fn zero_gradient_gives_zero_perturbation_not_nan() {
     for rule in [Perturbation::Sam, Perturbation::Asam { eta: 0.0 }] {
-        let (tilde, norm) = rule.perturb(&flat(&[1.0, 2.0]), &flat(&[0.0, 0.0]), 0.05);
+        let (tilde, norm) = rule.perturb(&flat(&[1.0, 2.0]), &flat(&[0.0, 0.0]), 0.05, &mut None);
         assert_eq!(to_vec(&tilde), [1.0, 2.0], "{rule:?}");
         assert_eq!(norm.double_value(&[]), 0.0);
     }

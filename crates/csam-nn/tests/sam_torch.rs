@@ -7,7 +7,7 @@
 //! `CSAM_PYTHON`); skipped with a notice when it is absent.
 
 use csam_nn::model::{build_model, InputShape};
-use csam_nn::optim::{SamConfig, SamStep, SecondLoss, Sgd, SgdConfig};
+use csam_nn::optim::{Perturbation, SamConfig, SamStep, SecondLoss, Sgd, SgdConfig};
 use std::path::{Path, PathBuf};
 use tch::{nn, Device, Kind, Tensor};
 
@@ -32,7 +32,11 @@ struct Pending {
 
 /// Runs the Rust steps for one case in `dir` and returns the case description
 /// for sam_reference.py.
-fn run_rust(dir: &Path, index: usize, second_loss: SecondLoss) -> (Pending, serde_json::Value) {
+fn run_rust(
+    dir: &Path,
+    index: usize,
+    (second_loss, perturbation): (SecondLoss, Perturbation),
+) -> (Pending, serde_json::Value) {
     let file = |stem: &str| dir.join(format!("{index}_{stem}.safetensors"));
     let input = InputShape {
         channels: 1,
@@ -71,7 +75,12 @@ fn run_rust(dir: &Path, index: usize, second_loss: SecondLoss) -> (Pending, serd
     let config = SamConfig {
         rho,
         second_loss,
+        perturbation,
         ..SamConfig::default()
+    };
+    let vasso_theta = match perturbation {
+        Perturbation::Vasso { theta } => Some(theta),
+        _ => None,
     };
     let mut step = SamStep::new(config, &vs).unwrap();
     for t in 0..STEPS as usize {
@@ -82,12 +91,12 @@ fn run_rust(dir: &Path, index: usize, second_loss: SecondLoss) -> (Pending, serd
         "kind": "resnet20", "channels": 1, "height": 6, "width": 6, "n_classes": 3,
         "hidden": [], "dropout": 0.0,
         "weights": file("weights"), "batches": file("batches"),
-        "steps": STEPS, "rho": rho, "gamma": gamma, "detach": detach,
+        "steps": STEPS, "rho": rho, "gamma": gamma, "detach": detach, "vasso_theta": vasso_theta,
         "lr": sgd.lr, "momentum": sgd.momentum, "weight_decay": sgd.weight_decay,
         "out": file("out"),
     });
     let pending = Pending {
-        label: format!("{second_loss:?}"),
+        label: format!("{second_loss:?} {perturbation:?}"),
         vs,
         initial,
         out: file("out"),
@@ -131,15 +140,30 @@ fn sam_and_csam_steps_match_pytorch_on_resnet20() {
     };
     let dir = tempfile::tempdir().unwrap();
     let losses = [
-        SecondLoss::Plain,
-        SecondLoss::Csam {
-            gamma: 1.0,
-            detach: false,
-        },
-        SecondLoss::Csam {
-            gamma: 2.0,
-            detach: true,
-        },
+        (SecondLoss::Plain, Perturbation::Sam),
+        (
+            SecondLoss::Csam {
+                gamma: 1.0,
+                detach: false,
+            },
+            Perturbation::Sam,
+        ),
+        (
+            SecondLoss::Csam {
+                gamma: 2.0,
+                detach: true,
+            },
+            Perturbation::Sam,
+        ),
+        // VASSO's moving average across the steps, alone and under CSAM.
+        (SecondLoss::Plain, Perturbation::Vasso { theta: 0.4 }),
+        (
+            SecondLoss::Csam {
+                gamma: 1.0,
+                detach: false,
+            },
+            Perturbation::Vasso { theta: 0.7 },
+        ),
     ];
     let (pending, cases): (Vec<Pending>, Vec<serde_json::Value>) = losses
         .iter()

@@ -94,6 +94,9 @@ fn every_option_trains_changes_the_run_and_resumes_bit_identically() {
             "base_optimizer = \"adamw\"\nlr = 0.002\n",
             "lr = 0.002\n",
         ),
+        // VASSO's moving average reaches the steps and, through the
+        // checkpoint, the resumed run.
+        ("vasso", "optimizer = \"vasso\"\n", "optimizer = \"sam\"\n"),
         // The training losses, with SGD, SAM and CSAM (the loss reaches both
         // passes and CSAM's weighting).
         ("focal", "loss = \"focal\"\nfocal_gamma = 2.0\n", ""),
@@ -156,4 +159,19 @@ fn every_option_trains_changes_the_run_and_resumes_bit_identically() {
             "{name}: config.toml holds the option"
         );
     }
+}
+
+#[test]
+fn vasso_with_theta_one_is_sam_bit_for_bit() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let dir = tempfile::tempdir().unwrap();
+    let (vasso, sam) = (dir.path().join("vasso"), dir.path().join("sam"));
+    train(
+        &spec("optimizer = \"vasso\"\nvasso_theta = 1.0\n"),
+        &vasso,
+        false,
+        None,
+    );
+    train(&spec("optimizer = \"sam\"\n"), &sam, false, None);
+    assert_eq!(last_weights(&vasso), last_weights(&sam));
 }

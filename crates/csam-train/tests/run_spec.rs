@@ -129,7 +129,7 @@ fn every_key_on_a_branch_that_does_not_read_it_is_refused() {
             .iter()
             .find(|k| k.name == selector)
             .map(|_| match selector {
-                "optimizer" => ["sgd", "sam", "asam", "csam"].as_slice(),
+                "optimizer" => ["sgd", "sam", "asam", "csam", "vasso"].as_slice(),
                 "schedule" => ["cosine", "step"].as_slice(),
                 "base_optimizer" => ["sgd", "adamw"].as_slice(),
                 "model" => ["mlp", "cnn", "resnet20"].as_slice(),
@@ -305,6 +305,20 @@ fn bad_values_are_refused_naming_the_key() {
         (
             vec![("loss", "mbls".into()), ("margin_weight", V::Float(-0.1))],
             "margin_weight",
+        ),
+        (
+            vec![
+                ("optimizer", "vasso".into()),
+                ("vasso_theta", V::Float(0.0)),
+            ],
+            "vasso_theta",
+        ),
+        (
+            vec![
+                ("optimizer", "vasso".into()),
+                ("vasso_theta", V::Float(1.5)),
+            ],
+            "vasso_theta",
         ),
         (vec![("momentum", V::Float(1.0))], "momentum"),
         (

@@ -20,7 +20,7 @@ use super::file_url::open_line;
 #[command(args_override_self = true)]
 pub struct CompareArgs {
     /// Methods, comma-separated (default sgd,sam,csam): an update rule (sgd, sam, asam,
-    /// csam) with cross entropy, a training loss (focal, flsd, ls, dual-focal, mbls: focal
+    /// csam, vasso) with cross entropy, a training loss (focal, flsd, ls, dual-focal, mbls: focal
     /// loss with gamma 3, FLSD-53, label smoothing 0.1, dual focal loss with gamma 5, MbLS
     /// with margin 10 and weight 0.1) with SGD, or LOSS+RULE, e.g. focal+sam, ls+csam.
     #[arg(long, value_delimiter = ',', value_name = "LIST", action = clap::ArgAction::Set)]

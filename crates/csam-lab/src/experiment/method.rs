@@ -99,7 +99,7 @@ impl FromStr for Method {
 fn unknown(text: &str) -> String {
     let losses: Vec<&str> = LOSSES.iter().map(|(name, _)| *name).collect();
     format!(
-        "unknown method {text:?}: a rule (sgd, sam, asam, csam), a loss ({}) or LOSS+RULE \
+        "unknown method {text:?}: a rule (sgd, sam, asam, csam, vasso), a loss ({}) or LOSS+RULE \
          such as focal+csam",
         losses.join(", ")
     )

@@ -16,20 +16,46 @@ pub enum Perturbation {
     /// ASAM (Kwon et al. 2021): `e = rho * T^2 g / (||T g||_2 + 1e-12)` with
     /// `T = |w| + eta` elementwise, for every parameter tensor. Typical rho 0.5-2.
     Asam { eta: f64 },
+    /// VASSO (Li and Giannakis 2023, "Enhancing sharpness-aware optimization
+    /// through variance suppression", NeurIPS): SAM's step along an
+    /// exponential moving average of the gradients,
+    /// `d_t = (1 - theta) d_{t-1} + theta g_t` with `d_0 = g_0` (as the
+    /// authors' code, which also starts from the first gradient), and
+    /// `e = rho * d_t / (||d_t||_2 + 1e-12)` (their code adds 1e-7). `theta`
+    /// in (0, 1]; 1 is SAM. The average is carried from step to step (and
+    /// checkpointed by the training loop).
+    Vasso { theta: f64 },
 }
 
 impl Perturbation {
     /// The perturbed weights `theta + e(g)` and `||g||_2` (a 0-d tensor on the
     /// weights' device: no host synchronisation), from all trainable weights
     /// `theta` and their gradient `g` flattened into 1-D tensors (the global
-    /// norms are then plain norms).
-    pub fn perturb(&self, theta: &Tensor, grad: &Tensor, rho: f64) -> (Tensor, Tensor) {
+    /// norms are then plain norms). `memory` is what the rule carries between
+    /// steps (VASSO's average direction; untouched by the other rules).
+    pub fn perturb(
+        &self,
+        theta: &Tensor,
+        grad: &Tensor,
+        rho: f64,
+        memory: &mut Option<Tensor>,
+    ) -> (Tensor, Tensor) {
         let _guard = tch::no_grad_guard();
         let grad_norm = grad.norm();
         let theta_tilde = match *self {
             Perturbation::Sam => {
                 let scale = ratio(rho, &(&grad_norm + NORM_EPS));
                 theta.addcmul(grad, &scale)
+            }
+            Perturbation::Vasso { theta: weight } => {
+                let direction = match memory.take() {
+                    Some(average) => average * (1.0 - weight) + grad * weight,
+                    None => grad.copy(),
+                };
+                let scale = ratio(rho, &(direction.norm() + NORM_EPS));
+                let tilde = theta.addcmul(&direction, &scale);
+                *memory = Some(direction);
+                tilde
             }
             Perturbation::Asam { eta } => {
                 let t = theta.abs() + eta;
@@ -47,6 +73,10 @@ impl Perturbation {
             Perturbation::Sam => Ok(()),
             Perturbation::Asam { eta } if eta.is_finite() && eta >= 0.0 => Ok(()),
             Perturbation::Asam { eta } => Err(format!("ASAM eta must be >= 0, got {eta}")),
+            Perturbation::Vasso { theta } if theta > 0.0 && theta <= 1.0 => Ok(()),
+            Perturbation::Vasso { theta } => {
+                Err(format!("VASSO theta must lie in (0, 1], got {theta}"))
+            }
         }
     }
 }

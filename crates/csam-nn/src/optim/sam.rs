@@ -111,8 +111,14 @@ pub struct SamStep {
     /// theta (flat) while the weights are perturbed; allocated on the first SAM step.
     saved_params: Option<FlatCopy>,
     buffers: BufferSnapshot,
+    /// What the perturbation rule carries between steps (VASSO's average
+    /// gradient, flat); part of a checkpoint (see [`SamStep::state`]).
+    memory: Option<Tensor>,
     steps_taken: u64,
 }
+
+/// The name of [`SamStep`]'s memory in a checkpoint's optimizer state.
+const MEMORY_NAME: &str = "sam.direction";
 
 impl SamStep {
     /// A step for the model whose variables live in `vs`.
@@ -136,12 +142,16 @@ impl SamStep {
             }
         }
         config.perturbation.validate().map_err(OptimError::Config)?;
+        if matches!(config.perturbation, Perturbation::Vasso { .. }) && config.m.is_some() {
+            return bad("VASSO averages whole-batch gradients: m-sharpness does not apply".into());
+        }
         config.loss.validate()?;
         Ok(Self {
             second_loss: SecondLossFn::from_config(config.second_loss)?,
             config,
             saved_params: None,
             buffers: BufferSnapshot::new(vs)?,
+            memory: None,
             steps_taken: 0,
         })
     }
@@ -149,6 +159,29 @@ impl SamStep {
     /// The settings.
     pub fn config(&self) -> &SamConfig {
         &self.config
+    }
+
+    /// The state a checkpoint must keep to continue bit for bit: the
+    /// perturbation rule's memory (VASSO's average direction), empty for the
+    /// other rules and before the first step.
+    pub fn state(&self) -> Vec<(String, Tensor)> {
+        self.memory
+            .iter()
+            .map(|memory| (MEMORY_NAME.to_string(), memory.shallow_clone()))
+            .collect()
+    }
+
+    /// Whether `name` belongs to [`SamStep::state`] (not to the base optimizer).
+    pub fn owns_state(name: &str) -> bool {
+        name == MEMORY_NAME
+    }
+
+    /// Restores [`SamStep::state`]; entries it does not own are ignored.
+    pub fn load_state(&mut self, state: &[(String, Tensor)]) {
+        self.memory = state
+            .iter()
+            .find(|(name, _)| Self::owns_state(name))
+            .map(|(_, memory)| memory.copy());
     }
 
     /// Number of steps taken so far (SAM and plain).
@@ -229,6 +262,7 @@ impl SamStep {
                 &self.config,
                 &self.second_loss,
                 &mut self.buffers,
+                &mut self.memory,
                 saved,
                 Part {
                     model,
@@ -281,6 +315,7 @@ fn perturbed_gradient<M: ModuleT + ?Sized>(
     config: &SamConfig,
     second_loss: &SecondLossFn,
     buffers: &mut BufferSnapshot,
+    memory: &mut Option<Tensor>,
     saved: &FlatCopy,
     part: Part<'_, M>,
     stats: &mut StatsAccumulator,
@@ -306,7 +341,7 @@ fn perturbed_gradient<M: ModuleT + ?Sized>(
     let (theta_tilde, grad_norm) =
         config
             .perturbation
-            .perturb(saved.values(), &flat_grad, config.rho);
+            .perturb(saved.values(), &flat_grad, config.rho, memory);
     scatter(&theta_tilde, params)?;
     drop((flat_grad, theta_tilde));
     // Pass 2 at theta_tilde, same part, with the second-pass loss.

@@ -62,7 +62,9 @@ pub struct Key {
     pub help: &'static str,
 }
 
-const SAM_FAMILY: &[&str] = &["sam", "asam", "csam"];
+const SAM_FAMILY: &[&str] = &["sam", "asam", "csam", "vasso"];
+/// The rules with m-sharpness (VASSO averages whole-batch gradients).
+const M_SHARPNESS: &[&str] = &["sam", "asam", "csam"];
 
 const fn key(
     name: &'static str,
@@ -155,16 +157,18 @@ pub static KEYS: &[Key] = &[
     when("decay_factor", &["optim", "schedule", "decay_factor"], Real, ("schedule", &["step"]),
         "Factor in (0, 1] of each step-schedule decay (default 0.1)"),
     key("optimizer", &["optim", "rule", "kind"], Text,
-        "Update rule: sgd, sam, asam or csam (default sgd)"),
+        "Update rule: sgd, sam, asam, csam or vasso (default sgd)"),
     when("rho", &["optim", "rule", "rho"], Real, ("optimizer", SAM_FAMILY),
-        "Perturbation radius of SAM / ASAM / CSAM (default 0.05)"),
+        "Perturbation radius of SAM / ASAM / CSAM / VASSO (default 0.05)"),
+    when("vasso_theta", &["optim", "rule", "theta"], Real, ("optimizer", &["vasso"]),
+        "VASSO's weight theta in (0, 1] of the new gradient in its average direction (default 0.4)"),
     when("eta", &["optim", "rule", "eta"], Real, ("optimizer", &["asam"]),
         "ASAM's eta in T_w = |w| + eta (default 0.01)"),
     when("gamma", &["optim", "rule", "gamma"], Real, ("optimizer", &["csam"]),
         "CSAM's gamma, 0 <= gamma <= 2; 0 is SAM (default 1)"),
     when("csam_detach", &["optim", "rule", "detach"], Switch, ("optimizer", &["csam"]),
         "Treat CSAM's factor (1 + p)^-gamma as a constant weight instead of differentiating it (default false)"),
-    when("m", &["optim", "rule", "m"], Count, ("optimizer", SAM_FAMILY),
+    when("m", &["optim", "rule", "m"], Count, ("optimizer", M_SHARPNESS),
         "m-sharpness: sub-batch size with its own perturbation (default: the whole batch)"),
     when("sam_every", &["optim", "rule", "every"], Count, ("optimizer", SAM_FAMILY),
         "Take the sharpness-aware step on every k-th step only (default 1)"),

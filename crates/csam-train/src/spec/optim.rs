@@ -278,6 +278,26 @@ pub enum UpdateRule {
         #[serde(default = "one")]
         every: usize,
     },
+    /// VASSO (Li and Giannakis 2023): SAM's step along an exponential moving
+    /// average of the gradients, `d_t = (1 - theta) d_{t-1} + theta g_t`,
+    /// `e = rho d_t / ||d_t||` (see `csam_nn::optim::Perturbation::Vasso`).
+    /// The average is of whole-batch gradients: no m-sharpness.
+    Vasso {
+        /// Perturbation radius (> 0).
+        #[serde(default = "default_rho")]
+        rho: f64,
+        /// Weight of the new gradient in the average, in (0, 1]; 1 is SAM.
+        /// Default 0.4, the authors' CIFAR-10 setting.
+        #[serde(default = "default_vasso_theta")]
+        theta: f64,
+        /// Two-pass step on every k-th step.
+        #[serde(default = "one")]
+        every: usize,
+    },
+}
+
+fn default_vasso_theta() -> f64 {
+    0.4
 }
 
 fn default_rho() -> f64 {
@@ -309,6 +329,8 @@ pub enum OptimizerFamily {
     Asam,
     /// [`UpdateRule::Csam`].
     Csam,
+    /// [`UpdateRule::Vasso`].
+    Vasso,
 }
 
 super::text::serde_enum_text!(OptimizerFamily);
@@ -332,6 +354,7 @@ impl UpdateRule {
             UpdateRule::Sam { .. } => OptimizerFamily::Sam,
             UpdateRule::Asam { .. } => OptimizerFamily::Asam,
             UpdateRule::Csam { .. } => OptimizerFamily::Csam,
+            UpdateRule::Vasso { .. } => OptimizerFamily::Vasso,
         }
     }
 
@@ -355,6 +378,11 @@ impl UpdateRule {
                 m,
                 every,
             },
+            OptimizerFamily::Vasso => UpdateRule::Vasso {
+                rho,
+                theta: default_vasso_theta(),
+                every,
+            },
         }
     }
 
@@ -365,6 +393,11 @@ impl UpdateRule {
             UpdateRule::Sam { rho, m, every }
             | UpdateRule::Asam { rho, m, every, .. }
             | UpdateRule::Csam { rho, m, every, .. } => Some(Sharpness { rho, m, every }),
+            UpdateRule::Vasso { rho, every, .. } => Some(Sharpness {
+                rho,
+                m: None,
+                every,
+            }),
         }
     }
 
@@ -382,6 +415,7 @@ impl UpdateRule {
             UpdateRule::Sgd => None,
             UpdateRule::Sam { .. } | UpdateRule::Csam { .. } => Some(Perturbation::Sam),
             UpdateRule::Asam { eta, .. } => Some(Perturbation::Asam { eta }),
+            UpdateRule::Vasso { theta, .. } => Some(Perturbation::Vasso { theta }),
         }
     }
 
@@ -433,6 +467,10 @@ impl UpdateRule {
         match *self {
             UpdateRule::Asam { eta, .. } => finite_above("eta", eta, 0.0, true),
             UpdateRule::Csam { gamma, .. } => finite_above("gamma", gamma, 0.0, true),
+            UpdateRule::Vasso { theta, .. } => match theta > 0.0 && theta <= 1.0 {
+                true => Ok(()),
+                false => Err(invalid("vasso_theta", theta, "must lie in (0, 1]")),
+            },
             _ => Ok(()),
         }
     }

@@ -235,9 +235,14 @@ impl Trainer {
         }
     }
 
-    /// The optimizer's state tensors, for the checkpoint.
+    /// The optimizer's state tensors, for the checkpoint: the base
+    /// optimizer's and the SAM family step's (VASSO's average direction).
     pub fn optimizer_state(&self) -> Vec<(String, Tensor)> {
-        self.optimizer.state()
+        let mut state = self.optimizer.state();
+        if let Some(sam) = &self.sam {
+            state.extend(sam.state());
+        }
+        state
     }
 
     /// Restores the run's checkpoint (weights and optimizer state); None when
@@ -246,8 +251,15 @@ impl Trainer {
         let Some(restored) = checkpoint::load(run_dir, &mut self.vs)? else {
             return Ok(None);
         };
+        let (step_state, base_state): (Vec<_>, Vec<_>) = restored
+            .optimizer
+            .into_iter()
+            .partition(|(name, _)| SamStep::owns_state(name));
+        if let Some(sam) = &mut self.sam {
+            sam.load_state(&step_state);
+        }
         self.optimizer
-            .load_state(&restored.optimizer)
+            .load_state(&base_state)
             .map_err(|e| TrainError::OptimizerState(Box::new(e)))?;
         Ok(Some(restored.state))
     }
