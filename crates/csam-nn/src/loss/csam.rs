@@ -3,7 +3,7 @@
 
 use tch::Tensor;
 
-use super::{true_class_log_probs, LossError, TrainingLoss};
+use super::{gather_true, log_probs, true_class_log_probs, LossError, TrainingLoss};
 
 /// The CSAM loss of the paper (Eq. "refined loss function"; the choices it
 /// leaves open: docs/conventions.md, "CSAM's loss").
@@ -73,10 +73,21 @@ impl CsamLoss {
         logits: &Tensor,
         targets: &Tensor,
     ) -> Result<Tensor, LossError> {
+        self.weighted_of(loss, &log_probs(logits, targets)?, targets)
+    }
+
+    /// [`CsamLoss::weighted`] from [`log_probs`] `[B, K]`.
+    pub fn weighted_of(
+        &self,
+        loss: &TrainingLoss,
+        log_probs: &Tensor,
+        targets: &Tensor,
+    ) -> Result<Tensor, LossError> {
+        let log_p_true = gather_true(log_probs, targets)?;
         if loss.is_cross_entropy() {
-            return self.loss(logits, targets);
+            return Ok(self.of_log_probs(&log_p_true));
         }
-        let weights = self.weights(&true_class_log_probs(logits, targets)?);
-        Ok((weights * loss.per_example(logits, targets)?).f_mean(None)?)
+        let weights = self.weights(&log_p_true);
+        Ok((weights * loss.per_example(log_probs, targets)?).f_mean(None)?)
     }
 }

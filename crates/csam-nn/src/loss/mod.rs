@@ -56,8 +56,14 @@ pub enum LossError {
 /// `logits` is `[B, K]` (float), `targets` is `[B]` (int64, values in `0..K`).
 /// Returns a `[B]` tensor that keeps the autograd graph.
 pub fn true_class_log_probs(logits: &Tensor, targets: &Tensor) -> Result<Tensor, LossError> {
+    gather_true(&log_probs(logits, targets)?, targets)
+}
+
+/// `log_softmax(logits, 1)` `[B, K]` of logits checked against their targets
+/// `[B]`: what every loss reads, computed once per forward pass.
+pub fn log_probs(logits: &Tensor, targets: &Tensor) -> Result<Tensor, LossError> {
     check_inputs(logits, targets)?;
-    gather_true(&logits.f_log_softmax(1, None)?, targets)
+    Ok(logits.f_log_softmax(1, None)?)
 }
 
 /// Refuses logits that are not `[B >= 1, K >= 1]` and targets that are not
@@ -193,19 +199,25 @@ impl TrainingLoss {
         matches!(self, TrainingLoss::CrossEntropy(_))
     }
 
-    /// The per-example terms `[B]` of logits `[B, K]` and targets `[B]`.
-    pub fn per_example(&self, logits: &Tensor, targets: &Tensor) -> Result<Tensor, LossError> {
-        check_inputs(logits, targets)?;
-        let log_probs = logits.f_log_softmax(1, None)?;
-        self.as_example_loss().per_example(&log_probs, targets)
+    /// The per-example terms `[B]` from [`log_probs`] `[B, K]` and targets `[B]`.
+    pub fn per_example(&self, log_probs: &Tensor, targets: &Tensor) -> Result<Tensor, LossError> {
+        self.as_example_loss().per_example(log_probs, targets)
     }
 
-    /// The loss of a batch: the mean of the per-example terms. Cross
-    /// entropy is computed as [`cross_entropy`], bit for bit.
+    /// The loss of a batch of logits `[B, K]` and targets `[B]`: the mean of
+    /// the per-example terms.
     pub fn mean(&self, logits: &Tensor, targets: &Tensor) -> Result<Tensor, LossError> {
+        self.mean_of(&log_probs(logits, targets)?, targets)
+    }
+
+    /// [`TrainingLoss::mean`] from [`log_probs`]. Cross entropy is computed as
+    /// [`cross_entropy`], bit for bit.
+    pub fn mean_of(&self, log_probs: &Tensor, targets: &Tensor) -> Result<Tensor, LossError> {
         match self {
-            TrainingLoss::CrossEntropy(_) => cross_entropy(logits, targets),
-            _ => Ok(self.per_example(logits, targets)?.f_mean(None)?),
+            TrainingLoss::CrossEntropy(_) => Ok(cross_entropy_from_log_probs(&gather_true(
+                log_probs, targets,
+            )?)),
+            _ => Ok(self.per_example(log_probs, targets)?.f_mean(None)?),
         }
     }
 }

@@ -22,9 +22,7 @@ use super::flat::{flatten, scatter, FlatCopy};
 use super::params::global_norm;
 use super::stats::StatsAccumulator;
 use super::{BaseOptimizer, OptimError, Perturbation, StepStats};
-use crate::loss::{
-    cross_entropy, cross_entropy_from_log_probs, true_class_log_probs, CsamLoss, TrainingLoss,
-};
+use crate::loss::{cross_entropy_from_log_probs, gather_true, log_probs, CsamLoss, TrainingLoss};
 use tch::{nn::ModuleT, nn::VarStore, Tensor};
 
 /// The loss of the second pass (at theta_tilde), made of the training loss.
@@ -89,16 +87,16 @@ impl SecondLossFn {
         })
     }
 
-    /// The objective of pass 2 on `logits` at theta~.
+    /// The objective of pass 2 from the log-probabilities at theta~.
     fn objective(
         &self,
         loss: &TrainingLoss,
-        logits: &Tensor,
+        log_probs: &Tensor,
         targets: &Tensor,
     ) -> Result<Tensor, OptimError> {
         Ok(match self {
-            Self::Plain => loss.mean(logits, targets)?,
-            Self::Csam(csam) => csam.weighted(loss, logits, targets)?,
+            Self::Plain => loss.mean_of(log_probs, targets)?,
+            Self::Csam(csam) => csam.weighted_of(loss, log_probs, targets)?,
         })
     }
 }
@@ -330,9 +328,10 @@ fn perturbed_gradient<M: ModuleT + ?Sized>(
     } = part;
     // Pass 1 at theta: the training loss.
     let logits = model.forward_t(x, true);
-    let objective = config.loss.mean(&logits, y)?;
+    let log_softmax = log_probs(&logits, y)?;
+    let objective = config.loss.mean_of(&log_softmax, y)?;
     let grads = Tensor::f_run_backward(&[&objective], params, false, false)?;
-    let ce = reported_cross_entropy(&config.loss, objective, &logits, y)?;
+    let ce = reported_cross_entropy(&config.loss, objective, &log_softmax, y)?;
     if first {
         buffers.capture()?;
     }
@@ -345,9 +344,9 @@ fn perturbed_gradient<M: ModuleT + ?Sized>(
     scatter(&theta_tilde, params)?;
     drop((flat_grad, theta_tilde));
     // Pass 2 at theta_tilde, same part, with the second-pass loss.
-    let logits_tilde = model.forward_t(x, true);
-    let objective = second_loss.objective(&config.loss, &logits_tilde, y)?;
-    let log_p_tilde = tch::no_grad(|| true_class_log_probs(&logits_tilde, y))?;
+    let log_probs_tilde = log_probs(&model.forward_t(x, true), y)?;
+    let objective = second_loss.objective(&config.loss, &log_probs_tilde, y)?;
+    let log_p_tilde = tch::no_grad(|| gather_true(&log_probs_tilde, y))?;
     let weighted = if share == 1.0 {
         objective.shallow_clone()
     } else {
@@ -382,9 +381,10 @@ where
 {
     check_batch(xs, ys)?;
     let logits = model.forward_t(xs, true);
-    let objective = loss.mean(&logits, ys)?;
+    let log_softmax = log_probs(&logits, ys)?;
+    let objective = loss.mean_of(&log_softmax, ys)?;
     let grads = Tensor::f_run_backward(&[&objective], optimizer.params().tensors(), false, false)?;
-    let ce = reported_cross_entropy(loss, objective, &logits, ys)?;
+    let ce = reported_cross_entropy(loss, objective, &log_softmax, ys)?;
     let grad_norm = tch::no_grad(|| global_norm(&grads))?;
     let grads = clip(grads, clip_grad_norm)?;
     optimizer.step(&grads)?;
@@ -395,16 +395,19 @@ where
 
 /// The mean cross entropy a step reports (its `loss`, whose `exp(-loss)` is
 /// the geometric mean `p_y` of the diagnostics): the objective itself when
-/// the training loss is cross entropy, computed apart otherwise.
+/// the training loss is cross entropy, computed from the same
+/// log-probabilities otherwise.
 fn reported_cross_entropy(
     loss: &TrainingLoss,
     objective: Tensor,
-    logits: &Tensor,
+    log_probs: &Tensor,
     targets: &Tensor,
 ) -> Result<Tensor, OptimError> {
     match loss.is_cross_entropy() {
         true => Ok(objective),
-        false => Ok(tch::no_grad(|| cross_entropy(logits, targets))?),
+        false => Ok(tch::no_grad(|| {
+            gather_true(log_probs, targets).map(|lp| cross_entropy_from_log_probs(&lp))
+        })?),
     }
 }
 
