@@ -166,6 +166,7 @@ pub fn measure_run(
         };
         return Err(ConfigError::invalid("rho", rho, reason).into());
     }
+    // Refused before the data set is loaded (`network` below checks again).
     trained.weights(settings.checkpoint)?;
     let source = data::load(&spec.data.source)?;
     let n_train = source.train.as_ref().map_or(0, |train| train.n);
