@@ -98,6 +98,7 @@ mod tests {
         for args in [
             vec!["csam", "compare", "--lr", "-1"],
             vec!["csam", "sweep", "--gamma", "-0.5"],
+            vec!["csam", "grid", "--lrs", "-1"],
             vec!["csam", "sharpness", "--run", "r", "--rho", "-1"],
         ] {
             assert!(

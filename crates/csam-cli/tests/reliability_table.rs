@@ -51,13 +51,16 @@ const COMMANDS: &[&str] = &[
     "sharpness",
     "corrupt",
     "sweep",
+    "grid",
     "report",
 ];
 
 /// Placeholders (see [`expand`]): `{train}` a valid small training command
 /// into the fresh directory `{run}`; `config:TOML` a config file of a valid
-/// run plus the TOML given; `{eval}`, `{metrics}`, `{val}`, `{bench}`,
-/// `{compare}`, `{sharpness}`, `{corrupt}`, `{sweep}` valid base arguments; `{dir}` the directory of prepared bad
+/// run plus the TOML given; `methods:TOML` a methods file of the TOML
+/// given (`--methods-file`); `{eval}`, `{metrics}`, `{val}`, `{bench}`,
+/// `{compare}`, `{sharpness}`, `{corrupt}`, `{sweep}`, `{grid}` valid base
+/// arguments; `{dir}` the directory of prepared bad
 /// files (see [`prepare`]); `{fx}` the CLI's fixtures, `{calib}` the
 /// calibration crate's; `{trained}` a finished run.
 #[rustfmt::skip]
@@ -119,6 +122,24 @@ const CASES: &[Case] = &[
     case("train", "--vasso-theta", "0 (VASSO)", &["{train}", "--optimizer", "vasso", "--vasso-theta", "0"]),
     case("train", "--margin", "0 (MbLS)", &["{train}", "--loss", "mbls", "--margin", "0"]),
     case("train", "--margin-weight", "-1 (MbLS)", &["{train}", "--loss", "mbls", "--margin-weight", "-1"]),
+    case("train", "--margin", "-1 (ACLS)", &["{train}", "--loss", "acls", "--margin", "-1"]),
+    case("train", "--acls-pos-lambda", "-1 (ACLS)", &["{train}", "--loss", "acls", "--acls-pos-lambda", "-1"]),
+    case("train", "--acls-neg-lambda", "-1 (ACLS)", &["{train}", "--loss", "acls", "--acls-neg-lambda", "-1"]),
+    case("train", "--cpc-bdc-weight", "-1 (CPC)", &["{train}", "--loss", "cpc", "--cpc-bdc-weight", "-1"]),
+    case("train", "--cpc-bec-weight", "-1 (CPC)", &["{train}", "--loss", "cpc", "--cpc-bec-weight", "-1"]),
+    case("train", "--mmce-lambda", "-2 (MMCE)", &["{train}", "--loss", "mmce", "--mmce-lambda", "-2"]),
+    case("train", "--mdca-beta", "-1 (MDCA)", &["{train}", "--loss", "mdca", "--mdca-beta", "-1"]),
+    case("train", "--adafocal-lambda", "0 (AdaFocal)", &["{train}", "--loss", "adafocal", "--adafocal-lambda", "0"]),
+    case("train", "--adafocal-initial-gamma", "30 (above its max 20)", &["{train}", "--loss", "adafocal", "--adafocal-initial-gamma", "30"]),
+    case("train", "--adafocal-gamma-max", "0.1 (below the switch 0.2)", &["{train}", "--loss", "adafocal", "--adafocal-gamma-max", "0.1"]),
+    case("train", "--adafocal-gamma-min", "0.5 (above -switch)", &["{train}", "--loss", "adafocal", "--adafocal-gamma-min", "0.5"]),
+    case("train", "--adafocal-switch", "0", &["{train}", "--loss", "adafocal", "--adafocal-switch", "0"]),
+    case("train", "--adafocal-bins", "0", &["{train}", "--loss", "adafocal", "--adafocal-bins", "0"]),
+    case("train", "--mixing", "unknown", &["{train}", "--mixing", "cutmix"]),
+    case("train", "--mixup-alpha", "-1 (mixup)", &["{train}", "--mixing", "mixup", "--mixup-alpha", "-1"]),
+    case("train", "--mixup-alpha", "0 (MIT-L)", &["{train}", "--mixing", "mit-l", "--mixup-alpha", "0"]),
+    case("train", "--mit-margin", "1 (MIT-L)", &["{train}", "--mixing", "mit-l", "--mit-margin", "1"]),
+    case("train", "--mixup-alpha", "without mixing (not read)", &["{train}", "--mixup-alpha", "0.4"]),
     case("train", "--shuffle", "a word", &["{train}", "--shuffle", "maybe"]),
     case("train", "--bins", "0", &["{train}", "--bins", "0"]),
     case("train", "--edges", "unknown", &["{train}", "--edges", "open"]),
@@ -173,6 +194,22 @@ const CASES: &[Case] = &[
     case("train", "config: vasso_theta", "1.5 (VASSO)", &["{train}", "config:optimizer = \"vasso\"\nvasso_theta = 1.5"]),
     case("train", "config: margin", "0.0 (MbLS)", &["{train}", "config:loss = \"mbls\"\nmargin = 0.0"]),
     case("train", "config: margin_weight", "-1.0 (MbLS)", &["{train}", "config:loss = \"mbls\"\nmargin_weight = -1.0"]),
+    case("train", "config: acls_pos_lambda", "-1.0 (ACLS)", &["{train}", "config:loss = \"acls\"\nacls_pos_lambda = -1.0"]),
+    case("train", "config: acls_neg_lambda", "-1.0 (ACLS)", &["{train}", "config:loss = \"acls\"\nacls_neg_lambda = -1.0"]),
+    case("train", "config: cpc_bdc_weight", "-1.0 (CPC)", &["{train}", "config:loss = \"cpc\"\ncpc_bdc_weight = -1.0"]),
+    case("train", "config: cpc_bec_weight", "-1.0 (CPC)", &["{train}", "config:loss = \"cpc\"\ncpc_bec_weight = -1.0"]),
+    case("train", "config: mmce_lambda", "-2.0 (MMCE)", &["{train}", "config:loss = \"mmce\"\nmmce_lambda = -2.0"]),
+    case("train", "config: mdca_beta", "-1.0 (MDCA)", &["{train}", "config:loss = \"mdca\"\nmdca_beta = -1.0"]),
+    case("train", "config: adafocal_lambda", "0.0 (AdaFocal)", &["{train}", "config:loss = \"adafocal\"\nadafocal_lambda = 0.0"]),
+    case("train", "config: adafocal_initial_gamma", "30.0 (AdaFocal)", &["{train}", "config:loss = \"adafocal\"\nadafocal_initial_gamma = 30.0"]),
+    case("train", "config: adafocal_gamma_max", "0.1 (AdaFocal)", &["{train}", "config:loss = \"adafocal\"\nadafocal_gamma_max = 0.1"]),
+    case("train", "config: adafocal_gamma_min", "0.5 (AdaFocal)", &["{train}", "config:loss = \"adafocal\"\nadafocal_gamma_min = 0.5"]),
+    case("train", "config: adafocal_switch", "0.0 (AdaFocal)", &["{train}", "config:loss = \"adafocal\"\nadafocal_switch = 0.0"]),
+    case("train", "config: adafocal_bins", "0 (AdaFocal)", &["{train}", "config:loss = \"adafocal\"\nadafocal_bins = 0"]),
+    case("train", "config: mixing", "\"cutmix\"", &["{train}", "config:mixing = \"cutmix\""]),
+    case("train", "config: mixup_alpha", "-1.0 (mixup)", &["{train}", "config:mixing = \"mixup\"\nmixup_alpha = -1.0"]),
+    case("train", "config: mit_margin", "1.0 (MIT-L)", &["{train}", "config:mixing = \"mit-l\"\nmit_margin = 1.0"]),
+    case("train", "config: track_theory", "with mixup", &["{train}", "config:mixing = \"mixup\"\noptimizer = \"sam\"\ntrack_theory = true"]),
     case("train", "config: bins", "0", &["{train}", "config:bins = 0"]),
     case("train", "config: edges", "\"open\"", &["{train}", "config:edges = \"open\""]),
     case("train", "config: adaptive", "\"quantile\"", &["{train}", "config:adaptive = \"quantile\""]),
@@ -237,6 +274,11 @@ const CASES: &[Case] = &[
     case("bench", "--json", "a value", &["{bench}", "--json=yes"]),
     case("compare", "--methods", "lamb", &["{compare}", "--methods", "sgd,lamb"]),
     case("compare", "--seeds", "a", &["{compare}", "--seeds", "0,a"]),
+    case("compare", "--methods-file", "missing file", &["{compare}", "--methods-file", "{dir}/missing.toml"]),
+    case("compare", "--methods-file", "a shared key (lr)", &["{compare}", "methods:[sgd]\nlr = 0.1"]),
+    case("compare", "--methods-file", "an unknown method", &["{compare}", "methods:[hinge]\nrho = 0.1"]),
+    case("compare", "--methods-file", "a key its method does not read", &["{compare}", "--methods", "sgd,sam", "methods:[sgd]\nrho = 0.1"]),
+    case("compare", "--methods-file", "a bad value", &["{compare}", "--methods", "sgd,focal", "methods:[focal]\nfocal_gamma = -1.0"]),
     case("compare", "--n-seeds", "0", &["compare", "--n-seeds", "0", "--data", "digits", "--out", "{run}"]),
     case("compare", "--n-seeds", "with --seeds", &["{compare}", "--n-seeds", "2"]),
     case("compare", "--data", "unknown name", &["{compare}", "--data", "nonsense"]),
@@ -298,6 +340,26 @@ const CASES: &[Case] = &[
     case("sweep", "--out", "path below a regular file", &["{sweep}", "--out", "{dir}/notes.txt/sweep"]),
     case("sweep", "--track-theory", "a value", &["{sweep}", "--track-theory=yes"]),
     case("sweep", "--quiet", "a value", &["{sweep}", "--quiet=yes"]),
+    case("grid", "--lrs", "0", &["{grid}", "--lrs", "0"]),
+    case("grid", "--lrs", "-1", &["{grid}", "--lrs", "-1"]),
+    case("grid", "--lrs", "empty list", &["{grid}", "--lrs="]),
+    case("grid", "--lrs", "a", &["{grid}", "--lrs", "0.05,a"]),
+    case("grid", "--weight-decays", "-1", &["{grid}", "--weight-decays", "-1"]),
+    case("grid", "--weight-decays", "listed twice", &["{grid}", "--weight-decays", "1e-4,1e-4"]),
+    case("grid", "--method", "hinge", &["{grid}", "--method", "hinge"]),
+    case("grid", "--seeds", "a", &["{grid}", "--seeds", "0,a"]),
+    case("grid", "--n-seeds", "0", &["grid", "--n-seeds", "0", "--data", "digits", "--out", "{run}"]),
+    case("grid", "--data", "unknown name", &["{grid}", "--data", "nonsense"]),
+    case("grid", "--model", "resnet7", &["{grid}", "--model", "resnet7"]),
+    case("grid", "--epochs", "0", &["{grid}", "--epochs", "0"]),
+    case("grid", "--batch-size", "0", &["{grid}", "--batch-size", "0"]),
+    case("grid", "--val-size", "0", &["{grid}", "--val-size", "0"]),
+    case("grid", "--augment", "maybe", &["{grid}", "--augment", "maybe"]),
+    case("grid", "--device", "tpu", &["{grid}", "--device", "tpu"]),
+    case("grid", "--threads", "0", &["{grid}", "--threads", "0"]),
+    case("grid", "--jobs", "0", &["{grid}", "--jobs", "0"]),
+    case("grid", "--out", "path below a regular file", &["{grid}", "--out", "{dir}/notes.txt/grid"]),
+    case("grid", "--quiet", "a value", &["{grid}", "--quiet=yes"]),
     case("report", "DIR", "missing directory", &["report", "{dir}/missing"]),
     case("report", "DIR", "directory without an experiment", &["report", "{dir}/empty"]),
 ];
@@ -352,6 +414,11 @@ const SWEEP: &[&str] = &[
     "0.05", "--gamma", "0", "--device", "cpu", "--quiet", "--out", "{run}",
 ];
 #[rustfmt::skip]
+const GRID: &[&str] = &[
+    "grid", "--data", "digits", "--model", "mlp", "--epochs", "1", "--lrs", "0.05",
+    "--weight-decays", "5e-4", "--device", "cpu", "--quiet", "--out", "{run}",
+];
+#[rustfmt::skip]
 const CORRUPT: &[&str] = &["corrupt", "--data", "digits", "--out", "{run}", "--quiet"];
 #[rustfmt::skip]
 const COMPARE: &[&str] = &[
@@ -396,7 +463,7 @@ fn expand(case: &Case, index: usize, places: &Places) -> Vec<String> {
     // A config file sets the run, so no flag may override its keys.
     let by_file = case.args.iter().any(|a| a.starts_with("config:"));
     let train = train_base();
-    let bases: [(&str, &[&str]); 9] = [
+    let bases: [(&str, &[&str]); 10] = [
         ("{train}", if by_file { TRAIN_BY_FILE } else { &train }),
         ("{eval}", EVAL),
         ("{metrics}", METRICS),
@@ -406,6 +473,7 @@ fn expand(case: &Case, index: usize, places: &Places) -> Vec<String> {
         ("{sharpness}", SHARPNESS),
         ("{corrupt}", CORRUPT),
         ("{sweep}", SWEEP),
+        ("{grid}", GRID),
     ];
     let mut args = Vec::new();
     for &arg in case.args {
@@ -413,6 +481,12 @@ fn expand(case: &Case, index: usize, places: &Places) -> Vec<String> {
             let file = places.dir.join(format!("case-{index}.toml"));
             std::fs::write(&file, merged_toml(toml)).unwrap();
             args.extend(["--config".to_string(), file.display().to_string()]);
+            continue;
+        }
+        if let Some(toml) = arg.strip_prefix("methods:") {
+            let file = places.dir.join(format!("case-{index}.toml"));
+            std::fs::write(&file, toml).unwrap();
+            args.extend(["--methods-file".to_string(), file.display().to_string()]);
             continue;
         }
         let single = [arg];
@@ -593,7 +667,7 @@ line, or when this file differs from what it generates. Regenerate after changin
 Exit status 2 is an argument clap refused (only its first line is shown), 1 any other error.
 A negative value is typed as its own word (`--lr -1`), as the rows run it; `--lr=-1` gets the
 same error. Paths: `$TMP` the test's directory of bad files, `$OUT` a fresh run directory,
-`$CONFIG` the row's config file (a valid small run plus the key shown), `$RUN` a finished run,
+`$CONFIG` the row's config file (a valid small run plus the key shown) or methods file, `$RUN` a finished run,
 `$FIXTURES` `crates/csam-cli/tests/fixtures`, `$CALIB_FIXTURES` `crates/csam-calib/fixtures/io`.
 `$PID` / `$HOST`: the process (the test) that holds the lock of a run directory.
 

@@ -116,16 +116,7 @@ fn sweep_trains_the_grid_reuses_runs_and_refuses_another_sweep() {
 
     // A rerun trains nothing: every run is reused and its files are untouched.
     let model = out.join("runs/rho0.1-gamma1-seed0/model.safetensors");
-    let stamp = std::fs::metadata(&model).unwrap().modified().unwrap();
-    let again = sweep(&out, &[]);
-    assert!(again.status.success(), "{}", text(&again));
-    let stdout = String::from_utf8_lossy(&again.stdout);
-    assert_eq!(stdout.matches("reused finished run").count(), 4, "{stdout}");
-    assert!(!stdout.contains("training into"), "{stdout}");
-    assert_eq!(
-        std::fs::metadata(&model).unwrap().modified().unwrap(),
-        stamp
-    );
+    support::assert_rerun_reuses(&model, 4, || sweep(&out, &[]));
     assert_eq!(results(&out)["cells"], json["cells"]);
 
     // A run killed before its summary resumes; the others are reused.

@@ -10,6 +10,7 @@
 pub mod curvature;
 pub mod device;
 pub mod loss;
+pub mod mixing;
 pub mod model;
 pub mod optim;
 pub mod torch_message;

@@ -8,12 +8,14 @@
 //! Needs the project venv's python (`<workspace>/.venv/bin/python`, or
 //! `CSAM_PYTHON`) for the twin; skipped with a notice when it is absent.
 
-use std::path::{Path, PathBuf};
+mod support;
 
 use csam_nn::loss::{
-    cross_entropy, true_class_log_probs, CrossEntropy, CsamLoss, DualFocal, Flsd, Focal,
-    LabelSmoothing, MarginLabelSmoothing, TrainingLoss,
+    cross_entropy, true_class_log_probs, Acls, AdaFocal, AdaFocalBins, CrossEntropy, CsamLoss,
+    DualFocal, Flsd, Focal, LabelSmoothing, MarginLabelSmoothing, Mdca, Mmce, PairwiseConstraints,
+    TrainingLoss,
 };
+use support::{close, python, run_twin};
 use tch::{Device, Kind, Tensor};
 
 const CLASSES: usize = 4;
@@ -22,14 +24,6 @@ const CLASSES: usize = 4;
 const P_TRUE: [f64; 10] = [
     0.05, 0.15, 0.199, 0.21, 0.35, 0.49, 0.51, 0.7, 0.9, 0.999_999,
 ];
-
-fn python() -> Option<PathBuf> {
-    if let Some(p) = std::env::var_os("CSAM_PYTHON") {
-        return Some(PathBuf::from(p));
-    }
-    let venv = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../.venv/bin/python");
-    venv.exists().then_some(venv)
-}
 
 /// Float64 logits whose softmax gives example i the true-class probability
 /// `P_TRUE[i]`, the true class at column `i % CLASSES`, the other classes
@@ -56,27 +50,20 @@ fn inputs() -> (Tensor, Tensor) {
 }
 
 /// One loss, plain or in CSAM's second pass.
-#[derive(Clone, Copy)]
+#[derive(Clone)]
 struct Case {
     loss: TrainingLoss,
     csam: Option<(f64, bool)>,
 }
 
 impl Case {
+    /// The loss as it is saved in a run's spec (`kind` and parameters),
+    /// with CSAM's settings.
     fn json(&self) -> serde_json::Value {
-        let mut value = serde_json::json!({ "loss": self.loss.name() });
-        match self.loss {
-            TrainingLoss::Focal(Focal { gamma }) | TrainingLoss::DualFocal(DualFocal { gamma }) => {
-                value["gamma"] = gamma.into()
-            }
-            TrainingLoss::LabelSmoothing(LabelSmoothing { epsilon }) => {
-                value["epsilon"] = epsilon.into()
-            }
-            TrainingLoss::MarginLabelSmoothing(MarginLabelSmoothing { margin, alpha }) => {
-                value["margin"] = margin.into();
-                value["alpha"] = alpha.into();
-            }
-            _ => {}
+        let mut value = serde_json::json!({ "loss": self.loss });
+        if let TrainingLoss::AdaFocal(adafocal) = &self.loss {
+            let bins = adafocal.bins();
+            value["adafocal"] = serde_json::json!({ "edges": bins.edges, "gammas": bins.gammas });
         }
         value["csam"] = match self.csam {
             Some((gamma, detach)) => serde_json::json!({ "gamma": gamma, "detach": detach }),
@@ -120,6 +107,41 @@ fn losses() -> Vec<TrainingLoss> {
             alpha,
         }));
     }
+    // ACLS's margins: the largest logits (up to about 4.3) exceed 1 and not
+    // 10; the distances exceed 1 for some classes and not for others.
+    losses.push(TrainingLoss::Acls(Acls::default()));
+    for (margin, pos_lambda, neg_lambda) in [(1.0, 1.0, 0.1), (2.0, 0.5, 2.0)] {
+        losses.push(TrainingLoss::Acls(Acls {
+            margin,
+            pos_lambda,
+            neg_lambda,
+            alpha: 0.3,
+        }));
+    }
+    for (bdc_weight, bec_weight) in [(0.1, 1.0), (2.0, 0.0), (0.0, 0.5)] {
+        losses.push(TrainingLoss::PairwiseConstraints(PairwiseConstraints {
+            bdc_weight,
+            bec_weight,
+        }));
+    }
+    // AdaFocal before its first update (focal with gamma 1), and with bins
+    // whose exponents are focal, inverse focal and 0, edges between some of the
+    // examples. p_y (0.2, 0.5) and the outer bins open-ended.
+    losses.push(TrainingLoss::AdaFocal(AdaFocal::default()));
+    losses.push(TrainingLoss::AdaFocal(AdaFocal {
+        bins: 4,
+        state: Some(AdaFocalBins {
+            edges: vec![0.1, 0.2, 0.5, 0.8, 0.95],
+            gammas: vec![3.0, -1.5, 0.0, 2.0],
+        }),
+        ..AdaFocal::default()
+    }));
+    for lambda in [2.0, 0.5] {
+        losses.push(TrainingLoss::Mmce(Mmce { lambda }));
+    }
+    for (beta, gamma) in [(1.0, 0.0), (3.0, 1.0)] {
+        losses.push(TrainingLoss::Mdca(Mdca { beta, gamma }));
+    }
     losses
 }
 
@@ -133,15 +155,12 @@ fn cases() -> Vec<Case> {
                 Some((1.0, false)),
                 Some((2.0, true)),
             ]
-            .map(|csam| Case { loss, csam })
+            .map(|csam| Case {
+                loss: loss.clone(),
+                csam,
+            })
         })
         .collect()
-}
-
-fn close(a: &Tensor, b: &Tensor, what: &str) {
-    let scale = b.abs().clamp_min(1.0);
-    let error = ((a - b).abs() / scale).max().double_value(&[]);
-    assert!(error < 1e-12, "{what}: relative error {error}\n{a}\n{b}");
 }
 
 #[test]
@@ -157,34 +176,14 @@ fn losses_and_their_csam_weighting_match_pytorch_float64() {
         assert!((want - got).abs() < 1e-12, "{want} vs {got}");
     }
     let dir = tempfile::tempdir().unwrap();
-    let (input_file, out_file) = (
-        dir.path().join("inputs.safetensors"),
-        dir.path().join("out.safetensors"),
-    );
-    Tensor::write_safetensors(&[("logits", &logits), ("targets", &targets)], &input_file).unwrap();
     let cases = cases();
-    let spec = serde_json::json!({
-        "inputs": input_file,
-        "out": out_file,
-        "cases": cases.iter().map(Case::json).collect::<Vec<_>>(),
-    });
-    let spec_file = dir.path().join("cases.json");
-    std::fs::write(&spec_file, spec.to_string()).unwrap();
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/loss_reference.py");
-    let output = std::process::Command::new(python)
-        .arg(script)
-        .arg(&spec_file)
-        .output()
-        .unwrap();
-    assert!(
-        output.status.success(),
-        "{}",
-        String::from_utf8_lossy(&output.stderr)
+    let reference = run_twin(
+        &python,
+        "loss_reference.py",
+        dir.path(),
+        &[("logits", &logits), ("targets", &targets)],
+        cases.iter().map(Case::json).collect(),
     );
-    let reference: std::collections::HashMap<String, Tensor> = Tensor::read_safetensors(&out_file)
-        .unwrap()
-        .into_iter()
-        .collect();
     for (i, case) in cases.iter().enumerate() {
         let what = case.json().to_string();
         let (value, grad) = case.rust(&logits, &targets);
@@ -206,15 +205,23 @@ fn focal_gamma_zero_label_smoothing_zero_and_csam_gamma_zero_are_the_plain_losse
         TrainingLoss::Focal(Focal { gamma: 0.0 }),
         TrainingLoss::LabelSmoothing(LabelSmoothing { epsilon: 0.0 }),
     ] {
-        let (value, grad) = Case { loss, csam: None }.rust(&logits, &targets);
+        let (value, grad) = Case {
+            loss: loss.clone(),
+            csam: None,
+        }
+        .rust(&logits, &targets);
         close(&value, &ce.0, loss.name());
         close(&grad, &ce.1, loss.name());
     }
     // CSAM with gamma 0 weights every example by 1: the loss itself (SAM).
     for loss in losses() {
-        let plain = Case { loss, csam: None }.rust(&logits, &targets);
+        let plain = Case {
+            loss: loss.clone(),
+            csam: None,
+        }
+        .rust(&logits, &targets);
         let csam = Case {
-            loss,
+            loss: loss.clone(),
             csam: Some((0.0, false)),
         }
         .rust(&logits, &targets);
@@ -275,6 +282,27 @@ fn parameters_outside_each_definition_are_refused() {
             margin: 10.0,
             alpha: -1.0,
         }),
+        TrainingLoss::Acls(Acls {
+            margin: -1.0,
+            ..Acls::default()
+        }),
+        TrainingLoss::Acls(Acls {
+            neg_lambda: -0.1,
+            ..Acls::default()
+        }),
+        TrainingLoss::PairwiseConstraints(PairwiseConstraints {
+            bdc_weight: f64::INFINITY,
+            bec_weight: 1.0,
+        }),
+        TrainingLoss::Mmce(Mmce { lambda: -2.0 }),
+        TrainingLoss::Mdca(Mdca {
+            beta: -1.0,
+            gamma: 0.0,
+        }),
+        TrainingLoss::Mdca(Mdca {
+            beta: 1.0,
+            gamma: -1.0,
+        }),
     ] {
         assert!(loss.validate().is_err(), "{loss:?}");
     }
@@ -287,4 +315,62 @@ fn parameters_outside_each_definition_are_refused() {
     for loss in losses() {
         assert!(loss.mean(&logits, &bad_targets).is_err(), "{loss:?}");
     }
+}
+
+#[test]
+fn batch_terms_and_class_counts_follow_their_definitions() {
+    let (logits, targets) = inputs();
+    let ce = cross_entropy(&logits, &targets).unwrap().double_value(&[]);
+    let value = |loss: &TrainingLoss, z: &Tensor, y: &Tensor| loss.mean(z, y).unwrap();
+    // MMCE_w is 0 on a batch without a wrong prediction (and without a right
+    // one): the loss is cross entropy there.
+    let predicted = logits.argmax(1, false);
+    let mmce = TrainingLoss::Mmce(Mmce::default());
+    for y in [&predicted, &((&predicted + 1).remainder(CLASSES as i64))] {
+        let z = logits.detach().set_requires_grad(true);
+        let loss = value(&mmce, &z, y);
+        let plain = cross_entropy(&logits, y).unwrap();
+        assert_eq!(loss.double_value(&[]), plain.double_value(&[]));
+    }
+    // With a right and a wrong prediction it is positive.
+    assert!(value(&mmce, &logits, &targets).double_value(&[]) > ce);
+    // MDCA is 0 when the mean probabilities equal the class frequencies:
+    // uniform logits on a batch holding every class once.
+    let uniform = Tensor::zeros([4, 4], (Kind::Double, Device::Cpu));
+    let each = Tensor::from_slice(&[0i64, 1, 2, 3]);
+    let mdca = TrainingLoss::Mdca(Mdca::default());
+    assert_eq!(
+        value(&mdca, &uniform, &each).double_value(&[]),
+        cross_entropy(&uniform, &each).unwrap().double_value(&[])
+    );
+    // Weights 0 leave the classification loss.
+    for loss in [
+        TrainingLoss::Mmce(Mmce { lambda: 0.0 }),
+        TrainingLoss::Mdca(Mdca {
+            beta: 0.0,
+            gamma: 0.0,
+        }),
+        TrainingLoss::Acls(Acls {
+            alpha: 0.0,
+            ..Acls::default()
+        }),
+        TrainingLoss::PairwiseConstraints(PairwiseConstraints {
+            bdc_weight: 0.0,
+            bec_weight: 0.0,
+        }),
+    ] {
+        let got = value(&loss, &logits, &targets).double_value(&[]);
+        assert!((got - ce).abs() < 1e-15, "{}: {got} vs {ce}", loss.name());
+    }
+    // CPC needs 3 classes, ACLS 2: fewer are refused, not turned into NaN.
+    let two = Tensor::zeros([2, 2], (Kind::Double, Device::Cpu));
+    let one = Tensor::zeros([2, 1], (Kind::Double, Device::Cpu));
+    let y = Tensor::from_slice(&[0i64, 0]);
+    let cpc = TrainingLoss::PairwiseConstraints(PairwiseConstraints::default());
+    let error = cpc.mean(&two, &y).unwrap_err().to_string();
+    assert!(error.contains("at least 3 classes"), "{error}");
+    let acls = TrainingLoss::Acls(Acls::default());
+    let error = acls.mean(&one, &y).unwrap_err().to_string();
+    assert!(error.contains("at least 2 classes"), "{error}");
+    assert!(acls.mean(&two, &y).unwrap().double_value(&[]).is_finite());
 }

@@ -7,19 +7,14 @@
 //! Needs the project venv's python (`<workspace>/.venv/bin/python`, or
 //! `CSAM_PYTHON`); skipped with a notice when it is absent.
 
+mod support;
+
 use csam_nn::model::{build_model_with, InputShape, Model, ModelKind, ModelOptions};
-use std::path::{Path, PathBuf};
+use std::path::Path;
+use support::python;
 use tch::{nn, nn::ModuleT, Device, Kind, Tensor};
 
 const TOLERANCE: f64 = 1e-5;
-
-fn python() -> Option<PathBuf> {
-    if let Some(p) = std::env::var_os("CSAM_PYTHON") {
-        return Some(PathBuf::from(p));
-    }
-    let venv = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../.venv/bin/python");
-    venv.exists().then_some(venv)
-}
 
 struct Case {
     kind: &'static str,

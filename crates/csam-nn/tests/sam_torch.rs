@@ -6,21 +6,16 @@
 //! Needs the project venv's python (`<workspace>/.venv/bin/python`, or
 //! `CSAM_PYTHON`); skipped with a notice when it is absent.
 
+mod support;
+
 use csam_nn::model::{build_model, InputShape};
 use csam_nn::optim::{Perturbation, SamConfig, SamStep, SecondLoss, Sgd, SgdConfig};
 use std::path::{Path, PathBuf};
+use support::python;
 use tch::{nn, Device, Kind, Tensor};
 
 const STEPS: i64 = 3;
 const TOLERANCE: f64 = 1e-10;
-
-fn python() -> Option<PathBuf> {
-    if let Some(p) = std::env::var_os("CSAM_PYTHON") {
-        return Some(PathBuf::from(p));
-    }
-    let venv = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../.venv/bin/python");
-    venv.exists().then_some(venv)
-}
 
 /// A Rust run whose result awaits the PyTorch reference.
 struct Pending {

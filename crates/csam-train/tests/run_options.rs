@@ -1,7 +1,9 @@
 //! Every update-rule option and training loss reaches a real training run
 //! and resumes bit-identically: `sam_every`, m-sharpness, clipping, ASAM,
-//! CSAM with a detached factor, AdamW, and focal loss, FLSD-53 and label
-//! smoothing under SGD, SAM and CSAM each train on digits, change the weights
+//! CSAM with a detached factor, AdamW, VASSO, and the training losses (focal,
+//! FLSD-53, AdaFocal, dual focal, MbLS, label smoothing, ACLS, CPC, MMCE,
+//! MDCA) and
+//! mixings (mixup, MIT-L) under SGD, SAM and CSAM each train on digits, change the weights
 //! against the same run without the option (so the option is not ignored),
 //! and a run stopped after epoch 1 and resumed ends with the same bytes as
 //! the uninterrupted one.
@@ -125,6 +127,39 @@ fn every_option_trains_changes_the_run_and_resumes_bit_identically() {
             "loss = \"label-smoothing\"\nsmoothing = 0.2\noptimizer = \"csam\"\n",
             "optimizer = \"csam\"\n",
         ),
+        // Small margins, so that the regularisers act within 2 epochs.
+        (
+            "acls-csam",
+            "loss = \"acls\"\nmargin = 1.0\noptimizer = \"csam\"\n",
+            "optimizer = \"csam\"\n",
+        ),
+        ("cpc", "loss = \"cpc\"\n", ""),
+        // The batch terms, in both passes and beside CSAM's weighting.
+        (
+            "mmce-sam",
+            "loss = \"mmce\"\noptimizer = \"sam\"\n",
+            "optimizer = \"sam\"\n",
+        ),
+        (
+            "mdca-csam",
+            "loss = \"mdca\"\noptimizer = \"csam\"\n",
+            "optimizer = \"csam\"\n",
+        ),
+        // AdaFocal's bins learnt after epoch 1 reach epoch 2 and, through
+        // the checkpoint, the resumed run.
+        (
+            "adafocal-csam",
+            "loss = \"adafocal\"\noptimizer = \"csam\"\n",
+            "optimizer = \"csam\"\n",
+        ),
+        // Mixed batches: the seeded draws replay on resume; m-sharpness
+        // splits the mixed batch.
+        ("mixup", "mixing = \"mixup\"\nmixup_alpha = 0.4\n", ""),
+        (
+            "mit-l-csam",
+            "mixing = \"mit-l\"\noptimizer = \"csam\"\nm = 16\n",
+            "optimizer = \"csam\"\nm = 16\n",
+        ),
     ];
     for (name, with, without) in cases {
         let option = spec(with);
@@ -158,6 +193,29 @@ fn every_option_trains_changes_the_run_and_resumes_bit_identically() {
             option,
             "{name}: config.toml holds the option"
         );
+    }
+}
+
+#[test]
+fn mixup_with_alpha_zero_is_plain_training_bit_for_bit() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let dir = tempfile::tempdir().unwrap();
+    for rule in ["sgd", "csam"] {
+        let (mixed, plain) = (
+            dir.path().join(format!("{rule}-alpha0")),
+            dir.path().join(rule),
+        );
+        let optimizer = format!("optimizer = \"{rule}\"\n");
+        train(
+            &spec(&format!(
+                "{optimizer}mixing = \"mixup\"\nmixup_alpha = 0.0\n"
+            )),
+            &mixed,
+            false,
+            None,
+        );
+        train(&spec(&optimizer), &plain, false, None);
+        assert_eq!(last_weights(&mixed), last_weights(&plain), "{rule}");
     }
 }
 

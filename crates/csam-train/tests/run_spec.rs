@@ -33,6 +33,10 @@ fn sample_value(name: &str, kind: ValueKind) -> toml::Value {
         "data" => V::String("fashion-mnist".into()),
         "model" => V::String("mlp".into()),
         "loss" => V::String("flsd".into()),
+        "mixing" => V::String("mit-l".into()),
+        "mit_margin" => V::Float(0.25),
+        "adafocal_gamma_max" => V::Float(10.0),
+        "adafocal_gamma_min" => V::Float(-1.0),
         "base_optimizer" => V::String("sgd".into()),
         "schedule" => V::String("step".into()),
         "optimizer" => V::String("csam".into()),
@@ -134,6 +138,7 @@ fn every_key_on_a_branch_that_does_not_read_it_is_refused() {
                 "base_optimizer" => ["sgd", "adamw"].as_slice(),
                 "model" => ["mlp", "cnn", "resnet20"].as_slice(),
                 "loss" => csam_nn::loss::TrainingLoss::NAMES,
+                "mixing" => ["none", "mixup", "mit-l"].as_slice(),
                 other => panic!("selector {other} has no branch list here"),
             })
             .unwrap();
@@ -305,6 +310,100 @@ fn bad_values_are_refused_naming_the_key() {
         (
             vec![("loss", "mbls".into()), ("margin_weight", V::Float(-0.1))],
             "margin_weight",
+        ),
+        (
+            vec![("loss", "acls".into()), ("margin", V::Float(-1.0))],
+            "margin",
+        ),
+        (
+            vec![("loss", "acls".into()), ("acls_pos_lambda", V::Float(-1.0))],
+            "acls_pos_lambda",
+        ),
+        (
+            vec![("loss", "acls".into()), ("acls_neg_lambda", V::Float(-1.0))],
+            "acls_neg_lambda",
+        ),
+        (
+            vec![("loss", "cpc".into()), ("cpc_bdc_weight", V::Float(-1.0))],
+            "cpc_bdc_weight",
+        ),
+        (
+            vec![("loss", "cpc".into()), ("cpc_bec_weight", V::Float(-1.0))],
+            "cpc_bec_weight",
+        ),
+        (
+            vec![("loss", "mmce".into()), ("mmce_lambda", V::Float(-2.0))],
+            "mmce_lambda",
+        ),
+        (
+            vec![("loss", "mdca".into()), ("mdca_beta", V::Float(-1.0))],
+            "mdca_beta",
+        ),
+        (
+            vec![("loss", "mdca".into()), ("focal_gamma", V::Float(-1.0))],
+            "focal_gamma",
+        ),
+        (
+            vec![
+                ("loss", "adafocal".into()),
+                ("adafocal_lambda", V::Float(0.0)),
+            ],
+            "adafocal_lambda",
+        ),
+        (
+            vec![
+                ("loss", "adafocal".into()),
+                ("adafocal_bins", V::Integer(0)),
+            ],
+            "adafocal_bins",
+        ),
+        (
+            vec![
+                ("loss", "adafocal".into()),
+                ("adafocal_switch", V::Float(-0.2)),
+            ],
+            "adafocal_switch",
+        ),
+        (
+            vec![
+                ("loss", "adafocal".into()),
+                ("adafocal_gamma_min", V::Float(0.5)),
+            ],
+            "adafocal_gamma_min",
+        ),
+        (
+            vec![
+                ("loss", "adafocal".into()),
+                ("adafocal_gamma_max", V::Float(0.1)),
+            ],
+            "adafocal_gamma_max",
+        ),
+        (
+            vec![
+                ("loss", "adafocal".into()),
+                ("adafocal_initial_gamma", V::Float(30.0)),
+            ],
+            "adafocal_initial_gamma",
+        ),
+        (
+            vec![("mixing", "mixup".into()), ("mixup_alpha", V::Float(-0.5))],
+            "mixup_alpha",
+        ),
+        (
+            vec![("mixing", "mit-l".into()), ("mixup_alpha", V::Float(0.0))],
+            "mixup_alpha",
+        ),
+        (
+            vec![("mixing", "mit-l".into()), ("mit_margin", V::Float(1.0))],
+            "mit_margin",
+        ),
+        (
+            vec![
+                ("mixing", "mixup".into()),
+                ("optimizer", "sam".into()),
+                ("track_theory", V::Boolean(true)),
+            ],
+            "track_theory",
         ),
         (
             vec![

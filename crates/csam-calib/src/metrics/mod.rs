@@ -58,7 +58,7 @@ fn check_predictions<T: Real>(probs: ArrayView2<'_, T>, labels: &[usize]) -> Res
 }
 
 /// `(confidence, prediction == label)` of every row, in one pass over the matrix.
-fn confidence_hits<'a, 'b, T: Real>(
+pub fn confidence_hits<'a, 'b, T: Real>(
     probs: ArrayView2<'a, T>,
     labels: &'b [usize],
 ) -> impl Iterator<Item = Result<(f64, bool)>> + use<'a, 'b, T> {

@@ -6,6 +6,7 @@ use anyhow::Context;
 use clap::Args;
 use csam_lab::experiment::compare::{self, CompareDir, CompareRequest, CompareSettings};
 use csam_lab::experiment::method::Method;
+use csam_lab::experiment::method_settings::MethodSettings;
 
 use crate::progress::Terminal;
 
@@ -20,17 +21,23 @@ use super::file_url::open_line;
 #[command(args_override_self = true)]
 pub struct CompareArgs {
     /// Methods, comma-separated (default sgd,sam,csam): an update rule (sgd, sam, asam,
-    /// csam, vasso) with cross entropy, a training loss (focal, flsd, ls, dual-focal, mbls: focal
-    /// loss with gamma 3, FLSD-53, label smoothing 0.1, dual focal loss with gamma 5, MbLS
-    /// with margin 10 and weight 0.1) with SGD, or LOSS+RULE, e.g. focal+sam, ls+csam.
+    /// csam, vasso) with cross entropy, a training loss (focal, flsd, ls, dual-focal, mbls,
+    /// acls, cpc, mmce, mdca, at their authors' defaults: docs/losses.md) with SGD, or
+    /// LOSS+RULE, e.g. focal+sam, acls+csam.
     #[arg(long, value_delimiter = ',', value_name = "LIST", action = clap::ArgAction::Set)]
     methods: Option<Vec<Method>>,
-    /// SAM / ASAM / CSAM perturbation radius (default 0.05, the paper's).
+    /// Perturbation radius of SAM, CSAM and VASSO (default 0.05, the paper's); ASAM has its
+    /// own, 0.5 (Kwon et al. 2021), unless --methods-file sets it.
     #[arg(long)]
     rho: Option<f64>,
     /// CSAM's gamma (default 1, the paper's).
     #[arg(long)]
     gamma: Option<f64>,
+    /// TOML file of each method's own settings: a table per method name holding loss and
+    /// update-rule keys of `csam train` (e.g. `[asam]` `rho = 1.0`, `["focal+csam"]`
+    /// `focal_gamma = 1.0`), over the built-in ones and --rho / --gamma.
+    #[arg(long, value_name = "FILE")]
+    methods_file: Option<std::path::PathBuf>,
     #[command(flatten)]
     shared: SharedArgs,
 }
@@ -39,9 +46,18 @@ impl CompareArgs {
     /// The defaults overlaid by the given flags.
     fn settings(&self) -> anyhow::Result<CompareSettings> {
         let defaults = CompareSettings::default();
+        let methods = self.methods.clone().unwrap_or(defaults.methods);
+        let mut method_settings = MethodSettings::builtin();
+        if let Some(path) = &self.methods_file {
+            let text = std::fs::read_to_string(path)
+                .with_context(|| format!("reading the methods file {}", path.display()))?;
+            let file = MethodSettings::parse(&text, &path.display().to_string())?;
+            method_settings = method_settings.overridden_by(file);
+        }
         Ok(CompareSettings {
             shared: self.shared.settings()?,
-            methods: self.methods.clone().unwrap_or(defaults.methods),
+            method_settings: method_settings.of(&methods),
+            methods,
             rho: self.rho.unwrap_or(defaults.rho),
             gamma: self.gamma.unwrap_or(defaults.gamma),
         })

@@ -1,5 +1,6 @@
-//! The flags `csam compare` and `csam sweep` share: data, model, length,
-//! seeds, the shared hyperparameters, device and output directory.
+//! The flags the experiments share: data, model, length, seeds, device and
+//! output directory ([`RunArgs`], every experiment), and the shared
+//! hyperparameters ([`SharedArgs`], those that do not tune them).
 
 use std::path::PathBuf;
 
@@ -13,10 +14,12 @@ use csam_train::spec::Runtime;
 
 use super::parallel::train_in_processes;
 
-/// Flags every experiment over many runs takes.
+/// Flags every experiment over many runs takes: `csam compare` and `csam
+/// sweep` through [`SharedArgs`], `csam grid` (which tunes the lr and weight
+/// decay itself) directly.
 #[derive(Debug, Args)]
-pub struct SharedArgs {
-    /// Seeds, comma-separated (default 0,1,2).
+pub struct RunArgs {
+    /// Seeds, comma-separated (default 0,1,2; csam grid: 0).
     #[arg(
         long,
         value_delimiter = ',',
@@ -31,24 +34,14 @@ pub struct SharedArgs {
     /// Data set: fashion-mnist-full (the whole of Fashion-MNIST, bundled), fashion-mnist
     /// (its bundled 10,000-image subset), digits, idx:DIR, cifar10:DIR, folder:DIR, ...
     /// (default fashion-mnist-full).
-    #[arg(long, value_name = "SPEC", conflicts_with = "full")]
+    #[arg(long, value_name = "SPEC")]
     data: Option<String>,
-    /// The same as `--data fashion-mnist-full` (the whole of Fashion-MNIST), which is
-    /// now the default; kept so that commands written for the subset default still run.
-    #[arg(long)]
-    full: bool,
     /// Model: mlp, cnn, resnet20, ... (default mlp).
     #[arg(long)]
     model: Option<String>,
     /// Epochs of every run (default 20).
     #[arg(long)]
     epochs: Option<usize>,
-    /// Peak learning rate of every run (default 0.05).
-    #[arg(long)]
-    lr: Option<f64>,
-    /// Weight decay of every run (default 5e-4).
-    #[arg(long)]
-    weight_decay: Option<f64>,
     /// Mini-batch size (default 128).
     #[arg(long)]
     batch_size: Option<usize>,
@@ -60,11 +53,11 @@ pub struct SharedArgs {
     augment: Option<bool>,
     /// cpu, cuda or cuda:N (default: cuda when available).
     #[arg(long)]
-    pub device: Option<String>,
+    device: Option<String>,
     /// CPU threads of libtorch. One by default: the default runs are small, and on a
     /// shared machine libtorch's threads wait on each other (measured 9x slower with 2).
     #[arg(long, default_value_t = 1)]
-    pub threads: usize,
+    threads: usize,
     /// Runs trained at once, each by its own `csam train` process with --threads threads
     /// (default: on the CPU, the machine's cores divided by --threads; on a GPU, 1). Every
     /// run gives the same numbers as when the runs train one after the other.
@@ -74,6 +67,24 @@ pub struct SharedArgs {
     /// settings reuses finished runs and resumes interrupted ones.
     #[arg(long, value_name = "DIR")]
     out: Option<PathBuf>,
+}
+
+/// Flags of `csam compare` and `csam sweep`: [`RunArgs`] and the
+/// hyperparameters every run shares.
+#[derive(Debug, Args)]
+pub struct SharedArgs {
+    #[command(flatten)]
+    run: RunArgs,
+    /// The same as `--data fashion-mnist-full` (the whole of Fashion-MNIST), which is
+    /// now the default; kept so that commands written for the subset default still run.
+    #[arg(long, conflicts_with = "data")]
+    full: bool,
+    /// Peak learning rate of every run (default 0.05).
+    #[arg(long)]
+    lr: Option<f64>,
+    /// Weight decay of every run (default 5e-4).
+    #[arg(long)]
+    weight_decay: Option<f64>,
     /// Log the paper's per-step theory diagnostics (theory.jsonl) of the SAM and
     /// CSAM runs (see `csam train --track-theory`).
     #[arg(long)]
@@ -87,11 +98,44 @@ impl SharedArgs {
     /// The defaults overlaid by the given flags.
     pub fn settings(&self) -> anyhow::Result<SharedSettings> {
         let defaults = SharedSettings::default();
-        let data = match (&self.data, self.full) {
-            (Some(data), _) => data.clone(),
-            (None, true) => DatasetSpec::FashionMnistFull.to_string(),
-            (None, false) => defaults.data.clone(),
+        let data = match self.full {
+            true => DatasetSpec::FashionMnistFull.to_string(),
+            false => defaults.data.clone(),
         };
+        let settings = self.run.settings(SharedSettings { data, ..defaults })?;
+        Ok(SharedSettings {
+            lr: self.lr.unwrap_or(settings.lr),
+            weight_decay: self.weight_decay.unwrap_or(settings.weight_decay),
+            track_theory: self.track_theory,
+            ..settings
+        })
+    }
+
+    /// See [`RunArgs::runtime`].
+    pub fn runtime(&self) -> Runtime {
+        self.run.runtime()
+    }
+
+    /// See [`RunArgs::jobs`].
+    pub fn jobs(&self) -> anyhow::Result<usize> {
+        self.run.jobs()
+    }
+
+    /// See [`RunArgs::train_ahead`].
+    pub fn train_ahead(&self, jobs: usize, unfinished: &[PlannedRun]) -> anyhow::Result<()> {
+        self.run.train_ahead(jobs, unfinished)
+    }
+
+    /// See [`RunArgs::out`].
+    pub fn out(&self, kind: &str, settings: &SharedSettings) -> PathBuf {
+        self.run.out(kind, settings)
+    }
+}
+
+impl RunArgs {
+    /// `defaults` overlaid by the given flags.
+    pub fn settings(&self, defaults: SharedSettings) -> anyhow::Result<SharedSettings> {
+        let data = self.data.clone().unwrap_or(defaults.data);
         let val_size = match self.val_size {
             Some(size) => size,
             None => default_val_size(&data)?,
@@ -100,7 +144,7 @@ impl SharedArgs {
             (Some(seeds), _) => seeds.clone(),
             (None, Some(0)) => anyhow::bail!("--n-seeds must be at least 1"),
             (None, Some(n)) => (0..n).collect(),
-            (None, None) => defaults.seeds.clone(),
+            (None, None) => defaults.seeds,
         };
         Ok(SharedSettings {
             data,
@@ -109,12 +153,14 @@ impl SharedArgs {
             seeds,
             val_size,
             batch_size: self.batch_size.unwrap_or(defaults.batch_size),
-            lr: self.lr.unwrap_or(defaults.lr),
-            weight_decay: self.weight_decay.unwrap_or(defaults.weight_decay),
             augment: self.augment.unwrap_or(defaults.augment),
-            track_theory: self.track_theory,
-            metrics: defaults.metrics,
+            ..defaults
         })
+    }
+
+    /// Whether `--val-size` was given (a default one depends on the data).
+    pub fn val_size_given(&self) -> bool {
+        self.val_size.is_some()
     }
 
     /// How one process runs each run: `--device` and `--threads`.

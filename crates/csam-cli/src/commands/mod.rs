@@ -6,6 +6,7 @@ pub mod corrupt;
 pub mod eval;
 mod experiment_args;
 mod file_url;
+pub mod grid;
 pub mod metrics;
 mod parallel;
 pub mod report;
@@ -40,6 +41,8 @@ pub enum Command {
     Sharpness(sharpness::SharpnessArgs),
     /// Train CSAM over a rho x gamma grid: the paper's rho x gamma table and figures.
     Sweep(Box<sweep::SweepArgs>),
+    /// Train SGD over an lr x weight decay grid and choose the pair by validation accuracy.
+    Grid(Box<grid::GridArgs>),
     /// Rewrite report.html and the figures of a compare or sweep directory, without training.
     Report(report::ReportArgs),
 }
@@ -55,6 +58,7 @@ pub fn run(command: Command) -> anyhow::Result<()> {
         Command::Compare(args) => compare::run(*args),
         Command::Sharpness(args) => sharpness::run(args),
         Command::Sweep(args) => sweep::run(*args),
+        Command::Grid(args) => grid::run(*args),
         Command::Report(args) => report::run(args),
     }
 }

@@ -26,6 +26,34 @@ pub const DIGITS_MLP: &[&str] = &[
     "--quiet",
 ];
 
+/// Runs the `csam` binary with `args` to the end.
+#[allow(dead_code)] // not every test binary runs it this way
+pub fn csam(args: &[&str]) -> Output {
+    std::process::Command::new(env!("CARGO_BIN_EXE_csam"))
+        .args(args)
+        .output()
+        .expect("the csam binary runs")
+}
+
+/// Asserts that `rerun`, an experiment run again over its directory,
+/// retrains nothing: it succeeds, reports each of its `runs` runs reused,
+/// starts none, and leaves `model` (one run's weights) untouched.
+#[allow(dead_code)] // only the experiment tests rerun
+pub fn assert_rerun_reuses(model: &std::path::Path, runs: usize, rerun: impl FnOnce() -> Output) {
+    let modified = || std::fs::metadata(model).unwrap().modified().unwrap();
+    let stamp = modified();
+    let again = rerun();
+    assert!(again.status.success(), "{}", text(&again));
+    let stdout = String::from_utf8_lossy(&again.stdout);
+    assert_eq!(
+        stdout.matches("reused finished run").count(),
+        runs,
+        "{stdout}"
+    );
+    assert!(!stdout.contains("training into"), "{stdout}");
+    assert_eq!(modified(), stamp);
+}
+
 /// Exit status, stdout and stderr of a finished `csam`, for assertion messages.
 pub fn text(output: &Output) -> String {
     format!(

@@ -14,6 +14,7 @@ use std::time::Instant;
 use serde::{Deserialize, Serialize};
 
 use super::method::Method;
+use super::method_settings::MethodSettings;
 use super::posthoc::calibrate_run;
 use super::report;
 use super::results::{aggregate, csv, CompareResults, RunRecord, SCHEMA};
@@ -43,10 +44,14 @@ pub struct CompareSettings {
     pub shared: SharedSettings,
     /// The methods, in table order.
     pub methods: Vec<Method>,
-    /// Perturbation radius of SAM, ASAM and CSAM.
+    /// Perturbation radius of the SAM family's methods without their own.
     pub rho: f64,
-    /// CSAM's gamma.
+    /// CSAM's gamma, for the methods without their own.
     pub gamma: f64,
+    /// Each method's own settings (loss and update-rule keys), layered over
+    /// the shared ones; left out of `compare.json` when none.
+    #[serde(default, skip_serializing_if = "MethodSettings::is_empty")]
+    pub method_settings: MethodSettings,
 }
 
 impl Default for CompareSettings {
@@ -63,6 +68,7 @@ impl Default for CompareSettings {
             ],
             rho: 0.05,
             gamma: 1.0,
+            method_settings: MethodSettings::default(),
         }
     }
 }
@@ -73,8 +79,10 @@ impl CompareSettings {
         let mut spec = self
             .shared
             .run_spec(method.rule, self.rho, self.gamma, seed)?;
-        spec.loss = method.loss();
-        Ok(spec)
+        (spec.loss, spec.mixing) = method.objective();
+        // The theory diagnostics are defined on unmixed batches.
+        spec.track_theory &= spec.mixing.is_none();
+        self.method_settings.apply(method, spec)
     }
 
     /// Refuses an empty or repeated method or seed list and any setting a

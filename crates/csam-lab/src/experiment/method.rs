@@ -1,37 +1,64 @@
-//! A method of a comparison: a training loss under an update rule, named as
-//! on the command line. `sgd`, `sam`, `asam` and `csam` train cross entropy
-//! with that rule; a loss's name alone (`focal`) trains it with SGD, and
-//! `LOSS+RULE` (`focal+csam`) with the rule. The losses take their default
-//! parameters (docs/losses.md); every method of a comparison shares its
-//! data, model, epochs, base optimiser, radius, gamma and seeds.
+//! A method of a comparison: a training objective (a loss, and how batches
+//! are fed: as they are, mixed up, MIT-L) under an update rule, named as on
+//! the command line. `sgd`, `sam`, `asam`, `csam` and `vasso` train cross
+//! entropy with that rule; an objective's name alone (`focal`, `mixup`)
+//! trains it with SGD, and `NAME+RULE` (`focal+csam`) with the rule. The
+//! objectives take their default parameters (docs/losses.md); every method
+//! of a comparison shares its data, model, epochs, base optimiser and seeds.
 
 use std::fmt;
 use std::str::FromStr;
 
-use csam_nn::loss::{DualFocal, Flsd, Focal, LabelSmoothing, MarginLabelSmoothing, TrainingLoss};
+use csam_nn::loss::{
+    Acls, AdaFocal, DualFocal, Flsd, Focal, LabelSmoothing, MarginLabelSmoothing, Mdca, Mmce,
+    PairwiseConstraints, TrainingLoss,
+};
+use csam_nn::mixing::Mixing;
 use csam_train::spec::OptimizerFamily;
 
-/// A loss with its default parameters.
-type WithDefaults = fn() -> TrainingLoss;
+/// What a method trains besides its rule: a loss and a mixing, at their
+/// default parameters.
+type WithDefaults = fn() -> (TrainingLoss, Mixing);
 
-/// The losses a comparison pairs with update rules: the method name of each
-/// and the loss with its default parameters. A new loss is one line here.
-const LOSSES: &[(&str, WithDefaults)] = &[
-    ("focal", || TrainingLoss::Focal(Focal::default())),
-    ("flsd", || TrainingLoss::Flsd(Flsd {})),
+/// `loss` on batches as they are.
+const fn plain(loss: TrainingLoss) -> (TrainingLoss, Mixing) {
+    (loss, Mixing::None)
+}
+
+/// The objectives a comparison pairs with update rules: the method name of
+/// each and its loss and mixing with their default parameters. A new one is
+/// one line here.
+const OBJECTIVES: &[(&str, WithDefaults)] = &[
+    ("focal", || plain(TrainingLoss::Focal(Focal::default()))),
+    ("flsd", || plain(TrainingLoss::Flsd(Flsd {}))),
+    ("adafocal", || {
+        plain(TrainingLoss::AdaFocal(AdaFocal::default()))
+    }),
     ("ls", || {
-        TrainingLoss::LabelSmoothing(LabelSmoothing::default())
+        plain(TrainingLoss::LabelSmoothing(LabelSmoothing::default()))
     }),
     ("dual-focal", || {
-        TrainingLoss::DualFocal(DualFocal::default())
+        plain(TrainingLoss::DualFocal(DualFocal::default()))
     }),
     ("mbls", || {
-        TrainingLoss::MarginLabelSmoothing(MarginLabelSmoothing::default())
+        plain(TrainingLoss::MarginLabelSmoothing(
+            MarginLabelSmoothing::default(),
+        ))
     }),
+    ("acls", || plain(TrainingLoss::Acls(Acls::default()))),
+    ("cpc", || {
+        plain(TrainingLoss::PairwiseConstraints(
+            PairwiseConstraints::default(),
+        ))
+    }),
+    ("mmce", || plain(TrainingLoss::Mmce(Mmce::default()))),
+    ("mdca", || plain(TrainingLoss::Mdca(Mdca::default()))),
+    ("mixup", || (TrainingLoss::default(), Mixing::mixup())),
+    ("mit-l", || (TrainingLoss::default(), Mixing::mit_l())),
 ];
 
-/// A training loss (cross entropy when `loss` is None, otherwise a name of
-/// [`LOSSES`]) under an update rule.
+/// A training objective (cross entropy on batches as they are when `loss`
+/// is None, otherwise a name of [`OBJECTIVES`]) under an update rule.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Method {
     loss: Option<&'static str>,
@@ -45,17 +72,12 @@ impl Method {
         Method { loss: None, rule }
     }
 
-    /// The training loss, with its default parameters.
-    pub fn loss(&self) -> TrainingLoss {
-        LOSSES
+    /// The training loss and the mixing, with their default parameters.
+    pub fn objective(&self) -> (TrainingLoss, Mixing) {
+        OBJECTIVES
             .iter()
             .find(|(name, _)| Some(*name) == self.loss)
-            .map_or_else(TrainingLoss::default, |(_, loss)| loss())
-    }
-
-    /// Whether the loss is cross entropy (the paper's theory is about it).
-    pub fn is_cross_entropy(&self) -> bool {
-        self.loss.is_none()
+            .map_or_else(|| plain(TrainingLoss::default()), |(_, made)| made())
     }
 }
 
@@ -81,7 +103,7 @@ impl FromStr for Method {
         };
         let loss = loss
             .map(|name| {
-                LOSSES
+                OBJECTIVES
                     .iter()
                     .find(|(known, _)| *known == name)
                     .map(|(known, _)| *known)
@@ -97,10 +119,10 @@ impl FromStr for Method {
 }
 
 fn unknown(text: &str) -> String {
-    let losses: Vec<&str> = LOSSES.iter().map(|(name, _)| *name).collect();
+    let losses: Vec<&str> = OBJECTIVES.iter().map(|(name, _)| *name).collect();
     format!(
-        "unknown method {text:?}: a rule (sgd, sam, asam, csam, vasso), a loss ({}) or LOSS+RULE \
-         such as focal+csam",
+        "unknown method {text:?}: a rule (sgd, sam, asam, csam, vasso), a loss or mixing ({}) \
+         or NAME+RULE such as focal+csam",
         losses.join(", ")
     )
 }
@@ -133,13 +155,36 @@ mod tests {
             ("flsd+asam", "flsd", OptimizerFamily::Asam),
             ("dual-focal+csam", "dual-focal", OptimizerFamily::Csam),
             ("mbls+sam", "mbls", OptimizerFamily::Sam),
+            ("acls+csam", "acls", OptimizerFamily::Csam),
+            ("cpc", "cpc", OptimizerFamily::Sgd),
+            ("mmce+sam", "mmce", OptimizerFamily::Sam),
+            ("mdca+csam", "mdca", OptimizerFamily::Csam),
+            ("mixup", "cross-entropy", OptimizerFamily::Sgd),
+            ("adafocal+csam", "adafocal", OptimizerFamily::Csam),
+            ("mit-l+csam", "cross-entropy", OptimizerFamily::Csam),
         ] {
             let method: Method = text.parse().unwrap();
             assert_eq!(method.to_string(), text);
-            assert_eq!((method.loss().name(), method.rule), (loss, rule), "{text}");
+            assert_eq!(
+                (method.objective().0.name(), method.rule),
+                (loss, rule),
+                "{text}"
+            );
             let json = serde_json::to_string(&method).unwrap();
             assert_eq!(serde_json::from_str::<Method>(&json).unwrap(), method);
         }
+        assert_eq!(
+            "mixup".parse::<Method>().unwrap().objective().1,
+            Mixing::mixup()
+        );
+        assert_eq!(
+            "mit-l+sam".parse::<Method>().unwrap().objective().1,
+            Mixing::mit_l()
+        );
+        assert_eq!(
+            "focal".parse::<Method>().unwrap().objective().1,
+            Mixing::None
+        );
         assert_eq!(
             "Focal+CSAM".parse::<Method>().unwrap().to_string(),
             "focal+csam"

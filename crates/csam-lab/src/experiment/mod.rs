@@ -7,10 +7,13 @@
 //!   calibration fitted on the validation split.
 //! - [`sweep`] trains CSAM over a rho x gamma grid (the paper's rho x gamma
 //!   table and its rho and gamma figures).
+//! - [`grid`] trains SGD over an lr x weight decay grid and chooses the pair
+//!   with the best validation accuracy: the lr and weight decay the
+//!   comparison then shares (paper §5.1).
 //! - [`report`] writes each experiment's figures and self-contained
 //!   `report.html`.
 //!
-//! Both experiments share [`settings`] (the settings every run shares, the
+//! The experiments share [`settings`] (the settings every run shares, the
 //! directory identified by its settings file) and [`runs`] (train a run or
 //! reuse it when it finished).
 //!
@@ -29,7 +32,9 @@
 //! - `report.html`: all of it on one self-contained page.
 
 pub mod compare;
+pub mod grid;
 pub mod method;
+pub mod method_settings;
 pub mod posthoc;
 pub mod report;
 pub mod results;

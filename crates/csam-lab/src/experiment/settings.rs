@@ -153,6 +153,18 @@ pub(crate) fn repeated<T: PartialEq + Copy>(items: &[T]) -> Option<T> {
         .map(|(_, item)| *item)
 }
 
+/// Refuses an empty list of grid values for `key`, or one that names a value
+/// twice (its runs would share a directory and count twice in a cell).
+pub(crate) fn check_grid_axis(key: &'static str, values: &[f64]) -> Result<()> {
+    if values.is_empty() {
+        return Err(invalid(key, String::new(), "name at least one value"));
+    }
+    match repeated(values) {
+        Some(v) => Err(invalid(key, v.to_string(), "a value is listed twice")),
+        None => Ok(()),
+    }
+}
+
 /// The top-level keys in which the JSON forms of `ours` and `theirs` differ.
 pub fn differences<S: Serialize>(ours: &S, theirs: &S) -> Vec<String> {
     let (Ok(ours), Ok(theirs)) = (serde_json::to_value(ours), serde_json::to_value(theirs)) else {

@@ -3,7 +3,7 @@
 
 use tch::Tensor;
 
-use super::{gather_true, log_probs, true_class_log_probs, LossError, TrainingLoss};
+use super::{gather_true, true_class_log_probs, LossError, Scores, TrainingLoss};
 
 /// The CSAM loss of the paper (Eq. "refined loss function"; the choices it
 /// leaves open: docs/conventions.md, "CSAM's loss").
@@ -63,31 +63,34 @@ impl CsamLoss {
         factor.where_scalarother(&p.gt(0.5), 1.0)
     }
 
-    /// CSAM's second pass with any training loss: `mean_i w_i l_i`, the
+    /// CSAM's second pass with any training loss: `mean_i w_i l_i + R`, the
     /// loss's per-example terms weighted by [`CsamLoss::weights`] of the
-    /// true-class probabilities at theta~. With cross entropy this is
-    /// [`CsamLoss::loss`], computed the same way, bit for bit.
+    /// true-class probabilities at theta~, plus its batch term `R` unweighted
+    /// (a regulariser of the whole batch has no example to weight). With
+    /// cross entropy this is [`CsamLoss::loss`], computed the same way, bit
+    /// for bit.
     pub fn weighted(
         &self,
         loss: &TrainingLoss,
         logits: &Tensor,
         targets: &Tensor,
     ) -> Result<Tensor, LossError> {
-        self.weighted_of(loss, &log_probs(logits, targets)?, targets)
+        self.weighted_of(loss, &Scores::new(logits, targets)?, targets)
     }
 
-    /// [`CsamLoss::weighted`] from [`log_probs`] `[B, K]`.
+    /// [`CsamLoss::weighted`] from [`Scores`].
     pub fn weighted_of(
         &self,
         loss: &TrainingLoss,
-        log_probs: &Tensor,
+        scores: &Scores,
         targets: &Tensor,
     ) -> Result<Tensor, LossError> {
-        let log_p_true = gather_true(log_probs, targets)?;
+        let log_p_true = gather_true(&scores.log_probs, targets)?;
         if loss.is_cross_entropy() {
             return Ok(self.of_log_probs(&log_p_true));
         }
         let weights = self.weights(&log_p_true);
-        Ok((weights * loss.per_example(log_probs, targets)?).f_mean(None)?)
+        let weighted = weights * loss.per_example(scores, targets)?;
+        loss.with_batch_term(&weighted, scores, targets)
     }
 }

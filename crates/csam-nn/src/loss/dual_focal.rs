@@ -2,7 +2,7 @@
 
 use tch::Tensor;
 
-use super::{gather_true, ExampleLoss, LossError};
+use super::{gather_true, ExampleLoss, LossError, Scores};
 
 /// Dual focal loss (Tao, Dong and Xu 2023, "Dual focal loss for
 /// calibration", ICML): `l = -(1 - p_y + p_j)^gamma log p_y`, the batch mean,
@@ -49,7 +49,8 @@ impl ExampleLoss for DualFocal {
         }
     }
 
-    fn per_example(&self, log_probs: &Tensor, targets: &Tensor) -> Result<Tensor, LossError> {
+    fn per_example(&self, scores: &Scores, targets: &Tensor) -> Result<Tensor, LossError> {
+        let log_probs = &scores.log_probs;
         let log_p = gather_true(log_probs, targets)?;
         let probs = log_probs.f_exp()?;
         let below = probs.f_lt_tensor(&log_p.f_exp()?.f_unsqueeze(1)?)?;

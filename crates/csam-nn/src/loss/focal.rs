@@ -3,7 +3,7 @@
 
 use tch::Tensor;
 
-use super::{gather_true, ExampleLoss, LossError};
+use super::{gather_true, ExampleLoss, LossError, Scores};
 
 /// `(1 - p)^gamma` from `log p`, with `1 - p = -expm1(log p)` (exact for `p`
 /// near 1, where `1 - exp(log p)` loses its digits). The factor keeps its
@@ -57,7 +57,8 @@ impl ExampleLoss for Focal {
         }
     }
 
-    fn per_example(&self, log_probs: &Tensor, targets: &Tensor) -> Result<Tensor, LossError> {
+    fn per_example(&self, scores: &Scores, targets: &Tensor) -> Result<Tensor, LossError> {
+        let log_probs = &scores.log_probs;
         let log_p = gather_true(log_probs, targets)?;
         Ok(-(focal_factor(&log_p, self.gamma)? * &log_p))
     }
@@ -87,7 +88,8 @@ impl ExampleLoss for Flsd {
         Ok(())
     }
 
-    fn per_example(&self, log_probs: &Tensor, targets: &Tensor) -> Result<Tensor, LossError> {
+    fn per_example(&self, scores: &Scores, targets: &Tensor) -> Result<Tensor, LossError> {
+        let log_probs = &scores.log_probs;
         let log_p = gather_true(log_probs, targets)?;
         let below = log_p.f_exp()?.f_lt(Flsd::THRESHOLD)?;
         let factor = focal_factor(&log_p, Flsd::GAMMA_BELOW)?

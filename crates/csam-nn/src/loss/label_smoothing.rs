@@ -2,7 +2,7 @@
 
 use tch::Tensor;
 
-use super::{gather_true, ExampleLoss, LossError};
+use super::{gather_true, ExampleLoss, LossError, Scores};
 
 /// Label smoothing (Szegedy et al. 2016, "Rethinking the Inception
 /// architecture", Section 7; for calibration Muller et al. 2019, "When does
@@ -48,7 +48,8 @@ impl ExampleLoss for LabelSmoothing {
         }
     }
 
-    fn per_example(&self, log_probs: &Tensor, targets: &Tensor) -> Result<Tensor, LossError> {
+    fn per_example(&self, scores: &Scores, targets: &Tensor) -> Result<Tensor, LossError> {
+        let log_probs = &scores.log_probs;
         let true_term = -gather_true(log_probs, targets)?;
         let uniform_term = -log_probs.f_mean_dim(1, false, None)?;
         Ok(true_term * (1.0 - self.epsilon) + uniform_term * self.epsilon)

@@ -2,7 +2,7 @@
 
 use tch::Tensor;
 
-use super::{gather_true, ExampleLoss, LossError};
+use super::{gather_true, ExampleLoss, LossError, Scores};
 
 /// MbLS, margin-based label smoothing (Liu, Ben Ayed, Galdran and Dolz 2022,
 /// "The devil is in the margins: margin-based label smoothing for network
@@ -61,7 +61,8 @@ impl ExampleLoss for MarginLabelSmoothing {
         Ok(())
     }
 
-    fn per_example(&self, log_probs: &Tensor, targets: &Tensor) -> Result<Tensor, LossError> {
+    fn per_example(&self, scores: &Scores, targets: &Tensor) -> Result<Tensor, LossError> {
+        let log_probs = &scores.log_probs;
         let cross_entropy = -gather_true(log_probs, targets)?;
         let (largest, _) = log_probs.f_max_dim(1, true)?;
         let hinge = (largest - log_probs - self.margin)

@@ -7,24 +7,37 @@
 //! logits give a float64 loss, unlike `Tensor::cross_entropy_for_logits`,
 //! which computes in float32). A training loss is the batch mean of
 //! per-example terms `l_i` ([`ExampleLoss::per_example`]), so that CSAM can
-//! weight each example's term in its second pass (see [`CsamLoss::weights`]).
+//! weight each example's term in its second pass (see [`CsamLoss::weights`]),
+//! plus, for the regularisers defined on a whole batch (MMCE, MDCA), a batch
+//! term `R` ([`ExampleLoss::batch_term`]) that CSAM leaves unweighted:
+//! `L = (1/B) sum_i l_i + R`.
 //!
 //! Adding a loss: a file with a struct implementing [`ExampleLoss`] (its
 //! formula, source and defaults in the doc comment), one line in
 //! `training_losses!` below, and its parameters in the run specification's
 //! key table.
 
+mod acls;
+mod adafocal;
 mod csam;
 mod dual_focal;
 mod focal;
 mod label_smoothing;
 mod margin;
+mod mdca;
+mod mmce;
+mod pairwise;
 
+pub use acls::Acls;
+pub use adafocal::{AdaFocal, AdaFocalBins};
 pub use csam::CsamLoss;
 pub use dual_focal::DualFocal;
 pub use focal::{Flsd, Focal};
 pub use label_smoothing::LabelSmoothing;
 pub use margin::MarginLabelSmoothing;
+pub use mdca::Mdca;
+pub use mmce::Mmce;
+pub use pairwise::PairwiseConstraints;
 
 use tch::{Kind, TchError, Tensor};
 
@@ -56,14 +69,37 @@ pub enum LossError {
 /// `logits` is `[B, K]` (float), `targets` is `[B]` (int64, values in `0..K`).
 /// Returns a `[B]` tensor that keeps the autograd graph.
 pub fn true_class_log_probs(logits: &Tensor, targets: &Tensor) -> Result<Tensor, LossError> {
-    gather_true(&log_probs(logits, targets)?, targets)
+    gather_true(&Scores::new(logits, targets)?.log_probs, targets)
 }
 
-/// `log_softmax(logits, 1)` `[B, K]` of logits checked against their targets
-/// `[B]`: what every loss reads, computed once per forward pass.
-pub fn log_probs(logits: &Tensor, targets: &Tensor) -> Result<Tensor, LossError> {
-    check_inputs(logits, targets)?;
-    Ok(logits.f_log_softmax(1, None)?)
+/// A batch's logits `z` `[B, K]`, checked against their targets `[B]`, with
+/// `log_softmax(z)`: what every loss reads, the log-softmax computed once per
+/// forward pass. Both keep the autograd graph.
+#[derive(Debug)]
+pub struct Scores {
+    /// The logits `z`.
+    pub logits: Tensor,
+    /// `log_softmax(z, 1)`.
+    pub log_probs: Tensor,
+}
+
+impl Scores {
+    /// The scores of `logits` `[B, K]` for int64 `targets` `[B]`.
+    pub fn new(logits: &Tensor, targets: &Tensor) -> Result<Scores, LossError> {
+        check_inputs(logits, targets)?;
+        Ok(Scores {
+            logits: logits.shallow_clone(),
+            log_probs: logits.f_log_softmax(1, None)?,
+        })
+    }
+
+    /// The same tensors, sharing storage and autograd graph.
+    pub fn shallow_clone(&self) -> Scores {
+        Scores {
+            logits: self.logits.shallow_clone(),
+            log_probs: self.log_probs.shallow_clone(),
+        }
+    }
 }
 
 /// Refuses logits that are not `[B >= 1, K >= 1]` and targets that are not
@@ -114,10 +150,17 @@ pub trait ExampleLoss {
     /// Refuses parameters outside the loss's definition.
     fn validate(&self) -> Result<(), LossError>;
 
-    /// The per-example terms `l_i` `[B]` (keeping the autograd graph) from
-    /// `log_probs = log_softmax(z)` `[B, K]` and int64 targets `[B]` already
-    /// checked against each other.
-    fn per_example(&self, log_probs: &Tensor, targets: &Tensor) -> Result<Tensor, LossError>;
+    /// The per-example terms `l_i` `[B]` (keeping the autograd graph) from a
+    /// batch's [`Scores`] and int64 targets `[B]`.
+    fn per_example(&self, scores: &Scores, targets: &Tensor) -> Result<Tensor, LossError>;
+
+    /// The term `R` of the whole batch added to the mean of the per-example
+    /// terms (a 0-d tensor keeping the autograd graph), for losses whose
+    /// regulariser compares examples with each other or with batch
+    /// statistics; `None` for losses made of per-example terms only.
+    fn batch_term(&self, _scores: &Scores, _targets: &Tensor) -> Result<Option<Tensor>, LossError> {
+        Ok(None)
+    }
 }
 
 /// Cross entropy: `l_i = -log p_{y_i}`.
@@ -130,8 +173,8 @@ impl ExampleLoss for CrossEntropy {
         Ok(())
     }
 
-    fn per_example(&self, log_probs: &Tensor, targets: &Tensor) -> Result<Tensor, LossError> {
-        Ok(-gather_true(log_probs, targets)?)
+    fn per_example(&self, scores: &Scores, targets: &Tensor) -> Result<Tensor, LossError> {
+        Ok(-gather_true(&scores.log_probs, targets)?)
     }
 }
 
@@ -141,7 +184,7 @@ impl ExampleLoss for CrossEntropy {
 macro_rules! training_losses {
     ($($variant:ident => $name:literal, $loss:ty;)+) => {
         /// The loss minimised in training, with its parameters.
-        #[derive(Debug, Clone, Copy, PartialEq, serde::Serialize, serde::Deserialize)]
+        #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
         #[serde(tag = "kind")]
         pub enum TrainingLoss {
             $(
@@ -175,9 +218,14 @@ training_losses! {
     CrossEntropy => "cross-entropy", CrossEntropy;
     Focal => "focal", Focal;
     Flsd => "flsd", Flsd;
+    AdaFocal => "adafocal", AdaFocal;
     LabelSmoothing => "label-smoothing", LabelSmoothing;
     DualFocal => "dual-focal", DualFocal;
     MarginLabelSmoothing => "mbls", MarginLabelSmoothing;
+    Acls => "acls", Acls;
+    PairwiseConstraints => "cpc", PairwiseConstraints;
+    Mmce => "mmce", Mmce;
+    Mdca => "mdca", Mdca;
 }
 
 impl Default for TrainingLoss {
@@ -199,25 +247,50 @@ impl TrainingLoss {
         matches!(self, TrainingLoss::CrossEntropy(_))
     }
 
-    /// The per-example terms `[B]` from [`log_probs`] `[B, K]` and targets `[B]`.
-    pub fn per_example(&self, log_probs: &Tensor, targets: &Tensor) -> Result<Tensor, LossError> {
-        self.as_example_loss().per_example(log_probs, targets)
+    /// The per-example terms `[B]` from a batch's [`Scores`] and targets `[B]`.
+    pub fn per_example(&self, scores: &Scores, targets: &Tensor) -> Result<Tensor, LossError> {
+        self.as_example_loss().per_example(scores, targets)
+    }
+
+    /// The batch term `R` of a loss with one ([`ExampleLoss::batch_term`]).
+    pub fn batch_term(
+        &self,
+        scores: &Scores,
+        targets: &Tensor,
+    ) -> Result<Option<Tensor>, LossError> {
+        self.as_example_loss().batch_term(scores, targets)
+    }
+
+    /// `mean_i(terms) + R`: the batch loss from per-example terms `[B]` (the
+    /// loss's own, or CSAM's weighted ones) and the loss's batch term.
+    pub fn with_batch_term(
+        &self,
+        terms: &Tensor,
+        scores: &Scores,
+        targets: &Tensor,
+    ) -> Result<Tensor, LossError> {
+        let mean = terms.f_mean(None)?;
+        Ok(match self.batch_term(scores, targets)? {
+            Some(term) => mean.f_add(&term)?,
+            None => mean,
+        })
     }
 
     /// The loss of a batch of logits `[B, K]` and targets `[B]`: the mean of
-    /// the per-example terms.
+    /// the per-example terms plus the batch term.
     pub fn mean(&self, logits: &Tensor, targets: &Tensor) -> Result<Tensor, LossError> {
-        self.mean_of(&log_probs(logits, targets)?, targets)
+        self.mean_of(&Scores::new(logits, targets)?, targets)
     }
 
-    /// [`TrainingLoss::mean`] from [`log_probs`]. Cross entropy is computed as
+    /// [`TrainingLoss::mean`] from [`Scores`]. Cross entropy is computed as
     /// [`cross_entropy`], bit for bit.
-    pub fn mean_of(&self, log_probs: &Tensor, targets: &Tensor) -> Result<Tensor, LossError> {
+    pub fn mean_of(&self, scores: &Scores, targets: &Tensor) -> Result<Tensor, LossError> {
         match self {
             TrainingLoss::CrossEntropy(_) => Ok(cross_entropy_from_log_probs(&gather_true(
-                log_probs, targets,
+                &scores.log_probs,
+                targets,
             )?)),
-            _ => Ok(self.per_example(log_probs, targets)?.f_mean(None)?),
+            _ => self.with_batch_term(&self.per_example(scores, targets)?, scores, targets),
         }
     }
 }

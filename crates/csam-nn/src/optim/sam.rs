@@ -22,7 +22,8 @@ use super::flat::{flatten, scatter, FlatCopy};
 use super::params::global_norm;
 use super::stats::StatsAccumulator;
 use super::{BaseOptimizer, OptimError, Perturbation, StepStats};
-use crate::loss::{cross_entropy_from_log_probs, gather_true, log_probs, CsamLoss, TrainingLoss};
+use crate::loss::{cross_entropy_from_log_probs, gather_true, CsamLoss, Scores, TrainingLoss};
+use crate::mixing::{Forward, TrainBatch};
 use tch::{nn::ModuleT, nn::VarStore, Tensor};
 
 /// The loss of the second pass (at theta_tilde), made of the training loss.
@@ -87,16 +88,16 @@ impl SecondLossFn {
         })
     }
 
-    /// The objective of pass 2 from the log-probabilities at theta~.
+    /// The objective of pass 2 from the scores at theta~.
     fn objective(
         &self,
         loss: &TrainingLoss,
-        log_probs: &Tensor,
+        scores: &Scores,
         targets: &Tensor,
     ) -> Result<Tensor, OptimError> {
         Ok(match self {
-            Self::Plain => loss.mean_of(log_probs, targets)?,
-            Self::Csam(csam) => csam.weighted_of(loss, log_probs, targets)?,
+            Self::Plain => loss.mean_of(scores, targets)?,
+            Self::Csam(csam) => csam.weighted_of(loss, scores, targets)?,
         })
     }
 }
@@ -159,6 +160,12 @@ impl SamStep {
         &self.config
     }
 
+    /// Trains `loss` from the next step on (a loss that learns between
+    /// epochs, AdaFocal, changes its state; its parameters stay).
+    pub fn set_loss(&mut self, loss: TrainingLoss) {
+        self.config.loss = loss;
+    }
+
     /// The state a checkpoint must keep to continue bit for bit: the
     /// perturbation rule's memory (VASSO's average direction), empty for the
     /// other rules and before the first step.
@@ -211,15 +218,29 @@ impl SamStep {
         M: ModuleT + ?Sized,
         O: BaseOptimizer + ?Sized,
     {
+        self.step_batch(model, &TrainBatch::plain(xs, ys), optimizer)
+    }
+
+    /// [`SamStep::step`] on a batch as the step feeds it to the model (mixed
+    /// or not, see [`crate::mixing`]): every pass runs it.
+    pub fn step_batch<M, O>(
+        &mut self,
+        model: &M,
+        batch: &TrainBatch,
+        optimizer: &mut O,
+    ) -> Result<StepStats, OptimError>
+    where
+        M: ModuleT + ?Sized,
+        O: BaseOptimizer + ?Sized,
+    {
         let is_sam = self.next_is_sam();
         self.steps_taken += 1;
         if is_sam {
-            self.sam_step(model, xs, ys, optimizer)
+            self.sam_step(model, batch, optimizer)
         } else {
             plain_step(
                 model,
-                xs,
-                ys,
+                batch,
                 optimizer,
                 &self.config.loss,
                 self.config.clip_grad_norm,
@@ -230,18 +251,21 @@ impl SamStep {
     fn sam_step<M, O>(
         &mut self,
         model: &M,
-        xs: &Tensor,
-        ys: &Tensor,
+        batch: &TrainBatch,
         optimizer: &mut O,
     ) -> Result<StepStats, OptimError>
     where
         M: ModuleT + ?Sized,
         O: BaseOptimizer + ?Sized,
     {
-        let batch = check_batch(xs, ys)?;
-        let (x_parts, y_parts) = match self.config.m {
-            Some(m) if (m as i64) < batch => (xs.f_split(m as i64, 0)?, ys.f_split(m as i64, 0)?),
-            _ => (vec![xs.shallow_clone()], vec![ys.shallow_clone()]),
+        let size = check_batch(batch)?;
+        let split;
+        let parts = match self.config.m {
+            Some(m) if (m as i64) < size => {
+                split = batch.split(m as i64)?;
+                split.as_slice()
+            }
+            _ => std::slice::from_ref(batch),
         };
         let params = optimizer.params().tensors();
         let saved = match self.saved_params.take() {
@@ -254,8 +278,8 @@ impl SamStep {
         let saved = &*self.saved_params.insert(saved);
         let mut stats = StatsAccumulator::new();
         let mut update: Vec<Tensor> = Vec::new();
-        for (i, (x, y)) in x_parts.iter().zip(&y_parts).enumerate() {
-            let share = x.size()[0] as f64 / batch as f64;
+        for (i, part) in parts.iter().enumerate() {
+            let share = part.targets().size()[0] as f64 / size as f64;
             let part = perturbed_gradient(
                 &self.config,
                 &self.second_loss,
@@ -264,8 +288,7 @@ impl SamStep {
                 saved,
                 Part {
                     model,
-                    x,
-                    y,
+                    batch: part,
                     params,
                     first: i == 0,
                     share,
@@ -297,8 +320,7 @@ impl SamStep {
 /// One (sub-)batch of a SAM step.
 struct Part<'a, M: ?Sized> {
     model: &'a M,
-    x: &'a Tensor,
-    y: &'a Tensor,
+    batch: &'a TrainBatch,
     params: &'a [Tensor],
     /// Whether this is the first part (its pass 1 sets the running statistics).
     first: bool,
@@ -320,18 +342,18 @@ fn perturbed_gradient<M: ModuleT + ?Sized>(
 ) -> Result<Vec<Tensor>, OptimError> {
     let Part {
         model,
-        x,
-        y,
+        batch,
         params,
         first,
         share,
     } = part;
     // Pass 1 at theta: the training loss.
-    let logits = model.forward_t(x, true);
-    let log_softmax = log_probs(&logits, y)?;
-    let objective = config.loss.mean_of(&log_softmax, y)?;
+    let pass = batch.forward(model)?;
+    let objective = pass.objective(|scores, y| config.loss.mean_of(scores, y))?;
     let grads = Tensor::f_run_backward(&[&objective], params, false, false)?;
-    let ce = reported_cross_entropy(&config.loss, objective, &log_softmax, y)?;
+    let ce = reported_cross_entropy(&config.loss, objective, &pass)?;
+    let (scores, y) = pass.primary();
+    let logits = &scores.logits;
     if first {
         buffers.capture()?;
     }
@@ -344,9 +366,11 @@ fn perturbed_gradient<M: ModuleT + ?Sized>(
     scatter(&theta_tilde, params)?;
     drop((flat_grad, theta_tilde));
     // Pass 2 at theta_tilde, same part, with the second-pass loss.
-    let log_probs_tilde = log_probs(&model.forward_t(x, true), y)?;
-    let objective = second_loss.objective(&config.loss, &log_probs_tilde, y)?;
-    let log_p_tilde = tch::no_grad(|| gather_true(&log_probs_tilde, y))?;
+    let pass_tilde = batch.forward(model)?;
+    let objective =
+        pass_tilde.objective(|scores, y| second_loss.objective(&config.loss, scores, y))?;
+    let (scores_tilde, y_tilde) = pass_tilde.primary();
+    let log_p_tilde = tch::no_grad(|| gather_true(&scores_tilde.log_probs, y_tilde))?;
     let weighted = if share == 1.0 {
         objective.shallow_clone()
     } else {
@@ -357,7 +381,7 @@ fn perturbed_gradient<M: ModuleT + ?Sized>(
     stats.add(
         share,
         &ce,
-        &logits,
+        logits,
         y,
         &grad_norm,
         Some((&objective, &ce_tilde)),
@@ -369,8 +393,7 @@ fn perturbed_gradient<M: ModuleT + ?Sized>(
 /// clipping, base optimiser step. This is SGD / AdamW training without SAM.
 pub fn plain_step<M, O>(
     model: &M,
-    xs: &Tensor,
-    ys: &Tensor,
+    batch: &TrainBatch,
     optimizer: &mut O,
     loss: &TrainingLoss,
     clip_grad_norm: Option<f64>,
@@ -379,41 +402,42 @@ where
     M: ModuleT + ?Sized,
     O: BaseOptimizer + ?Sized,
 {
-    check_batch(xs, ys)?;
-    let logits = model.forward_t(xs, true);
-    let log_softmax = log_probs(&logits, ys)?;
-    let objective = loss.mean_of(&log_softmax, ys)?;
+    check_batch(batch)?;
+    let pass = batch.forward(model)?;
+    let objective = pass.objective(|scores, y| loss.mean_of(scores, y))?;
     let grads = Tensor::f_run_backward(&[&objective], optimizer.params().tensors(), false, false)?;
-    let ce = reported_cross_entropy(loss, objective, &log_softmax, ys)?;
+    let ce = reported_cross_entropy(loss, objective, &pass)?;
     let grad_norm = tch::no_grad(|| global_norm(&grads))?;
     let grads = clip(grads, clip_grad_norm)?;
     optimizer.step(&grads)?;
+    let (scores, y) = pass.primary();
     let mut stats = StatsAccumulator::new();
-    stats.add(1.0, &ce, &logits, ys, &grad_norm, None);
+    stats.add(1.0, &ce, &scores.logits, y, &grad_norm, None);
     stats.finish()
 }
 
 /// The mean cross entropy a step reports (its `loss`, whose `exp(-loss)` is
 /// the geometric mean `p_y` of the diagnostics): the objective itself when
-/// the training loss is cross entropy, computed from the same
-/// log-probabilities otherwise.
+/// the training loss is cross entropy on an unmixed batch, computed from
+/// the pass's own scores and targets otherwise (a mixed batch: the mixed
+/// inputs against `y`, or MIT-L's recovered logits).
 fn reported_cross_entropy(
     loss: &TrainingLoss,
     objective: Tensor,
-    log_probs: &Tensor,
-    targets: &Tensor,
+    pass: &Forward,
 ) -> Result<Tensor, OptimError> {
-    match loss.is_cross_entropy() {
-        true => Ok(objective),
-        false => Ok(tch::no_grad(|| {
-            gather_true(log_probs, targets).map(|lp| cross_entropy_from_log_probs(&lp))
-        })?),
+    if loss.is_cross_entropy() && pass.is_plain() {
+        return Ok(objective);
     }
+    let (scores, targets) = pass.primary();
+    Ok(tch::no_grad(|| {
+        gather_true(&scores.log_probs, targets).map(|lp| cross_entropy_from_log_probs(&lp))
+    })?)
 }
 
 /// The batch size `B` of inputs `[B, ...]` and targets `[B]`.
-fn check_batch(xs: &Tensor, ys: &Tensor) -> Result<i64, OptimError> {
-    let (x, y) = (xs.size(), ys.size());
+fn check_batch(batch: &TrainBatch) -> Result<i64, OptimError> {
+    let (x, y) = (batch.first_input().size(), batch.targets().size());
     match (x.first(), y.as_slice()) {
         (Some(&b), &[n]) if b == n && b > 0 => Ok(b),
         _ => Err(OptimError::Loss(crate::loss::LossError::Shape(format!(

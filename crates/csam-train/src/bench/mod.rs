@@ -15,7 +15,7 @@ use std::time::Instant;
 use serde::Serialize;
 use tch::{Device, Kind, Tensor};
 
-use crate::spec::{LossSpec, ModelSpec, OptimSpec, OptimizerFamily, UpdateRule};
+use crate::spec::{LossSpec, MixingSpec, ModelSpec, OptimSpec, OptimizerFamily, UpdateRule};
 use crate::train::error::{Result, TrainError};
 use csam_nn::device::device_name;
 use csam_nn::model::{InputShape, ModelKind};
@@ -24,7 +24,7 @@ fn invalid_value(key: &'static str, value: &str, reason: impl ToString) -> Train
     TrainError::Config(ConfigError::invalid(key, value, reason))
 }
 use crate::train::error::ConfigError;
-use crate::train::session::Trainer;
+use crate::train::session::{Objective, Trainer};
 
 /// What to benchmark.
 #[derive(Debug, Clone)]
@@ -126,7 +126,11 @@ fn bench_case(
     let steps_total = options.warmup + options.steps;
     let mut trainer = Trainer::new(
         &model,
-        &LossSpec::default(),
+        Objective {
+            loss: LossSpec::default(),
+            mixing: MixingSpec::default(),
+            seed: 0,
+        },
         &optim,
         1,
         (options.input, options.n_classes),

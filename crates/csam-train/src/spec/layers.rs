@@ -83,7 +83,7 @@ impl SpecLayers {
 
     /// Layers flat keys (the command line's flags, `-` written `_`).
     pub fn flags(self, flat: toml::Table) -> Result<SpecLayers, ConfigError> {
-        self.layer(flat, "command-line flags".to_string())
+        self.keys(flat, "command-line flags".to_string())
     }
 
     /// The layers of a run's saved `config.toml` (see [`RunSpec::from_saved_toml`]).
@@ -97,7 +97,7 @@ impl SpecLayers {
 
     fn table(mut self, mut table: toml::Table, origin: String) -> Result<SpecLayers, ConfigError> {
         let Some(schema) = table.remove("schema") else {
-            return self.layer(table, origin);
+            return self.keys(table, origin);
         };
         match schema.as_integer() {
             Some(v) if v == i64::from(SCHEMA_VERSION) => {}
@@ -116,8 +116,9 @@ impl SpecLayers {
         Ok(self)
     }
 
-    /// Places the flat keys of one layer in the tree.
-    fn layer(mut self, flat: toml::Table, origin: String) -> Result<SpecLayers, ConfigError> {
+    /// Layers flat keys from `origin` (named in errors): places them in the
+    /// tree.
+    pub fn keys(mut self, flat: toml::Table, origin: String) -> Result<SpecLayers, ConfigError> {
         let mut nested = toml::Table::new();
         for (name, value) in flat {
             let key = keys::find(&name).ok_or_else(|| ConfigError::Parse {

@@ -17,17 +17,27 @@ pub type LossSpec = csam_nn::loss::TrainingLoss;
 
 /// Checks the loss's parameters, naming a bad one by its key.
 pub(crate) fn validate(loss: &LossSpec) -> Result<(), ConfigError> {
-    loss.validate().map_err(|error| match error {
+    keyed("loss", loss.name(), loss.validate())
+}
+
+/// A parameter check of the spec's `branch` (whose kind is `name`), a bad
+/// field named by its key.
+pub(crate) fn keyed(
+    branch: &'static str,
+    name: &str,
+    checked: Result<(), LossError>,
+) -> Result<(), ConfigError> {
+    checked.map_err(|error| match error {
         LossError::Field {
             field,
             value,
             reason,
             ..
         } => {
-            let path = ["loss".to_string(), field.to_string()];
+            let path = [branch.to_string(), field.to_string()];
             let key = keys::at_path(&path).map_or(field, |key| key.name);
             ConfigError::invalid(key, value, reason)
         }
-        other => ConfigError::invalid("loss", loss.name(), other),
+        other => ConfigError::invalid(branch, name, other),
     })
 }

@@ -7,12 +7,14 @@
 //! RunSpec
 //! ├── data:    DataSpec   { source, val_size, augment, shuffle }
 //! ├── model:   ModelSpec  { arch, mlp_hidden, dropout, init }
-//! ├── loss:    LossSpec   CrossEntropy | Focal | Flsd | LabelSmoothing
+//! ├── loss:    LossSpec   CrossEntropy | Focal | Flsd | LabelSmoothing | DualFocal
+//! │                       | MarginLabelSmoothing | Acls | PairwiseConstraints | Mmce | Mdca
+//! ├── mixing:  MixingSpec None | Mixup{alpha} | MitL{alpha, margin}
 //! ├── optim:   OptimSpec  { lr, weight_decay, clip,
 //! │                         base: Sgd{momentum, nesterov} | Adamw{momentum},
 //! │                         schedule: Cosine{warmup_epochs, min_lr} | Step{step_size, decay_factor},
 //! │                         rule: Sgd | Sam{rho, m, every} | Asam{rho, eta, m, every}
-//! │                               | Csam{rho, gamma, detach, m, every} }
+//! │                               | Csam{rho, gamma, detach, m, every} | Vasso{rho, theta, every} }
 //! ├── epochs, batch_size, seed, track_theory
 //! ├── metrics:   MetricOptions { n_bins, edges, adaptive, tolerance }
 //! └── selection: BestMetric
@@ -32,6 +34,7 @@ mod data;
 pub mod keys;
 mod layers;
 mod loss;
+mod mixing;
 mod model;
 mod optim;
 mod selection;
@@ -42,6 +45,7 @@ use serde::{Deserialize, Serialize};
 pub use data::{DataSpec, ValSize};
 pub use layers::{SpecLayers, Warning};
 pub use loss::LossSpec;
+pub use mixing::MixingSpec;
 pub use model::{ModelSpec, DEFAULT_MLP_HIDDEN};
 pub use optim::{BaseSpec, OptimSpec, OptimizerFamily, Schedule, Sharpness, UpdateRule};
 pub use selection::BestMetric;
@@ -82,6 +86,9 @@ pub struct RunSpec {
     /// The training loss.
     #[serde(default)]
     pub loss: LossSpec,
+    /// How training feeds each batch to the model (mixup, MIT-L).
+    #[serde(default)]
+    pub mixing: MixingSpec,
     /// Optimizer, schedule and update rule.
     #[serde(default)]
     pub optim: OptimSpec,
@@ -141,6 +148,7 @@ impl RunSpec {
             data,
             model: ModelSpec::default(),
             loss: LossSpec::default(),
+            mixing: MixingSpec::default(),
             optim: OptimSpec::default(),
             metrics: MetricOptions::default(),
         }
@@ -161,6 +169,7 @@ impl RunSpec {
         self.data.validate()?;
         self.model.validate()?;
         loss::validate(&self.loss)?;
+        mixing::validate(&self.mixing)?;
         self.optim.validate(self.epochs, self.batch_size)?;
         if self.track_theory && !self.optim.rule.has_sam_point() {
             return Err(check::invalid(
@@ -171,6 +180,17 @@ impl RunSpec {
                      theta~ = theta + rho g/||g|| (the paper's Lemma 2); optimizer {} has no \
                      such point; use optimizer sam or csam",
                     self.optim.rule.family()
+                ),
+            ));
+        }
+        if self.track_theory && !self.mixing.is_none() {
+            return Err(check::invalid(
+                "track_theory",
+                true,
+                &format!(
+                    "the theory diagnostics are defined on the batch's own examples; mixing {} \
+                     trains on mixtures of them",
+                    self.mixing.name()
                 ),
             ));
         }

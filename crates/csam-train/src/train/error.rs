@@ -164,6 +164,13 @@ pub enum TrainError {
         #[source]
         source: Box<csam_calib::CalibError>,
     },
+    /// A comparison method's own settings do not fit its run.
+    #[error("the settings of method {method}: {source}")]
+    MethodSettings {
+        method: String,
+        #[source]
+        source: Box<ConfigError>,
+    },
     /// The checkpoint's optimizer state does not fit the optimizer.
     #[error("restoring the optimizer: {0}")]
     OptimizerState(#[source] Box<csam_nn::optim::OptimError>),

@@ -79,6 +79,15 @@ impl Predictions {
             .count()
     }
 
+    /// Each example's confidence (largest softmax probability, computed in
+    /// f64) and whether the prediction is its label.
+    pub fn confidence_and_correctness(&self) -> Result<(Vec<f64>, Vec<bool>)> {
+        let probs = csam_calib::scores::softmax(self.logits.mapv(f64::from).view());
+        let pairs = csam_calib::metrics::confidence_hits(probs.view(), &self.labels)
+            .collect::<std::result::Result<Vec<_>, _>>()?;
+        Ok(pairs.into_iter().unzip())
+    }
+
     /// The metric summary of the softmax of the logits (computed in f64),
     /// binned as `options` say.
     pub fn summarize(&self, options: &MetricOptions) -> Result<MetricSummary> {

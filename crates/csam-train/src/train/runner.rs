@@ -232,6 +232,7 @@ fn train(training: Training, observer: &mut dyn RunObserver) -> Result<RunOutcom
             );
             return Err(diverged(epoch, session.steps_per_epoch(), &what, &state));
         }
+        session.trainer.end_epoch(&val)?;
         let val_metrics = val.summarize(&spec.metrics)?;
         let test_metrics = session
             .predict_split(Split::Test)?

@@ -13,10 +13,12 @@ use super::checkpoint::{self, epoch_seed, TrainState};
 use super::error::{Result, TrainError};
 use super::evaluate::{predict_mode, Predictions};
 use super::rundir::{RunDir, Split};
-use crate::spec::{BaseSpec, LossSpec, ModelSpec, OptimSpec, RunSpec, Schedule};
+use crate::spec::{BaseSpec, LossSpec, MixingSpec, ModelSpec, OptimSpec, RunSpec, Schedule};
 use csam_data::{
     self as data, Augmentation, BatchLoader, Dataset, LoaderOptions, Normalization, Splits,
 };
+use csam_nn::loss::{AdaFocal, AdaFocalBins, TrainingLoss};
+use csam_nn::mixing::TrainBatch;
 use csam_nn::model::weights::WeightsError;
 use csam_nn::model::{build_model_with, InputShape, Mode, Model, ModelKind, ModelOptions};
 use csam_nn::optim::{
@@ -31,14 +33,39 @@ pub struct RunData {
     normalization: Normalization,
 }
 
+/// What a run's steps minimise: the training loss on each batch, fed to the
+/// model as its mixing says, with the mixing's draws derived from the run's
+/// seed.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Objective {
+    /// The training loss.
+    pub loss: LossSpec,
+    /// The input mixing.
+    pub mixing: MixingSpec,
+    /// The run's seed.
+    pub seed: u64,
+}
+
+impl Objective {
+    /// The objective of `spec`.
+    pub fn of(spec: &RunSpec) -> Objective {
+        Objective {
+            loss: spec.loss.clone(),
+            mixing: spec.mixing,
+            seed: spec.seed,
+        }
+    }
+}
+
 /// The model and everything that updates it.
 pub struct Trainer {
     vs: VarStore,
     model: Model,
     optimizer: Box<dyn BaseOptimizer>,
     sam: Option<SamStep>,
-    /// The training loss of the plain steps (the SAM step holds its own copy).
-    loss: LossSpec,
+    /// The plain steps' loss (the SAM step holds its own copy) and the
+    /// mixing of every step's batch.
+    objective: Objective,
     schedule: LrSchedule,
     sam_every: usize,
     clip: Option<f64>,
@@ -70,7 +97,7 @@ impl Session {
         let steps_per_epoch = splits.train.n.div_ceil(spec.batch_size);
         let mut trainer = Trainer::new(
             &spec.model,
-            &spec.loss,
+            Objective::of(spec),
             &spec.optim,
             spec.epochs,
             (input_shape(&splits.train), splits.train.n_classes),
@@ -170,11 +197,11 @@ impl RunData {
 impl Trainer {
     /// Builds `model` for `input` and `n_classes` on `device` (initialised
     /// from libtorch's current random state), with the base optimizer, SAM
-    /// family step and schedule of `optim`. The schedule spans `epochs`
-    /// epochs of `steps_per_epoch` steps.
+    /// family step and schedule of `optim`, minimising `objective`. The
+    /// schedule spans `epochs` epochs of `steps_per_epoch` steps.
     pub fn new(
         model: &ModelSpec,
-        loss: &LossSpec,
+        objective: Objective,
         optim: &OptimSpec,
         epochs: usize,
         (input, n_classes): (InputShape, usize),
@@ -185,8 +212,8 @@ impl Trainer {
         let network = build_network(model.arch, &vs, input, n_classes, &model.options())?;
         Ok(Trainer {
             optimizer: build_optimizer(&vs, optim)?,
-            sam: build_sam(optim, loss, &vs)?,
-            loss: *loss,
+            sam: build_sam(optim, &objective.loss, &vs)?,
+            objective,
             schedule: build_schedule(optim, epochs, steps_per_epoch)?,
             sam_every: optim.rule.sharpness().map_or(1, |s| s.every),
             clip: optim.clip,
@@ -217,14 +244,14 @@ impl Trainer {
         global_step: usize,
     ) -> Result<std::result::Result<StepStats, String>> {
         let sharpness_aware = global_step.is_multiple_of(self.sam_every);
+        let batch = self.batch(xs, ys, global_step)?;
         let stats = match (&mut self.sam, sharpness_aware) {
-            (Some(sam), true) => sam.step(&self.model, xs, ys, self.optimizer.as_mut()),
+            (Some(sam), true) => sam.step_batch(&self.model, &batch, self.optimizer.as_mut()),
             _ => plain_step(
                 &self.model,
-                xs,
-                ys,
+                &batch,
                 self.optimizer.as_mut(),
-                &self.loss,
+                &self.objective.loss,
                 self.clip,
             ),
         };
@@ -235,12 +262,53 @@ impl Trainer {
         }
     }
 
+    /// The batch of `global_step` as the step feeds it to the model: mixed
+    /// with the draw of (run seed, step), so a resumed run mixes the same.
+    fn batch(&self, xs: &Tensor, ys: &Tensor, global_step: usize) -> Result<TrainBatch> {
+        let Objective { mixing, seed, .. } = &self.objective;
+        let (mixing, seed) = (*mixing, *seed);
+        if mixing.is_none() {
+            return Ok(TrainBatch::plain(xs, ys));
+        }
+        let draw_seed = epoch_seed(seed ^ MIXING_SALT, global_step + 1) as u64;
+        let draw = mixing.draw(ys.size()[0] as usize, draw_seed);
+        Ok(TrainBatch::mixed(xs, ys, &draw)?)
+    }
+
+    /// What the loss learns from an epoch's validation predictions (made
+    /// after its last step): AdaFocal's bins and exponents. Other losses
+    /// learn nothing.
+    pub fn end_epoch(&mut self, val: &Predictions) -> Result<()> {
+        let TrainingLoss::AdaFocal(adafocal) = &self.objective.loss else {
+            return Ok(());
+        };
+        let (confidence, correct) = val.confidence_and_correctness()?;
+        let updated = TrainingLoss::AdaFocal(adafocal.updated(&confidence, &correct)?);
+        self.set_loss(updated);
+        Ok(())
+    }
+
+    /// Uses `loss` from the next step on, in plain and SAM steps alike.
+    fn set_loss(&mut self, loss: TrainingLoss) {
+        if let Some(sam) = &mut self.sam {
+            sam.set_loss(loss.clone());
+        }
+        self.objective.loss = loss;
+    }
+
     /// The optimizer's state tensors, for the checkpoint: the base
-    /// optimizer's and the SAM family step's (VASSO's average direction).
+    /// optimizer's, the SAM family step's (VASSO's average direction) and
+    /// the loss's (AdaFocal's bins).
     pub fn optimizer_state(&self) -> Vec<(String, Tensor)> {
         let mut state = self.optimizer.state();
         if let Some(sam) = &self.sam {
             state.extend(sam.state());
+        }
+        if let TrainingLoss::AdaFocal(AdaFocal {
+            state: Some(bins), ..
+        }) = &self.objective.loss
+        {
+            state.push((ADAFOCAL_STATE.to_string(), bins.to_tensor()));
         }
         state
     }
@@ -251,8 +319,20 @@ impl Trainer {
         let Some(restored) = checkpoint::load(run_dir, &mut self.vs)? else {
             return Ok(None);
         };
-        let (step_state, base_state): (Vec<_>, Vec<_>) = restored
+        let (loss_state, others): (Vec<_>, Vec<_>) = restored
             .optimizer
+            .into_iter()
+            .partition(|(name, _)| name == ADAFOCAL_STATE);
+        if let (TrainingLoss::AdaFocal(adafocal), Some((_, bins))) =
+            (&self.objective.loss, loss_state.first())
+        {
+            let bins = AdaFocalBins::from_tensor(bins, adafocal.bins)?;
+            self.set_loss(TrainingLoss::AdaFocal(AdaFocal {
+                state: Some(bins),
+                ..adafocal.clone()
+            }));
+        }
+        let (step_state, base_state): (Vec<_>, Vec<_>) = others
             .into_iter()
             .partition(|(name, _)| SamStep::owns_state(name));
         if let Some(sam) = &mut self.sam {
@@ -269,6 +349,12 @@ impl Trainer {
         csam_nn::model::weights::load_safetensors_file(&self.vs, path)
     }
 }
+
+/// The name of AdaFocal's bins in a checkpoint's optimizer state.
+const ADAFOCAL_STATE: &str = "loss.adafocal";
+
+/// Sets the mixing draws' stream apart from the epochs' (same SplitMix64).
+const MIXING_SALT: u64 = 0x6d69_7875_7073;
 
 /// The input shape of a data set's examples.
 pub fn input_shape(dataset: &Dataset) -> InputShape {
@@ -351,7 +437,7 @@ fn build_sam(optim: &OptimSpec, loss: &LossSpec, vs: &VarStore) -> Result<Option
         SamConfig {
             rho: sharpness.rho,
             perturbation,
-            loss: *loss,
+            loss: loss.clone(),
             second_loss: rule.second_loss(),
             m: sharpness.m,
             sam_every: 1,

@@ -23,7 +23,7 @@ use serde::{Deserialize, Serialize};
 
 use super::report;
 use super::runs::{self, run_all, Experiment, PlannedRun};
-use super::settings::{invalid, repeated, write_json, ExperimentDir, SharedSettings};
+use super::settings::{check_grid_axis, write_json, ExperimentDir, SharedSettings};
 use csam_train::spec::{OptimizerFamily, RunSpec, Runtime};
 use csam_train::train::atomic::write_atomic;
 use csam_train::train::{ExperimentObserver, RunSummary, TrainError};
@@ -77,14 +77,8 @@ impl SweepSettings {
     /// settings are valid.
     pub fn validate(&self) -> Result<()> {
         self.shared.validate()?;
-        for (key, values) in [("rho", &self.rhos), ("gamma", &self.gammas)] {
-            if values.is_empty() {
-                return Err(invalid(key, String::new(), "name at least one value"));
-            }
-            if let Some(v) = repeated(values) {
-                return Err(invalid(key, v.to_string(), "a value is listed twice"));
-            }
-        }
+        check_grid_axis("rho", &self.rhos)?;
+        check_grid_axis("gamma", &self.gammas)?;
         for &rho in &self.rhos {
             for &gamma in &self.gammas {
                 self.run_spec(rho, gamma, self.shared.seeds[0])?

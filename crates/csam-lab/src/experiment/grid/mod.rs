@@ -1,0 +1,402 @@
+//! `csam grid`: the learning rate and weight decay tuned on the validation
+//! split (paper §5.1; docs/conventions.md, "Experiment protocol": tuned on
+//! SGD, then reused for every method). One method (SGD with cross entropy
+//! unless asked otherwise) trains at every (lr, weight decay) pair and seed
+//! with the settings every run shares ([`SharedSettings`]) as in `csam
+//! compare`; the pair with the highest mean validation accuracy over seeds is
+//! chosen ([`results::best`]). The test split is never read for the choice.
+//!
+//! A grid directory holds `grid.json` (the [`GridSettings`]: a rerun with the
+//! same settings reuses finished runs and resumes an interrupted one, a
+//! different grid is refused), `runs/lr<lr>-wd<wd>-seed<s>/` (one `csam
+//! train` run directory each), `results.json` ([`results::GridResults`]) and
+//! `table.md`.
+
+mod keys;
+pub mod results;
+
+use std::path::PathBuf;
+use std::time::Instant;
+
+use serde::{Deserialize, Serialize};
+
+use super::compare::CompareSettings;
+use super::method::Method;
+use super::method_settings::MethodSettings;
+use super::runs::{self, run_all, Experiment, PlannedRun};
+use super::settings::{check_grid_axis, write_json, ExperimentDir, SharedSettings};
+use csam_train::spec::{OptimizerFamily, RunSpec, Runtime};
+use csam_train::train::atomic::write_atomic;
+use csam_train::train::{ExperimentObserver, RunSummary, TrainError};
+use results::{cells, markdown, short, GridPoint, GridRecord, GridResults, SCHEMA};
+
+type Result<T> = std::result::Result<T, TrainError>;
+
+/// What identifies a grid: the pairs, the method and the settings its runs
+/// share. Saved as `grid.json`, the shared keys at the top level.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct GridSettings {
+    /// Data, model, epochs, seeds and batch size. Its `lr` and
+    /// `weight_decay` are neither read nor saved: each run takes its pair's.
+    #[serde(flatten, with = "keys::without_tuned")]
+    pub shared: SharedSettings,
+    /// The method tuned (SGD with cross entropy by default).
+    pub method: Method,
+    /// Perturbation radius, read when the method's rule is of the SAM family.
+    pub rho: f64,
+    /// CSAM's gamma, read when the method's rule is CSAM.
+    pub gamma: f64,
+    /// Peak learning rates, in table order.
+    pub lrs: Vec<f64>,
+    /// Weight decays, in table order.
+    pub weight_decays: Vec<f64>,
+}
+
+impl Default for GridSettings {
+    /// The paper's grid on SGD (lr in {0.01, 0.05, 0.1}, weight decay in
+    /// {1e-4, 5e-4, 1e-3}) with one seed, 0, and otherwise the settings of
+    /// `csam compare` (its rho and gamma for a SAM-family method), so that
+    /// the chosen pair is tuned for the runs it will be used in.
+    fn default() -> Self {
+        let compare = CompareSettings::default();
+        GridSettings {
+            shared: SharedSettings {
+                seeds: vec![0],
+                ..compare.shared
+            },
+            method: Method::cross_entropy(OptimizerFamily::Sgd),
+            rho: compare.rho,
+            gamma: compare.gamma,
+            lrs: vec![0.01, 0.05, 0.1],
+            weight_decays: vec![1e-4, 5e-4, 1e-3],
+        }
+    }
+}
+
+impl GridSettings {
+    /// The spec of one run: the method at `point` with `seed`, built as
+    /// `csam compare` builds its runs, so that a run of the chosen pair is
+    /// the comparison's run of the method.
+    pub fn run_spec(&self, point: GridPoint, seed: u64) -> Result<RunSpec> {
+        let compare = CompareSettings {
+            shared: SharedSettings {
+                lr: point.lr,
+                weight_decay: point.weight_decay,
+                ..self.shared.clone()
+            },
+            methods: vec![self.method],
+            rho: self.rho,
+            gamma: self.gamma,
+            // The method's built-in settings, as `csam compare` gives them
+            // (ASAM's own radius).
+            method_settings: MethodSettings::builtin().of(&[self.method]),
+        };
+        compare.run_spec(self.method, seed)
+    }
+
+    /// Refuses empty or repeated lists and any setting a run would refuse
+    /// (an lr must be finite and positive, a weight decay finite and
+    /// non-negative; the data and model names must parse), so that a grid
+    /// is recorded only once its settings are valid.
+    pub fn validate(&self) -> Result<()> {
+        self.shared.validate()?;
+        check_grid_axis("lrs", &self.lrs)?;
+        check_grid_axis("weight_decays", &self.weight_decays)?;
+        for point in self.pairs() {
+            self.run_spec(point, self.shared.seeds[0])?.validate()?;
+        }
+        Ok(())
+    }
+
+    /// Every (lr, weight decay), lr-major: the rows of the table.
+    pub fn pairs(&self) -> Vec<GridPoint> {
+        self.lrs
+            .iter()
+            .flat_map(|&lr| {
+                self.weight_decays
+                    .iter()
+                    .map(move |&weight_decay| GridPoint { lr, weight_decay })
+            })
+            .collect()
+    }
+
+    /// Every (seed, lr, weight decay), seed-major, so that every pair has a
+    /// first value before any pair has a second.
+    pub fn runs(&self) -> Vec<(u64, GridPoint)> {
+        let pairs = self.pairs();
+        self.shared
+            .seeds
+            .iter()
+            .flat_map(|&seed| pairs.iter().map(move |&point| (seed, point)))
+            .collect()
+    }
+}
+
+/// The paths of a grid directory.
+#[derive(Debug, Clone)]
+pub struct GridDir {
+    dir: ExperimentDir,
+}
+
+impl GridDir {
+    /// The grid directory at `root` (nothing is created).
+    pub fn new(root: impl Into<PathBuf>) -> Self {
+        GridDir {
+            dir: ExperimentDir::new(root, "grid.json", "grid"),
+        }
+    }
+
+    /// `runs/lr<lr>-wd<weight decay>-seed<seed>`, relative to the grid
+    /// directory (small values in exponent form: `wd5e-4`).
+    pub fn relative_run(point: GridPoint, seed: u64) -> String {
+        format!(
+            "runs/lr{}-wd{}-seed{seed}",
+            short(point.lr),
+            short(point.weight_decay)
+        )
+    }
+
+    /// A file or directory of the grid, by its relative path.
+    pub fn join(&self, relative: &str) -> PathBuf {
+        self.dir.join(relative)
+    }
+
+    /// `results.json`.
+    pub fn results_json(&self) -> PathBuf {
+        self.join("results.json")
+    }
+
+    /// Creates the directory and `grid.json`, or accepts an existing one
+    /// with the same settings; refuses anything else.
+    pub fn open(&self, settings: &GridSettings) -> Result<()> {
+        self.dir.open(settings)
+    }
+}
+
+/// What `csam grid` asks for.
+#[derive(Debug, Clone)]
+pub struct GridRequest {
+    /// The grid.
+    pub settings: GridSettings,
+    /// The grid directory.
+    pub out: PathBuf,
+    /// Device and threads of every run; not part of the grid's identity.
+    pub runtime: Runtime,
+    /// When the invocation started: the wall time in `results.json` counts
+    /// from here, so that runs trained ahead (by parallel processes) count.
+    pub started: Instant,
+}
+
+impl GridRequest {
+    /// Checks the settings and the runtime and opens the directory (nothing
+    /// is created for settings a run would refuse): the grid, ready to run.
+    fn open(&self) -> Result<Grid<'_>> {
+        self.settings.validate()?;
+        self.runtime.validate()?;
+        let dir = GridDir::new(&self.out);
+        dir.open(&self.settings)?;
+        Ok(Grid {
+            settings: &self.settings,
+            dir,
+        })
+    }
+}
+
+/// Checks the settings, opens the grid directory (as [`run`] does) and
+/// returns the runs that have not finished (see [`runs::unfinished`]).
+pub fn plan(request: &GridRequest) -> Result<Vec<PlannedRun>> {
+    runs::unfinished(&request.open()?)
+}
+
+/// Trains (or reuses) every run of the grid, chooses the pair, then writes
+/// `results.json` and `table.md`. Returns the results and the Markdown table.
+pub fn run<O: ExperimentObserver>(
+    request: &GridRequest,
+    observer: &mut O,
+) -> Result<(GridResults, String)> {
+    let grid = request.open()?;
+    let settings = &request.settings;
+    let runs = run_all(&grid, &request.runtime, observer)?;
+    let cells = cells(settings, &runs);
+    let best = results::best(&cells)
+        .map(|cell| cell.point)
+        .ok_or_else(|| TrainError::Invalid("the grid has no finished run".to_string()))?;
+    let results = GridResults {
+        schema: SCHEMA.to_string(),
+        csam_version: env!("CARGO_PKG_VERSION").to_string(),
+        settings: settings.clone(),
+        wall_time_s: request.started.elapsed().as_secs_f64(),
+        runs,
+        cells,
+        best,
+    };
+    let table = markdown(&results);
+    write_json(&grid.dir.results_json(), &results)?;
+    write_atomic(&grid.dir.join("table.md"), table.as_bytes())?;
+    Ok((results, table))
+}
+
+/// An opened grid as the runs of an [`Experiment`]: every pair at every
+/// seed, seed-major.
+struct Grid<'a> {
+    settings: &'a GridSettings,
+    dir: GridDir,
+}
+
+impl Experiment for Grid<'_> {
+    type Run = (u64, GridPoint);
+    type Record = GridRecord;
+
+    fn runs(&self) -> Vec<Self::Run> {
+        self.settings.runs()
+    }
+
+    fn label(&self, (seed, point): Self::Run) -> String {
+        format!(
+            "lr {} wd {} seed {seed}",
+            short(point.lr),
+            short(point.weight_decay)
+        )
+    }
+
+    fn spec(&self, (seed, point): Self::Run) -> Result<RunSpec> {
+        self.settings.run_spec(point, seed)
+    }
+
+    fn dir(&self, (seed, point): Self::Run) -> PathBuf {
+        self.dir.join(&GridDir::relative_run(point, seed))
+    }
+
+    fn record(&self, (seed, point): Self::Run, summary: RunSummary) -> Result<GridRecord> {
+        let run_dir = GridDir::relative_run(point, seed);
+        Ok(GridRecord::of_summary(run_dir, point, summary))
+    }
+
+    fn describe(record: &GridRecord) -> String {
+        format!(
+            "val accuracy {:.2}%, NLL {:.4}, ECE {:.2}%",
+            100.0 * record.val.accuracy,
+            record.val.nll,
+            100.0 * record.val.ece,
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::experiment::settings::differences;
+    use csam_train::spec::UpdateRule;
+
+    fn small() -> GridSettings {
+        GridSettings {
+            shared: SharedSettings {
+                seeds: vec![3, 4],
+                ..GridSettings::default().shared
+            },
+            lrs: vec![0.01, 0.1],
+            weight_decays: vec![5e-4],
+            ..GridSettings::default()
+        }
+    }
+
+    #[test]
+    fn runs_cover_every_pair_seed_major_with_its_lr_and_weight_decay() {
+        let settings = small();
+        settings.validate().unwrap();
+        let point = |lr| GridPoint {
+            lr,
+            weight_decay: 5e-4,
+        };
+        assert_eq!(settings.pairs(), vec![point(0.01), point(0.1)]);
+        let runs = settings.runs();
+        assert_eq!(runs.len(), 4);
+        assert_eq!((runs[1], runs[2]), ((3, point(0.1)), (4, point(0.01))));
+        let spec = settings.run_spec(point(0.1), 4).unwrap();
+        assert_eq!((spec.optim.lr, spec.optim.weight_decay), (0.1, 5e-4));
+        assert_eq!((spec.seed, spec.optim.rule.clone()), (4, UpdateRule::Sgd));
+        assert_eq!(
+            GridDir::relative_run(point(0.05), 0),
+            "runs/lr0.05-wd5e-4-seed0"
+        );
+        let csam = GridSettings {
+            method: "csam".parse().unwrap(),
+            ..settings
+        };
+        assert!(matches!(
+            csam.run_spec(point(0.1), 4).unwrap().optim.rule,
+            UpdateRule::Csam {
+                rho: 0.05,
+                gamma: 1.0,
+                ..
+            }
+        ));
+    }
+
+    #[test]
+    fn defaults_are_the_papers_grid_on_sgd_with_one_seed() {
+        let settings = GridSettings::default();
+        assert_eq!(settings.runs().len(), 9);
+        assert_eq!(settings.shared.seeds, vec![0]);
+        assert_eq!(settings.method.to_string(), "sgd");
+        let compare = CompareSettings::default().shared;
+        assert_eq!(
+            (settings.shared.data.as_str(), settings.shared.epochs),
+            (compare.data.as_str(), compare.epochs)
+        );
+    }
+
+    #[test]
+    fn empty_repeated_or_invalid_values_are_refused() {
+        for (lrs, weight_decays, key) in [
+            (vec![], vec![1e-4], "lrs"),
+            (vec![0.1], vec![], "weight_decays"),
+            (vec![0.1, 0.1], vec![1e-4], "lrs"),
+            (vec![0.0], vec![1e-4], "lr"),
+            (vec![-1.0], vec![1e-4], "lr"),
+            (vec![f64::NAN], vec![1e-4], "lr"),
+            (vec![0.1], vec![-1e-4], "weight_decay"),
+        ] {
+            let settings = GridSettings {
+                lrs,
+                weight_decays,
+                ..GridSettings::default()
+            };
+            let error = settings.validate().unwrap_err().to_string();
+            assert!(error.contains(&format!("{key} =")), "{settings:?}: {error}");
+        }
+    }
+
+    #[test]
+    fn grid_json_holds_the_lists_not_a_single_pair_and_reads_back() {
+        let settings = small();
+        let json = serde_json::to_value(&settings).unwrap();
+        assert!(json.get("lr").is_none() && json.get("weight_decay").is_none());
+        assert_eq!(json["lrs"], serde_json::json!([0.01, 0.1]));
+        assert_eq!(json["data"], settings.shared.data.as_str());
+        let back: GridSettings = serde_json::from_value(json).unwrap();
+        assert!(differences(&settings, &back).is_empty());
+        assert_eq!(back.lrs, settings.lrs);
+        assert_eq!(back.shared.seeds, settings.shared.seeds);
+    }
+
+    #[test]
+    fn directory_of_another_grid_is_refused() {
+        let root = tempfile::tempdir().unwrap();
+        let dir = GridDir::new(root.path().join("grid"));
+        let settings = small();
+        dir.open(&settings).unwrap();
+        let first = settings.runs()[0];
+        std::fs::create_dir_all(dir.join(&GridDir::relative_run(first.1, first.0))).unwrap();
+        dir.open(&settings).unwrap();
+        let other = GridSettings {
+            lrs: vec![0.01],
+            ..settings
+        };
+        let error = dir.open(&other).unwrap_err().to_string();
+        assert!(
+            error.contains("different grid") && error.contains("lrs"),
+            "{error}"
+        );
+    }
+}

@@ -1,0 +1,355 @@
+//! Training on mixed inputs: mixup and mixup inference in training (MIT-L),
+//! as a way of feeding a batch to the model that composes with every loss
+//! and every update rule.
+//!
+//! A step draws once ([`Mixing::draw`]: a partner for each example and the
+//! mixing coefficients, from a seed the caller derives from the run's seed
+//! and the step, so resumed runs draw the same); [`TrainBatch`] then holds
+//! the mixed inputs, and each forward pass of the step (SGD's one, SAM's
+//! two) runs them through the model and returns the terms of the objective
+//! ([`Forward`]): `sum_t w_t L(scores_t, targets_t)` for any per-batch loss
+//! `L` (the training loss, or CSAM's weighting of it at theta~).
+
+use rand::SeedableRng;
+use rand_distr::Distribution;
+use tch::{nn::ModuleT, Tensor};
+
+use crate::loss::{LossError, Scores};
+
+/// How a training step feeds its batch to the model.
+#[derive(Debug, Clone, Copy, PartialEq, Default, serde::Serialize, serde::Deserialize)]
+#[serde(tag = "kind", rename_all = "kebab-case", deny_unknown_fields)]
+pub enum Mixing {
+    /// The batch as it is.
+    #[default]
+    None,
+    /// Mixup (Zhang, Cisse, Dauphin and Lopez-Paz 2018, "mixup: beyond
+    /// empirical risk minimization", ICLR; for calibration Thulasidasan et
+    /// al. 2019): `x~ = lambda x + (1 - lambda) x_pi`, `lambda ~ Beta(alpha,
+    /// alpha)` once per step, `pi` a random permutation of the batch, and the
+    /// loss `lambda L(f(x~), y) + (1 - lambda) L(f(x~), y_pi)`, as their code
+    /// (facebookresearch/mixup-cifar10, `mixup_data`, `mixup_criterion`).
+    /// `alpha = 0` is no mixing (their `lam = 1`). Default `alpha = 1`, their
+    /// CIFAR-10 setting.
+    Mixup {
+        /// The Beta distribution's parameter, >= 0.
+        #[serde(default = "Mixing::default_alpha")]
+        alpha: f64,
+    },
+    /// MIT-L, mixup inference in training, decoupled at the last layer
+    /// (Wang, Li, Zhao, Heng and Zhang 2023, "On the pitfall of mixup for
+    /// uncertainty calibration", CVPR): two mixed copies of the batch,
+    /// `x_1 = l1 x + (1 - l1) x_pi` and `x_2 = l2 x + (1 - l2) x_pi` with
+    /// `l1 = max(b1, 1 - b1) >= 1/2 >= l2 = min(b2, 1 - b2)`, `b1, b2 ~
+    /// Beta(alpha, alpha)`, both drawn again while `l1 - l2 < margin` (or
+    /// `l1 = l2`); their outputs `o_1`, `o_2` give back each example's own
+    /// logits by assuming the network linear in its input,
+    /// `f_a = ((1 - l2) o_1 - (1 - l1) o_2) / (l1 - l2)` and
+    /// `f_b = (l1 o_2 - l2 o_1) / (l1 - l2)`, trained on the original labels:
+    /// `L(f_a, y) / 2 + L(f_b, y_pi) / 2`. Inference is the plain forward
+    /// pass. As the authors' code (dengbaowang/Mixup-Inference-in-Training,
+    /// `main.py`, method `MIT-L`); defaults `alpha = 1`, `margin = 0`, their
+    /// README's runs.
+    MitL {
+        /// The Beta distribution's parameter, > 0.
+        #[serde(default = "Mixing::default_alpha")]
+        alpha: f64,
+        /// The least gap `l1 - l2`, in `[0, 1)`.
+        #[serde(default)]
+        margin: f64,
+    },
+}
+
+/// One step's draw: each example's partner and the coefficients.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Draw {
+    /// `pi`: example `i` is mixed with example `partner[i]`.
+    pub partner: Vec<i64>,
+    /// `lambda` of mixup, or `(l1, l2)` of MIT-L.
+    pub coefficients: Coefficients,
+}
+
+/// The mixing coefficients of a [`Draw`].
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Coefficients {
+    /// The batch is not mixed.
+    None,
+    /// Mixup's `lambda`.
+    Mixup(f64),
+    /// MIT-L's `(l1, l2)`, `l1 > l2`.
+    Decoupled(f64, f64),
+}
+
+impl Mixing {
+    fn default_alpha() -> f64 {
+        1.0
+    }
+
+    /// Mixup at its default `alpha = 1`.
+    pub fn mixup() -> Mixing {
+        Mixing::Mixup {
+            alpha: Mixing::default_alpha(),
+        }
+    }
+
+    /// MIT-L at its defaults `alpha = 1`, `margin = 0`.
+    pub fn mit_l() -> Mixing {
+        Mixing::MitL {
+            alpha: Mixing::default_alpha(),
+            margin: 0.0,
+        }
+    }
+
+    /// The name of the branch (`none`, `mixup`, `mit-l`).
+    pub fn name(&self) -> &'static str {
+        match self {
+            Mixing::None => "none",
+            Mixing::Mixup { .. } => "mixup",
+            Mixing::MitL { .. } => "mit-l",
+        }
+    }
+
+    /// Refuses parameters outside the method's definition.
+    pub fn validate(&self) -> Result<(), LossError> {
+        let field = |field, value, reason| {
+            Err(LossError::Field {
+                loss: self.name(),
+                field,
+                value,
+                reason,
+            })
+        };
+        match *self {
+            Mixing::None => Ok(()),
+            Mixing::Mixup { alpha } if !(alpha.is_finite() && alpha >= 0.0) => {
+                field("alpha", alpha, "must be finite and >= 0")
+            }
+            Mixing::MitL { alpha, .. } if !(alpha.is_finite() && alpha > 0.0) => field(
+                "alpha",
+                alpha,
+                "must be finite and > 0 (MIT-L needs two different mixing coefficients)",
+            ),
+            Mixing::MitL { margin, .. } if !(0.0..1.0).contains(&margin) => {
+                field("margin", margin, "must lie in [0, 1)")
+            }
+            _ => Ok(()),
+        }
+    }
+
+    /// Whether the batch is fed as it is (also mixup with `alpha = 0`).
+    pub fn is_none(&self) -> bool {
+        match *self {
+            Mixing::None => true,
+            Mixing::Mixup { alpha } => alpha == 0.0,
+            Mixing::MitL { .. } => false,
+        }
+    }
+
+    /// The draw of a step over a batch of `batch` examples, a pure function
+    /// of `seed`. Expects validated parameters.
+    pub fn draw(&self, batch: usize, seed: u64) -> Draw {
+        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed);
+        let coefficients = match *self {
+            Mixing::Mixup { alpha } if alpha > 0.0 => Coefficients::Mixup(beta(alpha, &mut rng)),
+            Mixing::MitL { alpha, margin } => loop {
+                let (b1, b2) = (beta(alpha, &mut rng), beta(alpha, &mut rng));
+                let (l1, l2) = (b1.max(1.0 - b1), b2.min(1.0 - b2));
+                if l1 - l2 >= margin && l1 > l2 {
+                    break Coefficients::Decoupled(l1, l2);
+                }
+            },
+            _ => Coefficients::None,
+        };
+        let mut partner: Vec<i64> = (0..batch as i64).collect();
+        if coefficients != Coefficients::None {
+            rand::seq::SliceRandom::shuffle(partner.as_mut_slice(), &mut rng);
+        }
+        Draw {
+            partner,
+            coefficients,
+        }
+    }
+}
+
+/// A draw from `Beta(alpha, alpha)`, `alpha > 0`.
+fn beta(alpha: f64, rng: &mut impl rand::Rng) -> f64 {
+    // Invariant: validate() refuses alpha <= 0 where a draw is needed.
+    rand_distr::Beta::new(alpha, alpha)
+        .expect("alpha > 0 after validation")
+        .sample(rng)
+}
+
+/// A batch as the passes of one step feed it to the model.
+#[derive(Debug)]
+pub struct TrainBatch {
+    /// The model's inputs: the batch, its mixup, or MIT-L's two mixtures.
+    inputs: Vec<Tensor>,
+    targets: Tensor,
+    /// `y_pi`, for a mixed batch.
+    partner_targets: Option<Tensor>,
+    coefficients: Coefficients,
+}
+
+impl TrainBatch {
+    /// The batch `xs` `[B, ...]`, `ys` `[B]` as it is.
+    pub fn plain(xs: &Tensor, ys: &Tensor) -> TrainBatch {
+        TrainBatch {
+            inputs: vec![xs.shallow_clone()],
+            targets: ys.shallow_clone(),
+            partner_targets: None,
+            coefficients: Coefficients::None,
+        }
+    }
+
+    /// The batch mixed as `draw` says (its partners index the batch).
+    pub fn mixed(xs: &Tensor, ys: &Tensor, draw: &Draw) -> Result<TrainBatch, LossError> {
+        if draw.coefficients == Coefficients::None {
+            return Ok(TrainBatch::plain(xs, ys));
+        }
+        let partner = Tensor::from_slice(&draw.partner).to_device(xs.device());
+        let partner_xs = xs.f_index_select(0, &partner)?;
+        let mix = |l: f64| -> Result<Tensor, LossError> {
+            Ok(xs
+                .f_mul_scalar(l)?
+                .f_add(&partner_xs.f_mul_scalar(1.0 - l)?)?)
+        };
+        let inputs = match draw.coefficients {
+            Coefficients::Mixup(lambda) => vec![mix(lambda)?],
+            Coefficients::Decoupled(l1, l2) => vec![mix(l1)?, mix(l2)?],
+            Coefficients::None => unreachable!("returned above"),
+        };
+        Ok(TrainBatch {
+            inputs,
+            targets: ys.shallow_clone(),
+            partner_targets: Some(ys.f_index_select(0, &partner)?),
+            coefficients: draw.coefficients,
+        })
+    }
+
+    /// The targets `y` `[B]`.
+    pub fn targets(&self) -> &Tensor {
+        &self.targets
+    }
+
+    /// The inputs of the first forward pass (for shape checks).
+    pub fn first_input(&self) -> &Tensor {
+        &self.inputs[0]
+    }
+
+    /// The sub-batches of (at most) `size` examples, mixed as this batch
+    /// (m-sharpness splits a mixed batch after mixing).
+    pub fn split(&self, size: i64) -> Result<Vec<TrainBatch>, LossError> {
+        let split = |t: &Tensor| t.f_split(size, 0);
+        let inputs: Vec<Vec<Tensor>> = self.inputs.iter().map(split).collect::<Result<_, _>>()?;
+        let targets = split(&self.targets)?;
+        let partners = self.partner_targets.as_ref().map(split).transpose()?;
+        Ok((0..targets.len())
+            .map(|i| TrainBatch {
+                inputs: inputs
+                    .iter()
+                    .map(|parts| parts[i].shallow_clone())
+                    .collect(),
+                targets: targets[i].shallow_clone(),
+                partner_targets: partners.as_ref().map(|p| p[i].shallow_clone()),
+                coefficients: self.coefficients,
+            })
+            .collect())
+    }
+
+    /// One forward pass (train mode) over the batch: the terms of the
+    /// objective.
+    pub fn forward<M: ModuleT + ?Sized>(&self, model: &M) -> Result<Forward, LossError> {
+        let outputs: Vec<Tensor> = self
+            .inputs
+            .iter()
+            .map(|x| model.forward_t(x, true))
+            .collect();
+        let y = &self.targets;
+        let scores = |logits: &Tensor| Scores::new(logits, y);
+        let terms = match (self.coefficients, &self.partner_targets) {
+            (Coefficients::Mixup(lambda), Some(y_pi)) => {
+                let mixed = scores(&outputs[0])?;
+                let partner = mixed.shallow_clone();
+                vec![
+                    Term::new(mixed, y, lambda),
+                    Term::new(partner, y_pi, 1.0 - lambda),
+                ]
+            }
+            (Coefficients::Decoupled(l1, l2), Some(y_pi)) => {
+                let (o1, o2) = (&outputs[0], &outputs[1]);
+                let own = (o1 * (1.0 - l2) - o2 * (1.0 - l1)) / (l1 - l2);
+                let partner = (o2 * l1 - o1 * l2) / (l1 - l2);
+                vec![
+                    Term::new(scores(&own)?, y, 0.5),
+                    Term::new(Scores::new(&partner, y_pi)?, y_pi, 0.5),
+                ]
+            }
+            _ => vec![Term::new(scores(&outputs[0])?, y, 1.0)],
+        };
+        Ok(Forward { terms })
+    }
+}
+
+/// One term `w L(scores, targets)` of a pass's objective.
+#[derive(Debug)]
+struct Term {
+    scores: Scores,
+    targets: Tensor,
+    weight: f64,
+}
+
+impl Term {
+    fn new(scores: Scores, targets: &Tensor, weight: f64) -> Term {
+        Term {
+            scores,
+            targets: targets.shallow_clone(),
+            weight,
+        }
+    }
+}
+
+/// The outputs of one forward pass as the terms of its objective.
+#[derive(Debug)]
+pub struct Forward {
+    terms: Vec<Term>,
+}
+
+impl Forward {
+    /// `sum_t w_t loss(scores_t, targets_t)`; the loss itself for an
+    /// unmixed batch (no multiplication by 1).
+    pub fn objective<E>(
+        &self,
+        loss: impl Fn(&Scores, &Tensor) -> Result<Tensor, E>,
+    ) -> Result<Tensor, E>
+    where
+        E: From<LossError>,
+    {
+        if let [only] = self.terms.as_slice() {
+            return loss(&only.scores, &only.targets);
+        }
+        let mut total: Option<Tensor> = None;
+        for term in &self.terms {
+            let value = loss(&term.scores, &term.targets)?
+                .f_mul_scalar(term.weight)
+                .map_err(|e| E::from(LossError::from(e)))?;
+            total = Some(match total {
+                None => value,
+                Some(sum) => sum + value,
+            });
+        }
+        // Invariant: a pass has at least one term.
+        Ok(total.expect("a forward pass has a term"))
+    }
+
+    /// The scores and targets the step's statistics read: the batch's own
+    /// (mixup: the mixed batch with `y`; MIT-L: the recovered `f_a`).
+    pub fn primary(&self) -> (&Scores, &Tensor) {
+        let first = &self.terms[0];
+        (&first.scores, &first.targets)
+    }
+
+    /// Whether the pass fed the batch as it is (its objective is the loss).
+    pub fn is_plain(&self) -> bool {
+        self.terms.len() == 1
+    }
+}
