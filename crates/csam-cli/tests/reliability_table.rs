@@ -127,6 +127,7 @@ const CASES: &[Case] = &[
     case("train", "--acls-neg-lambda", "-1 (ACLS)", &["{train}", "--loss", "acls", "--acls-neg-lambda", "-1"]),
     case("train", "--cpc-bdc-weight", "-1 (CPC)", &["{train}", "--loss", "cpc", "--cpc-bdc-weight", "-1"]),
     case("train", "--cpc-bec-weight", "-1 (CPC)", &["{train}", "--loss", "cpc", "--cpc-bec-weight", "-1"]),
+    case("train", "--loss", "cpc on 2 classes", &["{train}", "--loss", "cpc", "--data", "folder:{dir}/two-classes", "--val-size", "1"]),
     case("train", "--mmce-lambda", "-2 (MMCE)", &["{train}", "--loss", "mmce", "--mmce-lambda", "-2"]),
     case("train", "--mdca-beta", "-1 (MDCA)", &["{train}", "--loss", "mdca", "--mdca-beta", "-1"]),
     case("train", "--adafocal-lambda", "0 (AdaFocal)", &["{train}", "--loss", "adafocal", "--adafocal-lambda", "0"]),
@@ -543,6 +544,16 @@ fn prepare(dir: &Path, trained: &Path) -> RunLock {
     for folder in ["half/train/cat", "evalset/test/cat", "one/cat"] {
         std::fs::create_dir_all(dir.join(folder)).unwrap();
         std::fs::copy(&png, dir.join(folder).join("0.png")).unwrap();
+    }
+    // A trainable folder of 2 classes (the same image twice per class).
+    for split in ["train", "test"] {
+        for (class, index) in [("cat", 0), ("dog", 1)] {
+            let folder = dir.join("two-classes").join(split).join(class);
+            std::fs::create_dir_all(&folder).unwrap();
+            for copy in 0..2 {
+                std::fs::copy(&png, folder.join(format!("{index}{copy}.png"))).unwrap();
+            }
+        }
     }
     std::fs::copy(
         trained.join("config.toml"),

@@ -92,10 +92,14 @@ impl ExampleLoss for Acls {
         Ok(())
     }
 
+    fn min_classes(&self) -> usize {
+        2
+    }
+
     fn per_example(&self, scores: &Scores, targets: &Tensor) -> Result<Tensor, LossError> {
         let logits = &scores.logits;
         let classes = logits.size()[1];
-        if classes < 2 {
+        if classes < self.min_classes() as i64 {
             return Err(LossError::Shape(format!(
                 "ACLS compares the largest logit with the others: it needs at least 2 \
                  classes, got {classes}"

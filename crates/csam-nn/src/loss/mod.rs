@@ -154,6 +154,12 @@ pub trait ExampleLoss {
     /// batch's [`Scores`] and int64 targets `[B]`.
     fn per_example(&self, scores: &Scores, targets: &Tensor) -> Result<Tensor, LossError>;
 
+    /// The fewest classes the loss is defined for (CPC compares pairs of
+    /// non-target classes, ACLS the largest logit with the others).
+    fn min_classes(&self) -> usize {
+        1
+    }
+
     /// The term `R` of the whole batch added to the mean of the per-example
     /// terms (a 0-d tensor keeping the autograd graph), for losses whose
     /// regulariser compares examples with each other or with batch
@@ -250,6 +256,11 @@ impl TrainingLoss {
     /// The per-example terms `[B]` from a batch's [`Scores`] and targets `[B]`.
     pub fn per_example(&self, scores: &Scores, targets: &Tensor) -> Result<Tensor, LossError> {
         self.as_example_loss().per_example(scores, targets)
+    }
+
+    /// The fewest classes the loss is defined for.
+    pub fn min_classes(&self) -> usize {
+        self.as_example_loss().min_classes()
     }
 
     /// The batch term `R` of a loss with one ([`ExampleLoss::batch_term`]).

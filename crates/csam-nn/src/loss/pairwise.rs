@@ -71,10 +71,14 @@ impl ExampleLoss for PairwiseConstraints {
         Ok(())
     }
 
+    fn min_classes(&self) -> usize {
+        3
+    }
+
     fn per_example(&self, scores: &Scores, targets: &Tensor) -> Result<Tensor, LossError> {
         let logits = &scores.logits;
         let (batch, classes) = (logits.size()[0], logits.size()[1]);
-        if classes < 3 {
+        if classes < self.min_classes() as i64 {
             return Err(LossError::Shape(format!(
                 "CPC's exclusion constraints compare pairs of non-target classes: it needs \
                  at least 3 classes, got {classes}"

@@ -10,7 +10,7 @@ use std::path::Path;
 use tch::{nn::VarStore, Device, Tensor};
 
 use super::checkpoint::{self, epoch_seed, TrainState};
-use super::error::{Result, TrainError};
+use super::error::{ConfigError, Result, TrainError};
 use super::evaluate::{predict_mode, Predictions};
 use super::rundir::{RunDir, Split};
 use crate::spec::{BaseSpec, LossSpec, MixingSpec, ModelSpec, OptimSpec, RunSpec, Schedule};
@@ -91,6 +91,16 @@ impl Session {
     pub fn prepare(spec: &RunSpec, device: Device) -> Result<Session> {
         let source = data::load(&spec.data.source)?;
         let n_train = source.train.as_ref().map_or(0, |train| train.n);
+        let classes = source.train.as_ref().map_or(0, |train| train.n_classes);
+        let needed = spec.loss.min_classes();
+        if classes < needed {
+            return Err(ConfigError::invalid(
+                "loss",
+                spec.loss.name(),
+                format!("needs at least {needed} classes; the data has {classes}"),
+            )
+            .into());
+        }
         let splits = data::split(source, spec.data.val_size.count(n_train), spec.seed)?;
         let normalization = Normalization::fit(&splits.train)?;
         tch::manual_seed(epoch_seed(spec.seed, 0));
