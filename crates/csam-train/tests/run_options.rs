@@ -220,6 +220,34 @@ fn mixup_with_alpha_zero_is_plain_training_bit_for_bit() {
 }
 
 #[test]
+fn csam_with_gamma_zero_is_sam_with_the_same_loss_bit_for_bit() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let dir = tempfile::tempdir().unwrap();
+    for objective in [
+        "",
+        "loss = \"focal\"\n",
+        "loss = \"mmce\"\n",
+        "loss = \"acls\"\nmargin = 1.0\n",
+        "loss = \"adafocal\"\n",
+        "mixing = \"mixup\"\n",
+    ] {
+        let (csam, sam) = (dir.path().join("csam"), dir.path().join("sam"));
+        for out in [&csam, &sam] {
+            let _ = std::fs::remove_dir_all(out);
+        }
+        let csam_spec = format!("{objective}optimizer = \"csam\"\ngamma = 0.0\n");
+        train(&spec(&csam_spec), &csam, false, None);
+        train(
+            &spec(&format!("{objective}optimizer = \"sam\"\n")),
+            &sam,
+            false,
+            None,
+        );
+        assert_eq!(last_weights(&csam), last_weights(&sam), "{objective}");
+    }
+}
+
+#[test]
 fn vasso_with_theta_one_is_sam_bit_for_bit() {
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let dir = tempfile::tempdir().unwrap();
