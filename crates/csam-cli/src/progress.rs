@@ -3,7 +3,7 @@
 //! experiment run on stdout. The library reports events to this observer;
 //! only here are they drawn.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use csam_data::corrupt::Corruption;
 use csam_lab::sharpness::SharpnessObserver;
@@ -18,12 +18,28 @@ use indicatif::{ProgressBar, ProgressStyle};
 pub struct Terminal {
     bars: bool,
     bar: Option<ProgressBar>,
+    /// Runs this invocation trained in child processes: that the experiment
+    /// then reads them back is no news, so their "reused" line is left out.
+    trained_ahead: Vec<PathBuf>,
 }
 
 impl Terminal {
     /// A terminal observer, with progress bars when `bars`.
     pub fn new(bars: bool) -> Terminal {
-        Terminal { bars, bar: None }
+        Terminal {
+            bars,
+            bar: None,
+            trained_ahead: Vec::new(),
+        }
+    }
+
+    /// The same observer, told which run directories this invocation has
+    /// just trained in child processes.
+    pub fn with_trained_ahead(self, dirs: Vec<PathBuf>) -> Terminal {
+        Terminal {
+            trained_ahead: dirs,
+            ..self
+        }
     }
 }
 
@@ -60,6 +76,9 @@ impl RunObserver for Terminal {
 
 impl ExperimentObserver for Terminal {
     fn run_started(&mut self, label: &str, action: RunAction, dir: &Path) {
+        if action == RunAction::Reused && self.trained_ahead.iter().any(|d| d == dir) {
+            return;
+        }
         println!("{label}: {action} {}", dir.display());
     }
 

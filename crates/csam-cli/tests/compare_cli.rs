@@ -310,6 +310,8 @@ fn runs_trained_by_parallel_processes_give_the_numbers_of_sequential_ones() {
     let stdout = String::from_utf8_lossy(&parallel.stdout);
     assert_eq!(stdout.matches("(process ").count(), 6, "{stdout}");
     assert_eq!(stdout.matches(": trained in ").count(), 6, "{stdout}");
+    // Reading back the runs it has just trained is no news: no "reused" line.
+    assert_eq!(stdout.matches("reused finished run").count(), 0, "{stdout}");
     assert_eq!(run_numbers(&one), run_numbers(&two));
     // The table (results.csv differs in the runs' wall times only).
     assert_eq!(

@@ -77,11 +77,12 @@ pub fn run(args: CompareArgs) -> anyhow::Result<()> {
         started,
     };
     let context = || format!("comparing into {}", out.display());
-    args.shared
+    let trained_ahead = args
+        .shared
         .train_ahead(jobs, &compare::plan(&request).with_context(context)?)
         .with_context(context)?;
-    let outcome =
-        compare::run(&request, &mut Terminal::new(!args.shared.quiet)).with_context(context)?;
+    let mut terminal = Terminal::new(!args.shared.quiet).with_trained_ahead(trained_ahead);
+    let outcome = compare::run(&request, &mut terminal).with_context(context)?;
     println!("\n{}", outcome.table);
     println!(
         "wrote {} (results.json, results.csv, table.md, report.html, plots/, runs/) in {:.1}s",

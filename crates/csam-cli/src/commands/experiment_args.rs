@@ -122,7 +122,11 @@ impl SharedArgs {
     }
 
     /// See [`RunArgs::train_ahead`].
-    pub fn train_ahead(&self, jobs: usize, unfinished: &[PlannedRun]) -> anyhow::Result<()> {
+    pub fn train_ahead(
+        &self,
+        jobs: usize,
+        unfinished: &[PlannedRun],
+    ) -> anyhow::Result<Vec<PathBuf>> {
         self.run.train_ahead(jobs, unfinished)
     }
 
@@ -191,12 +195,18 @@ impl RunArgs {
 
     /// Trains the experiment's unfinished runs `jobs` at a time in separate
     /// processes, when more than one run and more than one job make that
-    /// worthwhile; the experiment then reuses them.
-    pub fn train_ahead(&self, jobs: usize, unfinished: &[PlannedRun]) -> anyhow::Result<()> {
+    /// worthwhile; the experiment then reuses them. Returns the directories
+    /// of the runs it trained.
+    pub fn train_ahead(
+        &self,
+        jobs: usize,
+        unfinished: &[PlannedRun],
+    ) -> anyhow::Result<Vec<PathBuf>> {
         if jobs > 1 && unfinished.len() > 1 {
             train_in_processes(unfinished, &self.runtime(), jobs)?;
+            return Ok(unfinished.iter().map(|run| run.dir.clone()).collect());
         }
-        Ok(())
+        Ok(Vec::new())
     }
 
     /// `--out`, or `runs/<kind>-<data>-<model>`.

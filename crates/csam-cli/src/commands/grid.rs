@@ -89,11 +89,12 @@ pub fn run(args: GridArgs) -> anyhow::Result<()> {
         started,
     };
     let context = || format!("searching the grid into {}", out.display());
-    args.run
+    let trained_ahead = args
+        .run
         .train_ahead(jobs, &grid::plan(&request).with_context(context)?)
         .with_context(context)?;
-    let (results, table) =
-        grid::run(&request, &mut Terminal::new(!args.quiet)).with_context(context)?;
+    let mut terminal = Terminal::new(!args.quiet).with_trained_ahead(trained_ahead);
+    let (results, table) = grid::run(&request, &mut terminal).with_context(context)?;
     println!("\n{table}");
     let best = results.best;
     let accuracy = results

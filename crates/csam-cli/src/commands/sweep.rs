@@ -43,11 +43,12 @@ pub fn run(args: SweepArgs) -> anyhow::Result<()> {
         started,
     };
     let context = || format!("sweeping into {}", out.display());
-    args.shared
+    let trained_ahead = args
+        .shared
         .train_ahead(jobs, &sweep::plan(&request).with_context(context)?)
         .with_context(context)?;
-    let (results, table) =
-        sweep::run(&request, &mut Terminal::new(!args.shared.quiet)).with_context(context)?;
+    let mut terminal = Terminal::new(!args.shared.quiet).with_trained_ahead(trained_ahead);
+    let (results, table) = sweep::run(&request, &mut terminal).with_context(context)?;
     println!("\n{table}");
     println!(
         "wrote {} (results.json, results.csv, cells.csv, table.md, report.html, plots/, runs/) in {:.1}s",
