@@ -91,9 +91,10 @@ impl Session {
     pub fn prepare(spec: &RunSpec, device: Device) -> Result<Session> {
         let source = data::load(&spec.data.source)?;
         let n_train = source.train.as_ref().map_or(0, |train| train.n);
-        let classes = source.train.as_ref().map_or(0, |train| train.n_classes);
+        // A source without a training part is refused by the split, which names it.
+        let classes = source.train.as_ref().map(|train| train.n_classes);
         let needed = spec.loss.min_classes();
-        if classes < needed {
+        if let Some(classes) = classes.filter(|&classes| classes < needed) {
             return Err(ConfigError::invalid(
                 "loss",
                 spec.loss.name(),
