@@ -188,6 +188,9 @@ pub struct TrainBatch {
     /// `y_pi`, for a mixed batch.
     partner_targets: Option<Tensor>,
     coefficients: Coefficients,
+    /// The examples' normalised histories of correct predictions `[B]`,
+    /// when the run keeps them (CRL; an unmixed batch only).
+    correctness: Option<Tensor>,
 }
 
 impl TrainBatch {
@@ -198,6 +201,16 @@ impl TrainBatch {
             targets: ys.shallow_clone(),
             partner_targets: None,
             coefficients: Coefficients::None,
+            correctness: None,
+        }
+    }
+
+    /// The same batch carrying its examples' normalised histories of
+    /// correct predictions `[B]`, which its scores pass to the loss.
+    pub fn with_correctness(self, correctness: Tensor) -> TrainBatch {
+        TrainBatch {
+            correctness: Some(correctness),
+            ..self
         }
     }
 
@@ -223,6 +236,7 @@ impl TrainBatch {
             targets: ys.shallow_clone(),
             partner_targets: Some(ys.f_index_select(0, &partner)?),
             coefficients: draw.coefficients,
+            correctness: None,
         })
     }
 
@@ -243,6 +257,7 @@ impl TrainBatch {
         let inputs: Vec<Vec<Tensor>> = self.inputs.iter().map(split).collect::<Result<_, _>>()?;
         let targets = split(&self.targets)?;
         let partners = self.partner_targets.as_ref().map(split).transpose()?;
+        let correctness = self.correctness.as_ref().map(split).transpose()?;
         Ok((0..targets.len())
             .map(|i| TrainBatch {
                 inputs: inputs
@@ -252,6 +267,7 @@ impl TrainBatch {
                 targets: targets[i].shallow_clone(),
                 partner_targets: partners.as_ref().map(|p| p[i].shallow_clone()),
                 coefficients: self.coefficients,
+                correctness: correctness.as_ref().map(|c| c[i].shallow_clone()),
             })
             .collect())
     }
@@ -284,7 +300,11 @@ impl TrainBatch {
                     Term::new(Scores::new(&partner, y_pi)?, y_pi, 0.5),
                 ]
             }
-            _ => vec![Term::new(scores(&outputs[0])?, y, 1.0)],
+            _ => {
+                let mut own = scores(&outputs[0])?;
+                own.correctness = self.correctness.as_ref().map(Tensor::shallow_clone);
+                vec![Term::new(own, y, 1.0)]
+            }
         };
         Ok(Forward { terms })
     }

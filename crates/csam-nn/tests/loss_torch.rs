@@ -11,9 +11,9 @@
 mod support;
 
 use csam_nn::loss::{
-    cross_entropy, true_class_log_probs, Acls, AdaFocal, AdaFocalBins, CrossEntropy, CsamLoss,
+    cross_entropy, true_class_log_probs, Acls, AdaFocal, AdaFocalBins, Crl, CrossEntropy, CsamLoss,
     DualFocal, Flsd, Focal, LabelSmoothing, MarginLabelSmoothing, Mdca, Mmce, PairwiseConstraints,
-    TrainingLoss,
+    Scores, TrainingLoss,
 };
 use support::{close, python, run_twin};
 use tch::{Device, Kind, Tensor};
@@ -24,6 +24,11 @@ const CLASSES: usize = 4;
 const P_TRUE: [f64; 10] = [
     0.05, 0.15, 0.199, 0.21, 0.35, 0.49, 0.51, 0.7, 0.9, 0.999_999,
 ];
+
+/// The examples' normalised correctness histories for CRL: ties (0.5, 0.5;
+/// 0.25, 0.25), neighbours ranked up and down, and the last example paired
+/// with the first.
+const CORRECTNESS: [f64; 10] = [0.0, 0.5, 0.5, 1.0, 0.25, 0.25, 0.0, 1.0, 0.75, 0.5];
 
 /// Float64 logits whose softmax gives example i the true-class probability
 /// `P_TRUE[i]`, the true class at column `i % CLASSES`, the other classes
@@ -61,6 +66,9 @@ impl Case {
     /// with CSAM's settings.
     fn json(&self) -> serde_json::Value {
         let mut value = serde_json::json!({ "loss": self.loss });
+        if self.loss.needs_correctness_history() {
+            value["correctness"] = CORRECTNESS.to_vec().into();
+        }
         if let TrainingLoss::AdaFocal(adafocal) = &self.loss {
             let bins = adafocal.bins();
             value["adafocal"] = serde_json::json!({ "edges": bins.edges, "gammas": bins.gammas });
@@ -75,11 +83,15 @@ impl Case {
     /// csam's value and gradient with respect to the logits.
     fn rust(&self, logits: &Tensor, targets: &Tensor) -> (Tensor, Tensor) {
         let z = logits.detach().set_requires_grad(true);
+        let mut scores = Scores::new(&z, targets).unwrap();
+        if self.loss.needs_correctness_history() {
+            scores.correctness = Some(Tensor::from_slice(&CORRECTNESS));
+        }
         let value = match self.csam {
-            None => self.loss.mean(&z, targets).unwrap(),
+            None => self.loss.mean_of(&scores, targets).unwrap(),
             Some((gamma, detach)) => CsamLoss::new(gamma, detach)
                 .unwrap()
-                .weighted(&self.loss, &z, targets)
+                .weighted_of(&self.loss, &scores, targets)
                 .unwrap(),
         };
         let grad = Tensor::run_backward(&[&value], &[&z], false, false).remove(0);
@@ -136,6 +148,9 @@ fn losses() -> Vec<TrainingLoss> {
         }),
         ..AdaFocal::default()
     }));
+    for weight in [1.0, 0.3] {
+        losses.push(TrainingLoss::Crl(Crl { weight }));
+    }
     for lambda in [2.0, 0.5] {
         losses.push(TrainingLoss::Mmce(Mmce { lambda }));
     }
@@ -295,6 +310,7 @@ fn parameters_outside_each_definition_are_refused() {
             bec_weight: 1.0,
         }),
         TrainingLoss::Mmce(Mmce { lambda: -2.0 }),
+        TrainingLoss::Crl(Crl { weight: -1.0 }),
         TrainingLoss::Mdca(Mdca {
             beta: -1.0,
             gamma: 0.0,
@@ -362,6 +378,13 @@ fn batch_terms_and_class_counts_follow_their_definitions() {
         let got = value(&loss, &logits, &targets).double_value(&[]);
         assert!((got - ce).abs() < 1e-15, "{}: {got} vs {ce}", loss.name());
     }
+    // CRL ranks by a history that only a training run keeps: without one it
+    // is refused, not computed as if every history were equal.
+    let error = TrainingLoss::Crl(Crl::default())
+        .mean(&logits, &targets)
+        .unwrap_err()
+        .to_string();
+    assert!(error.contains("history of correct predictions"), "{error}");
     // CPC needs 3 classes, ACLS 2: fewer are refused, not turned into NaN.
     let two = Tensor::zeros([2, 2], (Kind::Double, Device::Cpu));
     let one = Tensor::zeros([2, 1], (Kind::Double, Device::Cpu));

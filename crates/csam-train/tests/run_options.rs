@@ -2,7 +2,7 @@
 //! and resumes bit-identically: `sam_every`, m-sharpness, clipping, ASAM,
 //! CSAM with a detached factor, AdamW, VASSO, and the training losses (focal,
 //! FLSD-53, AdaFocal, dual focal, MbLS, label smoothing, ACLS, CPC, MMCE,
-//! MDCA) and
+//! MDCA, CRL) and
 //! mixings (mixup, MIT-L) under SGD, SAM and CSAM each train on digits, change the weights
 //! against the same run without the option (so the option is not ignored),
 //! and a run stopped after epoch 1 and resumed ends with the same bytes as
@@ -144,6 +144,18 @@ fn every_option_trains_changes_the_run_and_resumes_bit_identically() {
             "mdca-csam",
             "loss = \"mdca\"\noptimizer = \"csam\"\n",
             "optimizer = \"csam\"\n",
+        ),
+        // CRL's history (all zero in epoch 1) ranks epoch 2's examples and,
+        // through the checkpoint, the resumed run's.
+        (
+            "crl-csam",
+            "loss = \"crl\"\noptimizer = \"csam\"\n",
+            "optimizer = \"csam\"\n",
+        ),
+        (
+            "crl-m",
+            "loss = \"crl\"\noptimizer = \"sam\"\nm = 16\n",
+            "optimizer = \"sam\"\nm = 16\n",
         ),
         // AdaFocal's bins learnt after epoch 1 reach epoch 2 and, through
         // the checkpoint, the resumed run.

@@ -386,6 +386,14 @@ fn bad_values_are_refused_naming_the_key() {
             "adafocal_initial_gamma",
         ),
         (
+            vec![("loss", "crl".into()), ("crl_weight", V::Float(-1.0))],
+            "crl_weight",
+        ),
+        (
+            vec![("loss", "crl".into()), ("mixing", "mixup".into())],
+            "mixing",
+        ),
+        (
             vec![("mixing", "mixup".into()), ("mixup_alpha", V::Float(-0.5))],
             "mixup_alpha",
         ),

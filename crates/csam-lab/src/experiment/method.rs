@@ -10,7 +10,7 @@ use std::fmt;
 use std::str::FromStr;
 
 use csam_nn::loss::{
-    Acls, AdaFocal, DualFocal, Flsd, Focal, LabelSmoothing, MarginLabelSmoothing, Mdca, Mmce,
+    Acls, AdaFocal, Crl, DualFocal, Flsd, Focal, LabelSmoothing, MarginLabelSmoothing, Mdca, Mmce,
     PairwiseConstraints, TrainingLoss,
 };
 use csam_nn::mixing::Mixing;
@@ -53,6 +53,7 @@ const OBJECTIVES: &[(&str, WithDefaults)] = &[
     }),
     ("mmce", || plain(TrainingLoss::Mmce(Mmce::default()))),
     ("mdca", || plain(TrainingLoss::Mdca(Mdca::default()))),
+    ("crl", || plain(TrainingLoss::Crl(Crl::default()))),
     ("mixup", || (TrainingLoss::default(), Mixing::mixup())),
     ("mit-l", || (TrainingLoss::default(), Mixing::mit_l())),
 ];
@@ -161,6 +162,7 @@ mod tests {
             ("mdca+csam", "mdca", OptimizerFamily::Csam),
             ("mixup", "cross-entropy", OptimizerFamily::Sgd),
             ("adafocal+csam", "adafocal", OptimizerFamily::Csam),
+            ("crl+sam", "crl", OptimizerFamily::Sam),
             ("mit-l+csam", "cross-entropy", OptimizerFamily::Csam),
         ] {
             let method: Method = text.parse().unwrap();

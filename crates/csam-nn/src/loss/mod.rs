@@ -8,7 +8,7 @@
 //! which computes in float32). A training loss is the batch mean of
 //! per-example terms `l_i` ([`ExampleLoss::per_example`]), so that CSAM can
 //! weight each example's term in its second pass (see [`CsamLoss::weights`]),
-//! plus, for the regularisers defined on a whole batch (MMCE, MDCA), a batch
+//! plus, for the regularisers defined on a whole batch (MMCE, MDCA, CRL), a batch
 //! term `R` ([`ExampleLoss::batch_term`]) that CSAM leaves unweighted:
 //! `L = (1/B) sum_i l_i + R`.
 //!
@@ -27,6 +27,7 @@ mod margin;
 mod mdca;
 mod mmce;
 mod pairwise;
+mod ranking;
 
 pub use acls::Acls;
 pub use adafocal::{AdaFocal, AdaFocalBins};
@@ -38,6 +39,7 @@ pub use margin::MarginLabelSmoothing;
 pub use mdca::Mdca;
 pub use mmce::Mmce;
 pub use pairwise::PairwiseConstraints;
+pub use ranking::{CorrectnessHistory, Crl};
 
 use tch::{Kind, TchError, Tensor};
 
@@ -74,13 +76,18 @@ pub fn true_class_log_probs(logits: &Tensor, targets: &Tensor) -> Result<Tensor,
 
 /// A batch's logits `z` `[B, K]`, checked against their targets `[B]`, with
 /// `log_softmax(z)`: what every loss reads, the log-softmax computed once per
-/// forward pass. Both keep the autograd graph.
+/// forward pass. Both keep the autograd graph. A training run that keeps
+/// its examples' histories of correct predictions adds them (CRL ranks by
+/// them).
 #[derive(Debug)]
 pub struct Scores {
     /// The logits `z`.
     pub logits: Tensor,
     /// `log_softmax(z, 1)`.
     pub log_probs: Tensor,
+    /// Each example's normalised history of correct predictions `[B]`
+    /// ([`CorrectnessHistory::normalised`]), when the run keeps one.
+    pub correctness: Option<Tensor>,
 }
 
 impl Scores {
@@ -90,6 +97,7 @@ impl Scores {
         Ok(Scores {
             logits: logits.shallow_clone(),
             log_probs: logits.f_log_softmax(1, None)?,
+            correctness: None,
         })
     }
 
@@ -98,6 +106,7 @@ impl Scores {
         Scores {
             logits: self.logits.shallow_clone(),
             log_probs: self.log_probs.shallow_clone(),
+            correctness: self.correctness.as_ref().map(Tensor::shallow_clone),
         }
     }
 }
@@ -232,6 +241,7 @@ training_losses! {
     PairwiseConstraints => "cpc", PairwiseConstraints;
     Mmce => "mmce", Mmce;
     Mdca => "mdca", Mdca;
+    Crl => "crl", Crl;
 }
 
 impl Default for TrainingLoss {
@@ -256,6 +266,12 @@ impl TrainingLoss {
     /// The per-example terms `[B]` from a batch's [`Scores`] and targets `[B]`.
     pub fn per_example(&self, scores: &Scores, targets: &Tensor) -> Result<Tensor, LossError> {
         self.as_example_loss().per_example(scores, targets)
+    }
+
+    /// Whether the loss reads the examples' histories of correct
+    /// predictions ([`Scores::correctness`]): CRL.
+    pub fn needs_correctness_history(&self) -> bool {
+        matches!(self, TrainingLoss::Crl(_))
     }
 
     /// The fewest classes the loss is defined for.

@@ -5,7 +5,7 @@ use super::OptimError;
 use tch::{Device, Kind, Tensor};
 
 /// What one training step measured on its mini-batch (train-mode forward passes).
-#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct StepStats {
     /// Mean cross entropy at theta (pass 1).
     pub loss: f64,
@@ -19,6 +19,10 @@ pub struct StepStats {
     pub p_true: f64,
     /// Statistics at theta_tilde; `None` for a step without perturbation.
     pub perturbed: Option<PerturbedStats>,
+    /// Whether each example's prediction at theta (pass 1) was its label,
+    /// in batch order: what a correctness history records.
+    #[serde(skip)]
+    pub hits: Vec<bool>,
 }
 
 /// Statistics of the second pass at `theta_tilde = theta + e`.
@@ -39,11 +43,16 @@ pub(crate) struct StatsAccumulator {
     /// `[ce, correct fraction, grad norm, second loss, ce at theta_tilde]`,
     /// each a 0-d tensor weighted by the sub-batch's share of the batch.
     sums: Option<Vec<Tensor>>,
+    /// Each (sub-)batch's per-example hits at theta, in batch order.
+    hits: Vec<Tensor>,
 }
 
 impl StatsAccumulator {
     pub(crate) fn new() -> Self {
-        Self { sums: None }
+        Self {
+            sums: None,
+            hits: Vec::new(),
+        }
     }
 
     /// Adds one (sub-)batch holding fraction `weight` of the batch. `perturbed`
@@ -58,11 +67,9 @@ impl StatsAccumulator {
         perturbed: Option<(&Tensor, &Tensor)>,
     ) {
         let _guard = tch::no_grad_guard();
-        let correct = logits
-            .argmax(-1, false)
-            .eq_tensor(targets)
-            .to_kind(Kind::Double)
-            .mean(None);
+        let hits = logits.argmax(-1, false).eq_tensor(targets);
+        let correct = hits.to_kind(Kind::Double).mean(None);
+        self.hits.push(hits);
         let mut values = vec![cross_entropy.detach(), correct, grad_norm.detach()];
         if let Some((objective, ce)) = perturbed {
             values.push(objective.detach());
@@ -85,6 +92,13 @@ impl StatsAccumulator {
             .ok_or_else(|| OptimError::Mismatch("a step saw no sub-batch".into()))?;
         let host = Tensor::stack(&sums, 0).to_device(Device::Cpu);
         let v = Vec::<f64>::try_from(&host)?;
+        let hits = Tensor::cat(&self.hits, 0)
+            .to_kind(Kind::Uint8)
+            .to_device(Device::Cpu);
+        let hits: Vec<bool> = Vec::<u8>::try_from(&hits)?
+            .into_iter()
+            .map(|hit| hit == 1)
+            .collect();
         if let Some(bad) = v.iter().position(|x| !x.is_finite()) {
             let names = [
                 "loss",
@@ -108,6 +122,7 @@ impl StatsAccumulator {
                 cross_entropy: v[4],
                 p_true: (-v[4]).exp(),
             }),
+            hits,
         })
     }
 }

@@ -150,7 +150,7 @@ fn bench_case(
     for step in 0..steps_total {
         let started = Instant::now();
         trainer.set_learning_rate(step);
-        trainer.step(&xs, &ys, step)?.map_err(|message| {
+        trainer.step((&xs, &ys), step, &[])?.map_err(|message| {
             TrainError::Invalid(format!("benchmark step diverged: {message}"))
         })?;
         if let Device::Cuda(index) = options.device {

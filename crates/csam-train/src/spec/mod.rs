@@ -9,6 +9,7 @@
 //! ├── model:   ModelSpec  { arch, mlp_hidden, dropout, init }
 //! ├── loss:    LossSpec   CrossEntropy | Focal | Flsd | LabelSmoothing | DualFocal
 //! │                       | MarginLabelSmoothing | Acls | PairwiseConstraints | Mmce | Mdca
+//! │                       | AdaFocal | Crl
 //! ├── mixing:  MixingSpec None | Mixup{alpha} | MitL{alpha, margin}
 //! ├── optim:   OptimSpec  { lr, weight_decay, clip,
 //! │                         base: Sgd{momentum, nesterov} | Adamw{momentum},
@@ -180,6 +181,17 @@ impl RunSpec {
                      theta~ = theta + rho g/||g|| (the paper's Lemma 2); optimizer {} has no \
                      such point; use optimizer sam or csam",
                     self.optim.rule.family()
+                ),
+            ));
+        }
+        if self.loss.needs_correctness_history() && !self.mixing.is_none() {
+            return Err(check::invalid(
+                "mixing",
+                self.mixing.name(),
+                &format!(
+                    "loss {} ranks each example by its own history of correct predictions; a \
+                     mixed batch has no such examples",
+                    self.loss.name()
                 ),
             ));
         }

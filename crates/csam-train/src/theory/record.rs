@@ -103,6 +103,7 @@ mod tests {
                 cross_entropy: ce_tilde,
                 p_true: (-ce_tilde).exp(),
             }),
+            hits: vec![true],
         }
     }
 

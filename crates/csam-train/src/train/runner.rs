@@ -232,7 +232,7 @@ fn train(training: Training, observer: &mut dyn RunObserver) -> Result<RunOutcom
             );
             return Err(diverged(epoch, session.steps_per_epoch(), &what, &state));
         }
-        session.trainer.end_epoch(&val)?;
+        session.trainer.end_epoch(epoch, &val)?;
         let val_metrics = val.summarize(&spec.metrics)?;
         let test_metrics = session
             .predict_split(Split::Test)?
@@ -339,10 +339,14 @@ fn train_epoch(
     let (mut loss_sum, mut correct, mut seen) = (0.0f64, 0.0f64, 0.0f64);
     let mut lr = 0.0;
     let loader = session.data.train_loader(spec, session.device)?;
+    let order = loader.order(epoch as u64);
     let trainer = &mut session.trainer;
-    for (step, (xs, ys)) in loader.epoch(epoch as u64).enumerate() {
+    let batches = loader
+        .epoch(epoch as u64)
+        .zip(order.chunks(spec.batch_size));
+    for (step, ((xs, ys), examples)) in batches.enumerate() {
         lr = trainer.set_learning_rate(state.global_step);
-        let stats = match trainer.step(&xs, &ys, state.global_step)? {
+        let stats = match trainer.step((&xs, &ys), state.global_step, examples)? {
             Ok(stats) => stats,
             Err(message) => return Err(diverged(epoch, step + 1, &message, state)),
         };

@@ -17,7 +17,7 @@ use crate::spec::{BaseSpec, LossSpec, MixingSpec, ModelSpec, OptimSpec, RunSpec,
 use csam_data::{
     self as data, Augmentation, BatchLoader, Dataset, LoaderOptions, Normalization, Splits,
 };
-use csam_nn::loss::{AdaFocal, AdaFocalBins, TrainingLoss};
+use csam_nn::loss::{AdaFocal, AdaFocalBins, CorrectnessHistory, TrainingLoss};
 use csam_nn::mixing::TrainBatch;
 use csam_nn::model::weights::WeightsError;
 use csam_nn::model::{build_model_with, InputShape, Mode, Model, ModelKind, ModelOptions};
@@ -66,6 +66,9 @@ pub struct Trainer {
     /// The plain steps' loss (the SAM step holds its own copy) and the
     /// mixing of every step's batch.
     objective: Objective,
+    /// Each training example's correct predictions so far, for a loss that
+    /// ranks by them (CRL); part of the checkpoint.
+    history: Option<CorrectnessHistory>,
     schedule: LrSchedule,
     sam_every: usize,
     clip: Option<f64>,
@@ -115,6 +118,9 @@ impl Session {
             device,
             steps_per_epoch,
         )?;
+        if spec.loss.needs_correctness_history() {
+            trainer.history = Some(CorrectnessHistory::new(splits.train.n));
+        }
         if let Some(init) = &spec.model.init {
             trainer
                 .load_weights(init)
@@ -225,6 +231,7 @@ impl Trainer {
             optimizer: build_optimizer(&vs, optim)?,
             sam: build_sam(optim, &objective.loss, &vs)?,
             objective,
+            history: None,
             schedule: build_schedule(optim, epochs, steps_per_epoch)?,
             sam_every: optim.rule.sharpness().map_or(1, |s| s.every),
             clip: optim.clip,
@@ -246,16 +253,30 @@ impl Trainer {
     }
 
     /// One optimizer step on a batch: the SAM family's two passes on every
-    /// `sam_every`-th global step, a plain step otherwise. A non-finite loss
+    /// `sam_every`-th global step, a plain step otherwise. `examples` are the
+    /// batch's indices in the training split (what a correctness history is
+    /// kept by; may be empty when the run keeps none). A non-finite loss
     /// comes back as `Ok(Err(message))` so the loop can name the epoch.
     pub fn step(
         &mut self,
-        xs: &Tensor,
-        ys: &Tensor,
+        (xs, ys): (&Tensor, &Tensor),
         global_step: usize,
+        examples: &[usize],
     ) -> Result<std::result::Result<StepStats, String>> {
         let sharpness_aware = global_step.is_multiple_of(self.sam_every);
-        let batch = self.batch(xs, ys, global_step)?;
+        let mut batch = self.batch(xs, ys, global_step)?;
+        if let Some(history) = &self.history {
+            if examples.len() as i64 != ys.size()[0] {
+                return Err(TrainError::Invalid(format!(
+                    "the loss ranks examples by their history, but the batch of {} came with {} \
+                     example indices",
+                    ys.size()[0],
+                    examples.len()
+                )));
+            }
+            let ranks = Tensor::from_slice(&history.normalised(examples)).to_device(xs.device());
+            batch = batch.with_correctness(ranks);
+        }
         let stats = match (&mut self.sam, sharpness_aware) {
             (Some(sam), true) => sam.step_batch(&self.model, &batch, self.optimizer.as_mut()),
             _ => plain_step(
@@ -267,7 +288,12 @@ impl Trainer {
             ),
         };
         match stats {
-            Ok(stats) => Ok(Ok(stats)),
+            Ok(stats) => {
+                if let Some(history) = &mut self.history {
+                    history.record(examples, &stats.hits);
+                }
+                Ok(Ok(stats))
+            }
             Err(OptimError::Diverged(message)) => Ok(Err(message)),
             Err(e) => Err(e.into()),
         }
@@ -286,10 +312,14 @@ impl Trainer {
         Ok(TrainBatch::mixed(xs, ys, &draw)?)
     }
 
-    /// What the loss learns from an epoch's validation predictions (made
-    /// after its last step): AdaFocal's bins and exponents. Other losses
-    /// learn nothing.
-    pub fn end_epoch(&mut self, val: &Predictions) -> Result<()> {
+    /// What the loss learns at the end of the 1-based `epoch`: AdaFocal's
+    /// bins and exponents from the validation predictions (made after the
+    /// epoch's last step); CRL's history, one more possible right
+    /// prediction. Other losses learn nothing.
+    pub fn end_epoch(&mut self, epoch: usize, val: &Predictions) -> Result<()> {
+        if let Some(history) = &mut self.history {
+            history.end_epoch(epoch);
+        }
         let TrainingLoss::AdaFocal(adafocal) = &self.objective.loss else {
             return Ok(());
         };
@@ -321,6 +351,9 @@ impl Trainer {
         {
             state.push((ADAFOCAL_STATE.to_string(), bins.to_tensor()));
         }
+        if let Some(history) = &self.history {
+            state.push((HISTORY_STATE.to_string(), history.to_tensor()));
+        }
         state
     }
 
@@ -333,9 +366,14 @@ impl Trainer {
         let (loss_state, others): (Vec<_>, Vec<_>) = restored
             .optimizer
             .into_iter()
-            .partition(|(name, _)| name == ADAFOCAL_STATE);
+            .partition(|(name, _)| name == ADAFOCAL_STATE || name == HISTORY_STATE);
+        let saved = |wanted: &str| loss_state.iter().find(|(name, _)| name == wanted);
+        if let (Some(history), Some((_, tensor))) = (&mut self.history, saved(HISTORY_STATE)) {
+            let examples = history.len();
+            *history = CorrectnessHistory::from_tensor(tensor, examples)?;
+        }
         if let (TrainingLoss::AdaFocal(adafocal), Some((_, bins))) =
-            (&self.objective.loss, loss_state.first())
+            (&self.objective.loss, saved(ADAFOCAL_STATE))
         {
             let bins = AdaFocalBins::from_tensor(bins, adafocal.bins)?;
             self.set_loss(TrainingLoss::AdaFocal(AdaFocal {
@@ -363,6 +401,8 @@ impl Trainer {
 
 /// The name of AdaFocal's bins in a checkpoint's optimizer state.
 const ADAFOCAL_STATE: &str = "loss.adafocal";
+/// The name of CRL's correctness history in a checkpoint's optimizer state.
+const HISTORY_STATE: &str = "loss.correctness_history";
 
 /// Sets the mixing draws' stream apart from the epochs' (same SplitMix64).
 const MIXING_SALT: u64 = 0x6d69_7875_7073;
