@@ -226,18 +226,27 @@ pub struct CompareOutcome {
     pub table: String,
 }
 
+impl CompareRequest {
+    /// Checks the settings and the runtime and opens the directory (nothing
+    /// is created for settings a run would refuse): the comparison, ready
+    /// to run.
+    fn open(&self) -> Result<Comparison<'_>> {
+        self.settings.validate()?;
+        self.runtime.validate()?;
+        let dir = CompareDir::new(&self.out);
+        dir.open(&self.settings)?;
+        Ok(Comparison {
+            settings: &self.settings,
+            dir,
+        })
+    }
+}
+
 /// Checks the settings, opens the comparison directory (as [`run`] does) and
 /// returns the runs that have not finished (see [`runs::unfinished`]).
 /// Refuses a runtime no run could use before anything is trained.
 pub fn plan(request: &CompareRequest) -> Result<Vec<PlannedRun>> {
-    request.settings.validate()?;
-    request.runtime.validate()?;
-    let dir = CompareDir::new(&request.out);
-    dir.open(&request.settings)?;
-    runs::unfinished(&Comparison {
-        settings: &request.settings,
-        dir: &dir,
-    })
+    runs::unfinished(&request.open()?)
 }
 
 /// Trains (or reuses) every run, calibrates it, aggregates, writes
@@ -250,17 +259,9 @@ pub fn run<O: ExperimentObserver>(
 ) -> Result<CompareOutcome> {
     let started = request.started;
     let settings = &request.settings;
-    settings.validate()?;
-    let dir = CompareDir::new(&request.out);
-    dir.open(settings)?;
-    let runs = run_all(
-        &Comparison {
-            settings,
-            dir: &dir,
-        },
-        &request.runtime,
-        observer,
-    )?;
+    let comparison = request.open()?;
+    let runs = run_all(&comparison, &request.runtime, observer)?;
+    let dir = &comparison.dir;
     let aggregates = aggregate(&runs, &settings.methods);
     let table = table::markdown(&table::caption(settings), &aggregates);
     let results = CompareResults {
@@ -274,7 +275,7 @@ pub fn run<O: ExperimentObserver>(
     write_json(&dir.results_json(), &results)?;
     write_atomic(&dir.results_csv(), csv(&results.runs).as_bytes())?;
     write_atomic(&dir.table(), table.as_bytes())?;
-    report::compare::write(&dir, &results)?;
+    report::compare::write(dir, &results)?;
     Ok(CompareOutcome { results, table })
 }
 
@@ -282,7 +283,7 @@ pub fn run<O: ExperimentObserver>(
 /// seed-major.
 struct Comparison<'a> {
     settings: &'a CompareSettings,
-    dir: &'a CompareDir,
+    dir: CompareDir,
 }
 
 impl Experiment for Comparison<'_> {

@@ -153,18 +153,26 @@ pub struct SweepRequest {
     pub started: Instant,
 }
 
+impl SweepRequest {
+    /// Checks the settings and the runtime and opens the directory (nothing
+    /// is created for settings a run would refuse): the sweep, ready to run.
+    fn open(&self) -> Result<Sweep<'_>> {
+        self.settings.validate()?;
+        self.runtime.validate()?;
+        let dir = SweepDir::new(&self.out);
+        dir.open(&self.settings)?;
+        Ok(Sweep {
+            settings: &self.settings,
+            dir,
+        })
+    }
+}
+
 /// Checks the settings, opens the sweep directory (as [`run`] does) and
 /// returns the runs that have not finished (see [`runs::unfinished`]).
 /// Refuses a runtime no run could use before anything is trained.
 pub fn plan(request: &SweepRequest) -> Result<Vec<PlannedRun>> {
-    request.settings.validate()?;
-    request.runtime.validate()?;
-    let dir = SweepDir::new(&request.out);
-    dir.open(&request.settings)?;
-    runs::unfinished(&Sweep {
-        settings: &request.settings,
-        dir: &dir,
-    })
+    runs::unfinished(&request.open()?)
 }
 
 /// Trains (or reuses) every run of the grid, then writes `results.json`,
@@ -176,17 +184,9 @@ pub fn run<O: ExperimentObserver>(
 ) -> Result<(SweepResults, String)> {
     let started = request.started;
     let settings = &request.settings;
-    settings.validate()?;
-    let dir = SweepDir::new(&request.out);
-    dir.open(settings)?;
-    let runs = run_all(
-        &Sweep {
-            settings,
-            dir: &dir,
-        },
-        &request.runtime,
-        observer,
-    )?;
+    let sweep = request.open()?;
+    let runs = run_all(&sweep, &request.runtime, observer)?;
+    let dir = &sweep.dir;
     let cells = cells(settings, &runs);
     let results = SweepResults {
         schema: SCHEMA.to_string(),
@@ -201,14 +201,14 @@ pub fn run<O: ExperimentObserver>(
     write_atomic(&dir.join("results.csv"), runs_csv(&results.runs).as_bytes())?;
     write_atomic(&dir.join("cells.csv"), cells_csv(&results.cells).as_bytes())?;
     write_atomic(&dir.join("table.md"), table.as_bytes())?;
-    report::sweep::write(&dir, &results)?;
+    report::sweep::write(dir, &results)?;
     Ok((results, table))
 }
 
 /// A sweep as the runs of an [`Experiment`]: the grid, seed-major.
 struct Sweep<'a> {
     settings: &'a SweepSettings,
-    dir: &'a SweepDir,
+    dir: SweepDir,
 }
 
 impl Experiment for Sweep<'_> {
