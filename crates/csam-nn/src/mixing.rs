@@ -14,7 +14,7 @@ use rand::SeedableRng;
 use rand_distr::Distribution;
 use tch::{nn::ModuleT, Tensor};
 
-use crate::loss::{LossError, Scores};
+use crate::loss::{Fields, LossError, Scores};
 
 /// How a training step feeds its batch to the model.
 #[derive(Debug, Clone, Copy, PartialEq, Default, serde::Serialize, serde::Deserialize)]
@@ -111,28 +111,25 @@ impl Mixing {
 
     /// Refuses parameters outside the method's definition.
     pub fn validate(&self) -> Result<(), LossError> {
-        let field = |field, value, reason| {
-            Err(LossError::Field {
-                loss: self.name(),
-                field,
-                value,
-                reason,
-            })
-        };
+        let fields = Fields(self.name());
         match *self {
             Mixing::None => Ok(()),
-            Mixing::Mixup { alpha } if !(alpha.is_finite() && alpha >= 0.0) => {
-                field("alpha", alpha, "must be finite and >= 0")
+            Mixing::Mixup { alpha } => fields.non_negative("alpha", alpha),
+            Mixing::MitL { alpha, margin } => {
+                let positive = alpha.is_finite() && alpha > 0.0;
+                fields.check(
+                    "alpha",
+                    alpha,
+                    positive,
+                    "must be finite and > 0 (MIT-L needs two different mixing coefficients)",
+                )?;
+                fields.check(
+                    "margin",
+                    margin,
+                    (0.0..1.0).contains(&margin),
+                    "must lie in [0, 1)",
+                )
             }
-            Mixing::MitL { alpha, .. } if !(alpha.is_finite() && alpha > 0.0) => field(
-                "alpha",
-                alpha,
-                "must be finite and > 0 (MIT-L needs two different mixing coefficients)",
-            ),
-            Mixing::MitL { margin, .. } if !(0.0..1.0).contains(&margin) => {
-                field("margin", margin, "must lie in [0, 1)")
-            }
-            _ => Ok(()),
         }
     }
 
@@ -238,6 +235,12 @@ impl TrainBatch {
             coefficients: draw.coefficients,
             correctness: None,
         })
+    }
+
+    /// Whether it carries its examples' histories of correct predictions
+    /// (then its step reports each example's hit, to record).
+    pub fn carries_correctness(&self) -> bool {
+        self.correctness.is_some()
     }
 
     /// The targets `y` `[B]`.

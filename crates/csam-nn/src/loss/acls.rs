@@ -2,7 +2,7 @@
 
 use tch::Tensor;
 
-use super::{gather_true, ExampleLoss, LossError, Scores};
+use super::{gather_true, ExampleLoss, Fields, LossError, Scores};
 
 /// ACLS (Park, Noh, Oh, Baek and Ham 2023, "ACLS: adaptive and conditional
 /// label smoothing for network calibration", ICCV): cross entropy plus a
@@ -69,27 +69,11 @@ impl Default for Acls {
 
 impl ExampleLoss for Acls {
     fn validate(&self) -> Result<(), LossError> {
-        let field = |field, value, reason| {
-            Err(LossError::Field {
-                loss: "acls",
-                field,
-                value,
-                reason,
-            })
-        };
-        for (name, value) in [
-            ("pos_lambda", self.pos_lambda),
-            ("neg_lambda", self.neg_lambda),
-            ("alpha", self.alpha),
-        ] {
-            if !(value.is_finite() && value >= 0.0) {
-                return field(name, value, "must be finite and >= 0");
-            }
-        }
-        if !(self.margin.is_finite() && self.margin > 0.0) {
-            return field("margin", self.margin, "must be finite and > 0");
-        }
-        Ok(())
+        let fields = Fields("acls");
+        fields.non_negative("pos_lambda", self.pos_lambda)?;
+        fields.non_negative("neg_lambda", self.neg_lambda)?;
+        fields.non_negative("alpha", self.alpha)?;
+        fields.positive("margin", self.margin)
     }
 
     fn min_classes(&self) -> usize {

@@ -3,7 +3,7 @@
 
 use tch::{Kind, Tensor};
 
-use super::{gather_true, ExampleLoss, LossError, Scores};
+use super::{gather_true, ExampleLoss, Fields, LossError, Scores};
 
 /// AdaFocal (Ghosh, Schaaf and Gormley 2022, "AdaFocal: calibration-aware
 /// adaptive focal loss", NeurIPS). Each training example takes the exponent
@@ -224,37 +224,35 @@ impl Default for AdaFocal {
 
 impl ExampleLoss for AdaFocal {
     fn validate(&self) -> Result<(), LossError> {
-        let field = |field, value, reason| {
-            Err(LossError::Field {
-                loss: "adafocal",
-                field,
-                value,
-                reason,
-            })
-        };
-        if !(self.rate.is_finite() && self.rate > 0.0) {
-            return field("rate", self.rate, "must be finite and > 0");
-        }
-        if !(self.switch.is_finite() && self.switch > 0.0) {
-            return field("switch", self.switch, "must be finite and > 0");
-        }
-        if !(self.gamma_max.is_finite() && self.gamma_max >= self.switch) {
-            return field("gamma_max", self.gamma_max, "must be finite and >= switch");
-        }
-        if !(self.gamma_min.is_finite() && self.gamma_min <= -self.switch) {
-            return field("gamma_min", self.gamma_min, "must be finite and <= -switch");
-        }
-        if !(self.gamma_min..=self.gamma_max).contains(&self.initial_gamma) {
-            return field(
-                "initial_gamma",
-                self.initial_gamma,
-                "must lie in [gamma_min, gamma_max]",
-            );
-        }
-        if self.bins == 0 {
-            return field("bins", 0.0, "must be at least 1");
-        }
-        Ok(())
+        let fields = Fields("adafocal");
+        fields.positive("rate", self.rate)?;
+        fields.positive("switch", self.switch)?;
+        let (max, min) = (self.gamma_max, self.gamma_min);
+        fields.check(
+            "gamma_max",
+            max,
+            max.is_finite() && max >= self.switch,
+            "must be finite and >= switch",
+        )?;
+        fields.check(
+            "gamma_min",
+            min,
+            min.is_finite() && min <= -self.switch,
+            "must be finite and <= -switch",
+        )?;
+        let initial = self.initial_gamma;
+        fields.check(
+            "initial_gamma",
+            initial,
+            (min..=max).contains(&initial),
+            "must lie in [gamma_min, gamma_max]",
+        )?;
+        fields.check(
+            "bins",
+            self.bins as f64,
+            self.bins > 0,
+            "must be at least 1",
+        )
     }
 
     fn per_example(&self, scores: &Scores, targets: &Tensor) -> Result<Tensor, LossError> {

@@ -2,7 +2,7 @@
 
 use tch::Tensor;
 
-use super::{gather_true, ExampleLoss, LossError, Scores};
+use super::{gather_true, ExampleLoss, Fields, LossError, Scores};
 
 /// Dual focal loss (Tao, Dong and Xu 2023, "Dual focal loss for
 /// calibration", ICML): `l = -(1 - p_y + p_j)^gamma log p_y`, the batch mean,
@@ -38,15 +38,7 @@ impl Default for DualFocal {
 
 impl ExampleLoss for DualFocal {
     fn validate(&self) -> Result<(), LossError> {
-        match self.gamma.is_finite() && self.gamma >= 0.0 {
-            true => Ok(()),
-            false => Err(LossError::Field {
-                loss: "dual-focal",
-                field: "gamma",
-                value: self.gamma,
-                reason: "must be finite and >= 0",
-            }),
-        }
+        Fields("dual-focal").non_negative("gamma", self.gamma)
     }
 
     fn per_example(&self, scores: &Scores, targets: &Tensor) -> Result<Tensor, LossError> {

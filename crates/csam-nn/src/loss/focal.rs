@@ -3,7 +3,7 @@
 
 use tch::Tensor;
 
-use super::{gather_true, ExampleLoss, LossError, Scores};
+use super::{gather_true, ExampleLoss, Fields, LossError, Scores};
 
 /// `(1 - p)^gamma` from `log p`, with `1 - p = -expm1(log p)` (exact for `p`
 /// near 1, where `1 - exp(log p)` loses its digits). The factor keeps its
@@ -46,15 +46,7 @@ impl Default for Focal {
 
 impl ExampleLoss for Focal {
     fn validate(&self) -> Result<(), LossError> {
-        match self.gamma.is_finite() && self.gamma >= 0.0 {
-            true => Ok(()),
-            false => Err(LossError::Field {
-                loss: "focal",
-                field: "gamma",
-                value: self.gamma,
-                reason: "must be finite and >= 0",
-            }),
-        }
+        Fields("focal").non_negative("gamma", self.gamma)
     }
 
     fn per_example(&self, scores: &Scores, targets: &Tensor) -> Result<Tensor, LossError> {

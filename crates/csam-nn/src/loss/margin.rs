@@ -2,7 +2,7 @@
 
 use tch::Tensor;
 
-use super::{gather_true, ExampleLoss, LossError, Scores};
+use super::{gather_true, ExampleLoss, Fields, LossError, Scores};
 
 /// MbLS, margin-based label smoothing (Liu, Ben Ayed, Galdran and Dolz 2022,
 /// "The devil is in the margins: margin-based label smoothing for network
@@ -44,21 +44,9 @@ impl Default for MarginLabelSmoothing {
 
 impl ExampleLoss for MarginLabelSmoothing {
     fn validate(&self) -> Result<(), LossError> {
-        let field = |field, value, reason| {
-            Err(LossError::Field {
-                loss: "mbls",
-                field,
-                value,
-                reason,
-            })
-        };
-        if !(self.margin.is_finite() && self.margin > 0.0) {
-            return field("margin", self.margin, "must be finite and > 0");
-        }
-        if !(self.alpha.is_finite() && self.alpha >= 0.0) {
-            return field("alpha", self.alpha, "must be finite and >= 0");
-        }
-        Ok(())
+        let fields = Fields("mbls");
+        fields.positive("margin", self.margin)?;
+        fields.non_negative("alpha", self.alpha)
     }
 
     fn per_example(&self, scores: &Scores, targets: &Tensor) -> Result<Tensor, LossError> {

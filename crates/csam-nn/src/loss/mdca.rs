@@ -3,7 +3,7 @@
 use tch::Tensor;
 
 use super::focal::Focal;
-use super::{ExampleLoss, LossError, Scores};
+use super::{ExampleLoss, Fields, LossError, Scores};
 
 /// MDCA (Hebbalaguppe, Prakash, Madan and Arora 2022, "A stitch in time
 /// saves nine: a train-time regularizing loss for improved neural network
@@ -51,28 +51,9 @@ impl Default for Mdca {
 
 impl ExampleLoss for Mdca {
     fn validate(&self) -> Result<(), LossError> {
-        if !(self.beta.is_finite() && self.beta >= 0.0) {
-            return Err(LossError::Field {
-                loss: "mdca",
-                field: "beta",
-                value: self.beta,
-                reason: "must be finite and >= 0",
-            });
-        }
-        self.classification().validate().map_err(|e| match e {
-            LossError::Field {
-                field,
-                value,
-                reason,
-                ..
-            } => LossError::Field {
-                loss: "mdca",
-                field,
-                value,
-                reason,
-            },
-            other => other,
-        })
+        let fields = Fields("mdca");
+        fields.non_negative("beta", self.beta)?;
+        fields.non_negative("gamma", self.gamma)
     }
 
     fn per_example(&self, scores: &Scores, targets: &Tensor) -> Result<Tensor, LossError> {

@@ -2,7 +2,7 @@
 
 use tch::{Kind, Tensor};
 
-use super::{gather_true, ExampleLoss, LossError, Scores};
+use super::{gather_true, ExampleLoss, Fields, LossError, Scores};
 
 /// Cross entropy plus the weighted maximum mean calibration error (Kumar,
 /// Sarawagi and Jain 2018, "Trainable calibration measures for neural
@@ -84,15 +84,7 @@ impl Default for Mmce {
 
 impl ExampleLoss for Mmce {
     fn validate(&self) -> Result<(), LossError> {
-        match self.lambda.is_finite() && self.lambda >= 0.0 {
-            true => Ok(()),
-            false => Err(LossError::Field {
-                loss: "mmce",
-                field: "lambda",
-                value: self.lambda,
-                reason: "must be finite and >= 0",
-            }),
-        }
+        Fields("mmce").non_negative("lambda", self.lambda)
     }
 
     fn per_example(&self, scores: &Scores, targets: &Tensor) -> Result<Tensor, LossError> {

@@ -66,6 +66,43 @@ pub enum LossError {
     Torch(#[from] TchError),
 }
 
+/// The parameter checks of one loss (named `.0` in errors), each refusing a
+/// field with its value and the rule it breaks.
+pub(crate) struct Fields(pub &'static str);
+
+impl Fields {
+    /// Refuses `field` = `value` unless `holds`, saying `reason`.
+    pub(crate) fn check(
+        &self,
+        field: &'static str,
+        value: f64,
+        holds: bool,
+        reason: &'static str,
+    ) -> Result<(), LossError> {
+        match holds {
+            true => Ok(()),
+            false => Err(LossError::Field {
+                loss: self.0,
+                field,
+                value,
+                reason,
+            }),
+        }
+    }
+
+    /// Refuses `field` unless it is finite and >= 0.
+    pub(crate) fn non_negative(&self, field: &'static str, value: f64) -> Result<(), LossError> {
+        let holds = value.is_finite() && value >= 0.0;
+        self.check(field, value, holds, "must be finite and >= 0")
+    }
+
+    /// Refuses `field` unless it is finite and > 0.
+    pub(crate) fn positive(&self, field: &'static str, value: f64) -> Result<(), LossError> {
+        let holds = value.is_finite() && value > 0.0;
+        self.check(field, value, holds, "must be finite and > 0")
+    }
+}
+
 /// `log p_y` per example: `log_softmax(logits, 1)` gathered at the targets.
 ///
 /// `logits` is `[B, K]` (float), `targets` is `[B]` (int64, values in `0..K`).

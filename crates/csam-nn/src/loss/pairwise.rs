@@ -2,7 +2,7 @@
 
 use tch::Tensor;
 
-use super::{gather_true, ExampleLoss, LossError, Scores};
+use super::{gather_true, ExampleLoss, Fields, LossError, Scores};
 
 /// CPC, calibration by pairwise constraints (Cheng and Vasconcelos 2022,
 /// "Calibrating deep neural networks by pairwise constraints", CVPR): cross
@@ -55,20 +55,9 @@ impl Default for PairwiseConstraints {
 
 impl ExampleLoss for PairwiseConstraints {
     fn validate(&self) -> Result<(), LossError> {
-        for (field, value) in [
-            ("bdc_weight", self.bdc_weight),
-            ("bec_weight", self.bec_weight),
-        ] {
-            if !(value.is_finite() && value >= 0.0) {
-                return Err(LossError::Field {
-                    loss: "cpc",
-                    field,
-                    value,
-                    reason: "must be finite and >= 0",
-                });
-            }
-        }
-        Ok(())
+        let fields = Fields("cpc");
+        fields.non_negative("bdc_weight", self.bdc_weight)?;
+        fields.non_negative("bec_weight", self.bec_weight)
     }
 
     fn min_classes(&self) -> usize {

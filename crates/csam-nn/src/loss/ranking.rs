@@ -3,7 +3,7 @@
 
 use tch::{Kind, Tensor};
 
-use super::{gather_true, ExampleLoss, LossError, Scores};
+use super::{gather_true, ExampleLoss, Fields, LossError, Scores};
 
 /// CRL, the correctness ranking loss (Moon, Kim, Shin and Hwang 2020,
 /// "Confidence-aware learning for deep neural networks", ICML): cross
@@ -43,15 +43,7 @@ impl Default for Crl {
 
 impl ExampleLoss for Crl {
     fn validate(&self) -> Result<(), LossError> {
-        match self.weight.is_finite() && self.weight >= 0.0 {
-            true => Ok(()),
-            false => Err(LossError::Field {
-                loss: "crl",
-                field: "weight",
-                value: self.weight,
-                reason: "must be finite and >= 0",
-            }),
-        }
+        Fields("crl").non_negative("weight", self.weight)
     }
 
     fn per_example(&self, scores: &Scores, targets: &Tensor) -> Result<Tensor, LossError> {
@@ -98,16 +90,6 @@ impl CorrectnessHistory {
         }
     }
 
-    /// The number of training examples it counts for.
-    pub fn len(&self) -> usize {
-        self.counts.len()
-    }
-
-    /// Whether it counts for no example.
-    pub fn is_empty(&self) -> bool {
-        self.counts.is_empty()
-    }
-
     /// `(count_i - min) / (most - min)` of `examples` (indices into the
     /// training split), `min` the fewest correct predictions of any training
     /// example; all 0 where every example is at `most`.
@@ -144,19 +126,20 @@ impl CorrectnessHistory {
         Tensor::from_slice(&[&[self.most], self.counts.as_slice()].concat())
     }
 
-    /// The history of `examples` examples read back from
-    /// [`CorrectnessHistory::to_tensor`].
-    pub fn from_tensor(tensor: &Tensor, examples: usize) -> Result<CorrectnessHistory, LossError> {
+    /// Replaces the history with one saved by
+    /// [`CorrectnessHistory::to_tensor`], which must count as many examples.
+    pub fn load(&mut self, tensor: &Tensor) -> Result<(), LossError> {
         let values = Vec::<f64>::try_from(tensor.f_to_kind(Kind::Double)?.f_flatten(0, -1)?)?;
         match values.split_first() {
-            Some((&most, counts)) if counts.len() == examples => Ok(CorrectnessHistory {
-                counts: counts.to_vec(),
-                most,
-            }),
+            Some((&most, counts)) if counts.len() == self.counts.len() => {
+                self.most = most;
+                self.counts = counts.to_vec();
+                Ok(())
+            }
             _ => Err(LossError::Shape(format!(
-                "a correctness history of {examples} examples needs {} values, the checkpoint \
-                 holds {}",
-                examples + 1,
+                "a correctness history of {} examples needs {} values, the checkpoint holds {}",
+                self.counts.len(),
+                self.counts.len() + 1,
                 values.len()
             ))),
         }
@@ -181,9 +164,12 @@ mod tests {
         history.end_epoch(2);
         // most = 2: counts 1, 2, 1, 2, min 1: (c - 1) / (2 - 1).
         assert_eq!(history.normalised(&[0, 1, 2, 3]), vec![0.0, 1.0, 0.0, 1.0]);
-        let back = CorrectnessHistory::from_tensor(&history.to_tensor(), 4).unwrap();
+        let mut back = CorrectnessHistory::new(4);
+        back.load(&history.to_tensor()).unwrap();
         assert_eq!(back, history);
-        assert!(CorrectnessHistory::from_tensor(&history.to_tensor(), 5).is_err());
+        assert!(CorrectnessHistory::new(5)
+            .load(&history.to_tensor())
+            .is_err());
         // Every example always right: no spread to rank by.
         let mut perfect = CorrectnessHistory::new(2);
         perfect.record(&[0, 1], &[true, true]);

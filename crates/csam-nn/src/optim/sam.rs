@@ -276,7 +276,7 @@ impl SamStep {
             _ => FlatCopy::new(params)?,
         };
         let saved = &*self.saved_params.insert(saved);
-        let mut stats = StatsAccumulator::new();
+        let mut stats = StatsAccumulator::new(batch.carries_correctness());
         let mut update: Vec<Tensor> = Vec::new();
         for (i, part) in parts.iter().enumerate() {
             let share = part.targets().size()[0] as f64 / size as f64;
@@ -411,7 +411,7 @@ where
     let grads = clip(grads, clip_grad_norm)?;
     optimizer.step(&grads)?;
     let (scores, y) = pass.primary();
-    let mut stats = StatsAccumulator::new();
+    let mut stats = StatsAccumulator::new(batch.carries_correctness());
     stats.add(1.0, &ce, &scores.logits, y, &grad_norm, None);
     stats.finish()
 }

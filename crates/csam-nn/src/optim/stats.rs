@@ -20,7 +20,8 @@ pub struct StepStats {
     /// Statistics at theta_tilde; `None` for a step without perturbation.
     pub perturbed: Option<PerturbedStats>,
     /// Whether each example's prediction at theta (pass 1) was its label,
-    /// in batch order: what a correctness history records.
+    /// in batch order: what a correctness history records. Empty unless the
+    /// batch carried its examples' histories (only then is it read back).
     #[serde(skip)]
     pub hits: Vec<bool>,
 }
@@ -43,15 +44,17 @@ pub(crate) struct StatsAccumulator {
     /// `[ce, correct fraction, grad norm, second loss, ce at theta_tilde]`,
     /// each a 0-d tensor weighted by the sub-batch's share of the batch.
     sums: Option<Vec<Tensor>>,
-    /// Each (sub-)batch's per-example hits at theta, in batch order.
-    hits: Vec<Tensor>,
+    /// Each (sub-)batch's per-example hits at theta, in batch order; None
+    /// when the step does not report them.
+    hits: Option<Vec<Tensor>>,
 }
 
 impl StatsAccumulator {
-    pub(crate) fn new() -> Self {
+    /// Statistics of one step, with its per-example hits when `with_hits`.
+    pub(crate) fn new(with_hits: bool) -> Self {
         Self {
             sums: None,
-            hits: Vec::new(),
+            hits: with_hits.then(Vec::new),
         }
     }
 
@@ -69,7 +72,9 @@ impl StatsAccumulator {
         let _guard = tch::no_grad_guard();
         let hits = logits.argmax(-1, false).eq_tensor(targets);
         let correct = hits.to_kind(Kind::Double).mean(None);
-        self.hits.push(hits);
+        if let Some(kept) = &mut self.hits {
+            kept.push(hits);
+        }
         let mut values = vec![cross_entropy.detach(), correct, grad_norm.detach()];
         if let Some((objective, ce)) = perturbed {
             values.push(objective.detach());
@@ -92,13 +97,18 @@ impl StatsAccumulator {
             .ok_or_else(|| OptimError::Mismatch("a step saw no sub-batch".into()))?;
         let host = Tensor::stack(&sums, 0).to_device(Device::Cpu);
         let v = Vec::<f64>::try_from(&host)?;
-        let hits = Tensor::cat(&self.hits, 0)
-            .to_kind(Kind::Uint8)
-            .to_device(Device::Cpu);
-        let hits: Vec<bool> = Vec::<u8>::try_from(&hits)?
-            .into_iter()
-            .map(|hit| hit == 1)
-            .collect();
+        let hits = match &self.hits {
+            Some(kept) => {
+                let host = Tensor::cat(kept, 0)
+                    .to_kind(Kind::Uint8)
+                    .to_device(Device::Cpu);
+                Vec::<u8>::try_from(&host)?
+                    .into_iter()
+                    .map(|hit| hit == 1)
+                    .collect()
+            }
+            None => Vec::new(),
+        };
         if let Some(bad) = v.iter().position(|x| !x.is_finite()) {
             let names = [
                 "loss",

@@ -302,8 +302,7 @@ impl Trainer {
     /// The batch of `global_step` as the step feeds it to the model: mixed
     /// with the draw of (run seed, step), so a resumed run mixes the same.
     fn batch(&self, xs: &Tensor, ys: &Tensor, global_step: usize) -> Result<TrainBatch> {
-        let Objective { mixing, seed, .. } = &self.objective;
-        let (mixing, seed) = (*mixing, *seed);
+        let (mixing, seed) = (self.objective.mixing, self.objective.seed);
         if mixing.is_none() {
             return Ok(TrainBatch::plain(xs, ys));
         }
@@ -339,7 +338,7 @@ impl Trainer {
 
     /// The optimizer's state tensors, for the checkpoint: the base
     /// optimizer's, the SAM family step's (VASSO's average direction) and
-    /// the loss's (AdaFocal's bins).
+    /// the loss's (AdaFocal's bins, CRL's correctness history).
     pub fn optimizer_state(&self) -> Vec<(String, Tensor)> {
         let mut state = self.optimizer.state();
         if let Some(sam) = &self.sam {
@@ -369,8 +368,7 @@ impl Trainer {
             .partition(|(name, _)| name == ADAFOCAL_STATE || name == HISTORY_STATE);
         let saved = |wanted: &str| loss_state.iter().find(|(name, _)| name == wanted);
         if let (Some(history), Some((_, tensor))) = (&mut self.history, saved(HISTORY_STATE)) {
-            let examples = history.len();
-            *history = CorrectnessHistory::from_tensor(tensor, examples)?;
+            history.load(tensor)?;
         }
         if let (TrainingLoss::AdaFocal(adafocal), Some((_, bins))) =
             (&self.objective.loss, saved(ADAFOCAL_STATE))
