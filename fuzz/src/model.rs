@@ -17,6 +17,7 @@ pub fn tiny_mlp() -> VarStore {
     let options = ModelOptions {
         mlp_hidden: vec![3],
         dropout: 0.0,
+        ..ModelOptions::default()
     };
     let kind: ModelKind = "mlp".parse().expect("mlp is registered");
     build_model_with(kind, &vs.root(), input, 2, &options).expect("the tiny MLP builds");

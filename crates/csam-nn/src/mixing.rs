@@ -12,9 +12,10 @@
 
 use rand::SeedableRng;
 use rand_distr::Distribution;
-use tch::{nn::ModuleT, Tensor};
+use tch::Tensor;
 
 use crate::loss::{Fields, LossError, Scores};
+use crate::model::{Outputs, TrainingPass};
 
 /// How a training step feeds its batch to the model.
 #[derive(Debug, Clone, Copy, PartialEq, Default, serde::Serialize, serde::Deserialize)]
@@ -277,17 +278,41 @@ impl TrainBatch {
 
     /// One forward pass (train mode) over the batch: the terms of the
     /// objective.
-    pub fn forward<M: ModuleT + ?Sized>(&self, model: &M) -> Result<Forward, LossError> {
-        let outputs: Vec<Tensor> = self
+    pub fn forward<M: TrainingPass + ?Sized>(&self, model: &M) -> Result<Forward, LossError> {
+        let mut outputs: Vec<Outputs> = self
             .inputs
             .iter()
-            .map(|x| model.forward_t(x, true))
+            .map(|x| model.training_outputs(x))
             .collect();
         let y = &self.targets;
         let scores = |logits: &Tensor| Scores::new(logits, y);
+        let own_scores = |logits: &Tensor| -> Result<Scores, LossError> {
+            let mut own = scores(logits)?;
+            own.correctness = self.correctness.as_ref().map(Tensor::shallow_clone);
+            Ok(own)
+        };
+        if let Some(heads) = outputs[0].heads.take() {
+            if self.partner_targets.is_some() {
+                return Err(LossError::Shape(
+                    "a model with two classifiers (BalCAL) trains on batches as they are, not \
+                     mixed ones"
+                        .to_string(),
+                ));
+            }
+            let [(linear, linear_weight), (etf, etf_weight)] = heads.terms(y)?;
+            return Ok(Forward {
+                terms: vec![
+                    Term::new(own_scores(&linear)?, y, linear_weight),
+                    Term::new(own_scores(&etf)?, y, etf_weight),
+                ],
+                shown: Some(scores(&outputs[0].logits)?),
+                heads: Some((linear, etf)),
+            });
+        }
+        let logits: Vec<&Tensor> = outputs.iter().map(|o| &o.logits).collect();
         let terms = match (self.coefficients, &self.partner_targets) {
             (Coefficients::Mixup(lambda), Some(y_pi)) => {
-                let mixed = scores(&outputs[0])?;
+                let mixed = scores(logits[0])?;
                 let partner = mixed.shallow_clone();
                 vec![
                     Term::new(mixed, y, lambda),
@@ -295,7 +320,7 @@ impl TrainBatch {
                 ]
             }
             (Coefficients::Decoupled(l1, l2), Some(y_pi)) => {
-                let (o1, o2) = (&outputs[0], &outputs[1]);
+                let (o1, o2) = (logits[0], logits[1]);
                 let own = (o1 * (1.0 - l2) - o2 * (1.0 - l1)) / (l1 - l2);
                 let partner = (o2 * l1 - o1 * l2) / (l1 - l2);
                 vec![
@@ -303,13 +328,13 @@ impl TrainBatch {
                     Term::new(Scores::new(&partner, y_pi)?, y_pi, 0.5),
                 ]
             }
-            _ => {
-                let mut own = scores(&outputs[0])?;
-                own.correctness = self.correctness.as_ref().map(Tensor::shallow_clone);
-                vec![Term::new(own, y, 1.0)]
-            }
+            _ => vec![Term::new(own_scores(logits[0])?, y, 1.0)],
         };
-        Ok(Forward { terms })
+        Ok(Forward {
+            terms,
+            shown: None,
+            heads: None,
+        })
     }
 }
 
@@ -335,6 +360,11 @@ impl Term {
 #[derive(Debug)]
 pub struct Forward {
     terms: Vec<Term>,
+    /// The scores of the model's own logits when they are no term's (a
+    /// two-headed model trains each head, and predicts with their balance).
+    shown: Option<Scores>,
+    /// A two-headed model's `(linear, scaled ETF)` logits, as its terms.
+    heads: Option<(Tensor, Tensor)>,
 }
 
 impl Forward {
@@ -365,10 +395,17 @@ impl Forward {
     }
 
     /// The scores and targets the step's statistics read: the batch's own
-    /// (mixup: the mixed batch with `y`; MIT-L: the recovered `f_a`).
+    /// (mixup: the mixed batch with `y`; MIT-L: the recovered `f_a`; a
+    /// two-headed model: the logits it predicts with).
     pub fn primary(&self) -> (&Scores, &Tensor) {
         let first = &self.terms[0];
-        (&first.scores, &first.targets)
+        (self.shown.as_ref().unwrap_or(&first.scores), &first.targets)
+    }
+
+    /// A two-headed model's `(linear, scaled ETF)` logits, which its
+    /// classifiers were trained on ([`crate::model::TwoHeads::terms`]).
+    pub fn heads(&self) -> Option<(&Tensor, &Tensor)> {
+        self.heads.as_ref().map(|(linear, etf)| (linear, etf))
     }
 
     /// Whether the pass fed the batch as it is (its objective is the loss).

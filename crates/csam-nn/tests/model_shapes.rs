@@ -127,6 +127,7 @@ fn mlp_keys_follow_the_sequential_twin() {
         let options = ModelOptions {
             mlp_hidden: vec![5, 4],
             dropout,
+            ..Default::default()
         };
         build_model_with(
             "mlp".parse().unwrap(),
@@ -220,7 +221,8 @@ fn invalid_configurations_are_errors() {
         3,
         ModelOptions {
             mlp_hidden: vec![8, 0],
-            dropout: 0.0
+            dropout: 0.0,
+            ..Default::default()
         }
     ));
 }

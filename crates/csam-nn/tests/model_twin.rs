@@ -32,6 +32,7 @@ fn cases() -> Vec<Case> {
     let opts = |hidden: &[i64], dropout| ModelOptions {
         mlp_hidden: hidden.to_vec(),
         dropout,
+        ..Default::default()
     };
     vec![
         Case {

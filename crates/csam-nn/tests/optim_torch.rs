@@ -33,6 +33,7 @@ fn tiny_mlp(reference: &HashMap<String, Tensor>) -> (nn::VarStore, Model) {
     let options = ModelOptions {
         mlp_hidden: vec![5],
         dropout: 0.0,
+        ..Default::default()
     };
     let model = build_model_with("mlp".parse().unwrap(), &vs.root(), input, 4, &options).unwrap();
     vs.double();

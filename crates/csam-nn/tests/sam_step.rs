@@ -4,6 +4,7 @@
 //! statistics updated once per step, CSAM(gamma = 0) == SAM bit for bit,
 //! m-sharpness and `sam_every`.
 
+use csam_nn::model::TrainingPass;
 use csam_nn::optim::{
     BaseOptimizer, Perturbation, SamConfig, SamStep, SecondLoss, Sgd, SgdConfig, StepStats,
 };
@@ -47,6 +48,8 @@ impl TwoLayer {
         }
     }
 }
+
+impl TrainingPass for TwoLayer {}
 
 impl ModuleT for TwoLayer {
     fn forward_t(&self, xs: &Tensor, train: bool) -> Tensor {
@@ -501,6 +504,8 @@ struct FailsOnPass2 {
     inner: TwoLayer,
     calls: std::sync::atomic::AtomicUsize,
 }
+
+impl TrainingPass for FailsOnPass2 {}
 
 impl ModuleT for FailsOnPass2 {
     fn forward_t(&self, xs: &Tensor, train: bool) -> Tensor {

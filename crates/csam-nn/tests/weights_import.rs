@@ -16,6 +16,7 @@ fn model() -> VarStore {
     let options = ModelOptions {
         mlp_hidden: vec![3],
         dropout: 0.0,
+        ..Default::default()
     };
     let input = InputShape {
         channels: 1,

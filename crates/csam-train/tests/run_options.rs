@@ -2,8 +2,8 @@
 //! and resumes bit-identically: `sam_every`, m-sharpness, clipping, ASAM,
 //! CSAM with a detached factor, AdamW, VASSO, and the training losses (focal,
 //! FLSD-53, AdaFocal, dual focal, MbLS, label smoothing, ACLS, CPC, MMCE,
-//! MDCA, CRL) and
-//! mixings (mixup, MIT-L) under SGD, SAM and CSAM each train on digits, change the weights
+//! MDCA, CRL), mixings (mixup, MIT-L) and BalCAL's head under SGD, SAM and
+//! CSAM each train on digits, change the weights
 //! against the same run without the option (so the option is not ignored),
 //! and a run stopped after epoch 1 and resumed ends with the same bytes as
 //! the uninterrupted one.
@@ -164,6 +164,15 @@ fn every_option_trains_changes_the_run_and_resumes_bit_identically() {
             "loss = \"adafocal\"\noptimizer = \"csam\"\n",
             "optimizer = \"csam\"\n",
         ),
+        // BalCAL's lambda, set from epoch 1's training logits, is kept with
+        // the weights and reaches epoch 2 and the resumed run; with CSAM and
+        // m-sharpness each sub-batch scales its own ETF logits.
+        ("balcal", "head = \"balcal\"\nbalcal_delta = 0.95\n", ""),
+        (
+            "balcal-csam-m",
+            "head = \"balcal\"\noptimizer = \"csam\"\nm = 16\n",
+            "optimizer = \"csam\"\nm = 16\n",
+        ),
         // Mixed batches: the seeded draws replay on resume; m-sharpness
         // splits the mixed batch.
         ("mixup", "mixing = \"mixup\"\nmixup_alpha = 0.4\n", ""),
@@ -242,6 +251,7 @@ fn csam_with_gamma_zero_is_sam_with_the_same_loss_bit_for_bit() {
         "loss = \"acls\"\nmargin = 1.0\n",
         "loss = \"adafocal\"\n",
         "mixing = \"mixup\"\n",
+        "head = \"balcal\"\n",
     ] {
         let (csam, sam) = (dir.path().join("csam"), dir.path().join("sam"));
         for out in [&csam, &sam] {
@@ -272,4 +282,22 @@ fn vasso_with_theta_one_is_sam_bit_for_bit() {
     );
     train(&spec("optimizer = \"sam\"\n"), &sam, false, None);
     assert_eq!(last_weights(&vasso), last_weights(&sam));
+}
+
+#[test]
+fn balcal_sets_lambda_after_every_epoch_and_keeps_it_with_the_weights() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("balcal");
+    // 0.3 is no midpoint of the bisection and not 1: the value seen after
+    // training came from the update.
+    let spec = spec("head = \"balcal\"\nbalcal_lambda = 0.3\n");
+    train(&spec, &out, false, None);
+    let weights = tch::Tensor::read_safetensors(out.join("model-last.safetensors")).unwrap();
+    let (_, lambda) = weights
+        .iter()
+        .find(|(name, _)| name == "balcal.lambda")
+        .expect("the weights hold lambda");
+    let lambda = lambda.double_value(&[0]);
+    assert!(lambda != 0.3 && (0.0..=1.0).contains(&lambda), "{lambda}");
 }

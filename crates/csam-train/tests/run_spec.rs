@@ -34,6 +34,7 @@ fn sample_value(name: &str, kind: ValueKind) -> toml::Value {
         "model" => V::String("mlp".into()),
         "loss" => V::String("flsd".into()),
         "mixing" => V::String("mit-l".into()),
+        "head" => V::String("balcal".into()),
         "mit_margin" => V::Float(0.25),
         "adafocal_gamma_max" => V::Float(10.0),
         "adafocal_gamma_min" => V::Float(-1.0),
@@ -139,6 +140,7 @@ fn every_key_on_a_branch_that_does_not_read_it_is_refused() {
                 "model" => ["mlp", "cnn", "resnet20"].as_slice(),
                 "loss" => csam_nn::loss::TrainingLoss::NAMES,
                 "mixing" => ["none", "mixup", "mit-l"].as_slice(),
+                "head" => ["linear", "balcal"].as_slice(),
                 other => panic!("selector {other} has no branch list here"),
             })
             .unwrap();
@@ -404,6 +406,18 @@ fn bad_values_are_refused_naming_the_key() {
         (
             vec![("mixing", "mit-l".into()), ("mit_margin", V::Float(1.0))],
             "mit_margin",
+        ),
+        (
+            vec![("head", "balcal".into()), ("balcal_lambda", V::Float(1.5))],
+            "balcal_lambda",
+        ),
+        (
+            vec![("head", "balcal".into()), ("balcal_delta", V::Float(0.0))],
+            "balcal_delta",
+        ),
+        (
+            vec![("head", "balcal".into()), ("mixing", "mixup".into())],
+            "mixing",
         ),
         (
             vec![

@@ -10,6 +10,7 @@ use std::path::Path;
 use std::sync::Mutex;
 
 use csam_nn::curvature::{lanczos_min, top_eigenvalue, LossSurface, PowerSettings};
+use csam_nn::model::TrainingPass;
 use csam_nn::optim::{SamConfig, SamStep, Sgd, SgdConfig};
 use csam_train::spec::{RunSpec, Runtime, SpecLayers};
 use csam_train::theory::{read_theory, TheoryRecord, TheorySummary};
@@ -32,6 +33,8 @@ fn serial() -> std::sync::MutexGuard<'static, ()> {
 struct Softmax {
     linear: nn::Linear,
 }
+
+impl TrainingPass for Softmax {}
 
 impl ModuleT for Softmax {
     fn forward_t(&self, xs: &Tensor, _train: bool) -> Tensor {

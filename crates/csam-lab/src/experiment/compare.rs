@@ -79,7 +79,7 @@ impl CompareSettings {
         let mut spec = self
             .shared
             .run_spec(method.rule, self.rho, self.gamma, seed)?;
-        (spec.loss, spec.mixing) = method.objective();
+        method.objective().apply(&mut spec);
         // The theory diagnostics are defined on unmixed batches.
         spec.track_theory &= spec.mixing.is_none();
         self.method_settings.apply(method, spec)

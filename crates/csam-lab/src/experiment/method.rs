@@ -1,5 +1,6 @@
-//! A method of a comparison: a training objective (a loss, and how batches
-//! are fed: as they are, mixed up, MIT-L) under an update rule, named as on
+//! A method of a comparison: a training objective (a loss, how batches are
+//! fed: as they are, mixed up, MIT-L, and the classifier: linear or BalCAL's
+//! two) under an update rule, named as on
 //! the command line. `sgd`, `sam`, `asam`, `csam` and `vasso` train cross
 //! entropy with that rule; an objective's name alone (`focal`, `mixup`)
 //! trains it with SGD, and `NAME+RULE` (`focal+csam`) with the rule. The
@@ -14,15 +15,38 @@ use csam_nn::loss::{
     PairwiseConstraints, TrainingLoss,
 };
 use csam_nn::mixing::Mixing;
-use csam_train::spec::OptimizerFamily;
+use csam_nn::model::Head;
+use csam_train::spec::{OptimizerFamily, RunSpec};
 
-/// What a method trains besides its rule: a loss and a mixing, at their
-/// default parameters.
-type WithDefaults = fn() -> (TrainingLoss, Mixing);
+/// What a method trains besides its rule: a loss, a mixing and a classifier
+/// head, at their default parameters.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Objective {
+    /// The training loss.
+    pub loss: TrainingLoss,
+    /// How batches are fed to the model.
+    pub mixing: Mixing,
+    /// The classifier on the network's features.
+    pub head: Head,
+}
 
-/// `loss` on batches as they are.
-const fn plain(loss: TrainingLoss) -> (TrainingLoss, Mixing) {
-    (loss, Mixing::None)
+impl Objective {
+    /// Sets the run's loss, mixing and head to this objective's.
+    pub fn apply(self, spec: &mut RunSpec) {
+        spec.loss = self.loss;
+        spec.mixing = self.mixing;
+        spec.model.head = self.head;
+    }
+}
+
+type WithDefaults = fn() -> Objective;
+
+/// `loss` on batches as they are, with the linear classifier.
+fn plain(loss: TrainingLoss) -> Objective {
+    Objective {
+        loss,
+        ..Objective::default()
+    }
 }
 
 /// The objectives a comparison pairs with update rules: the method name of
@@ -54,8 +78,18 @@ const OBJECTIVES: &[(&str, WithDefaults)] = &[
     ("mmce", || plain(TrainingLoss::Mmce(Mmce::default()))),
     ("mdca", || plain(TrainingLoss::Mdca(Mdca::default()))),
     ("crl", || plain(TrainingLoss::Crl(Crl::default()))),
-    ("mixup", || (TrainingLoss::default(), Mixing::mixup())),
-    ("mit-l", || (TrainingLoss::default(), Mixing::mit_l())),
+    ("mixup", || Objective {
+        mixing: Mixing::mixup(),
+        ..Objective::default()
+    }),
+    ("mit-l", || Objective {
+        mixing: Mixing::mit_l(),
+        ..Objective::default()
+    }),
+    ("balcal", || Objective {
+        head: Head::balcal(),
+        ..Objective::default()
+    }),
 ];
 
 /// A training objective (cross entropy on batches as they are when `loss`
@@ -73,8 +107,9 @@ impl Method {
         Method { loss: None, rule }
     }
 
-    /// The training loss and the mixing, with their default parameters.
-    pub fn objective(&self) -> (TrainingLoss, Mixing) {
+    /// The training loss, the mixing and the head, with their default
+    /// parameters.
+    pub fn objective(&self) -> Objective {
         OBJECTIVES
             .iter()
             .find(|(name, _)| Some(*name) == self.loss)
@@ -122,7 +157,7 @@ impl FromStr for Method {
 fn unknown(text: &str) -> String {
     let losses: Vec<&str> = OBJECTIVES.iter().map(|(name, _)| *name).collect();
     format!(
-        "unknown method {text:?}: a rule (sgd, sam, asam, csam, vasso), a loss or mixing ({}) \
+        "unknown method {text:?}: a rule (sgd, sam, asam, csam, vasso), a loss, mixing or head ({}) \
          or NAME+RULE such as focal+csam",
         losses.join(", ")
     )
@@ -164,11 +199,12 @@ mod tests {
             ("adafocal+csam", "adafocal", OptimizerFamily::Csam),
             ("crl+sam", "crl", OptimizerFamily::Sam),
             ("mit-l+csam", "cross-entropy", OptimizerFamily::Csam),
+            ("balcal+csam", "cross-entropy", OptimizerFamily::Csam),
         ] {
             let method: Method = text.parse().unwrap();
             assert_eq!(method.to_string(), text);
             assert_eq!(
-                (method.objective().0.name(), method.rule),
+                (method.objective().loss.name(), method.rule),
                 (loss, rule),
                 "{text}"
             );
@@ -176,16 +212,24 @@ mod tests {
             assert_eq!(serde_json::from_str::<Method>(&json).unwrap(), method);
         }
         assert_eq!(
-            "mixup".parse::<Method>().unwrap().objective().1,
+            "mixup".parse::<Method>().unwrap().objective().mixing,
             Mixing::mixup()
         );
         assert_eq!(
-            "mit-l+sam".parse::<Method>().unwrap().objective().1,
+            "mit-l+sam".parse::<Method>().unwrap().objective().mixing,
             Mixing::mit_l()
         );
         assert_eq!(
-            "focal".parse::<Method>().unwrap().objective().1,
+            "focal".parse::<Method>().unwrap().objective().mixing,
             Mixing::None
+        );
+        assert_eq!(
+            "balcal".parse::<Method>().unwrap().objective().head,
+            Head::balcal()
+        );
+        assert_eq!(
+            "focal+sam".parse::<Method>().unwrap().objective().head,
+            Head::Linear
         );
         assert_eq!(
             "Focal+CSAM".parse::<Method>().unwrap().to_string(),

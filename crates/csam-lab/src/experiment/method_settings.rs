@@ -13,7 +13,8 @@
 //! gamma = 0.5
 //! ```
 //!
-//! Only keys of the loss, of the mixing and of the update rule may be set: every method of
+//! Only keys of the loss, of the mixing, of the classifier head (BalCAL's)
+//! and of the update rule may be set: every method of
 //! a comparison shares its data, model, epochs, base optimiser, learning
 //! rate and seeds (the paper's protocol), so a key of those is refused, as
 //! is a key its method does not read (`rho` for `sgd`). The settings are
@@ -132,13 +133,14 @@ impl MethodSettings {
 fn check_key(name: &str) -> std::result::Result<(), String> {
     let key = keys::find(name).ok_or_else(|| format!("unknown key `{name}`"))?;
     let path = key.path;
-    let own =
-        matches!(path.first(), Some(&"loss" | &"mixing")) || path.starts_with(&["optim", "rule"]);
+    let own = matches!(path.first(), Some(&"loss" | &"mixing"))
+        || path.starts_with(&["optim", "rule"])
+        || path.starts_with(&["model", "head"]);
     match own && path.last() != Some(&"kind") {
         true => Ok(()),
         false => Err(format!(
             "`{name}` cannot differ between methods: a comparison shares it (a method's own \
-             settings are its loss's, mixing's and update rule's parameters)"
+             settings are its loss's, mixing's, head's and update rule's parameters)"
         )),
     }
 }
@@ -147,6 +149,7 @@ fn check_key(name: &str) -> std::result::Result<(), String> {
 mod tests {
     use super::*;
     use csam_nn::loss::{Focal, TrainingLoss};
+    use csam_nn::model::Head;
     use csam_train::spec::{OptimizerFamily, UpdateRule};
 
     fn spec_of(method: &str) -> (Method, RunSpec) {
@@ -154,7 +157,7 @@ mod tests {
         let mut spec = super::super::settings::SharedSettings::default()
             .run_spec(method.rule, 0.05, 1.0, 0)
             .unwrap();
-        (spec.loss, spec.mixing) = method.objective();
+        method.objective().apply(&mut spec);
         (method, spec)
     }
 
@@ -174,7 +177,8 @@ mod tests {
     #[test]
     fn a_file_sets_loss_and_rule_keys_over_the_builtin_ones() {
         let file = MethodSettings::parse(
-            "[asam]\nrho = 1\n[\"focal+csam\"]\nfocal_gamma = 1.5\ngamma = 0.5\n",
+            "[asam]\nrho = 1\n[\"focal+csam\"]\nfocal_gamma = 1.5\ngamma = 0.5\n\
+             [balcal]\nbalcal_delta = 0.95\n",
             "methods.toml",
         )
         .unwrap();
@@ -188,6 +192,13 @@ mod tests {
         assert!(
             matches!(spec.optim.rule, UpdateRule::Csam { gamma, rho, .. } if gamma == 0.5 && rho == 0.05)
         );
+        let (method, spec) = spec_of("balcal");
+        let spec = settings.apply(method, spec).unwrap();
+        let expected = Head::Balcal {
+            lambda: 0.8,
+            delta: 0.95,
+        };
+        assert_eq!(spec.model.head, expected);
         // Recorded as given, and read back the same.
         let json = serde_json::to_string(&settings).unwrap();
         assert_eq!(
@@ -207,6 +218,10 @@ mod tests {
             ),
             (
                 "[focal]\nloss = \"mbls\"\n",
+                "cannot differ between methods",
+            ),
+            (
+                "[sgd]\nhead = \"balcal\"\n",
                 "cannot differ between methods",
             ),
             ("[hinge]\nrho = 0.1\n", "unknown method"),

@@ -49,14 +49,21 @@ impl SmallCnn {
 }
 
 impl Network for SmallCnn {
-    fn forward_mode(&self, xs: &Tensor, mode: Mode) -> Tensor {
+    fn features(&self, xs: &Tensor, mode: Mode) -> Tensor {
         let mut h = xs.shallow_clone();
         for (conv, bn) in &self.stages {
             h = bn
                 .forward_t(&conv.forward(&h), mode.batch_statistics())
                 .relu();
         }
-        let pooled = dropout(global_avg_pool(&h), self.dropout, mode.dropout_active());
-        self.fc.forward(&pooled)
+        dropout(global_avg_pool(&h), self.dropout, mode.dropout_active())
+    }
+
+    fn classify(&self, features: &Tensor) -> Tensor {
+        self.fc.forward(features)
+    }
+
+    fn feature_width(&self) -> i64 {
+        STAGES[STAGES.len() - 1].0
     }
 }

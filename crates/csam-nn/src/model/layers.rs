@@ -41,6 +41,11 @@ pub(crate) fn batch_norm2d(p: nn::Path, channels: i64) -> nn::BatchNorm {
     nn::batch_norm2d(p, channels, batch_norm_config())
 }
 
+/// `nn.BatchNorm1d(features)` with PyTorch's initialisation.
+pub(crate) fn batch_norm1d(p: nn::Path, features: i64) -> nn::BatchNorm {
+    nn::batch_norm1d(p, features, batch_norm_config())
+}
+
 fn batch_norm_config() -> nn::BatchNormConfig {
     nn::BatchNormConfig {
         ws_init: Init::Const(1.0),

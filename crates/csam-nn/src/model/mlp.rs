@@ -48,15 +48,32 @@ impl Mlp {
 }
 
 impl Network for Mlp {
-    fn forward_mode(&self, xs: &Tensor, mode: Mode) -> Tensor {
-        let mut h = xs.flatten(1, -1);
-        let last = self.layers.len() - 1;
-        for (i, layer) in self.layers.iter().enumerate() {
-            h = layer.forward(&h);
-            if i < last {
-                h = dropout(h.relu(), self.dropout, mode.dropout_active());
-            }
-        }
-        h
+    fn features(&self, xs: &Tensor, mode: Mode) -> Tensor {
+        let (_, hidden) = self.split_last();
+        hidden.iter().fold(xs.flatten(1, -1), |h, layer| {
+            dropout(
+                layer.forward(&h).relu(),
+                self.dropout,
+                mode.dropout_active(),
+            )
+        })
+    }
+
+    fn classify(&self, features: &Tensor) -> Tensor {
+        self.split_last().0.forward(features)
+    }
+
+    fn feature_width(&self) -> i64 {
+        self.split_last().0.ws.size()[1]
+    }
+}
+
+impl Mlp {
+    /// The output layer and the hidden layers before it.
+    fn split_last(&self) -> (&nn::Linear, &[nn::Linear]) {
+        // Invariant: `new` builds at least the output layer.
+        self.layers
+            .split_last()
+            .expect("an MLP has an output layer")
     }
 }

@@ -12,20 +12,25 @@
 //!
 //! Adding an architecture: write its module (a struct implementing [`Network`]
 //! and a `build` function) and add one line to the table in [`registry`].
+//! Every architecture takes either classifier [`Head`] on its features.
 
+pub mod balcal;
 mod cnn;
+mod head;
 mod layers;
 mod mlp;
 pub mod registry;
 mod resnet;
 pub mod weights;
 
+pub use balcal::{BalcalHead, TwoHeads};
 pub use cnn::SmallCnn;
+pub use head::Head;
 pub use mlp::Mlp;
 pub use registry::{build_model, build_model_with, ModelKind, ModelOptions};
 pub use resnet::ResNet;
 
-use tch::{nn, Tensor};
+use tch::{nn, nn::ModuleT, Tensor};
 
 /// Errors raised while building a model.
 #[derive(Debug, thiserror::Error)]
@@ -89,28 +94,95 @@ impl Mode {
     }
 }
 
-/// A classifier mapping a batch `[B, C, H, W]` to logits `[B, n_classes]`.
+/// A network mapping a batch `[B, C, H, W]` to features `[B, d]` and those
+/// to logits `[B, n_classes]` with its linear classifier.
 pub trait Network: std::fmt::Debug + Send {
-    /// The forward pass in the given [`Mode`].
-    fn forward_mode(&self, xs: &Tensor, mode: Mode) -> Tensor;
+    /// The features the classifier reads (after pooling, or the MLP's last
+    /// hidden layer, and dropout) in the given [`Mode`].
+    fn features(&self, xs: &Tensor, mode: Mode) -> Tensor;
+
+    /// The linear classifier's logits of `features`.
+    fn classify(&self, features: &Tensor) -> Tensor;
+
+    /// The width `d` of the features.
+    fn feature_width(&self) -> i64;
 }
 
-/// A built classifier: the network plus what it was built for.
+/// A built classifier: the network, its [`Head`], and what it was built for.
 ///
 /// Implements [`nn::ModuleT`] (`train = true` is [`Mode::Train`], `false` is
 /// [`Mode::Eval`]); MC-Dropout sampling goes through [`Model::forward_mode`].
 #[derive(Debug)]
 pub struct Model {
     network: Box<dyn Network>,
+    balcal: Option<BalcalHead>,
     kind: ModelKind,
     input: InputShape,
     n_classes: i64,
 }
 
+/// The outputs of a forward pass: the model's logits and, for a model with
+/// two classifiers (BalCAL), each classifier's.
+#[derive(Debug)]
+pub struct Outputs {
+    /// The logits the model predicts with.
+    pub logits: Tensor,
+    /// Each classifier's logits, for a two-headed model.
+    pub heads: Option<TwoHeads>,
+}
+
+/// A model a training pass runs: its train-mode [`Outputs`]. Models with one
+/// classifier (any [`nn::ModuleT`], with the default method) give their
+/// logits alone.
+pub trait TrainingPass: ModuleT {
+    /// A train-mode forward pass of `xs`.
+    fn training_outputs(&self, xs: &Tensor) -> Outputs {
+        Outputs {
+            logits: self.forward_t(xs, true),
+            heads: None,
+        }
+    }
+}
+
+impl TrainingPass for nn::FuncT<'_> {}
+
+impl TrainingPass for Model {
+    fn training_outputs(&self, xs: &Tensor) -> Outputs {
+        self.outputs(xs, Mode::Train)
+    }
+}
+
 impl Model {
     /// The forward pass in an explicit [`Mode`].
     pub fn forward_mode(&self, xs: &Tensor, mode: Mode) -> Tensor {
-        self.network.forward_mode(xs, mode)
+        self.outputs(xs, mode).logits
+    }
+
+    /// The forward pass in `mode`, with each classifier's logits when the
+    /// model has two.
+    pub fn outputs(&self, xs: &Tensor, mode: Mode) -> Outputs {
+        let features = self.network.features(xs, mode);
+        let linear = self.network.classify(&features);
+        let Some(balcal) = &self.balcal else {
+            return Outputs {
+                logits: linear,
+                heads: None,
+            };
+        };
+        let etf = balcal.etf_logits(&features, mode);
+        Outputs {
+            logits: balcal.balance(&linear, &etf),
+            heads: Some(TwoHeads {
+                linear,
+                etf,
+                lambda: balcal.lambda(),
+            }),
+        }
+    }
+
+    /// BalCAL's ETF classifier, when the model's [`Head`] is BalCAL.
+    pub fn balcal(&self) -> Option<&BalcalHead> {
+        self.balcal.as_ref()
     }
 
     /// Checks that `xs` is a batch `[B >= 1, C, H, W]` this model accepts: the
@@ -169,6 +241,6 @@ impl Model {
 impl nn::ModuleT for Model {
     fn forward_t(&self, xs: &Tensor, train: bool) -> Tensor {
         let mode = if train { Mode::Train } else { Mode::Eval };
-        self.network.forward_mode(xs, mode)
+        self.forward_mode(xs, mode)
     }
 }

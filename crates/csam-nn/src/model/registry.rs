@@ -2,7 +2,7 @@
 //!
 //! Adding an architecture is a new module and one line in `ARCHITECTURES`.
 
-use super::{InputShape, Mlp, Model, ModelError, Network, ResNet, SmallCnn};
+use super::{BalcalHead, Head, InputShape, Mlp, Model, ModelError, Network, ResNet, SmallCnn};
 use std::fmt;
 use std::str::FromStr;
 use tch::nn;
@@ -15,6 +15,8 @@ pub struct ModelOptions {
     /// Dropout rate in `[0, 1)`: after every hidden ReLU of the MLP, on the pooled
     /// features of the convolutional networks. 0 disables dropout.
     pub dropout: f64,
+    /// The classifier on the features.
+    pub head: Head,
 }
 
 impl Default for ModelOptions {
@@ -22,6 +24,7 @@ impl Default for ModelOptions {
         Self {
             mlp_hidden: vec![256, 256],
             dropout: 0.0,
+            head: Head::Linear,
         }
     }
 }
@@ -231,9 +234,23 @@ pub fn build_model_with(
         n_classes,
         options,
     };
+    options
+        .head
+        .validate()
+        .map_err(|e| ModelError::InvalidConfig(e.to_string()))?;
     let network = (kind.0.build)(p, &args)?;
+    let balcal = match options.head {
+        Head::Linear => None,
+        Head::Balcal { lambda, .. } => Some(BalcalHead::new(
+            &(p / "balcal"),
+            network.feature_width(),
+            n_classes,
+            lambda,
+        )?),
+    };
     Ok(Model {
         network,
+        balcal,
         kind,
         input,
         n_classes,

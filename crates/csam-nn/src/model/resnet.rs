@@ -68,14 +68,21 @@ impl ResNet {
 }
 
 impl Network for ResNet {
-    fn forward_mode(&self, xs: &Tensor, mode: Mode) -> Tensor {
+    fn features(&self, xs: &Tensor, mode: Mode) -> Tensor {
         let train_bn = mode.batch_statistics();
         let mut h = self.bn1.forward_t(&self.conv1.forward(xs), train_bn).relu();
         for block in &self.blocks {
             h = block.forward(&h, train_bn);
         }
-        let pooled = dropout(global_avg_pool(&h), self.dropout, mode.dropout_active());
-        self.fc.forward(&pooled)
+        dropout(global_avg_pool(&h), self.dropout, mode.dropout_active())
+    }
+
+    fn classify(&self, features: &Tensor) -> Tensor {
+        self.fc.forward(features)
+    }
+
+    fn feature_width(&self) -> i64 {
+        STAGE_WIDTHS[2]
     }
 }
 

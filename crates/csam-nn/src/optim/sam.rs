@@ -24,7 +24,8 @@ use super::stats::StatsAccumulator;
 use super::{BaseOptimizer, OptimError, Perturbation, StepStats};
 use crate::loss::{cross_entropy_from_log_probs, gather_true, CsamLoss, Scores, TrainingLoss};
 use crate::mixing::{Forward, TrainBatch};
-use tch::{nn::ModuleT, nn::VarStore, Tensor};
+use crate::model::TrainingPass;
+use tch::{nn::VarStore, Tensor};
 
 /// The loss of the second pass (at theta_tilde), made of the training loss.
 #[derive(Debug, Clone, Copy, PartialEq, serde::Serialize, serde::Deserialize)]
@@ -215,7 +216,7 @@ impl SamStep {
         optimizer: &mut O,
     ) -> Result<StepStats, OptimError>
     where
-        M: ModuleT + ?Sized,
+        M: TrainingPass + ?Sized,
         O: BaseOptimizer + ?Sized,
     {
         self.step_batch(model, &TrainBatch::plain(xs, ys), optimizer)
@@ -230,7 +231,7 @@ impl SamStep {
         optimizer: &mut O,
     ) -> Result<StepStats, OptimError>
     where
-        M: ModuleT + ?Sized,
+        M: TrainingPass + ?Sized,
         O: BaseOptimizer + ?Sized,
     {
         let is_sam = self.next_is_sam();
@@ -255,7 +256,7 @@ impl SamStep {
         optimizer: &mut O,
     ) -> Result<StepStats, OptimError>
     where
-        M: ModuleT + ?Sized,
+        M: TrainingPass + ?Sized,
         O: BaseOptimizer + ?Sized,
     {
         let size = check_batch(batch)?;
@@ -331,7 +332,7 @@ struct Part<'a, M: ?Sized> {
 /// Passes 1 and 2 on one part: returns `share * g'` and leaves the weights at
 /// theta_tilde (the caller restores theta from `saved`). The BatchNorm buffers
 /// are captured after pass 1 of the first part.
-fn perturbed_gradient<M: ModuleT + ?Sized>(
+fn perturbed_gradient<M: TrainingPass + ?Sized>(
     config: &SamConfig,
     second_loss: &SecondLossFn,
     buffers: &mut BufferSnapshot,
@@ -386,6 +387,7 @@ fn perturbed_gradient<M: ModuleT + ?Sized>(
         &grad_norm,
         Some((&objective, &ce_tilde)),
     );
+    stats.add_heads(pass.heads(), y)?;
     Ok(grads_tilde)
 }
 
@@ -399,7 +401,7 @@ pub fn plain_step<M, O>(
     clip_grad_norm: Option<f64>,
 ) -> Result<StepStats, OptimError>
 where
-    M: ModuleT + ?Sized,
+    M: TrainingPass + ?Sized,
     O: BaseOptimizer + ?Sized,
 {
     check_batch(batch)?;
@@ -413,6 +415,7 @@ where
     let (scores, y) = pass.primary();
     let mut stats = StatsAccumulator::new(batch.carries_correctness());
     stats.add(1.0, &ce, &scores.logits, y, &grad_norm, None);
+    stats.add_heads(pass.heads(), y)?;
     stats.finish()
 }
 

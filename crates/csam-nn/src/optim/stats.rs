@@ -2,6 +2,7 @@
 //! diagnostics (docs/theory.md).
 
 use super::OptimError;
+use crate::model::balcal::HeadLogits;
 use tch::{Device, Kind, Tensor};
 
 /// What one training step measured on its mini-batch (train-mode forward passes).
@@ -24,6 +25,10 @@ pub struct StepStats {
     /// batch carried its examples' histories (only then is it read back).
     #[serde(skip)]
     pub hits: Vec<bool>,
+    /// Both classifiers' logits at theta of a two-headed model (BalCAL),
+    /// from which the epoch sets their balance; `None` for other models.
+    #[serde(skip)]
+    pub heads: Option<HeadLogits>,
 }
 
 /// Statistics of the second pass at `theta_tilde = theta + e`.
@@ -47,6 +52,8 @@ pub(crate) struct StatsAccumulator {
     /// Each (sub-)batch's per-example hits at theta, in batch order; None
     /// when the step does not report them.
     hits: Option<Vec<Tensor>>,
+    /// A two-headed model's logits at theta, each (sub-)batch's.
+    heads: Option<HeadLogits>,
 }
 
 impl StatsAccumulator {
@@ -55,6 +62,7 @@ impl StatsAccumulator {
         Self {
             sums: None,
             hits: with_hits.then(Vec::new),
+            heads: None,
         }
     }
 
@@ -88,6 +96,22 @@ impl StatsAccumulator {
             None => values,
             Some(sums) => sums.iter().zip(&values).map(|(s, v)| s + v).collect(),
         });
+    }
+
+    /// Keeps a two-headed model's logits at theta `(linear, scaled ETF)`
+    /// with their `targets`; nothing for a model with one classifier.
+    pub(crate) fn add_heads(
+        &mut self,
+        heads: Option<(&Tensor, &Tensor)>,
+        targets: &Tensor,
+    ) -> Result<(), OptimError> {
+        if let Some((linear, etf)) = heads {
+            let read = HeadLogits::read(linear, etf, targets)?;
+            self.heads
+                .get_or_insert_with(HeadLogits::default)
+                .extend(read);
+        }
+        Ok(())
     }
 
     /// Reads the sums back to the host and checks that they are finite.
@@ -133,6 +157,7 @@ impl StatsAccumulator {
                 p_true: (-v[4]).exp(),
             }),
             hits,
+            heads: self.heads,
         })
     }
 }

@@ -17,13 +17,13 @@ pub type LossSpec = csam_nn::loss::TrainingLoss;
 
 /// Checks the loss's parameters, naming a bad one by its key.
 pub(crate) fn validate(loss: &LossSpec) -> Result<(), ConfigError> {
-    keyed("loss", loss.name(), loss.validate())
+    keyed(&["loss"], loss.name(), loss.validate())
 }
 
-/// A parameter check of the spec's `branch` (whose kind is `name`), a bad
-/// field named by its key.
+/// A parameter check of the spec's branch at `branch` (whose kind is
+/// `name`), a bad field named by its key.
 pub(crate) fn keyed(
-    branch: &'static str,
+    branch: &[&'static str],
     name: &str,
     checked: Result<(), LossError>,
 ) -> Result<(), ConfigError> {
@@ -34,10 +34,15 @@ pub(crate) fn keyed(
             reason,
             ..
         } => {
-            let path = [branch.to_string(), field.to_string()];
+            let path: Vec<String> = branch
+                .iter()
+                .chain([&field])
+                .map(|s| s.to_string())
+                .collect();
             let key = keys::at_path(&path).map_or(field, |key| key.name);
             ConfigError::invalid(key, value, reason)
         }
-        other => ConfigError::invalid(branch, name, other),
+        // Invariant: callers name a branch.
+        other => ConfigError::invalid(branch.last().copied().unwrap_or_default(), name, other),
     })
 }

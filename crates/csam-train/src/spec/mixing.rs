@@ -12,5 +12,5 @@ pub type MixingSpec = csam_nn::mixing::Mixing;
 
 /// Checks the mixing's parameters, naming a bad one by its key.
 pub(crate) fn validate(mixing: &MixingSpec) -> Result<(), ConfigError> {
-    loss::keyed("mixing", mixing.name(), mixing.validate())
+    loss::keyed(&["mixing"], mixing.name(), mixing.validate())
 }

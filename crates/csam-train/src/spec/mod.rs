@@ -6,7 +6,8 @@
 //! ```text
 //! RunSpec
 //! ├── data:    DataSpec   { source, val_size, augment, shuffle }
-//! ├── model:   ModelSpec  { arch, mlp_hidden, dropout, init }
+//! ├── model:   ModelSpec  { arch, mlp_hidden, dropout, init,
+//! │                         head: Linear | Balcal{lambda, delta} }
 //! ├── loss:    LossSpec   CrossEntropy | Focal | Flsd | LabelSmoothing | DualFocal
 //! │                       | MarginLabelSmoothing | Acls | PairwiseConstraints | Mmce | Mdca
 //! │                       | AdaFocal | Crl
@@ -192,6 +193,17 @@ impl RunSpec {
                     "loss {} ranks each example by its own history of correct predictions; a \
                      mixed batch has no such examples",
                     self.loss.name()
+                ),
+            ));
+        }
+        if !self.model.head.is_linear() && !self.mixing.is_none() {
+            return Err(check::invalid(
+                "mixing",
+                self.mixing.name(),
+                &format!(
+                    "head {} trains each of its two classifiers on the batch's own examples; \
+                     a mixed batch has none",
+                    self.model.head.name()
                 ),
             ));
         }

@@ -6,8 +6,9 @@ use std::path::PathBuf;
 use serde::{Deserialize, Serialize};
 
 use super::check::{invalid, unit_interval};
+use super::loss::keyed;
 use crate::train::ConfigError;
-use csam_nn::model::{ModelKind, ModelOptions};
+use csam_nn::model::{Head, ModelKind, ModelOptions};
 
 /// The hidden widths of an MLP when none are given.
 pub const DEFAULT_MLP_HIDDEN: [usize; 2] = [256, 256];
@@ -28,6 +29,11 @@ pub struct ModelSpec {
     /// convolutional networks); 0 disables it.
     #[serde(default)]
     pub dropout: f64,
+    /// The classifier on the features: linear, or BalCAL's two (the branch
+    /// `[model.head]`, tagged by `kind`; linear in the `config.toml` of runs
+    /// written before it existed).
+    #[serde(default)]
+    pub head: Head,
     /// Safetensors weights with the model's PyTorch key names to start from,
     /// instead of the seeded initialisation.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -46,6 +52,7 @@ impl Default for ModelSpec {
             arch: default_arch(),
             mlp_hidden: None,
             dropout: 0.0,
+            head: Head::Linear,
             init: None,
         }
     }
@@ -64,6 +71,7 @@ impl ModelSpec {
     /// Checks the options against the architecture and the init file's existence.
     pub fn validate(&self) -> Result<(), ConfigError> {
         unit_interval("dropout", self.dropout)?;
+        keyed(&["model", "head"], self.head.name(), self.head.validate())?;
         match (&self.mlp_hidden, self.arch.takes_hidden_widths()) {
             (Some(widths), false) => {
                 return Err(invalid(
@@ -95,6 +103,7 @@ impl ModelSpec {
         ModelOptions {
             mlp_hidden: hidden.iter().map(|&h| h as i64).collect(),
             dropout: self.dropout,
+            head: self.head,
         }
     }
 }

@@ -104,6 +104,7 @@ mod tests {
                 p_true: (-ce_tilde).exp(),
             }),
             hits: vec![true],
+            heads: None,
         }
     }
 

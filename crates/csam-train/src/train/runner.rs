@@ -224,6 +224,7 @@ fn train(training: Training, observer: &mut dyn RunObserver) -> Result<RunOutcom
             observer,
             &mut theory_records,
         )?;
+        session.trainer.end_epoch_steps()?;
         let val = session.predict_split(Split::Val)?;
         if val.non_finite_rows() > 0 {
             let what = format!(

@@ -19,8 +19,9 @@ use csam_data::{
 };
 use csam_nn::loss::{AdaFocal, AdaFocalBins, CorrectnessHistory, TrainingLoss};
 use csam_nn::mixing::TrainBatch;
+use csam_nn::model::balcal::HeadLogits;
 use csam_nn::model::weights::WeightsError;
-use csam_nn::model::{build_model_with, InputShape, Mode, Model, ModelKind, ModelOptions};
+use csam_nn::model::{build_model_with, Head, InputShape, Mode, Model, ModelKind, ModelOptions};
 use csam_nn::optim::{
     plain_step, AdamW, AdamWConfig, BaseOptimizer, LrSchedule, OptimError, SamConfig, SamStep, Sgd,
     SgdConfig, StepStats,
@@ -69,6 +70,9 @@ pub struct Trainer {
     /// Each training example's correct predictions so far, for a loss that
     /// ranks by them (CRL); part of the checkpoint.
     history: Option<CorrectnessHistory>,
+    /// BalCAL's `delta` and the epoch's training logits of both classifiers,
+    /// from which the epoch's end sets their balance.
+    balcal: Option<(f64, HeadLogits)>,
     schedule: LrSchedule,
     sam_every: usize,
     clip: Option<f64>,
@@ -232,6 +236,10 @@ impl Trainer {
             sam: build_sam(optim, &objective.loss, &vs)?,
             objective,
             history: None,
+            balcal: match model.head {
+                Head::Balcal { delta, .. } => Some((delta, HeadLogits::default())),
+                Head::Linear => None,
+            },
             schedule: build_schedule(optim, epochs, steps_per_epoch)?,
             sam_every: optim.rule.sharpness().map_or(1, |s| s.every),
             clip: optim.clip,
@@ -288,9 +296,12 @@ impl Trainer {
             ),
         };
         match stats {
-            Ok(stats) => {
+            Ok(mut stats) => {
                 if let Some(history) = &mut self.history {
                     history.record(examples, &stats.hits);
+                }
+                if let (Some((_, epoch)), Some(heads)) = (&mut self.balcal, stats.heads.take()) {
+                    epoch.extend(heads);
                 }
                 Ok(Ok(stats))
             }
@@ -309,6 +320,22 @@ impl Trainer {
         let draw_seed = epoch_seed(seed ^ MIXING_SALT, global_step + 1) as u64;
         let draw = mixing.draw(ys.size()[0] as usize, draw_seed);
         Ok(TrainBatch::mixed(xs, ys, &draw)?)
+    }
+
+    /// After an epoch's last step, before it is validated: BalCAL's balance
+    /// `lambda` of its two classifiers, from the epoch's training logits
+    /// ([`csam_nn::model::balcal::balanced_lambda`]). The
+    /// authors' loop validates first and then updates `lambda`; csam updates
+    /// first, so that the epoch's validation, test and saved weights share
+    /// one `lambda`. Nothing for a model with one classifier.
+    pub fn end_epoch_steps(&mut self) -> Result<()> {
+        let (Some((delta, epoch)), Some(head)) = (&mut self.balcal, self.model.balcal()) else {
+            return Ok(());
+        };
+        if let Some(lambda) = std::mem::take(epoch).balanced_lambda(*delta)? {
+            head.set_lambda(lambda);
+        }
+        Ok(())
     }
 
     /// What the loss learns at the end of the 1-based `epoch`: AdaFocal's
