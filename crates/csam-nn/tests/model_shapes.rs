@@ -32,7 +32,11 @@ fn registry_parses_every_documented_name() {
             "resnet32",
             "resnet44",
             "resnet56",
-            "resnet110"
+            "resnet110",
+            "wrn-16-4",
+            "wrn-16-8",
+            "wrn-28-10",
+            "wrn-40-2"
         ]
     );
     for name in names {
@@ -67,7 +71,9 @@ fn assert_logits_shape(kind: ModelKind, input: InputShape) {
 
 #[test]
 fn every_model_maps_1_and_3_channel_inputs_to_logits() {
-    for kind in ModelKind::all().filter(|k| k.name() != "resnet110") {
+    // The deepest and the widest build in their own tests.
+    let big = ["resnet110", "wrn-16-8", "wrn-28-10"];
+    for kind in ModelKind::all().filter(|k| !big.contains(&k.name())) {
         for input in [shape(1, 8, 8), shape(3, 7, 5)] {
             assert_logits_shape(kind, input);
         }
@@ -76,7 +82,7 @@ fn every_model_maps_1_and_3_channel_inputs_to_logits() {
 
 #[test]
 fn models_accept_any_spatial_size() {
-    for name in ["mlp", "cnn", "resnet20"] {
+    for name in ["mlp", "cnn", "resnet20", "wrn-16-4"] {
         for input in [
             shape(1, 1, 1),
             shape(3, 12, 12),
@@ -168,35 +174,41 @@ fn models_follow_the_store_kind() {
 #[test]
 fn dropout_modes() {
     tch::set_num_threads(1); // tiny tensors: threads only contend
-    let vs = nn::VarStore::new(Device::Cpu);
-    let options = ModelOptions {
-        dropout: 0.5,
-        ..ModelOptions::default()
-    };
-    let model = build_model_with(
-        "resnet20".parse().unwrap(),
-        &vs.root(),
-        shape(3, 8, 8),
-        4,
-        &options,
-    )
-    .unwrap();
-    let xs = Tensor::randn([4, 3, 8, 8], (Kind::Float, Device::Cpu));
-    let run = |mode| tch::no_grad(|| model.forward_mode(&xs, mode));
-    assert!(
-        run(Mode::Eval).equal(&run(Mode::Eval)),
-        "eval must be deterministic"
-    );
-    assert!(
-        !run(Mode::McDropout).equal(&run(Mode::McDropout)),
-        "MC-Dropout must sample"
-    );
-    // MC-Dropout keeps BatchNorm in eval mode: running statistics do not move.
-    let before = vs.variables()["bn1.running_mean"].copy();
-    let _ = run(Mode::McDropout);
-    assert!(vs.variables()["bn1.running_mean"].equal(&before));
-    let _ = run(Mode::Train);
-    assert!(!vs.variables()["bn1.running_mean"].equal(&before));
+                             // Dropout on the pooled features (ResNet) and inside the blocks (WRN).
+    for (kind, buffer) in [
+        ("resnet20", "bn1.running_mean"),
+        ("wrn-16-4", "block1.layer.0.bn1.running_mean"),
+    ] {
+        let vs = nn::VarStore::new(Device::Cpu);
+        let options = ModelOptions {
+            dropout: 0.5,
+            ..ModelOptions::default()
+        };
+        let model = build_model_with(
+            kind.parse().unwrap(),
+            &vs.root(),
+            shape(3, 8, 8),
+            4,
+            &options,
+        )
+        .unwrap();
+        let xs = Tensor::randn([4, 3, 8, 8], (Kind::Float, Device::Cpu));
+        let run = |mode| tch::no_grad(|| model.forward_mode(&xs, mode));
+        assert!(
+            run(Mode::Eval).equal(&run(Mode::Eval)),
+            "{kind}: eval must be deterministic"
+        );
+        assert!(
+            !run(Mode::McDropout).equal(&run(Mode::McDropout)),
+            "{kind}: MC-Dropout must sample"
+        );
+        // MC-Dropout keeps BatchNorm in eval mode: running statistics do not move.
+        let before = vs.variables()[buffer].copy();
+        let _ = run(Mode::McDropout);
+        assert!(vs.variables()[buffer].equal(&before), "{kind}");
+        let _ = run(Mode::Train);
+        assert!(!vs.variables()[buffer].equal(&before), "{kind}");
+    }
 }
 
 #[test]

@@ -22,6 +22,7 @@ mod mlp;
 pub mod registry;
 mod resnet;
 pub mod weights;
+mod wrn;
 
 pub use balcal::{BalcalHead, TwoHeads};
 pub use cnn::SmallCnn;
@@ -29,6 +30,7 @@ pub use head::Head;
 pub use mlp::Mlp;
 pub use registry::{build_model, build_model_with, ModelKind, ModelOptions};
 pub use resnet::ResNet;
+pub use wrn::WideResNet;
 
 use tch::{nn, nn::ModuleT, Tensor};
 

@@ -2,7 +2,9 @@
 //!
 //! Adding an architecture is a new module and one line in `ARCHITECTURES`.
 
-use super::{BalcalHead, Head, InputShape, Mlp, Model, ModelError, Network, ResNet, SmallCnn};
+use super::{
+    BalcalHead, Head, InputShape, Mlp, Model, ModelError, Network, ResNet, SmallCnn, WideResNet,
+};
 use std::fmt;
 use std::str::FromStr;
 use tch::nn;
@@ -53,6 +55,15 @@ struct Architecture {
 
 fn resnet(p: &nn::Path, a: &BuildArgs, depth: i64) -> Result<Box<dyn Network>, ModelError> {
     let net = ResNet::new(p, depth, a.input.channels, a.n_classes, a.options.dropout)?;
+    Ok(Box::new(net))
+}
+
+fn wide_resnet(
+    p: &nn::Path,
+    a: &BuildArgs,
+    shape: (i64, i64),
+) -> Result<Box<dyn Network>, ModelError> {
+    let net = WideResNet::new(p, shape, a.input.channels, a.n_classes, a.options.dropout)?;
     Ok(Box::new(net))
 }
 
@@ -114,10 +125,42 @@ static ARCHITECTURES: &[Architecture] = &[
         hidden_widths: false,
         build: |p, a| resnet(p, a, 110),
     },
+    Architecture {
+        name: "wrn-16-4",
+        summary:
+            "Wide ResNet-16-4 (Zagoruyko and Komodakis 2016, pre-activation, 2.7 M parameters)",
+        any_spatial_size: true,
+        hidden_widths: false,
+        build: |p, a| wide_resnet(p, a, (16, 4)),
+    },
+    Architecture {
+        name: "wrn-16-8",
+        summary: "Wide ResNet-16-8 (Zagoruyko and Komodakis 2016, pre-activation, 11 M parameters)",
+        any_spatial_size: true,
+        hidden_widths: false,
+        build: |p, a| wide_resnet(p, a, (16, 8)),
+    },
+    Architecture {
+        name: "wrn-28-10",
+        summary:
+            "Wide ResNet-28-10 (Zagoruyko and Komodakis 2016, pre-activation, 36.5 M parameters)",
+        any_spatial_size: true,
+        hidden_widths: false,
+        build: |p, a| wide_resnet(p, a, (28, 10)),
+    },
+    Architecture {
+        name: "wrn-40-2",
+        summary:
+            "Wide ResNet-40-2 (Zagoruyko and Komodakis 2016, pre-activation, 2.2 M parameters)",
+        any_spatial_size: true,
+        hidden_widths: false,
+        build: |p, a| wide_resnet(p, a, (40, 2)),
+    },
 ];
 
 /// A registered architecture, parsed from its name (`mlp`, `cnn`, `resnet20`,
-/// `resnet32`, `resnet44`, `resnet56`, `resnet110`); serialises as that name.
+/// `resnet32`, `resnet44`, `resnet56`, `resnet110`, `wrn-16-4`, `wrn-16-8`,
+/// `wrn-28-10`, `wrn-40-2`); serialises as that name.
 #[derive(Clone, Copy)]
 pub struct ModelKind(&'static Architecture);
 
