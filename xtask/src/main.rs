@@ -25,8 +25,14 @@ use std::process::{Command, ExitCode};
 const TORCH_VERSION: &str = "2.11.0";
 
 /// Python packages the tests use beside torch: the PyTorch-twin and benchmark
-/// scripts read and write safetensors (whose torch flavour needs numpy).
-const TEST_PACKAGES: [(&str, &str); 2] = [("numpy", "2.4.6"), ("safetensors", "0.8.0")];
+/// scripts read and write safetensors (whose torch flavour needs numpy), and
+/// the twins of torchvision's models are torchvision's own (the release
+/// paired with torch 2.11.0).
+const TEST_PACKAGES: [(&str, &str); 3] = [
+    ("numpy", "2.4.6"),
+    ("safetensors", "0.8.0"),
+    ("torchvision", "0.26.0"),
+];
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();

@@ -33,6 +33,12 @@ fn registry_parses_every_documented_name() {
             "resnet44",
             "resnet56",
             "resnet110",
+            "resnet18",
+            "resnet34",
+            "resnet50",
+            "resnet18-cifar",
+            "resnet34-cifar",
+            "resnet50-cifar",
             "wrn-16-4",
             "wrn-16-8",
             "wrn-28-10",
@@ -46,7 +52,7 @@ fn registry_parses_every_documented_name() {
         assert_eq!(serde_json::from_str::<ModelKind>(&json).unwrap(), kind);
     }
     assert_eq!("ResNet56".parse::<ModelKind>().unwrap().name(), "resnet56");
-    let err = "resnet18".parse::<ModelKind>().unwrap_err();
+    let err = "resnet19".parse::<ModelKind>().unwrap_err();
     assert!(matches!(err, ModelError::UnknownKind { .. }));
     assert!(err.to_string().contains("resnet110"), "{err}");
 }
@@ -72,7 +78,14 @@ fn assert_logits_shape(kind: ModelKind, input: InputShape) {
 #[test]
 fn every_model_maps_1_and_3_channel_inputs_to_logits() {
     // The deepest and the widest build in their own tests.
-    let big = ["resnet110", "wrn-16-8", "wrn-28-10"];
+    let big = [
+        "resnet110",
+        "wrn-16-8",
+        "wrn-28-10",
+        "resnet34",
+        "resnet50",
+        "resnet34-cifar",
+    ];
     for kind in ModelKind::all().filter(|k| !big.contains(&k.name())) {
         for input in [shape(1, 8, 8), shape(3, 7, 5)] {
             assert_logits_shape(kind, input);
@@ -82,7 +95,7 @@ fn every_model_maps_1_and_3_channel_inputs_to_logits() {
 
 #[test]
 fn models_accept_any_spatial_size() {
-    for name in ["mlp", "cnn", "resnet20", "wrn-16-4"] {
+    for name in ["mlp", "cnn", "resnet20", "wrn-16-4", "resnet18"] {
         for input in [
             shape(1, 1, 1),
             shape(3, 12, 12),

@@ -80,6 +80,25 @@ fn cases() -> Vec<Case> {
             n_classes: 3,
             options: opts(&[], 0.0),
         },
+        // torchvision's own models on the PyTorch side.
+        Case {
+            kind: "resnet18",
+            input: shape(3, 32, 32),
+            n_classes: 10,
+            options: opts(&[], 0.0),
+        },
+        Case {
+            kind: "resnet18",
+            input: shape(1, 20, 20),
+            n_classes: 7,
+            options: opts(&[], 0.3),
+        },
+        Case {
+            kind: "resnet50-cifar",
+            input: shape(3, 8, 8),
+            n_classes: 5,
+            options: opts(&[], 0.0),
+        },
     ]
 }
 

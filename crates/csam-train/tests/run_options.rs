@@ -300,4 +300,20 @@ fn balcal_sets_lambda_after_every_epoch_and_keeps_it_with_the_weights() {
         .expect("the weights hold lambda");
     let lambda = lambda.double_value(&[0]);
     assert!(lambda != 0.3 && (0.0..=1.0).contains(&lambda), "{lambda}");
+    // Each epoch's line of metrics.jsonl names the lambda it predicted with.
+    let log = std::fs::read_to_string(out.join("metrics.jsonl")).unwrap();
+    let logged: Vec<f64> = log
+        .lines()
+        .map(|line| {
+            let record: serde_json::Value = serde_json::from_str(line).unwrap();
+            record["balcal_lambda"]
+                .as_f64()
+                .expect("balcal_lambda logged")
+        })
+        .collect();
+    assert_eq!(logged.len(), 2);
+    assert_eq!(
+        logged[1], lambda,
+        "the last epoch's lambda is the saved one"
+    );
 }

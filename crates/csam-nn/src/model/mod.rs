@@ -17,6 +17,7 @@
 pub mod balcal;
 mod cnn;
 mod head;
+mod imagenet_resnet;
 mod layers;
 mod mlp;
 pub mod registry;
@@ -27,6 +28,7 @@ mod wrn;
 pub use balcal::{BalcalHead, TwoHeads};
 pub use cnn::SmallCnn;
 pub use head::Head;
+pub use imagenet_resnet::{Blocks, ImageNetResNet, ResNetLayout, Stem};
 pub use mlp::Mlp;
 pub use registry::{build_model, build_model_with, ModelKind, ModelOptions};
 pub use resnet::ResNet;

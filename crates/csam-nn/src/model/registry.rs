@@ -3,7 +3,8 @@
 //! Adding an architecture is a new module and one line in `ARCHITECTURES`.
 
 use super::{
-    BalcalHead, Head, InputShape, Mlp, Model, ModelError, Network, ResNet, SmallCnn, WideResNet,
+    BalcalHead, Blocks, Head, ImageNetResNet, InputShape, Mlp, Model, ModelError, Network, ResNet,
+    ResNetLayout, SmallCnn, Stem, WideResNet,
 };
 use std::fmt;
 use std::str::FromStr;
@@ -67,6 +68,24 @@ fn wide_resnet(
     Ok(Box::new(net))
 }
 
+fn torchvision_resnet(
+    p: &nn::Path,
+    a: &BuildArgs,
+    (blocks, counts, stem): (Blocks, [i64; 4], Stem),
+) -> Result<Box<dyn Network>, ModelError> {
+    let layout = ResNetLayout {
+        blocks,
+        counts,
+        stem,
+    };
+    let net = ImageNetResNet::new(p, layout, a.input.channels, a.n_classes, a.options.dropout)?;
+    Ok(Box::new(net))
+}
+
+/// Blocks per stage of ResNet-18, and of ResNet-34 and -50.
+const RESNET18: [i64; 4] = [2, 2, 2, 2];
+const RESNET34: [i64; 4] = [3, 4, 6, 3];
+
 /// The registry. Names are what [`ModelKind::from_str`] accepts.
 static ARCHITECTURES: &[Architecture] = &[
     Architecture {
@@ -126,6 +145,48 @@ static ARCHITECTURES: &[Architecture] = &[
         build: |p, a| resnet(p, a, 110),
     },
     Architecture {
+        name: "resnet18",
+        summary: "ResNet-18 as torchvision (ImageNet stem, 11.7 M parameters on 1000 classes)",
+        any_spatial_size: true,
+        hidden_widths: false,
+        build: |p, a| torchvision_resnet(p, a, (Blocks::Basic, RESNET18, Stem::ImageNet)),
+    },
+    Architecture {
+        name: "resnet34",
+        summary: "ResNet-34 as torchvision (ImageNet stem, 21.8 M parameters on 1000 classes)",
+        any_spatial_size: true,
+        hidden_widths: false,
+        build: |p, a| torchvision_resnet(p, a, (Blocks::Basic, RESNET34, Stem::ImageNet)),
+    },
+    Architecture {
+        name: "resnet50",
+        summary: "ResNet-50 as torchvision (ImageNet stem, bottlenecks, 25.6 M parameters on 1000 classes)",
+        any_spatial_size: true,
+        hidden_widths: false,
+        build: |p, a| torchvision_resnet(p, a, (Blocks::Bottleneck, RESNET34, Stem::ImageNet)),
+    },
+    Architecture {
+        name: "resnet18-cifar",
+        summary: "ResNet-18 with the CIFAR stem (3x3 convolution, no pooling; torchvision's keys)",
+        any_spatial_size: true,
+        hidden_widths: false,
+        build: |p, a| torchvision_resnet(p, a, (Blocks::Basic, RESNET18, Stem::Cifar)),
+    },
+    Architecture {
+        name: "resnet34-cifar",
+        summary: "ResNet-34 with the CIFAR stem (3x3 convolution, no pooling; torchvision's keys)",
+        any_spatial_size: true,
+        hidden_widths: false,
+        build: |p, a| torchvision_resnet(p, a, (Blocks::Basic, RESNET34, Stem::Cifar)),
+    },
+    Architecture {
+        name: "resnet50-cifar",
+        summary: "ResNet-50 with the CIFAR stem (3x3 convolution, no pooling; torchvision's keys)",
+        any_spatial_size: true,
+        hidden_widths: false,
+        build: |p, a| torchvision_resnet(p, a, (Blocks::Bottleneck, RESNET34, Stem::Cifar)),
+    },
+    Architecture {
         name: "wrn-16-4",
         summary:
             "Wide ResNet-16-4 (Zagoruyko and Komodakis 2016, pre-activation, 2.7 M parameters)",
@@ -159,8 +220,9 @@ static ARCHITECTURES: &[Architecture] = &[
 ];
 
 /// A registered architecture, parsed from its name (`mlp`, `cnn`, `resnet20`,
-/// `resnet32`, `resnet44`, `resnet56`, `resnet110`, `wrn-16-4`, `wrn-16-8`,
-/// `wrn-28-10`, `wrn-40-2`); serialises as that name.
+/// `resnet32`, `resnet44`, `resnet56`, `resnet110`, `resnet18`, `resnet34`,
+/// `resnet50`, `resnet18-cifar`, `resnet34-cifar`, `resnet50-cifar`,
+/// `wrn-16-4`, `wrn-16-8`, `wrn-28-10`, `wrn-40-2`); serialises as that name.
 #[derive(Clone, Copy)]
 pub struct ModelKind(&'static Architecture);
 

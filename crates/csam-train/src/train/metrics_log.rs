@@ -26,6 +26,11 @@ pub struct EpochRecord {
     pub lr: f64,
     /// Training loss / accuracy.
     pub train: TrainStats,
+    /// BalCAL's weight `lambda` of the linear classifier, set after this
+    /// epoch's steps and used by its predictions; absent for a model with one
+    /// classifier.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub balcal_lambda: Option<f64>,
     /// Validation metrics (fractions, not percent).
     pub val: MetricSummary,
     /// Test metrics of this epoch's weights, `tce` set to the test ECE after a
@@ -60,6 +65,7 @@ mod tests {
                 loss: 1.0,
                 accuracy: 0.4,
             },
+            balcal_lambda: None,
             val: serde_json::from_value(metrics).unwrap(),
             test: None,
             best: epoch == 1,

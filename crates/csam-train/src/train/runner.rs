@@ -224,7 +224,7 @@ fn train(training: Training, observer: &mut dyn RunObserver) -> Result<RunOutcom
             observer,
             &mut theory_records,
         )?;
-        session.trainer.end_epoch_steps()?;
+        let balcal_lambda = session.trainer.end_epoch_steps()?;
         let val = session.predict_split(Split::Val)?;
         if val.non_finite_rows() > 0 {
             let what = format!(
@@ -249,6 +249,7 @@ fn train(training: Training, observer: &mut dyn RunObserver) -> Result<RunOutcom
             epoch,
             lr,
             train,
+            balcal_lambda,
             val: val_metrics,
             test: Some(test_metrics),
             best,

@@ -324,18 +324,18 @@ impl Trainer {
 
     /// After an epoch's last step, before it is validated: BalCAL's balance
     /// `lambda` of its two classifiers, from the epoch's training logits
-    /// ([`csam_nn::model::balcal::balanced_lambda`]). The
+    /// ([`csam_nn::model::balcal::balanced_lambda`]); returns it. The
     /// authors' loop validates first and then updates `lambda`; csam updates
     /// first, so that the epoch's validation, test and saved weights share
     /// one `lambda`. Nothing for a model with one classifier.
-    pub fn end_epoch_steps(&mut self) -> Result<()> {
+    pub fn end_epoch_steps(&mut self) -> Result<Option<f64>> {
         let (Some((delta, epoch)), Some(head)) = (&mut self.balcal, self.model.balcal()) else {
-            return Ok(());
+            return Ok(None);
         };
         if let Some(lambda) = std::mem::take(epoch).balanced_lambda(*delta)? {
             head.set_lambda(lambda);
         }
-        Ok(())
+        Ok(Some(head.lambda()))
     }
 
     /// What the loss learns at the end of the 1-based `epoch`: AdaFocal's
