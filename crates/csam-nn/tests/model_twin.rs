@@ -80,6 +80,18 @@ fn cases() -> Vec<Case> {
             n_classes: 3,
             options: opts(&[], 0.0),
         },
+        Case {
+            kind: "pyramidnet110-a48",
+            input: shape(3, 7, 7),
+            n_classes: 10,
+            options: opts(&[], 0.0),
+        },
+        Case {
+            kind: "pyramidnet272-a200",
+            input: shape(1, 5, 6),
+            n_classes: 4,
+            options: opts(&[], 0.2),
+        },
         // torchvision's own models on the PyTorch side.
         Case {
             kind: "resnet18",

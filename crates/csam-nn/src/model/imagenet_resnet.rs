@@ -2,7 +2,7 @@
 //! stem or the CIFAR stem.
 
 use super::layers::{
-    batch_norm2d, conv_no_bias, dropout, global_avg_pool, linear, TORCH_DEFAULT_INIT,
+    batch_norm2d, conv_no_bias, dropout, global_avg_pool, linear, ConvBnChain, TORCH_DEFAULT_INIT,
 };
 use super::{Mode, ModelError, Network};
 use tch::nn::init::{FanInOut, NonLinearity, NormalOrUniform};
@@ -152,8 +152,7 @@ impl Network for ImageNetResNet {
 /// A basic or bottleneck block with its shortcut.
 #[derive(Debug)]
 struct Block {
-    /// `(conv, bn)` pairs, the last without the ReLU before the sum.
-    layers: Vec<(nn::Conv2D, nn::BatchNorm)>,
+    branch: ConvBnChain,
     /// The projection `(1x1 conv, bn)` where the block changes shape.
     downsample: Option<(nn::Conv2D, nn::BatchNorm)>,
 }
@@ -170,21 +169,6 @@ impl Block {
                 (width, c_out, 1, 1),
             ],
         };
-        let layers = shapes
-            .into_iter()
-            .enumerate()
-            .map(|(i, (from, to, kernel, stride))| {
-                let conv = conv_no_bias(
-                    &p / format!("conv{}", i + 1),
-                    from,
-                    to,
-                    kernel,
-                    stride,
-                    CONV_INIT,
-                );
-                (conv, batch_norm2d(&p / format!("bn{}", i + 1), to))
-            })
-            .collect();
         let downsample = (stride != 1 || c_in != c_out).then(|| {
             let path = &p / "downsample";
             (
@@ -192,23 +176,18 @@ impl Block {
                 batch_norm2d(&path / 1, c_out),
             )
         });
-        Self { layers, downsample }
+        Self {
+            branch: ConvBnChain::new(&p, &shapes, 1, CONV_INIT),
+            downsample,
+        }
     }
 
     fn forward(&self, xs: &Tensor, train_bn: bool) -> Tensor {
-        let last = self.layers.len() - 1;
-        let mut h = xs.shallow_clone();
-        for (i, (conv, bn)) in self.layers.iter().enumerate() {
-            h = bn.forward_t(&conv.forward(&h), train_bn);
-            if i < last {
-                h = h.relu();
-            }
-        }
         let shortcut = match &self.downsample {
             Some((conv, bn)) => bn.forward_t(&conv.forward(xs), train_bn),
             None => xs.shallow_clone(),
         };
-        (h + shortcut).relu()
+        (self.branch.forward(xs, train_bn) + shortcut).relu()
     }
 }
 

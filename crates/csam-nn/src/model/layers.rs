@@ -3,6 +3,7 @@
 //! weights uniform in +-1/sqrt(fan_in)) unless an architecture asks otherwise.
 
 use tch::nn::{self, init::FanInOut, init::NonLinearity, init::NormalOrUniform, Init};
+use tch::nn::{Module, ModuleT};
 use tch::Tensor;
 
 /// PyTorch's default weight initialisation of `nn.Linear` and `nn.Conv2d`
@@ -71,6 +72,53 @@ pub(crate) fn dropout(xs: Tensor, rate: f64, active: bool) -> Tensor {
         xs.dropout(rate, true)
     } else {
         xs
+    }
+}
+
+/// The residual branch of the ResNet family: convolutions, each followed by
+/// BatchNorm, with a ReLU between two and none after the last.
+#[derive(Debug)]
+pub(crate) struct ConvBnChain(Vec<(nn::Conv2D, nn::BatchNorm)>);
+
+impl ConvBnChain {
+    /// One bias-free convolution per `(c_in, c_out, kernel, stride)` of
+    /// `shapes`, named `conv1`, `conv2`, ... under `p`, each followed by a
+    /// BatchNorm named `bn{first_bn}`, `bn{first_bn + 1}`, ...
+    pub(crate) fn new(
+        p: &nn::Path,
+        shapes: &[(i64, i64, i64, i64)],
+        first_bn: usize,
+        init: Init,
+    ) -> Self {
+        let layers = shapes
+            .iter()
+            .enumerate()
+            .map(|(i, &(c_in, c_out, kernel, stride))| {
+                let conv = conv_no_bias(
+                    p / format!("conv{}", i + 1),
+                    c_in,
+                    c_out,
+                    kernel,
+                    stride,
+                    init,
+                );
+                (conv, batch_norm2d(p / format!("bn{}", i + first_bn), c_out))
+            })
+            .collect();
+        Self(layers)
+    }
+
+    /// The branch on `xs`, BatchNorm with batch statistics when `train_bn`.
+    pub(crate) fn forward(&self, xs: &Tensor, train_bn: bool) -> Tensor {
+        let last = self.0.len() - 1;
+        let mut h = xs.shallow_clone();
+        for (i, (conv, bn)) in self.0.iter().enumerate() {
+            h = bn.forward_t(&conv.forward(&h), train_bn);
+            if i < last {
+                h = h.relu();
+            }
+        }
+        h
     }
 }
 

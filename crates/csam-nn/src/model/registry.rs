@@ -3,8 +3,8 @@
 //! Adding an architecture is a new module and one line in `ARCHITECTURES`.
 
 use super::{
-    BalcalHead, Blocks, Head, ImageNetResNet, InputShape, Mlp, Model, ModelError, Network, ResNet,
-    ResNetLayout, SmallCnn, Stem, WideResNet,
+    BalcalHead, Blocks, Head, ImageNetResNet, InputShape, Mlp, Model, ModelError, Network,
+    PyramidNet, PyramidUnit, ResNet, ResNetLayout, SmallCnn, Stem, WideResNet,
 };
 use std::fmt;
 use std::str::FromStr;
@@ -79,6 +79,15 @@ fn torchvision_resnet(
         stem,
     };
     let net = ImageNetResNet::new(p, layout, a.input.channels, a.n_classes, a.options.dropout)?;
+    Ok(Box::new(net))
+}
+
+fn pyramidnet(
+    p: &nn::Path,
+    a: &BuildArgs,
+    shape: (i64, f64, PyramidUnit),
+) -> Result<Box<dyn Network>, ModelError> {
+    let net = PyramidNet::new(p, shape, a.input.channels, a.n_classes, a.options.dropout)?;
     Ok(Box::new(net))
 }
 
@@ -187,6 +196,27 @@ static ARCHITECTURES: &[Architecture] = &[
         build: |p, a| torchvision_resnet(p, a, (Blocks::Bottleneck, RESNET34, Stem::Cifar)),
     },
     Architecture {
+        name: "pyramidnet110-a48",
+        summary: "PyramidNet-110, alpha 48 (Han et al. 2017, basic units, 1.8 M parameters)",
+        any_spatial_size: true,
+        hidden_widths: false,
+        build: |p, a| pyramidnet(p, a, (110, 48.0, PyramidUnit::Basic)),
+    },
+    Architecture {
+        name: "pyramidnet110-a270",
+        summary: "PyramidNet-110, alpha 270 (Han et al. 2017, basic units, 28.5 M parameters)",
+        any_spatial_size: true,
+        hidden_widths: false,
+        build: |p, a| pyramidnet(p, a, (110, 270.0, PyramidUnit::Basic)),
+    },
+    Architecture {
+        name: "pyramidnet272-a200",
+        summary: "PyramidNet-272, alpha 200 (Han et al. 2017, bottleneck units, 26.2 M parameters)",
+        any_spatial_size: true,
+        hidden_widths: false,
+        build: |p, a| pyramidnet(p, a, (272, 200.0, PyramidUnit::Bottleneck)),
+    },
+    Architecture {
         name: "wrn-16-4",
         summary:
             "Wide ResNet-16-4 (Zagoruyko and Komodakis 2016, pre-activation, 2.7 M parameters)",
@@ -222,6 +252,7 @@ static ARCHITECTURES: &[Architecture] = &[
 /// A registered architecture, parsed from its name (`mlp`, `cnn`, `resnet20`,
 /// `resnet32`, `resnet44`, `resnet56`, `resnet110`, `resnet18`, `resnet34`,
 /// `resnet50`, `resnet18-cifar`, `resnet34-cifar`, `resnet50-cifar`,
+/// `pyramidnet110-a48`, `pyramidnet110-a270`, `pyramidnet272-a200`,
 /// `wrn-16-4`, `wrn-16-8`, `wrn-28-10`, `wrn-40-2`); serialises as that name.
 #[derive(Clone, Copy)]
 pub struct ModelKind(&'static Architecture);
