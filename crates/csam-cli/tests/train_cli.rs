@@ -245,6 +245,35 @@ fn init_starts_from_saved_weights_and_refuses_foreign_ones() {
         summary(&first)["test"]["accuracy"]
     );
 
+    // Fine-tuning with a fresh classifier: the hidden layers start from the
+    // file, the output layer from the seed, so the first run's predictions
+    // are gone; a model with BalCAL's second classifier, refused as a start
+    // from the plain file (it has no ETF head), takes it the same way.
+    let new_classifier = dir.path().join("new-classifier");
+    let flags = ["--epochs", "1", "--lr", "1e-9", "--init", init];
+    let renewed = train(
+        &new_classifier,
+        &[&flags[..], &["--init-new-classifier"]].concat(),
+    );
+    assert!(renewed.status.success(), "{}", text(&renewed));
+    assert_ne!(
+        summary(&new_classifier)["test"]["accuracy"],
+        summary(&first)["test"]["accuracy"]
+    );
+    let balcal = &[&flags[..], &["--head", "balcal"]].concat();
+    let refused = train(&dir.path().join("balcal-refused"), balcal);
+    assert!(
+        String::from_utf8_lossy(&refused.stderr).contains("balcal."),
+        "{}",
+        text(&refused)
+    );
+    let balcal_run = dir.path().join("balcal");
+    let renewed = train(
+        &balcal_run,
+        &[&balcal[..], &["--init-new-classifier"]].concat(),
+    );
+    assert!(renewed.status.success(), "{}", text(&renewed));
+
     // Weights of another architecture, or no file at all: a clear error, no run.
     let foreign = dir.path().join("foreign");
     let refused = train(

@@ -5,13 +5,20 @@
 
 use std::path::Path;
 
-use csam_nn::model::weights::{load_safetensors, load_safetensors_file, WeightsError};
-use csam_nn::model::{build_model_with, InputShape, ModelKind, ModelOptions};
+use csam_nn::model::weights::{
+    load_safetensors, load_safetensors_except, load_safetensors_file, WeightsError,
+};
+use csam_nn::model::{build_model_with, InputShape, Model, ModelKind, ModelOptions};
 use tch::nn::VarStore;
 use tch::{Device, Kind, Tensor};
 
 /// A tiny MLP (4 inputs, one hidden layer of 3, 2 classes).
 fn model() -> VarStore {
+    mlp_of(2).0
+}
+
+/// The tiny MLP with `classes` outputs.
+fn mlp_of(classes: i64) -> (VarStore, Model) {
     let vs = VarStore::new(Device::Cpu);
     let options = ModelOptions {
         mlp_hidden: vec![3],
@@ -24,8 +31,8 @@ fn model() -> VarStore {
         width: 2,
     };
     let kind: ModelKind = "mlp".parse().unwrap();
-    build_model_with(kind, &vs.root(), input, 2, &options).unwrap();
-    vs
+    let model = build_model_with(kind, &vs.root(), input, classes, &options).unwrap();
+    (vs, model)
 }
 
 /// The variables as (name, tensor) sorted by name, deep-copied.
@@ -91,6 +98,34 @@ fn a_broadcastable_shape_is_refused_not_broadcast() {
         other => panic!("expected a shape error, got {other:?}"),
     }
     assert_unchanged(&vs, &before);
+}
+
+#[test]
+fn a_classifier_for_other_classes_is_refused_or_kept_fresh() {
+    // Weights of the same network trained on 5 classes.
+    let (other, _) = mlp_of(5);
+    let bytes = file_with(&other, 0.5, |_| {});
+    let (vs, model) = mlp_of(2);
+    let before = snapshot(&vs);
+    match load_safetensors(&vs, &bytes, Path::new("w.safetensors")) {
+        Err(WeightsError::Tensor { name, reason, .. }) => {
+            assert!(name.starts_with("3."), "{name}");
+            assert!(reason.contains("shape [5"), "{reason}");
+        }
+        other => panic!("expected a shape error, got {other:?}"),
+    }
+    assert_unchanged(&vs, &before);
+    // The output layer (`3.*` in the twin's Sequential) keeps its own values,
+    // every other layer takes the file's.
+    let kept = model.classifier_names();
+    assert_eq!(kept, ["3"]);
+    load_safetensors_except(&vs, &bytes, Path::new("w.safetensors"), &kept).unwrap();
+    for ((name, now), (_, then)) in snapshot(&vs).iter().zip(&before) {
+        match name.starts_with("3.") {
+            true => assert!(now.equal(then), "{name} was overwritten"),
+            false => assert_eq!(now.max().double_value(&[]), 0.5, "{name}"),
+        }
+    }
 }
 
 #[test]

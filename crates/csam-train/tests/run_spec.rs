@@ -89,6 +89,10 @@ fn every_key_round_trips_through_the_spec_and_its_toml() {
         if key.name == "schedule" {
             pairs.push(("epochs", toml::Value::Integer(10)));
         }
+        if key.name == "init_new_classifier" {
+            // A fresh classifier over initial weights needs the weights.
+            pairs.push(("init", sample_value("init", ValueKind::Text)));
+        }
         let (spec, runtime) = SpecLayers::new()
             .flags(flat(&[("data", toml::Value::String("digits".into()))]))
             .unwrap()
@@ -410,6 +414,10 @@ fn bad_values_are_refused_naming_the_key() {
         (
             vec![("head", "balcal".into()), ("balcal_lambda", V::Float(1.5))],
             "balcal_lambda",
+        ),
+        (
+            vec![("init_new_classifier", V::Boolean(true))],
+            "init_new_classifier",
         ),
         (
             vec![("head", "balcal".into()), ("balcal_delta", V::Float(0.0))],

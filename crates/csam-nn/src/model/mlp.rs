@@ -16,6 +16,8 @@ use tch::{nn, nn::Module, Tensor};
 pub struct Mlp {
     layers: Vec<nn::Linear>,
     dropout: f64,
+    /// The output layer's index in the twin's `Sequential`.
+    output_index: usize,
 }
 
 impl Mlp {
@@ -38,12 +40,17 @@ impl Mlp {
             .chain(hidden.iter().copied())
             .chain(std::iter::once(n_classes))
             .collect();
+        let index = |layer: usize| 1 + layer * stride;
         let layers = widths
             .windows(2)
             .enumerate()
-            .map(|(i, w)| linear(p / (1 + i * stride), w[0], w[1], TORCH_DEFAULT_INIT))
+            .map(|(i, w)| linear(p / index(i), w[0], w[1], TORCH_DEFAULT_INIT))
             .collect();
-        Ok(Self { layers, dropout })
+        Ok(Self {
+            layers,
+            dropout,
+            output_index: index(hidden.len()),
+        })
     }
 }
 
@@ -65,6 +72,10 @@ impl Network for Mlp {
 
     fn feature_width(&self) -> i64 {
         self.split_last().0.ws.size()[1]
+    }
+
+    fn classifier_name(&self) -> String {
+        self.output_index.to_string()
     }
 }
 

@@ -112,6 +112,12 @@ pub trait Network: std::fmt::Debug + Send {
 
     /// The width `d` of the features.
     fn feature_width(&self) -> i64;
+
+    /// The name under which the linear classifier's variables live (`fc`;
+    /// the MLP's output layer's index).
+    fn classifier_name(&self) -> String {
+        "fc".to_string()
+    }
 }
 
 /// A built classifier: the network, its [`Head`], and what it was built for.
@@ -184,6 +190,16 @@ impl Model {
                 lambda: balcal.lambda(),
             }),
         }
+    }
+
+    /// The names under which the classifiers' variables live: the linear
+    /// classifier's and, with BalCAL, `balcal` (what fine-tuning on other
+    /// classes starts afresh).
+    pub fn classifier_names(&self) -> Vec<String> {
+        let head = self.balcal.as_ref().map(|_| "balcal".to_string());
+        std::iter::once(self.network.classifier_name())
+            .chain(head)
+            .collect()
     }
 
     /// BalCAL's ETF classifier, when the model's [`Head`] is BalCAL.

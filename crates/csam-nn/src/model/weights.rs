@@ -42,17 +42,39 @@ pub enum WeightsError {
 
 /// Reads `path` and loads it with [`load_safetensors`].
 pub fn load_safetensors_file(vs: &VarStore, path: &Path) -> Result<(), WeightsError> {
+    load_safetensors_file_except(vs, path, &[])
+}
+
+/// Reads `path` and loads it with [`load_safetensors_except`].
+pub fn load_safetensors_file_except(
+    vs: &VarStore,
+    path: &Path,
+    kept: &[String],
+) -> Result<(), WeightsError> {
     let bytes = std::fs::read(path).map_err(|source| WeightsError::Io {
         path: path.to_path_buf(),
         source,
     })?;
-    load_safetensors(vs, &bytes, path)
+    load_safetensors_except(vs, &bytes, path, kept)
 }
 
 /// Loads safetensors `bytes` into the variables of `vs`; `path` names the
 /// source in errors. Every tensor is checked before any variable is written,
 /// so a refused file leaves the model as it was.
 pub fn load_safetensors(vs: &VarStore, bytes: &[u8], path: &Path) -> Result<(), WeightsError> {
+    load_safetensors_except(vs, bytes, path, &[])
+}
+
+/// [`load_safetensors`] for every variable but those under the names `kept`
+/// (first component of the variable's name: `fc` keeps `fc.weight` and
+/// `fc.bias`), which keep their values and are not looked up in the file:
+/// fine-tuning on other classes keeps the model's own classifier.
+pub fn load_safetensors_except(
+    vs: &VarStore,
+    bytes: &[u8],
+    path: &Path,
+    kept: &[String],
+) -> Result<(), WeightsError> {
     let file = SafeTensors::deserialize(bytes).map_err(|e| WeightsError::Format {
         path: path.to_path_buf(),
         reason: format!("{e:?}"),
@@ -62,7 +84,12 @@ pub fn load_safetensors(vs: &VarStore, bytes: &[u8], path: &Path) -> Result<(), 
         name: name.to_string(),
         reason,
     };
-    let mut variables: Vec<(String, Tensor)> = vs.variables().into_iter().collect();
+    let is_kept = |name: &str| kept.iter().any(|k| name.split('.').next() == Some(k));
+    let mut variables: Vec<(String, Tensor)> = vs
+        .variables()
+        .into_iter()
+        .filter(|(name, _)| !is_kept(name))
+        .collect();
     variables.sort_by(|a, b| a.0.cmp(&b.0));
     let mut sources = Vec::with_capacity(variables.len());
     for (name, variable) in &variables {

@@ -130,6 +130,8 @@ pub static KEYS: &[Key] = &[
         "BalCAL's delta > 0: after each epoch lambda is set so that the training logits' mean confidence meets delta times their accuracy (default 1, Ni et al. 2025)"),
     key("init", &["model", "init"], Text,
         "Start from these safetensors weights (PyTorch key names of the model's twin)"),
+    key("init_new_classifier", &["model", "init_new_classifier"], Switch,
+        "With init: keep the model's own freshly initialised classifier (and BalCAL head) instead of the file's, to fine-tune on other classes (default false)"),
     key("loss", &["loss", "kind"], Text,
         "Training loss: cross-entropy, focal, flsd (FLSD-53), label-smoothing, dual-focal, mbls, acls, cpc, mmce, mdca, adafocal, crl (default cross-entropy)"),
     when("focal_gamma", &["loss", "gamma"], Real, ("loss", &["focal", "dual-focal", "mdca"]),

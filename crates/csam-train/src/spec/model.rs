@@ -38,6 +38,11 @@ pub struct ModelSpec {
     /// instead of the seeded initialisation.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub init: Option<PathBuf>,
+    /// With `init`: keep the model's own seeded classifier (the linear
+    /// layer, and BalCAL's head) instead of the file's, to fine-tune on
+    /// another set of classes.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub init_new_classifier: bool,
 }
 
 fn default_arch() -> ModelKind {
@@ -54,6 +59,7 @@ impl Default for ModelSpec {
             dropout: 0.0,
             head: Head::Linear,
             init: None,
+            init_new_classifier: false,
         }
     }
 }
@@ -89,10 +95,18 @@ impl ModelSpec {
             }
             _ => {}
         }
-        if let Some(init) = &self.init {
-            if !init.is_file() {
+        match &self.init {
+            Some(init) if !init.is_file() => {
                 return Err(invalid("init", init.display(), "no such weights file"));
             }
+            None if self.init_new_classifier => {
+                return Err(invalid(
+                    "init_new_classifier",
+                    true,
+                    "applies only with init, the initial weights whose classifier it replaces",
+                ));
+            }
+            _ => {}
         }
         Ok(())
     }

@@ -126,8 +126,11 @@ impl Session {
             trainer.history = Some(CorrectnessHistory::new(splits.train.n));
         }
         if let Some(init) = &spec.model.init {
-            trainer
-                .load_weights(init)
+            let kept = match spec.model.init_new_classifier {
+                true => trainer.model.classifier_names(),
+                false => Vec::new(),
+            };
+            csam_nn::model::weights::load_safetensors_file_except(&trainer.vs, init, &kept)
                 .map_err(|source| TrainError::InitWeights {
                     path: init.clone(),
                     source: Box::new(source),
