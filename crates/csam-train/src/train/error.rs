@@ -121,7 +121,7 @@ pub enum TrainError {
     #[error("{0}")]
     Weights(#[source] Box<csam_nn::model::weights::WeightsError>),
     /// The spec's `init` weights do not fit the model.
-    #[error("initial weights {}: {source}", .path.display())]
+    #[error("initial weights: {source}")]
     InitWeights {
         path: PathBuf,
         #[source]
