@@ -26,12 +26,13 @@ const TORCH_VERSION: &str = "2.11.0";
 
 /// Python packages the tests use beside torch: the PyTorch-twin and benchmark
 /// scripts read and write safetensors (whose torch flavour needs numpy), and
-/// the twins of torchvision's models are torchvision's own (the release
-/// paired with torch 2.11.0).
-const TEST_PACKAGES: [(&str, &str); 3] = [
+/// the twins of torchvision's and timm's models are their own (torchvision's
+/// release paired with torch 2.11.0).
+const TEST_PACKAGES: [(&str, &str); 4] = [
     ("numpy", "2.4.6"),
     ("safetensors", "0.8.0"),
     ("torchvision", "0.26.0"),
+    ("timm", "1.0.31"),
 ];
 
 fn main() -> ExitCode {

@@ -89,6 +89,7 @@ const CASES: &[Case] = &[
     case("train", "--val-size", "the whole training set", &["{train}", "--val-size", "100000"]),
     case("train", "--seed", "-1", &["{train}", "--seed", "-1"]),
     case("train", "--model", "resnet7", &["{train}", "--model", "resnet7"]),
+    case("train", "--model", "vit-s16 on 8x8 images", &["{train}", "--model", "vit-s16"]),
     case("train", "--mlp-hidden", "0", &["{train}", "--mlp-hidden", "64,0"]),
     case("train", "--dropout", "1", &["{train}", "--dropout", "1"]),
     case("train", "--epochs", "0", &["{train}", "--epochs", "0"]),

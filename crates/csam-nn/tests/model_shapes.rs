@@ -42,6 +42,10 @@ fn registry_parses_every_documented_name() {
             "pyramidnet110-a48",
             "pyramidnet110-a270",
             "pyramidnet272-a200",
+            "vit-ti16",
+            "vit-s16",
+            "vit-s32",
+            "vit-b16",
             "wrn-16-4",
             "wrn-16-8",
             "wrn-28-10",
@@ -80,8 +84,13 @@ fn assert_logits_shape(kind: ModelKind, input: InputShape) {
 
 #[test]
 fn every_model_maps_1_and_3_channel_inputs_to_logits() {
-    // The deepest and the widest build in their own tests.
+    // The deepest and the widest build in their own tests, the ViTs (which
+    // need images of at least a patch) in theirs.
     let big = [
+        "vit-ti16",
+        "vit-s16",
+        "vit-s32",
+        "vit-b16",
         "resnet110",
         "wrn-16-8",
         "wrn-28-10",
@@ -277,4 +286,23 @@ fn inputs_that_do_not_fit_are_errors_not_panics() {
     assert!(cnn.check_input(&x(&[2, 3, 9, 2])).is_ok());
     assert!(cnn.check_input(&x(&[2, 1, 4, 4])).is_err());
     assert!(ModelKind::all().all(|k| !k.summary().is_empty()));
+}
+
+#[test]
+fn vits_take_the_image_size_they_were_built_for_and_refuse_smaller_than_a_patch() {
+    tch::set_num_threads(1); // tiny tensors: threads only contend
+    let vit: ModelKind = "vit-ti16".parse().unwrap();
+    for input in [shape(1, 16, 16), shape(3, 33, 17)] {
+        assert_logits_shape(vit, input);
+    }
+    let vs = nn::VarStore::new(Device::Cpu);
+    let model = build_model(vit, &vs.root(), shape(3, 32, 32), 5).unwrap();
+    let other = Tensor::zeros([2, 3, 48, 48], (Kind::Float, Device::Cpu));
+    let err = model.try_forward(&other, Mode::Eval).unwrap_err();
+    assert!(err.to_string().contains("[B, 3, 32, 32]"), "{err}");
+    let small = build_model(vit, &(vs.root() / "small"), shape(3, 8, 12), 5).unwrap_err();
+    assert!(
+        matches!(small, ModelError::InvalidConfig(ref m) if m.contains("16x16 patches")),
+        "{small}"
+    );
 }

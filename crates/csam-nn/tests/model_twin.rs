@@ -92,7 +92,19 @@ fn cases() -> Vec<Case> {
             n_classes: 4,
             options: opts(&[], 0.2),
         },
-        // torchvision's own models on the PyTorch side.
+        // timm's and torchvision's own models on the PyTorch side.
+        Case {
+            kind: "vit-ti16",
+            input: shape(3, 32, 32),
+            n_classes: 10,
+            options: opts(&[], 0.0),
+        },
+        Case {
+            kind: "vit-s32",
+            input: shape(1, 40, 70),
+            n_classes: 3,
+            options: opts(&[], 0.1),
+        },
         Case {
             kind: "resnet18",
             input: shape(3, 32, 32),

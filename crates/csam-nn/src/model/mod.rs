@@ -23,6 +23,7 @@ mod mlp;
 mod pyramidnet;
 pub mod registry;
 mod resnet;
+mod vit;
 pub mod weights;
 mod wrn;
 
@@ -34,6 +35,7 @@ pub use mlp::Mlp;
 pub use pyramidnet::{PyramidNet, PyramidUnit};
 pub use registry::{build_model, build_model_with, ModelKind, ModelOptions};
 pub use resnet::ResNet;
+pub use vit::{VisionTransformer, VitShape};
 pub use wrn::WideResNet;
 
 use tch::{nn, nn::ModuleT, Tensor};
@@ -117,6 +119,19 @@ pub trait Network: std::fmt::Debug + Send {
     /// the MLP's output layer's index).
     fn classifier_name(&self) -> String {
         "fc".to_string()
+    }
+
+    /// A stored weight of another shape fitted to the variable `name` of
+    /// shape `wanted`, where the architecture defines how (a ViT's position
+    /// embedding); `None` by default.
+    fn resample_weight(&self, _name: &str, _stored: &Tensor, _wanted: &[i64]) -> Option<Tensor> {
+        None
+    }
+}
+
+impl weights::Resample for Model {
+    fn resample(&self, name: &str, stored: &Tensor, wanted: &[i64]) -> Option<Tensor> {
+        self.network.resample_weight(name, stored, wanted)
     }
 }
 

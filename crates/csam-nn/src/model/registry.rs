@@ -4,7 +4,8 @@
 
 use super::{
     BalcalHead, Blocks, Head, ImageNetResNet, InputShape, Mlp, Model, ModelError, Network,
-    PyramidNet, PyramidUnit, ResNet, ResNetLayout, SmallCnn, Stem, WideResNet,
+    PyramidNet, PyramidUnit, ResNet, ResNetLayout, SmallCnn, Stem, VisionTransformer, VitShape,
+    WideResNet,
 };
 use std::fmt;
 use std::str::FromStr;
@@ -88,6 +89,22 @@ fn pyramidnet(
     shape: (i64, f64, PyramidUnit),
 ) -> Result<Box<dyn Network>, ModelError> {
     let net = PyramidNet::new(p, shape, a.input.channels, a.n_classes, a.options.dropout)?;
+    Ok(Box::new(net))
+}
+
+fn vit(
+    p: &nn::Path,
+    a: &BuildArgs,
+    (patch, width, heads): (i64, i64, i64),
+) -> Result<Box<dyn Network>, ModelError> {
+    let shape = VitShape {
+        patch,
+        width,
+        depth: 12,
+        heads,
+    };
+    let image = (a.input.channels, a.input.height, a.input.width);
+    let net = VisionTransformer::new(p, shape, image, a.n_classes, a.options.dropout)?;
     Ok(Box::new(net))
 }
 
@@ -217,6 +234,34 @@ static ARCHITECTURES: &[Architecture] = &[
         build: |p, a| pyramidnet(p, a, (272, 200.0, PyramidUnit::Bottleneck)),
     },
     Architecture {
+        name: "vit-ti16",
+        summary: "ViT-Ti/16 as timm (vit_tiny_patch16_224: width 192, 12 blocks, 3 heads)",
+        any_spatial_size: false,
+        hidden_widths: false,
+        build: |p, a| vit(p, a, (16, 192, 3)),
+    },
+    Architecture {
+        name: "vit-s16",
+        summary: "ViT-S/16 as timm (vit_small_patch16_224: width 384, 12 blocks, 6 heads, 22 M parameters at 224)",
+        any_spatial_size: false,
+        hidden_widths: false,
+        build: |p, a| vit(p, a, (16, 384, 6)),
+    },
+    Architecture {
+        name: "vit-s32",
+        summary: "ViT-S/32 as timm (vit_small_patch32_224: width 384, 12 blocks, 6 heads)",
+        any_spatial_size: false,
+        hidden_widths: false,
+        build: |p, a| vit(p, a, (32, 384, 6)),
+    },
+    Architecture {
+        name: "vit-b16",
+        summary: "ViT-B/16 as timm (vit_base_patch16_224: width 768, 12 blocks, 12 heads, 86 M parameters at 224)",
+        any_spatial_size: false,
+        hidden_widths: false,
+        build: |p, a| vit(p, a, (16, 768, 12)),
+    },
+    Architecture {
         name: "wrn-16-4",
         summary:
             "Wide ResNet-16-4 (Zagoruyko and Komodakis 2016, pre-activation, 2.7 M parameters)",
@@ -253,7 +298,8 @@ static ARCHITECTURES: &[Architecture] = &[
 /// `resnet32`, `resnet44`, `resnet56`, `resnet110`, `resnet18`, `resnet34`,
 /// `resnet50`, `resnet18-cifar`, `resnet34-cifar`, `resnet50-cifar`,
 /// `pyramidnet110-a48`, `pyramidnet110-a270`, `pyramidnet272-a200`,
-/// `wrn-16-4`, `wrn-16-8`, `wrn-28-10`, `wrn-40-2`); serialises as that name.
+/// `vit-ti16`, `vit-s16`, `vit-s32`, `vit-b16`, `wrn-16-4`, `wrn-16-8`,
+/// `wrn-28-10`, `wrn-40-2`); serialises as that name.
 #[derive(Clone, Copy)]
 pub struct ModelKind(&'static Architecture);
 

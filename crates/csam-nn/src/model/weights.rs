@@ -40,29 +40,47 @@ pub enum WeightsError {
     },
 }
 
-/// Reads `path` and loads it with [`load_safetensors`].
-pub fn load_safetensors_file(vs: &VarStore, path: &Path) -> Result<(), WeightsError> {
-    load_safetensors_file_except(vs, path, &[])
+/// Fits a stored tensor of another shape to a variable, where the
+/// architecture defines how (a ViT's position embedding, for another image
+/// size).
+pub trait Resample {
+    /// `stored` fitted to `wanted` for the variable `name`; `None` when the
+    /// architecture does not fit that variable (its shape must then match).
+    fn resample(&self, name: &str, stored: &Tensor, wanted: &[i64]) -> Option<Tensor>;
 }
 
-/// Reads `path` and loads it with [`load_safetensors_except`].
-pub fn load_safetensors_file_except(
+/// How [`load_safetensors_with`] treats a file.
+#[derive(Default, Clone, Copy)]
+pub struct LoadOptions<'a> {
+    /// Variables under these names keep their values ([`load_safetensors_except`]).
+    pub kept: &'a [String],
+    /// Fits tensors of another shape where the architecture allows it.
+    pub resample: Option<&'a dyn Resample>,
+}
+
+/// Reads `path` and loads it with [`load_safetensors`].
+pub fn load_safetensors_file(vs: &VarStore, path: &Path) -> Result<(), WeightsError> {
+    load_safetensors_file_with(vs, path, LoadOptions::default())
+}
+
+/// Reads `path` and loads it with [`load_safetensors_with`].
+pub fn load_safetensors_file_with(
     vs: &VarStore,
     path: &Path,
-    kept: &[String],
+    options: LoadOptions,
 ) -> Result<(), WeightsError> {
     let bytes = std::fs::read(path).map_err(|source| WeightsError::Io {
         path: path.to_path_buf(),
         source,
     })?;
-    load_safetensors_except(vs, &bytes, path, kept)
+    load_safetensors_with(vs, &bytes, path, options)
 }
 
 /// Loads safetensors `bytes` into the variables of `vs`; `path` names the
 /// source in errors. Every tensor is checked before any variable is written,
 /// so a refused file leaves the model as it was.
 pub fn load_safetensors(vs: &VarStore, bytes: &[u8], path: &Path) -> Result<(), WeightsError> {
-    load_safetensors_except(vs, bytes, path, &[])
+    load_safetensors_with(vs, bytes, path, LoadOptions::default())
 }
 
 /// [`load_safetensors`] for every variable but those under the names `kept`
@@ -74,6 +92,21 @@ pub fn load_safetensors_except(
     bytes: &[u8],
     path: &Path,
     kept: &[String],
+) -> Result<(), WeightsError> {
+    let options = LoadOptions {
+        kept,
+        ..LoadOptions::default()
+    };
+    load_safetensors_with(vs, bytes, path, options)
+}
+
+/// [`load_safetensors`] with `options`: variables kept as they are, and
+/// tensors of another shape fitted where the architecture says how.
+pub fn load_safetensors_with(
+    vs: &VarStore,
+    bytes: &[u8],
+    path: &Path,
+    LoadOptions { kept, resample }: LoadOptions,
 ) -> Result<(), WeightsError> {
     let file = SafeTensors::deserialize(bytes).map_err(|e| WeightsError::Format {
         path: path.to_path_buf(),
@@ -97,13 +130,14 @@ pub fn load_safetensors_except(
             .tensor(name)
             .map_err(|_| tensor_error(name, "missing from the file".into()))?;
         let shape: Vec<i64> = view.shape().iter().map(|&d| d as i64).collect();
-        if shape != variable.size() {
-            return Err(tensor_error(
-                name,
-                format!("shape {shape:?}, the model's is {:?}", variable.size()),
-            ));
+        let mut stored = Tensor::try_from(view).map_err(|e| tensor_error(name, message(&e)))?;
+        let wanted = variable.size();
+        if shape != wanted {
+            let fitted = resample.and_then(|r| r.resample(name, &stored, &wanted));
+            stored = fitted.filter(|t| t.size() == wanted).ok_or_else(|| {
+                tensor_error(name, format!("shape {shape:?}, the model's is {wanted:?}"))
+            })?;
         }
-        let stored = Tensor::try_from(view).map_err(|e| tensor_error(name, message(&e)))?;
         if !is_float(stored.kind()) {
             return Err(tensor_error(
                 name,

@@ -118,7 +118,7 @@ pub static KEYS: &[Key] = &[
     key("seed", &["seed"], Count,
         "Seed of initialisation, split, data order and dropout (default 0)"),
     key("model", &["model", "arch"], Text,
-        "Model: mlp, cnn, resnet20, resnet32, resnet44, resnet56, resnet110, resnet18, resnet34, resnet50 (torchvision), resnet18-cifar, resnet34-cifar, resnet50-cifar, pyramidnet110-a48, pyramidnet110-a270, pyramidnet272-a200, wrn-16-4, wrn-16-8, wrn-28-10, wrn-40-2 (default resnet20)"),
+        "Model: mlp, cnn, resnet20, resnet32, resnet44, resnet56, resnet110, resnet18, resnet34, resnet50 (torchvision), resnet18-cifar, resnet34-cifar, resnet50-cifar, pyramidnet110-a48, pyramidnet110-a270, pyramidnet272-a200, vit-ti16, vit-s16, vit-s32, vit-b16 (timm), wrn-16-4, wrn-16-8, wrn-28-10, wrn-40-2 (default resnet20)"),
     when("mlp_hidden", &["model", "mlp_hidden"], Counts, ("model", &["mlp"]),
         "MLP hidden widths, comma-separated (default 256,256)"),
     key("dropout", &["model", "dropout"], Real, "Dropout rate in [0, 1) (default 0)"),

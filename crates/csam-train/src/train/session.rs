@@ -20,7 +20,7 @@ use csam_data::{
 use csam_nn::loss::{AdaFocal, AdaFocalBins, CorrectnessHistory, TrainingLoss};
 use csam_nn::mixing::TrainBatch;
 use csam_nn::model::balcal::HeadLogits;
-use csam_nn::model::weights::WeightsError;
+use csam_nn::model::weights::{load_safetensors_file_with, LoadOptions, WeightsError};
 use csam_nn::model::{build_model_with, Head, InputShape, Mode, Model, ModelKind, ModelOptions};
 use csam_nn::optim::{
     plain_step, AdamW, AdamWConfig, BaseOptimizer, LrSchedule, OptimError, SamConfig, SamStep, Sgd,
@@ -130,11 +130,16 @@ impl Session {
                 true => trainer.model.classifier_names(),
                 false => Vec::new(),
             };
-            csam_nn::model::weights::load_safetensors_file_except(&trainer.vs, init, &kept)
-                .map_err(|source| TrainError::InitWeights {
+            let options = LoadOptions {
+                kept: &kept,
+                resample: Some(&trainer.model),
+            };
+            load_safetensors_file_with(&trainer.vs, init, options).map_err(|source| {
+                TrainError::InitWeights {
                     path: init.clone(),
                     source: Box::new(source),
-                })?;
+                }
+            })?;
         }
         Ok(Session {
             spec: spec.clone(),
