@@ -22,8 +22,10 @@ fn conv3x3_macs(c_in: u64, c_out: u64, side: (u64, u64), stride: u64) -> (u64, (
 }
 
 /// Multiply-adds per example of the forward pass of model `name` (`mlp` with
-/// its hidden widths, `cnn`, `resnetD`) on inputs `channels x height x width`
-/// with `n_classes` outputs; None for an unknown architecture.
+/// its hidden widths, `cnn`, the CIFAR ResNets `resnet20` ... `resnet110`) on
+/// inputs `channels x height x width` with `n_classes` outputs; None for an
+/// architecture without a count here (the bench then leaves its FLOP
+/// columns empty).
 pub fn forward_macs(
     name: &str,
     input: (u64, u64, u64),
@@ -51,11 +53,9 @@ pub fn forward_macs(
             }
             Some(macs + c_in * n_classes)
         }
-        _ => {
+        // The CIFAR ResNets only: `resnet50` is torchvision's, another network.
+        "resnet20" | "resnet32" | "resnet44" | "resnet56" | "resnet110" => {
             let depth: u64 = name.strip_prefix("resnet")?.parse().ok()?;
-            if depth < 8 || !(depth - 2).is_multiple_of(6) {
-                return None;
-            }
             let blocks = (depth - 2) / 6;
             let (mut macs, mut side) = conv3x3_macs(channels, 16, (height, width), 1);
             let mut c_in = 16;
@@ -71,6 +71,7 @@ pub fn forward_macs(
             }
             Some(macs + c_in * n_classes)
         }
+        _ => None,
     }
 }
 
@@ -126,5 +127,7 @@ mod tests {
     fn bad_names_are_none() {
         assert_eq!(forward_macs("resnet21", (3, 32, 32), 10, &[]), None);
         assert_eq!(forward_macs("vit", (3, 32, 32), 10, &[]), None);
+        // torchvision's ResNet-50 is not a CIFAR ResNet of depth 50.
+        assert_eq!(forward_macs("resnet50", (3, 32, 32), 10, &[]), None);
     }
 }
