@@ -245,19 +245,28 @@ fn compare_writes_everything_reuses_finished_runs_and_refuses_another_comparison
         "the same runs give the same numbers"
     );
 
-    // A run killed after its last checkpoint but before its summary resumes
-    // from the checkpoint: no epoch is trained again (the loop rewrites
-    // metrics.jsonl on resume, so its content is compared, not its time).
+    // Runs killed after their last checkpoint but before their summary resume
+    // from the checkpoint, two at a time by `csam train` processes: no epoch is
+    // trained again (the loop rewrites metrics.jsonl on resume, so its content
+    // is compared, not its time).
     let log_before = std::fs::read_to_string(run.join("metrics.jsonl")).unwrap();
+    let other = out.join("runs").join("csam-seed1");
+    let other_log = std::fs::read_to_string(other.join("metrics.jsonl")).unwrap();
     std::fs::remove_file(run.join("summary.json")).unwrap();
-    let resumed = compare(&out, &[]);
+    std::fs::remove_file(other.join("summary.json")).unwrap();
+    let resumed = compare(&out, &["--jobs", "2"]);
     assert!(resumed.status.success(), "{}", text(&resumed));
     let stdout = String::from_utf8_lossy(&resumed.stdout);
     assert!(
-        stdout.contains("[5/6] sam seed 1: resuming into"),
+        stdout.contains("[5/6] sam seed 1: resuming into")
+            && stdout.contains("[6/6] csam seed 1: resuming into"),
         "{stdout}"
     );
-    assert_eq!(stdout.matches("reused finished run").count(), 5, "{stdout}");
+    assert_eq!(stdout.matches("reused finished run").count(), 4, "{stdout}");
+    assert_eq!(
+        std::fs::read_to_string(other.join("metrics.jsonl")).unwrap(),
+        other_log
+    );
     // Epoch records carry their wall time, so a retrained epoch would differ.
     assert_eq!(
         std::fs::read_to_string(run.join("metrics.jsonl")).unwrap(),

@@ -172,8 +172,47 @@ fn killed_run_resumes_from_its_own_config_to_identical_weights() {
     assert!(stopped.status.success(), "{}", text(&stopped));
     assert!(String::from_utf8_lossy(&stopped.stdout).contains("stopped after epoch 1"));
 
-    // No settings on the command line: the run's config.toml supplies them.
+    // Settings restated in a file (as csam compare does) must be the run's own.
     let split_dir = split.to_str().unwrap();
+    let saved = std::fs::read_to_string(split.join("config.toml")).unwrap();
+    let other = dir.path().join("other.toml");
+    let changed: String = saved
+        .lines()
+        .map(|line| match line.starts_with("lr = ") {
+            true => "lr = 0.0123".to_string(),
+            false => line.to_string(),
+        })
+        .collect::<Vec<_>>()
+        .join("\n");
+    assert_ne!(changed.trim(), saved.trim());
+    std::fs::write(&other, changed).unwrap();
+    let other = other.to_str().unwrap();
+    let refused = csam(&["train", "--out", split_dir, "--resume", "--config", other]);
+    assert!(
+        !refused.status.success()
+            && text(&refused).contains("differ from")
+            && text(&refused).contains("(lr)"),
+        "{}",
+        text(&refused)
+    );
+    let same = dir.path().join("same.toml");
+    std::fs::write(&same, &saved).unwrap();
+    let same = same.to_str().unwrap();
+    let second = [
+        "train",
+        "--out",
+        split_dir,
+        "--resume",
+        "--config",
+        same,
+        "--quiet",
+        "--stop-after-epoch",
+        "2",
+    ];
+    let resumed = csam(&second);
+    assert!(resumed.status.success(), "{}", text(&resumed));
+
+    // No settings on the command line: the run's config.toml supplies them.
     let resumed = csam(&["train", "--out", split_dir, "--resume", "--quiet"]);
     assert!(resumed.status.success(), "{}", text(&resumed));
     let stdout = String::from_utf8_lossy(&resumed.stdout);

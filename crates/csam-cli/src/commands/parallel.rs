@@ -38,6 +38,11 @@ impl Job {
             .with_context(|| format!("writing {}", spec_file.display()))?;
         let log =
             File::create(&log_file).with_context(|| format!("creating {}", log_file.display()))?;
+        // A run directory with its config.toml is an interrupted run.
+        let action = match run.dir.join("config.toml").exists() {
+            true => "resuming into",
+            false => "training into",
+        };
         let mut command = Command::new(std::env::current_exe().context("locating csam")?);
         command
             .arg("train")
@@ -59,7 +64,7 @@ impl Job {
             .spawn()
             .with_context(|| format!("starting csam train for {}", run.label))?;
         println!(
-            "{}: training into {} (process {})",
+            "{}: {action} {} (process {})",
             run.label,
             run.dir.display(),
             child.id()

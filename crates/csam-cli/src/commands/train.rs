@@ -26,7 +26,8 @@ pub struct TrainArgs {
     /// (and theory.jsonl with --track-theory).
     #[arg(long, value_name = "DIR")]
     out: PathBuf,
-    /// Continue the unfinished run in --out from its last checkpoint.
+    /// Continue the unfinished run in --out from its last checkpoint, with its own
+    /// config.toml (with --config: settings that must equal it).
     #[arg(long)]
     resume: bool,
     /// Keep the training set in file order every epoch (--shuffle false).
@@ -58,14 +59,17 @@ pub fn run(args: TrainArgs) -> anyhow::Result<()> {
         flags.insert("shuffle".into(), toml::Value::Boolean(false));
     }
     let layers = if args.resume && saved.exists() {
-        anyhow::ensure!(
-            args.config.is_none(),
-            "--resume continues with the run's own {}; drop --config",
-            saved.display()
-        );
-        let text = std::fs::read_to_string(&saved)
-            .with_context(|| format!("reading {}", saved.display()))?;
-        let spec = RunSpec::from_saved_toml(&text, &saved.display().to_string())?;
+        let layers = match &args.config {
+            // The settings restated (as `csam compare` does for every run): the
+            // run refuses any that differ from its config.toml.
+            Some(path) => SpecLayers::new().file(path).map_err(spec_error)?,
+            None => {
+                let text = std::fs::read_to_string(&saved)
+                    .with_context(|| format!("reading {}", saved.display()))?;
+                let spec = RunSpec::from_saved_toml(&text, &saved.display().to_string())?;
+                SpecLayers::new().spec(&spec)
+            }
+        };
         // The run's last device and threads, unless the flags say otherwise.
         let runtime = args.out.join(Runtime::FILE);
         if let Ok(text) = std::fs::read_to_string(&runtime) {
@@ -76,7 +80,7 @@ pub fn run(args: TrainArgs) -> anyhow::Result<()> {
                 flags.entry(key).or_insert(value);
             }
         }
-        SpecLayers::new().spec(&spec)
+        layers
     } else {
         match &args.config {
             Some(path) => SpecLayers::new().file(path).map_err(spec_error)?,
