@@ -2,20 +2,12 @@
 //! stem or the CIFAR stem.
 
 use super::layers::{
-    batch_norm2d, conv_no_bias, dropout, global_avg_pool, linear, ConvBnChain, TORCH_DEFAULT_INIT,
+    batch_norm2d, conv_no_bias, dropout, global_avg_pool, linear, ConvBnChain,
+    HE_NORMAL_FAN_OUT_INIT, TORCH_DEFAULT_INIT,
 };
 use super::{Mode, ModelError, Network};
-use tch::nn::init::{FanInOut, NonLinearity, NormalOrUniform};
-use tch::nn::{self, Init, Module, ModuleT};
+use tch::nn::{self, Module, ModuleT};
 use tch::Tensor;
-
-/// torchvision's convolution initialisation: `kaiming_normal_(mode =
-/// "fan_out", nonlinearity = "relu")`.
-const CONV_INIT: Init = Init::Kaiming {
-    dist: NormalOrUniform::Normal,
-    fan: FanInOut::FanOut,
-    non_linearity: NonLinearity::ReLU,
-};
 
 /// The first layers, before the four stages.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -115,7 +107,14 @@ impl ImageNetResNet {
             }
         }
         Ok(Self {
-            conv1: conv_no_bias(p / "conv1", channels, 64, kernel, stride, CONV_INIT),
+            conv1: conv_no_bias(
+                p / "conv1",
+                channels,
+                64,
+                kernel,
+                stride,
+                HE_NORMAL_FAN_OUT_INIT,
+            ),
             bn1: batch_norm2d(p / "bn1", 64),
             stem: layout.stem,
             blocks,
@@ -172,12 +171,12 @@ impl Block {
         let downsample = (stride != 1 || c_in != c_out).then(|| {
             let path = &p / "downsample";
             (
-                conv_no_bias(&path / 0, c_in, c_out, 1, stride, CONV_INIT),
+                conv_no_bias(&path / 0, c_in, c_out, 1, stride, HE_NORMAL_FAN_OUT_INIT),
                 batch_norm2d(&path / 1, c_out),
             )
         });
         Self {
-            branch: ConvBnChain::new(&p, &shapes, 1, CONV_INIT),
+            branch: ConvBnChain::new(&p, &shapes, 1, HE_NORMAL_FAN_OUT_INIT),
             downsample,
         }
     }

@@ -17,6 +17,16 @@ pub(crate) const TORCH_DEFAULT_INIT: Init = Init::Kaiming {
 /// He et al. (2015) normal initialisation, fan-in, ReLU gain.
 pub(crate) const HE_NORMAL_INIT: Init = nn::init::DEFAULT_KAIMING_NORMAL;
 
+/// He et al. (2015) normal initialisation, fan-out, ReLU gain:
+/// `normal(0, sqrt(2 / (k * k * c_out)))` for a convolution, as torchvision's
+/// ResNets (`kaiming_normal_(mode = "fan_out")`), the wide ResNet and the
+/// PyramidNet reference code initialise theirs.
+pub(crate) const HE_NORMAL_FAN_OUT_INIT: Init = Init::Kaiming {
+    dist: NormalOrUniform::Normal,
+    fan: FanInOut::FanOut,
+    non_linearity: NonLinearity::ReLU,
+};
+
 /// A bias-free 2-D convolution with `padding = kernel / 2` (the twin's
 /// `nn.Conv2d(c_in, c_out, kernel, stride, padding=kernel // 2, bias=False)`).
 pub(crate) fn conv_no_bias(
@@ -61,6 +71,17 @@ pub(crate) fn linear(p: nn::Path, d_in: i64, d_out: i64, ws_init: Init) -> nn::L
     let config = nn::LinearConfig {
         ws_init,
         ..Default::default()
+    };
+    nn::linear(p, d_in, d_out, config)
+}
+
+/// `nn.Linear(d_in, d_out)` with the given weight initialisation and a zero
+/// bias (the classifiers of the wide ResNet, PyramidNet and timm's ViT).
+pub(crate) fn linear_zero_bias(p: nn::Path, d_in: i64, d_out: i64, ws_init: Init) -> nn::Linear {
+    let config = nn::LinearConfig {
+        ws_init,
+        bs_init: Some(Init::Const(0.0)),
+        bias: true,
     };
     nn::linear(p, d_in, d_out, config)
 }

@@ -1,19 +1,13 @@
 //! PyramidNet for CIFAR-sized images (Han, Kim and Kim 2017): residual units
 //! whose width grows a little at every block.
 
-use super::layers::{batch_norm2d, conv_no_bias, dropout, global_avg_pool, ConvBnChain};
-use super::{Mode, ModelError, Network};
-use tch::nn::init::{FanInOut, NonLinearity, NormalOrUniform};
-use tch::nn::{self, Init, Module, ModuleT};
-use tch::Tensor;
-
-/// `normal(0, sqrt(2 / (k * k * c_out)))`, the reference implementation's
-/// convolution initialisation.
-const CONV_INIT: Init = Init::Kaiming {
-    dist: NormalOrUniform::Normal,
-    fan: FanInOut::FanOut,
-    non_linearity: NonLinearity::ReLU,
+use super::layers::{
+    batch_norm2d, conv_no_bias, dropout, global_avg_pool, linear_zero_bias, ConvBnChain,
+    HE_NORMAL_FAN_OUT_INIT, TORCH_DEFAULT_INIT,
 };
+use super::{Mode, ModelError, Network};
+use tch::nn::{self, Module, ModuleT};
+use tch::Tensor;
 
 /// The residual unit of a PyramidNet.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -108,16 +102,12 @@ impl PyramidNet {
                 c_in = planes * unit.expansion();
             }
         }
-        let fc_init = nn::LinearConfig {
-            bs_init: Some(Init::Const(0.0)),
-            ..Default::default()
-        };
         Ok(Self {
-            conv1: conv_no_bias(p / "conv1", channels, 16, 3, 1, CONV_INIT),
+            conv1: conv_no_bias(p / "conv1", channels, 16, 3, 1, HE_NORMAL_FAN_OUT_INIT),
             bn1: batch_norm2d(p / "bn1", 16),
             units,
             bn_final: batch_norm2d(p / "bn_final", c_in),
-            fc: nn::linear(p / "fc", c_in, n_classes, fc_init),
+            fc: linear_zero_bias(p / "fc", c_in, n_classes, TORCH_DEFAULT_INIT),
             dropout,
             width: c_in,
         })
@@ -167,7 +157,7 @@ impl Unit {
         };
         Self {
             bn_in: batch_norm2d(&p / "bn1", c_in),
-            branch: ConvBnChain::new(&p, &shapes, 2, CONV_INIT),
+            branch: ConvBnChain::new(&p, &shapes, 2, HE_NORMAL_FAN_OUT_INIT),
             stride,
         }
     }

@@ -1,6 +1,6 @@
 //! Vision transformers as timm defines them (Dosovitskiy et al. 2021).
 
-use super::layers::{dropout, TORCH_DEFAULT_INIT};
+use super::layers::{dropout, linear_zero_bias, TORCH_DEFAULT_INIT};
 use super::{Mode, ModelError, Network};
 use tch::nn::{self, Init, Module};
 use tch::Tensor;
@@ -107,7 +107,7 @@ impl VisionTransformer {
             pos_embed: p.var("pos_embed", &[1, tokens, dim], TIMM_INIT),
             blocks,
             norm: nn::layer_norm(p / "norm", vec![dim], norm),
-            head: timm_linear(&(p / "head"), dim, n_classes),
+            head: timm_linear(p / "head", dim, n_classes),
             dropout,
             width: dim,
             grid,
@@ -167,13 +167,8 @@ impl Network for VisionTransformer {
 }
 
 /// `nn.Linear` initialised as timm's ViT: weight normal 0.02, bias 0.
-fn timm_linear(p: &nn::Path, d_in: i64, d_out: i64) -> nn::Linear {
-    let config = nn::LinearConfig {
-        ws_init: TIMM_INIT,
-        bs_init: Some(Init::Const(0.0)),
-        bias: true,
-    };
-    nn::linear(p, d_in, d_out, config)
+fn timm_linear(p: nn::Path, d_in: i64, d_out: i64) -> nn::Linear {
+    linear_zero_bias(p, d_in, d_out, TIMM_INIT)
 }
 
 /// One pre-norm transformer block.
@@ -197,11 +192,11 @@ impl EncoderBlock {
         let (attn, mlp) = (p / "attn", p / "mlp");
         Self {
             norm1: nn::layer_norm(p / "norm1", vec![dim], norm),
-            qkv: timm_linear(&(&attn / "qkv"), dim, 3 * dim),
-            proj: timm_linear(&(&attn / "proj"), dim, dim),
+            qkv: timm_linear(&attn / "qkv", dim, 3 * dim),
+            proj: timm_linear(&attn / "proj", dim, dim),
             norm2: nn::layer_norm(p / "norm2", vec![dim], norm),
-            fc1: timm_linear(&(&mlp / "fc1"), dim, 4 * dim),
-            fc2: timm_linear(&(&mlp / "fc2"), 4 * dim, dim),
+            fc1: timm_linear(&mlp / "fc1", dim, 4 * dim),
+            fc2: timm_linear(&mlp / "fc2", 4 * dim, dim),
             heads,
         }
     }

@@ -52,7 +52,10 @@ pub trait Resample {
 /// How [`load_safetensors_with`] treats a file.
 #[derive(Default, Clone, Copy)]
 pub struct LoadOptions<'a> {
-    /// Variables under these names keep their values ([`load_safetensors_except`]).
+    /// Variables under these names (the first component of a variable's
+    /// name: `fc` keeps `fc.weight` and `fc.bias`) keep their values and are
+    /// not looked up in the file: fine-tuning on other classes keeps the
+    /// model's own classifier.
     pub kept: &'a [String],
     /// Fits tensors of another shape where the architecture allows it.
     pub resample: Option<&'a dyn Resample>,
@@ -81,23 +84,6 @@ pub fn load_safetensors_file_with(
 /// so a refused file leaves the model as it was.
 pub fn load_safetensors(vs: &VarStore, bytes: &[u8], path: &Path) -> Result<(), WeightsError> {
     load_safetensors_with(vs, bytes, path, LoadOptions::default())
-}
-
-/// [`load_safetensors`] for every variable but those under the names `kept`
-/// (first component of the variable's name: `fc` keeps `fc.weight` and
-/// `fc.bias`), which keep their values and are not looked up in the file:
-/// fine-tuning on other classes keeps the model's own classifier.
-pub fn load_safetensors_except(
-    vs: &VarStore,
-    bytes: &[u8],
-    path: &Path,
-    kept: &[String],
-) -> Result<(), WeightsError> {
-    let options = LoadOptions {
-        kept,
-        ..LoadOptions::default()
-    };
-    load_safetensors_with(vs, bytes, path, options)
 }
 
 /// [`load_safetensors`] with `options`: variables kept as they are, and

@@ -1,19 +1,13 @@
 //! Wide residual networks for CIFAR-sized images (Zagoruyko and Komodakis
 //! 2016), with pre-activation blocks.
 
-use super::layers::{batch_norm2d, conv_no_bias, dropout, global_avg_pool};
-use super::{Mode, ModelError, Network};
-use tch::nn::init::{FanInOut, NonLinearity, NormalOrUniform};
-use tch::nn::{self, Init, Module, ModuleT};
-use tch::Tensor;
-
-/// `normal(0, sqrt(2 / (k * k * c_out)))`, the reference implementation's
-/// convolution initialisation (He et al. 2015, fan-out).
-const CONV_INIT: Init = Init::Kaiming {
-    dist: NormalOrUniform::Normal,
-    fan: FanInOut::FanOut,
-    non_linearity: NonLinearity::ReLU,
+use super::layers::{
+    batch_norm2d, conv_no_bias, dropout, global_avg_pool, linear_zero_bias, HE_NORMAL_FAN_OUT_INIT,
+    TORCH_DEFAULT_INIT,
 };
+use super::{Mode, ModelError, Network};
+use tch::nn::{self, Module, ModuleT};
+use tch::Tensor;
 
 /// WRN-`depth`-`widen` (Zagoruyko and Komodakis 2016, "Wide residual
 /// networks", BMVC): a 3x3 convolution to 16 channels, three groups of
@@ -74,15 +68,11 @@ impl WideResNet {
                 c_in = c_out;
             }
         }
-        let fc_init = nn::LinearConfig {
-            bs_init: Some(Init::Const(0.0)),
-            ..Default::default()
-        };
         Ok(Self {
-            conv1: conv_no_bias(p / "conv1", channels, 16, 3, 1, CONV_INIT),
+            conv1: conv_no_bias(p / "conv1", channels, 16, 3, 1, HE_NORMAL_FAN_OUT_INIT),
             blocks,
             bn: batch_norm2d(p / "bn1", c_in),
-            fc: nn::linear(p / "fc", c_in, n_classes, fc_init),
+            fc: linear_zero_bias(p / "fc", c_in, n_classes, TORCH_DEFAULT_INIT),
             width: c_in,
         })
     }
@@ -121,13 +111,21 @@ struct PreActBlock {
 
 impl PreActBlock {
     fn new(p: nn::Path, (c_in, c_out): (i64, i64), stride: i64, dropout: f64) -> Self {
-        let shortcut = (c_in != c_out)
-            .then(|| conv_no_bias(&p / "convShortcut", c_in, c_out, 1, stride, CONV_INIT));
+        let shortcut = (c_in != c_out).then(|| {
+            conv_no_bias(
+                &p / "convShortcut",
+                c_in,
+                c_out,
+                1,
+                stride,
+                HE_NORMAL_FAN_OUT_INIT,
+            )
+        });
         Self {
             bn1: batch_norm2d(&p / "bn1", c_in),
-            conv1: conv_no_bias(&p / "conv1", c_in, c_out, 3, stride, CONV_INIT),
+            conv1: conv_no_bias(&p / "conv1", c_in, c_out, 3, stride, HE_NORMAL_FAN_OUT_INIT),
             bn2: batch_norm2d(&p / "bn2", c_out),
-            conv2: conv_no_bias(&p / "conv2", c_out, c_out, 3, 1, CONV_INIT),
+            conv2: conv_no_bias(&p / "conv2", c_out, c_out, 3, 1, HE_NORMAL_FAN_OUT_INIT),
             shortcut,
             dropout,
         }

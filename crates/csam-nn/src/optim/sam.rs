@@ -387,7 +387,7 @@ fn perturbed_gradient<M: TrainingPass + ?Sized>(
         &grad_norm,
         Some((&objective, &ce_tilde)),
     );
-    stats.add_heads(pass.heads(), y)?;
+    stats.add_heads(pass.heads(), y);
     Ok(grads_tilde)
 }
 
@@ -415,7 +415,7 @@ where
     let (scores, y) = pass.primary();
     let mut stats = StatsAccumulator::new(batch.carries_correctness());
     stats.add(1.0, &ce, &scores.logits, y, &grad_norm, None);
-    stats.add_heads(pass.heads(), y)?;
+    stats.add_heads(pass.heads(), y);
     stats.finish()
 }
 

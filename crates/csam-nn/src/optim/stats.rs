@@ -52,8 +52,9 @@ pub(crate) struct StatsAccumulator {
     /// Each (sub-)batch's per-example hits at theta, in batch order; None
     /// when the step does not report them.
     hits: Option<Vec<Tensor>>,
-    /// A two-headed model's logits at theta, each (sub-)batch's.
-    heads: Option<HeadLogits>,
+    /// A two-headed model's logits at theta `(linear, scaled ETF, targets)`,
+    /// each (sub-)batch's, read back with the sums.
+    heads: Vec<[Tensor; 3]>,
 }
 
 impl StatsAccumulator {
@@ -62,7 +63,7 @@ impl StatsAccumulator {
         Self {
             sums: None,
             hits: with_hits.then(Vec::new),
-            heads: None,
+            heads: Vec::new(),
         }
     }
 
@@ -100,18 +101,11 @@ impl StatsAccumulator {
 
     /// Keeps a two-headed model's logits at theta `(linear, scaled ETF)`
     /// with their `targets`; nothing for a model with one classifier.
-    pub(crate) fn add_heads(
-        &mut self,
-        heads: Option<(&Tensor, &Tensor)>,
-        targets: &Tensor,
-    ) -> Result<(), OptimError> {
+    pub(crate) fn add_heads(&mut self, heads: Option<(&Tensor, &Tensor)>, targets: &Tensor) {
         if let Some((linear, etf)) = heads {
-            let read = HeadLogits::read(linear, etf, targets)?;
             self.heads
-                .get_or_insert_with(HeadLogits::default)
-                .extend(read);
+                .push([linear.detach(), etf.detach(), targets.shallow_clone()]);
         }
-        Ok(())
     }
 
     /// Reads the sums back to the host and checks that they are finite.
@@ -121,6 +115,16 @@ impl StatsAccumulator {
             .ok_or_else(|| OptimError::Mismatch("a step saw no sub-batch".into()))?;
         let host = Tensor::stack(&sums, 0).to_device(Device::Cpu);
         let v = Vec::<f64>::try_from(&host)?;
+        let heads = match self.heads.as_slice() {
+            [] => None,
+            parts => {
+                let part = |i: usize| -> Vec<Tensor> {
+                    parts.iter().map(|p| p[i].shallow_clone()).collect()
+                };
+                let [linear, etf, targets] = [0, 1, 2].map(|i| Tensor::cat(&part(i), 0));
+                Some(HeadLogits::read(&linear, &etf, &targets)?)
+            }
+        };
         let hits = match &self.hits {
             Some(kept) => {
                 let host = Tensor::cat(kept, 0)
@@ -157,7 +161,7 @@ impl StatsAccumulator {
                 p_true: (-v[4]).exp(),
             }),
             hits,
-            heads: self.heads,
+            heads,
         })
     }
 }

@@ -120,13 +120,10 @@ pub enum TrainError {
     /// A weights file could not be read or does not fit the model.
     #[error("{0}")]
     Weights(#[source] Box<csam_nn::model::weights::WeightsError>),
-    /// The spec's `init` weights do not fit the model.
-    #[error("initial weights: {source}")]
-    InitWeights {
-        path: PathBuf,
-        #[source]
-        source: Box<csam_nn::model::weights::WeightsError>,
-    },
+    /// The spec's `init` weights do not fit the model (the source names the
+    /// file).
+    #[error("initial weights: {0}")]
+    InitWeights(#[source] Box<csam_nn::model::weights::WeightsError>),
     /// A trained run's weights do not fit the data it is asked to predict.
     #[error(
         "{data} ({shape}) does not fit the run {}, trained on {trained_on} (evaluate it on \

@@ -134,12 +134,8 @@ impl Session {
                 kept: &kept,
                 resample: Some(&trainer.model),
             };
-            load_safetensors_file_with(&trainer.vs, init, options).map_err(|source| {
-                TrainError::InitWeights {
-                    path: init.clone(),
-                    source: Box::new(source),
-                }
-            })?;
+            load_safetensors_file_with(&trainer.vs, init, options)
+                .map_err(|source| TrainError::InitWeights(Box::new(source)))?;
         }
         Ok(Session {
             spec: spec.clone(),
