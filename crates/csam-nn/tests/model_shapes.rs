@@ -49,7 +49,8 @@ fn registry_parses_every_documented_name() {
             "wrn-16-4",
             "wrn-16-8",
             "wrn-28-10",
-            "wrn-40-2"
+            "wrn-40-2",
+            "torchscript"
         ]
     );
     for name in names {
@@ -85,8 +86,10 @@ fn assert_logits_shape(kind: ModelKind, input: InputShape) {
 #[test]
 fn every_model_maps_1_and_3_channel_inputs_to_logits() {
     // The deepest and the widest build in their own tests, the ViTs (which
-    // need images of at least a patch) in theirs.
+    // need images of at least a patch) in theirs, a TorchScript module (which
+    // needs its file) in tests/torchscript_torch.rs.
     let big = [
+        "torchscript",
         "vit-ti16",
         "vit-s16",
         "vit-s32",

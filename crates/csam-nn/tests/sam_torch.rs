@@ -11,8 +11,8 @@ mod support;
 use csam_nn::model::{build_model, InputShape};
 use csam_nn::optim::{Perturbation, SamConfig, SamStep, SecondLoss, Sgd, SgdConfig};
 use std::path::{Path, PathBuf};
-use support::python;
-use tch::{nn, Device, Kind, Tensor};
+use support::{python, write_step_batches};
+use tch::{nn, Device, Tensor};
 
 const STEPS: i64 = 3;
 const TOLERANCE: f64 = 1e-10;
@@ -45,15 +45,7 @@ fn run_rust(
     vs.save(file("weights")).unwrap();
     let initial = Tensor::read_safetensors(file("weights")).unwrap();
 
-    let batches: Vec<(String, Tensor)> = (0..STEPS)
-        .flat_map(|t| {
-            let x = Tensor::randn([8, 1, 6, 6], (Kind::Double, Device::Cpu)) * 2.0;
-            let y = Tensor::randint(3, [8], (Kind::Int64, Device::Cpu));
-            [(format!("x{t}"), x), (format!("y{t}"), y)]
-        })
-        .collect();
-    let named: Vec<(&str, &Tensor)> = batches.iter().map(|(k, v)| (k.as_str(), v)).collect();
-    Tensor::write_safetensors(&named, file("batches")).unwrap();
+    let batches = write_step_batches(STEPS, &file("batches"));
 
     let sgd = SgdConfig {
         lr: 0.2,

@@ -117,7 +117,9 @@ fn a_classifier_for_other_classes_is_refused_or_kept_fresh() {
     assert_unchanged(&vs, &before);
     // The output layer (`3.*` in the twin's Sequential) keeps its own values,
     // every other layer takes the file's.
-    let kept = model.classifier_names();
+    let kept = model
+        .classifier_names()
+        .expect("the MLP names its classifier");
     assert_eq!(kept, ["3"]);
     let options = LoadOptions {
         kept: &kept,

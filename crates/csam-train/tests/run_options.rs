@@ -317,3 +317,76 @@ fn balcal_sets_lambda_after_every_epoch_and_keeps_it_with_the_weights() {
         "the last epoch's lambda is the saved one"
     );
 }
+
+/// The project venv's python (or `CSAM_PYTHON`), for writing a TorchScript
+/// module; None when neither exists.
+fn python() -> Option<std::path::PathBuf> {
+    if let Some(p) = std::env::var_os("CSAM_PYTHON") {
+        return Some(p.into());
+    }
+    let venv = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../.venv/bin/python");
+    venv.exists().then_some(venv)
+}
+
+#[test]
+fn torchscript_model_trains_with_csam_and_resumes_bit_identically() {
+    let Some(python) = python() else {
+        eprintln!("SKIPPED: no python at <workspace>/.venv/bin/python (set CSAM_PYTHON)");
+        return;
+    };
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let dir = tempfile::tempdir().unwrap();
+    let fixture = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../csam-nn/tests/fixtures/torchscript_reference.py");
+    let status = std::process::Command::new(python)
+        .args([fixture.as_os_str(), "make".as_ref(), dir.path().as_os_str()])
+        .args(["10", "float32"])
+        .status()
+        .unwrap();
+    assert!(status.success(), "torchscript_reference.py make failed");
+    let script = dir.path().join("net.pt");
+    let flags: toml::Table = format!(
+        "data = \"digits\"\nval_size = 300\nmodel = \"torchscript:{}\"\nepochs = 2\n\
+         batch_size = 64\naugment = false\nlr = 0.05\noptimizer = \"csam\"\nm = 16\n",
+        script.display()
+    )
+    .parse()
+    .unwrap();
+    let (option, _) = SpecLayers::new().flags(flags).unwrap().build().unwrap();
+    option.validate().unwrap();
+    assert_eq!(option.model.script.as_deref(), Some(script.as_path()));
+
+    let whole = dir.path().join("whole");
+    train(&option, &whole, false, None);
+    let split = dir.path().join("split");
+    train(&option, &split, false, Some(1));
+    train(&option, &split, true, None);
+    assert_eq!(
+        last_weights(&whole),
+        last_weights(&split),
+        "the resumed TorchScript run differs from the uninterrupted one"
+    );
+    // The weights moved from the module's own, and the BatchNorm statistics
+    // and num_batches_tracked are kept under the module's names.
+    let trained: std::collections::HashMap<String, tch::Tensor> =
+        tch::Tensor::read_safetensors(whole.join("model-last.safetensors"))
+            .unwrap()
+            .into_iter()
+            .collect();
+    let summary: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(whole.join("summary.json")).unwrap())
+            .unwrap();
+    let n_train = summary["n_train"].as_i64().unwrap();
+    assert_eq!(
+        trained["bn.num_batches_tracked"].int64_value(&[]),
+        2 * ((n_train + 63) / 64),
+        "one BatchNorm update per step (SAM's second pass undone), 2 epochs"
+    );
+    assert!(trained["bn.running_var"].ne(1.0).all().int64_value(&[]) == 1);
+    let saved = std::fs::read_to_string(whole.join("config.toml")).unwrap();
+    assert!(saved.contains("arch = \"torchscript\""), "{saved}");
+    assert_eq!(
+        RunSpec::from_saved_toml(&saved, "torchscript").unwrap(),
+        option
+    );
+}

@@ -116,13 +116,6 @@ impl Predictor {
                     "MC-Dropout needs at least 1 pass".into(),
                 ));
             }
-            if let Some(run) = runs.iter().find(|r| r.spec.model.dropout <= 0.0) {
-                return Err(TrainError::Invalid(format!(
-                    "{} was trained without dropout (dropout = 0): MC-Dropout needs a model \
-                     trained with dropout > 0",
-                    run.dir.root().display()
-                )));
-            }
         }
         let shape = reference.sample_shape();
         let members = runs
@@ -132,6 +125,15 @@ impl Predictor {
                 Ok((run, vs, model))
             })
             .collect::<Result<Vec<_>>>()?;
+        if let Sampling::McDropout { .. } = sampling {
+            if let Some((run, _, _)) = members.iter().find(|(_, _, model)| !model.has_dropout()) {
+                return Err(TrainError::Invalid(format!(
+                    "{} was trained without dropout (dropout = 0, or a TorchScript module \
+                     without dropout layers): MC-Dropout needs a model trained with dropout",
+                    run.dir.root().display()
+                )));
+            }
+        }
         Ok(Predictor {
             members,
             sampling,

@@ -74,8 +74,8 @@ impl Network for Mlp {
         self.split_last().0.ws.size()[1]
     }
 
-    fn classifier_name(&self) -> String {
-        self.output_index.to_string()
+    fn classifier_name(&self) -> Option<String> {
+        Some(self.output_index.to_string())
     }
 }
 

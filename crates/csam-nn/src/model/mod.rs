@@ -23,6 +23,7 @@ mod mlp;
 mod pyramidnet;
 pub mod registry;
 mod resnet;
+mod torchscript;
 mod vit;
 pub mod weights;
 mod wrn;
@@ -35,6 +36,7 @@ pub use mlp::Mlp;
 pub use pyramidnet::{PyramidNet, PyramidUnit};
 pub use registry::{build_model, build_model_with, ModelKind, ModelOptions};
 pub use resnet::ResNet;
+pub use torchscript::TorchScriptNetwork;
 pub use vit::{VisionTransformer, VitShape};
 pub use wrn::WideResNet;
 
@@ -116,9 +118,17 @@ pub trait Network: std::fmt::Debug + Send {
     fn feature_width(&self) -> i64;
 
     /// The name under which the linear classifier's variables live (`fc`;
-    /// the MLP's output layer's index).
-    fn classifier_name(&self) -> String {
-        "fc".to_string()
+    /// the MLP's output layer's index); `None` where the network cannot say
+    /// (a TorchScript module).
+    fn classifier_name(&self) -> Option<String> {
+        Some("fc".to_string())
+    }
+
+    /// Whether the network has dropout layers of its own, which csam's
+    /// `dropout` option does not describe (a TorchScript module's); `None`
+    /// where that option is the network's only dropout.
+    fn own_dropout(&self) -> Option<bool> {
+        None
     }
 
     /// A stored weight of another shape fitted to the variable `name` of
@@ -146,6 +156,8 @@ pub struct Model {
     kind: ModelKind,
     input: InputShape,
     n_classes: i64,
+    /// The dropout rate of [`ModelOptions`].
+    dropout: f64,
 }
 
 /// The outputs of a forward pass: the model's logits and, for a model with
@@ -209,12 +221,18 @@ impl Model {
 
     /// The names under which the classifiers' variables live: the linear
     /// classifier's and, with BalCAL, `balcal` (what fine-tuning on other
-    /// classes starts afresh).
-    pub fn classifier_names(&self) -> Vec<String> {
+    /// classes starts afresh); `None` where the network cannot say which of
+    /// its variables are the classifier (a TorchScript module).
+    pub fn classifier_names(&self) -> Option<Vec<String>> {
         let head = self.balcal.as_ref().map(|_| "balcal".to_string());
-        std::iter::once(self.network.classifier_name())
-            .chain(head)
-            .collect()
+        let linear = self.network.classifier_name()?;
+        Some(std::iter::once(linear).chain(head).collect())
+    }
+
+    /// Whether [`Mode::McDropout`] samples anything: the model has dropout
+    /// (the `dropout` option above 0, or a TorchScript module's own layers).
+    pub fn has_dropout(&self) -> bool {
+        self.network.own_dropout().unwrap_or(self.dropout > 0.0)
     }
 
     /// BalCAL's ETF classifier, when the model's [`Head`] is BalCAL.

@@ -4,10 +4,11 @@
 
 use super::{
     BalcalHead, Blocks, Head, ImageNetResNet, InputShape, Mlp, Model, ModelError, Network,
-    PyramidNet, PyramidUnit, ResNet, ResNetLayout, SmallCnn, Stem, VisionTransformer, VitShape,
-    WideResNet,
+    PyramidNet, PyramidUnit, ResNet, ResNetLayout, SmallCnn, Stem, TorchScriptNetwork,
+    VisionTransformer, VitShape, WideResNet,
 };
 use std::fmt;
+use std::path::PathBuf;
 use std::str::FromStr;
 use tch::nn;
 
@@ -21,6 +22,8 @@ pub struct ModelOptions {
     pub dropout: f64,
     /// The classifier on the features.
     pub head: Head,
+    /// The TorchScript file of the `torchscript` architecture.
+    pub script: Option<PathBuf>,
 }
 
 impl Default for ModelOptions {
@@ -29,6 +32,7 @@ impl Default for ModelOptions {
             mlp_hidden: vec![256, 256],
             dropout: 0.0,
             head: Head::Linear,
+            script: None,
         }
     }
 }
@@ -105,6 +109,30 @@ fn vit(
     };
     let image = (a.input.channels, a.input.height, a.input.width);
     let net = VisionTransformer::new(p, shape, image, a.n_classes, a.options.dropout)?;
+    Ok(Box::new(net))
+}
+
+/// A module saved with `torch.jit.script` / `torch.jit.trace`, as it comes:
+/// no dropout or head of csam's on it.
+fn torchscript(p: &nn::Path, a: &BuildArgs) -> Result<Box<dyn Network>, ModelError> {
+    let o = a.options;
+    let refuse = |what: &str| {
+        Err(ModelError::InvalidConfig(format!(
+            "a TorchScript model gives logits only, so {what} cannot apply to it"
+        )))
+    };
+    if o.dropout != 0.0 {
+        return refuse("csam's dropout (the module has its own layers)");
+    }
+    if o.head != Head::Linear {
+        return refuse(&format!("the {} head (it reads features)", o.head.name()));
+    }
+    let Some(file) = &o.script else {
+        return Err(ModelError::InvalidConfig(
+            "model torchscript needs its file: torchscript:FILE".into(),
+        ));
+    };
+    let net = TorchScriptNetwork::load(p, file, a.input, a.n_classes)?;
     Ok(Box::new(net))
 }
 
@@ -292,6 +320,13 @@ static ARCHITECTURES: &[Architecture] = &[
         hidden_widths: false,
         build: |p, a| wide_resnet(p, a, (40, 2)),
     },
+    Architecture {
+        name: "torchscript",
+        summary: "any PyTorch model saved with torch.jit.script or torch.jit.trace (torchscript:FILE)",
+        any_spatial_size: false,
+        hidden_widths: false,
+        build: torchscript,
+    },
 ];
 
 /// A registered architecture, parsed from its name (`mlp`, `cnn`, `resnet20`,
@@ -299,7 +334,7 @@ static ARCHITECTURES: &[Architecture] = &[
 /// `resnet50`, `resnet18-cifar`, `resnet34-cifar`, `resnet50-cifar`,
 /// `pyramidnet110-a48`, `pyramidnet110-a270`, `pyramidnet272-a200`,
 /// `vit-ti16`, `vit-s16`, `vit-s32`, `vit-b16`, `wrn-16-4`, `wrn-16-8`,
-/// `wrn-28-10`, `wrn-40-2`); serialises as that name.
+/// `wrn-28-10`, `wrn-40-2`, `torchscript`); serialises as that name.
 #[derive(Clone, Copy)]
 pub struct ModelKind(&'static Architecture);
 
@@ -436,5 +471,6 @@ pub fn build_model_with(
         kind,
         input,
         n_classes,
+        dropout: options.dropout,
     })
 }

@@ -137,8 +137,8 @@ impl Network for VisionTransformer {
         self.width
     }
 
-    fn classifier_name(&self) -> String {
-        "head".to_string()
+    fn classifier_name(&self) -> Option<String> {
+        Some("head".to_string())
     }
 
     /// A position embedding of another square grid (weights trained on

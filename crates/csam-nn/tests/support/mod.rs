@@ -59,3 +59,21 @@ pub fn close(a: &Tensor, b: &Tensor, what: &str) {
     let error = ((a - b).abs() / scale).max().double_value(&[]);
     assert!(error < 1e-12, "{what}: relative error {error}\n{a}\n{b}");
 }
+
+/// Draws `steps` training batches of 8 float64 `1x6x6` images (standard
+/// normal times 2) with labels of 3 classes, writes them to `file` as `x0`,
+/// `y0`, `x1`, ... (what the step references read) and returns them in that
+/// order.
+pub fn write_step_batches(steps: i64, file: &Path) -> Vec<(String, Tensor)> {
+    let options = (tch::Kind::Double, tch::Device::Cpu);
+    let batches: Vec<(String, Tensor)> = (0..steps)
+        .flat_map(|t| {
+            let x = Tensor::randn([8, 1, 6, 6], options) * 2.0;
+            let y = Tensor::randint(3, [8], (tch::Kind::Int64, tch::Device::Cpu));
+            [(format!("x{t}"), x), (format!("y{t}"), y)]
+        })
+        .collect();
+    let named: Vec<(&str, &Tensor)> = batches.iter().map(|(k, v)| (k.as_str(), v)).collect();
+    Tensor::write_safetensors(&named, file).unwrap();
+    batches
+}

@@ -195,7 +195,10 @@ impl SpecLayers {
                 .or_else(|| lookup(defaults, selector_key.path))
                 .and_then(|v| v.as_str().map(str::to_string))
                 .unwrap_or_default();
-            if values.contains(&chosen.as_str()) {
+            // A branch name may carry its argument after a colon
+            // (`torchscript:FILE`).
+            let branch = chosen.split(':').next().unwrap_or_default();
+            if values.contains(&branch) {
                 continue;
             }
             match self.inapplicable {

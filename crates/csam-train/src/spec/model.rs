@@ -14,11 +14,14 @@ use csam_nn::model::{Head, ModelKind, ModelOptions};
 pub const DEFAULT_MLP_HIDDEN: [usize; 2] = [256, 256];
 
 /// The model of a run.
+///
+/// `arch = "torchscript:FILE"` is read as `arch = "torchscript"` with
+/// `script = "FILE"` (the short form of the command line, like the data
+/// sources' `cifar10:DIR`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[serde(deny_unknown_fields, try_from = "ModelFields")]
 pub struct ModelSpec {
-    /// A registered architecture (`mlp`, `cnn`, `resnet20`, ...).
-    #[serde(default = "default_arch")]
+    /// A registered architecture (`mlp`, `cnn`, `resnet20`, ..., `torchscript`).
     pub arch: ModelKind,
     /// Hidden layer widths, for the architectures they shape (the MLP);
     /// `None` for the others. [`ModelSpec::normalized`] fills in
@@ -43,11 +46,70 @@ pub struct ModelSpec {
     /// another set of classes.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub init_new_classifier: bool,
+    /// The file of architecture `torchscript`: a module saved with
+    /// `torch.jit.script` or `torch.jit.trace`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub script: Option<PathBuf>,
+}
+
+/// The prefix of `arch` that names a TorchScript file.
+const TORCHSCRIPT_PREFIX: &str = "torchscript:";
+
+/// [`ModelSpec`] as written, before `torchscript:FILE` is split.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ModelFields {
+    #[serde(default = "default_arch_name")]
+    arch: String,
+    #[serde(default)]
+    mlp_hidden: Option<Vec<usize>>,
+    #[serde(default)]
+    dropout: f64,
+    #[serde(default)]
+    head: Head,
+    #[serde(default)]
+    init: Option<PathBuf>,
+    #[serde(default)]
+    init_new_classifier: bool,
+    #[serde(default)]
+    script: Option<PathBuf>,
+}
+
+impl TryFrom<ModelFields> for ModelSpec {
+    type Error = String;
+
+    fn try_from(fields: ModelFields) -> Result<Self, String> {
+        let (arch, script) = match fields.arch.strip_prefix(TORCHSCRIPT_PREFIX) {
+            Some(_) if fields.script.is_some() => {
+                return Err(format!(
+                    "model '{}' names its file, and script names another: give one",
+                    fields.arch
+                ))
+            }
+            Some(file) => ("torchscript", Some(PathBuf::from(file))),
+            None => (fields.arch.as_str(), fields.script),
+        };
+        Ok(ModelSpec {
+            arch: arch
+                .parse()
+                .map_err(|e: csam_nn::model::ModelError| e.to_string())?,
+            mlp_hidden: fields.mlp_hidden,
+            dropout: fields.dropout,
+            head: fields.head,
+            init: fields.init,
+            init_new_classifier: fields.init_new_classifier,
+            script,
+        })
+    }
+}
+
+fn default_arch_name() -> String {
+    "resnet20".to_string()
 }
 
 fn default_arch() -> ModelKind {
     // Invariant: the registry holds resnet20.
-    "resnet20".parse().expect("resnet20 is registered")
+    default_arch_name().parse().expect("resnet20 is registered")
 }
 
 impl Default for ModelSpec {
@@ -60,6 +122,7 @@ impl Default for ModelSpec {
             head: Head::Linear,
             init: None,
             init_new_classifier: false,
+            script: None,
         }
     }
 }
@@ -74,8 +137,10 @@ impl ModelSpec {
         self
     }
 
-    /// Checks the options against the architecture and the init file's existence.
+    /// Checks the options against the architecture and the init and script
+    /// files' existence.
     pub fn validate(&self) -> Result<(), ConfigError> {
+        self.validate_script()?;
         unit_interval("dropout", self.dropout)?;
         keyed(&["model", "head"], self.head.name(), self.head.validate())?;
         match (&self.mlp_hidden, self.arch.takes_hidden_widths()) {
@@ -111,6 +176,35 @@ impl ModelSpec {
         Ok(())
     }
 
+    /// A TorchScript model has its file, no other model has one, and its
+    /// classifier cannot be told apart from its other weights.
+    fn validate_script(&self) -> Result<(), ConfigError> {
+        let torchscript = self.arch.name() == "torchscript";
+        match &self.script {
+            None if torchscript => Err(invalid(
+                "model",
+                self.arch,
+                "model torchscript needs its file: --model torchscript:FILE",
+            )),
+            Some(file) if !torchscript => Err(invalid(
+                "script",
+                file.display(),
+                &format!("model {} is not a TorchScript model", self.arch),
+            )),
+            Some(file) if !file.is_file() => Err(invalid(
+                "script",
+                file.display(),
+                "no such TorchScript file",
+            )),
+            Some(_) if self.init_new_classifier => Err(invalid(
+                "init_new_classifier",
+                true,
+                "a TorchScript model does not say which of its weights are the classifier",
+            )),
+            _ => Ok(()),
+        }
+    }
+
     /// The options the architecture builders read.
     pub fn options(&self) -> ModelOptions {
         let hidden = self.mlp_hidden.as_deref().unwrap_or(&DEFAULT_MLP_HIDDEN);
@@ -118,6 +212,7 @@ impl ModelSpec {
             mlp_hidden: hidden.iter().map(|&h| h as i64).collect(),
             dropout: self.dropout,
             head: self.head,
+            script: self.script.clone(),
         }
     }
 }

@@ -127,7 +127,16 @@ impl Session {
         }
         if let Some(init) = &spec.model.init {
             let kept = match spec.model.init_new_classifier {
-                true => trainer.model.classifier_names(),
+                true => trainer.model.classifier_names().ok_or_else(|| {
+                    ConfigError::invalid(
+                        "init_new_classifier",
+                        true,
+                        format!(
+                            "model {} does not say which of its weights are the classifier",
+                            spec.model.arch
+                        ),
+                    )
+                })?,
                 false => Vec::new(),
             };
             let options = LoadOptions {
