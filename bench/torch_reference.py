@@ -11,11 +11,16 @@ running statistics restored to their post-pass-1 values; theta restored by
 copy; SGD (momentum 0.9, weight decay 5e-4) steps with g'.
 
     .venv/bin/python bench/torch_reference.py --input cifar --steps 5 --threads 2
+    .venv/bin/python bench/torch_reference.py --input imagenet --models resnet50,vit-s16 \
+        --batch-size 32 --warmup 1 --steps 3
     .venv/bin/python bench/torch_reference.py --flops > bench/flops_reference.json
 
-`--flops` counts multiply-adds of every Conv2d / Linear with forward hooks
-(independently of the analytic counts in crates/csam-train/src/bench/flops.rs,
-which a unit test compares with that file).
+`--flops` counts the multiply-adds of one example's forward pass with
+PyTorch's FlopCounterMode (convolutions and matrix products; half its FLOPs),
+independently of csam's count of the layers its forward pass runs, which
+crates/csam-nn/tests/model_flops.rs compares with that file. timm's attention
+is counted unfused: FlopCounterMode does not see inside the CPU's fused
+scaled_dot_product_attention kernel.
 """
 
 import argparse
@@ -26,15 +31,26 @@ import sys
 import time
 
 import torch
-import torch.nn as nn
 import torch.nn.functional as F
+from torch.utils.flop_counter import FlopCounterMode
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "crates", "csam-nn", "tests", "fixtures"))
 import twins  # noqa: E402  (the PyTorch twins of csam's models)
 
 MLP_HIDDEN = [256, 256]  # csam_nn::model::ModelOptions::default().mlp_hidden
-INPUTS = {"fmnist": (1, 28, 28), "cifar": (3, 32, 32)}
+# Synthetic input shapes and their class counts, as `csam bench --input`.
+INPUTS = {"fmnist": (1, 28, 28), "cifar": (3, 32, 32), "imagenet": (3, 224, 224)}
+CLASSES = {"fmnist": 10, "cifar": 10, "imagenet": 1000}
+# The models and inputs of bench/flops_reference.json.
+FLOPS_CASES = {
+    "fmnist": ["mlp", "cnn", "resnet20", "resnet32", "resnet56", "wrn-16-4", "pyramidnet110-a48",
+               "resnet18-cifar", "vit-ti16"],
+    "cifar": ["mlp", "cnn", "resnet20", "resnet32", "resnet56", "resnet18", "resnet18-cifar",
+              "resnet50-cifar", "wrn-16-4", "wrn-28-10", "pyramidnet110-a48",
+              "pyramidnet272-a200", "vit-ti16", "vit-s16"],
+    "imagenet": ["resnet18", "resnet50", "vit-s16", "vit-s32", "vit-b16"],
+}
 RHO, GAMMA, LR, MOMENTUM, WEIGHT_DECAY = 0.05, 1.0, 0.1, 0.9, 5e-4
 
 
@@ -46,28 +62,14 @@ def build(kind, shape, n_classes):
 
 
 def forward_macs(model, shape):
-    """Multiply-adds per example of Conv2d and Linear layers, by forward hooks."""
-    total = [0]
-
-    def conv_hook(module, inputs, output):
-        k = module.kernel_size[0] * module.kernel_size[1]
-        total[0] += output[0].numel() * (module.in_channels // module.groups) * k
-
-    def linear_hook(module, inputs, output):
-        total[0] += module.in_features * module.out_features
-
-    handles = []
-    for m in model.modules():
-        if isinstance(m, nn.Conv2d):
-            handles.append(m.register_forward_hook(conv_hook))
-        elif isinstance(m, nn.Linear):
-            handles.append(m.register_forward_hook(linear_hook))
+    """Multiply-adds of one example's eval-mode forward pass (FlopCounterMode)."""
+    for module in model.modules():
+        if hasattr(module, "fused_attn"):
+            module.fused_attn = False
     model.eval()
-    with torch.no_grad():
+    with FlopCounterMode(display=False) as counter, torch.no_grad():
         model(torch.zeros(1, *shape))
-    for h in handles:
-        h.remove()
-    return total[0]
+    return counter.get_total_flops() // 2
 
 
 def csam_loss(logits, ys, gamma):
@@ -135,12 +137,13 @@ def peak_bytes(device):
     return None
 
 
-def bench_case(kind, family, shape, args, device):
+def bench_case(kind, family, args, device):
+    shape, n_classes = INPUTS[args.input], CLASSES[args.input]
     torch.manual_seed(0)
-    model = build(kind, shape, 10).to(device).train()
+    model = build(kind, shape, n_classes).to(device).train()
     stepper = Stepper(model, family)
     xs = torch.randn(args.batch_size, *shape, device=device)
-    ys = torch.randint(10, (args.batch_size,), device=device)
+    ys = torch.randint(n_classes, (args.batch_size,), device=device)
     reset_peak(device)
     times = []
     for i in range(args.warmup + args.steps):
@@ -151,7 +154,7 @@ def bench_case(kind, family, shape, args, device):
         if i >= args.warmup:
             times.append(time.perf_counter() - start)
     seconds = statistics.median(times)
-    forward = 2.0 * forward_macs(build(kind, shape, 10), shape) * args.batch_size
+    forward = 2.0 * forward_macs(build(kind, shape, n_classes), shape) * args.batch_size
     step_flops = (6.0 if family != "sgd" else 3.0) * forward
     return dict(model=kind, optimizer=family, ms_per_step=seconds * 1e3,
                 images_per_s=args.batch_size / seconds, peak_memory_bytes=peak_bytes(device),
@@ -172,10 +175,12 @@ def main():
     args = parser.parse_args()
     if args.flops:
         table = {}
-        for kind in ["mlp", "cnn", "resnet20", "resnet32", "resnet56"]:
-            for name, shape in sorted(INPUTS.items()):
-                table[f"{kind}/{name}"] = forward_macs(build(kind, shape, 10), shape)
-        print(json.dumps(dict(mlp_hidden=MLP_HIDDEN, n_classes=10, forward_macs=table), indent=2))
+        for name, kinds in FLOPS_CASES.items():
+            shape = INPUTS[name]
+            for kind in kinds:
+                table[f"{kind}/{name}"] = forward_macs(build(kind, shape, CLASSES[name]), shape)
+        inputs = {name: dict(shape=INPUTS[name], n_classes=CLASSES[name]) for name in INPUTS}
+        print(json.dumps(dict(mlp_hidden=MLP_HIDDEN, inputs=inputs, forward_macs=table), indent=2))
         return
     if args.threads:
         torch.set_num_threads(args.threads)
@@ -185,18 +190,18 @@ def main():
     for kind in args.models.split(","):
         first = len(rows)
         for family in args.optimizers.split(","):
-            rows.append(bench_case(kind, family, shape, args, device))
+            rows.append(bench_case(kind, family, args, device))
         sgd = next((r["ms_per_step"] for r in rows[first:] if r["optimizer"] == "sgd"), None)
         for r in rows[first:]:
             r["ratio_to_sgd"] = r["ms_per_step"] / sgd if sgd else None
     c, h, w = shape
     print(f"torch {torch.__version__}, device {device}, threads {torch.get_num_threads()}, "
           f"batch {args.batch_size}, input {c}x{h}x{w}, {args.warmup} warm-up + {args.steps} timed steps (median)")
-    print(f"{'model':<10} {'opt':<6} {'ms/step':>10} {'img/s':>10} {'peak MiB':>12} {'GFLOP/step':>12} {'GFLOP/s':>9} {'x SGD':>7}")
+    print(f"{'model':<18} {'opt':<6} {'ms/step':>10} {'img/s':>10} {'peak MiB':>12} {'GFLOP/step':>12} {'GFLOP/s':>9} {'x SGD':>7}")
     for r in rows:
         mem = "-" if r["peak_memory_bytes"] is None else f"{r['peak_memory_bytes'] / 1048576:.0f}"
         ratio = "-" if r["ratio_to_sgd"] is None else f"{r['ratio_to_sgd']:.2f}"
-        print(f"{r['model']:<10} {r['optimizer']:<6} {r['ms_per_step']:>10.2f} {r['images_per_s']:>10.1f} "
+        print(f"{r['model']:<18} {r['optimizer']:<6} {r['ms_per_step']:>10.2f} {r['images_per_s']:>10.1f} "
               f"{mem:>12} {r['step_flops'] / 1e9:>12.3f} {r['gflops_per_s']:>9.2f} {ratio:>7}")
 
 

@@ -286,7 +286,7 @@ const CASES: &[Case] = &[
     case("metrics", "--save-calibrators", "path below a regular file", &["{metrics}", "{val}", "--save-calibrators", "{dir}/notes.txt/cal"]),
     case("bench", "--models", "foo", &["{bench}", "--models", "foo"]),
     case("bench", "--optimizers", "lamb", &["{bench}", "--optimizers", "lamb"]),
-    case("bench", "--input", "imagenet", &["{bench}", "--input", "imagenet"]),
+    case("bench", "--input", "svhn", &["{bench}", "--input", "svhn"]),
     case("bench", "--batch-size", "0", &["{bench}", "--batch-size", "0"]),
     case("bench", "--warmup", "-1", &["{bench}", "--warmup", "-1"]),
     case("bench", "--steps", "0", &["{bench}", "--steps", "0"]),

@@ -14,6 +14,8 @@ enum InputKind {
     Fmnist,
     /// 3x32x32 (CIFAR).
     Cifar,
+    /// 3x224x224 with 1000 classes (ImageNet).
+    Imagenet,
 }
 
 /// Flags of `csam bench`.
@@ -64,9 +66,10 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
                 .map_err(|e| anyhow::anyhow!("--optimizers {name:?}: {e}"))
         })
         .collect::<anyhow::Result<Vec<_>>>()?;
-    let (channels, side) = match args.input {
-        InputKind::Fmnist => (1, 28),
-        InputKind::Cifar => (3, 32),
+    let (channels, side, n_classes) = match args.input {
+        InputKind::Fmnist => (1, 28, 10),
+        InputKind::Cifar => (3, 32, 10),
+        InputKind::Imagenet => (3, 224, 1000),
     };
     let options = BenchOptions {
         models: args.models,
@@ -76,7 +79,7 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
             height: side,
             width: side,
         },
-        n_classes: 10,
+        n_classes,
         batch_size: args.batch_size,
         warmup: args.warmup,
         steps: args.steps,

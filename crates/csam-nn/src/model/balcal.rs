@@ -11,7 +11,7 @@
 
 use tch::{nn, nn::Module, nn::ModuleT, Kind, Tensor};
 
-use super::layers::{batch_norm1d, linear, TORCH_DEFAULT_INIT};
+use super::layers::{batch_norm1d, linear, Linear, TORCH_DEFAULT_INIT};
 use super::{Mode, ModelError};
 use crate::loss::LossError;
 
@@ -46,9 +46,9 @@ const NORM_EPS: f64 = 1e-12;
 #[derive(Debug)]
 pub struct BalcalHead {
     bn1: nn::BatchNorm,
-    fc1: nn::Linear,
+    fc1: Linear,
     bn2: nn::BatchNorm,
-    fc2: nn::Linear,
+    fc2: Linear,
     bn: nn::BatchNorm,
     etf: Tensor,
     lambda: Tensor,

@@ -1,7 +1,8 @@
 //! A small convolutional network for quick experiments (MNIST-sized inputs).
 
 use super::layers::{
-    batch_norm2d, conv_no_bias, dropout, global_avg_pool, linear, TORCH_DEFAULT_INIT,
+    batch_norm2d, conv_no_bias, dropout, global_avg_pool, linear, Conv2d, Linear,
+    TORCH_DEFAULT_INIT,
 };
 use super::{Mode, Network};
 use tch::{nn, nn::Module, nn::ModuleT, Tensor};
@@ -18,8 +19,8 @@ const STAGES: [(i64, i64); 3] = [(32, 1), (64, 2), (128, 2)];
 /// `conv3`, `bn3`, `fc`; dropout is `F.dropout` on the pooled features.
 #[derive(Debug)]
 pub struct SmallCnn {
-    stages: Vec<(nn::Conv2D, nn::BatchNorm)>,
-    fc: nn::Linear,
+    stages: Vec<(Conv2d, nn::BatchNorm)>,
+    fc: Linear,
     dropout: f64,
 }
 

@@ -2,7 +2,7 @@
 //! stem or the CIFAR stem.
 
 use super::layers::{
-    batch_norm2d, conv_no_bias, dropout, global_avg_pool, linear, ConvBnChain,
+    batch_norm2d, conv_no_bias, dropout, global_avg_pool, linear, Conv2d, ConvBnChain, Linear,
     HE_NORMAL_FAN_OUT_INIT, TORCH_DEFAULT_INIT,
 };
 use super::{Mode, ModelError, Network};
@@ -57,11 +57,11 @@ impl Blocks {
 /// 21,797,672, ResNet-50 25,557,032 on 1000 classes.
 #[derive(Debug)]
 pub struct ImageNetResNet {
-    conv1: nn::Conv2D,
+    conv1: Conv2d,
     bn1: nn::BatchNorm,
     stem: Stem,
     blocks: Vec<Block>,
-    fc: nn::Linear,
+    fc: Linear,
     dropout: f64,
     width: i64,
 }
@@ -153,7 +153,7 @@ impl Network for ImageNetResNet {
 struct Block {
     branch: ConvBnChain,
     /// The projection `(1x1 conv, bn)` where the block changes shape.
-    downsample: Option<(nn::Conv2D, nn::BatchNorm)>,
+    downsample: Option<(Conv2d, nn::BatchNorm)>,
 }
 
 impl Block {

@@ -6,6 +6,8 @@ use tch::nn::{self, init::FanInOut, init::NonLinearity, init::NormalOrUniform, I
 use tch::nn::{Module, ModuleT};
 use tch::Tensor;
 
+pub(crate) use super::macs::{Conv2d, Linear};
+
 /// PyTorch's default weight initialisation of `nn.Linear` and `nn.Conv2d`
 /// (`kaiming_uniform_(a = sqrt(5))`): uniform in +-1/sqrt(fan_in).
 pub(crate) const TORCH_DEFAULT_INIT: Init = Init::Kaiming {
@@ -36,7 +38,7 @@ pub(crate) fn conv_no_bias(
     kernel: i64,
     stride: i64,
     init: Init,
-) -> nn::Conv2D {
+) -> Conv2d {
     let config = nn::ConvConfig {
         stride,
         padding: kernel / 2,
@@ -44,7 +46,7 @@ pub(crate) fn conv_no_bias(
         ws_init: init,
         ..Default::default()
     };
-    nn::conv2d(p, c_in, c_out, kernel, config)
+    Conv2d(nn::conv2d(p, c_in, c_out, kernel, config))
 }
 
 /// `nn.BatchNorm2d(channels)` with PyTorch's initialisation.
@@ -67,23 +69,23 @@ fn batch_norm_config() -> nn::BatchNormConfig {
 
 /// `nn.Linear(d_in, d_out)` with the given weight initialisation and PyTorch's
 /// default bias initialisation (uniform in +-1/sqrt(d_in)).
-pub(crate) fn linear(p: nn::Path, d_in: i64, d_out: i64, ws_init: Init) -> nn::Linear {
+pub(crate) fn linear(p: nn::Path, d_in: i64, d_out: i64, ws_init: Init) -> Linear {
     let config = nn::LinearConfig {
         ws_init,
         ..Default::default()
     };
-    nn::linear(p, d_in, d_out, config)
+    Linear(nn::linear(p, d_in, d_out, config))
 }
 
 /// `nn.Linear(d_in, d_out)` with the given weight initialisation and a zero
 /// bias (the classifiers of the wide ResNet, PyramidNet and timm's ViT).
-pub(crate) fn linear_zero_bias(p: nn::Path, d_in: i64, d_out: i64, ws_init: Init) -> nn::Linear {
+pub(crate) fn linear_zero_bias(p: nn::Path, d_in: i64, d_out: i64, ws_init: Init) -> Linear {
     let config = nn::LinearConfig {
         ws_init,
         bs_init: Some(Init::Const(0.0)),
         bias: true,
     };
-    nn::linear(p, d_in, d_out, config)
+    Linear(nn::linear(p, d_in, d_out, config))
 }
 
 /// Dropout with rate `rate` when `active` (inverted dropout, as `F.dropout`);
@@ -99,7 +101,7 @@ pub(crate) fn dropout(xs: Tensor, rate: f64, active: bool) -> Tensor {
 /// The residual branch of the ResNet family: convolutions, each followed by
 /// BatchNorm, with a ReLU between two and none after the last.
 #[derive(Debug)]
-pub(crate) struct ConvBnChain(Vec<(nn::Conv2D, nn::BatchNorm)>);
+pub(crate) struct ConvBnChain(Vec<(Conv2d, nn::BatchNorm)>);
 
 impl ConvBnChain {
     /// One bias-free convolution per `(c_in, c_out, kernel, stride)` of

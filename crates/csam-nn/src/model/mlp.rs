@@ -1,6 +1,6 @@
 //! Multi-layer perceptron on flattened inputs.
 
-use super::layers::{dropout, linear, TORCH_DEFAULT_INIT};
+use super::layers::{dropout, linear, Linear, TORCH_DEFAULT_INIT};
 use super::{Mode, ModelError, Network};
 use tch::{nn, nn::Module, Tensor};
 
@@ -14,7 +14,7 @@ use tch::{nn, nn::Module, Tensor};
 /// `1.weight`, `4.weight`, ... with it. Initialisation is PyTorch's default.
 #[derive(Debug)]
 pub struct Mlp {
-    layers: Vec<nn::Linear>,
+    layers: Vec<Linear>,
     dropout: f64,
     /// The output layer's index in the twin's `Sequential`.
     output_index: usize,
@@ -71,7 +71,7 @@ impl Network for Mlp {
     }
 
     fn feature_width(&self) -> i64 {
-        self.split_last().0.ws.size()[1]
+        self.split_last().0.weight().size()[1]
     }
 
     fn classifier_name(&self) -> Option<String> {
@@ -81,7 +81,7 @@ impl Network for Mlp {
 
 impl Mlp {
     /// The output layer and the hidden layers before it.
-    fn split_last(&self) -> (&nn::Linear, &[nn::Linear]) {
+    fn split_last(&self) -> (&Linear, &[Linear]) {
         // Invariant: `new` builds at least the output layer.
         self.layers
             .split_last()

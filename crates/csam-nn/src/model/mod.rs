@@ -19,6 +19,7 @@ mod cnn;
 mod head;
 mod imagenet_resnet;
 mod layers;
+mod macs;
 mod mlp;
 mod pyramidnet;
 pub mod registry;
@@ -131,6 +132,12 @@ pub trait Network: std::fmt::Debug + Send {
         None
     }
 
+    /// Whether its layers count their multiply-adds (see [`Model::forward_macs`]):
+    /// csam's architectures do, a TorchScript module's layers are libtorch's.
+    fn counts_macs(&self) -> bool {
+        true
+    }
+
     /// A stored weight of another shape fitted to the variable `name` of
     /// shape `wanted`, where the architecture defines how (a ViT's position
     /// embedding); `None` by default.
@@ -233,6 +240,25 @@ impl Model {
     /// (the `dropout` option above 0, or a TorchScript module's own layers).
     pub fn has_dropout(&self) -> bool {
         self.network.own_dropout().unwrap_or(self.dropout > 0.0)
+    }
+
+    /// The multiply-adds of the convolutions, linear layers and attention
+    /// products of one example's evaluation-mode forward pass at the input
+    /// shape the model was built for (`kind` and `device` those of its
+    /// variables), counted as the pass runs; `None` for a TorchScript module.
+    pub fn forward_macs(&self, (kind, device): (tch::Kind, tch::Device)) -> Option<u64> {
+        if !self.network.counts_macs() {
+            return None;
+        }
+        let InputShape {
+            channels,
+            height,
+            width,
+        } = self.input;
+        let xs = Tensor::zeros([1, channels, height, width], (kind, device));
+        Some(macs::count_macs(|| {
+            let _logits = tch::no_grad(|| self.forward_mode(&xs, Mode::Eval));
+        }))
     }
 
     /// BalCAL's ETF classifier, when the model's [`Head`] is BalCAL.

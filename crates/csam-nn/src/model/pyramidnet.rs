@@ -2,8 +2,8 @@
 //! whose width grows a little at every block.
 
 use super::layers::{
-    batch_norm2d, conv_no_bias, dropout, global_avg_pool, linear_zero_bias, ConvBnChain,
-    HE_NORMAL_FAN_OUT_INIT, TORCH_DEFAULT_INIT,
+    batch_norm2d, conv_no_bias, dropout, global_avg_pool, linear_zero_bias, Conv2d, ConvBnChain,
+    Linear, HE_NORMAL_FAN_OUT_INIT, TORCH_DEFAULT_INIT,
 };
 use super::{Mode, ModelError, Network};
 use tch::nn::{self, Module, ModuleT};
@@ -63,11 +63,11 @@ impl PyramidUnit {
 /// pools globally. ShakeDrop regularisation is not part of it.
 #[derive(Debug)]
 pub struct PyramidNet {
-    conv1: nn::Conv2D,
+    conv1: Conv2d,
     bn1: nn::BatchNorm,
     units: Vec<Unit>,
     bn_final: nn::BatchNorm,
-    fc: nn::Linear,
+    fc: Linear,
     dropout: f64,
     width: i64,
 }

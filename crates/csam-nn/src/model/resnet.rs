@@ -1,6 +1,8 @@
 //! CIFAR ResNet of depth 6n + 2 (He et al. 2016, Section 4.2).
 
-use super::layers::{batch_norm2d, conv_no_bias, dropout, global_avg_pool, linear, HE_NORMAL_INIT};
+use super::layers::{
+    batch_norm2d, conv_no_bias, dropout, global_avg_pool, linear, Conv2d, Linear, HE_NORMAL_INIT,
+};
 use super::{Mode, ModelError, Network};
 use tch::{nn, nn::Module, nn::ModuleT, Tensor};
 
@@ -25,10 +27,10 @@ const STAGE_WIDTHS: [i64; 3] = [16, 32, 64];
 /// `F.dropout` on the pooled features, so it adds no key.
 #[derive(Debug)]
 pub struct ResNet {
-    conv1: nn::Conv2D,
+    conv1: Conv2d,
     bn1: nn::BatchNorm,
     blocks: Vec<BasicBlock>,
-    fc: nn::Linear,
+    fc: Linear,
     dropout: f64,
 }
 
@@ -89,9 +91,9 @@ impl Network for ResNet {
 /// Two 3x3 convolutions with BatchNorm and an option-A shortcut.
 #[derive(Debug)]
 struct BasicBlock {
-    conv1: nn::Conv2D,
+    conv1: Conv2d,
     bn1: nn::BatchNorm,
-    conv2: nn::Conv2D,
+    conv2: Conv2d,
     bn2: nn::BatchNorm,
     stride: i64,
     /// Zero channels padded before and after the input on the shortcut.

@@ -1,7 +1,7 @@
 //! Vision transformers as timm defines them (Dosovitskiy et al. 2021).
 
-use super::layers::{dropout, linear_zero_bias, TORCH_DEFAULT_INIT};
-use super::{Mode, ModelError, Network};
+use super::layers::{dropout, linear_zero_bias, Conv2d, Linear, TORCH_DEFAULT_INIT};
+use super::{macs, Mode, ModelError, Network};
 use tch::nn::{self, Init, Module};
 use tch::Tensor;
 
@@ -51,12 +51,12 @@ pub struct VitShape {
 /// 224x224 images and 1000 classes.
 #[derive(Debug)]
 pub struct VisionTransformer {
-    patch_embed: nn::Conv2D,
+    patch_embed: Conv2d,
     cls_token: Tensor,
     pos_embed: Tensor,
     blocks: Vec<EncoderBlock>,
     norm: nn::LayerNorm,
-    head: nn::Linear,
+    head: Linear,
     dropout: f64,
     width: i64,
     /// Patches per column and per row of the image.
@@ -95,7 +95,13 @@ impl VisionTransformer {
             ..Default::default()
         };
         Ok(Self {
-            patch_embed: nn::conv2d(p / "patch_embed" / "proj", channels, dim, shape.patch, conv),
+            patch_embed: Conv2d(nn::conv2d(
+                p / "patch_embed" / "proj",
+                channels,
+                dim,
+                shape.patch,
+                conv,
+            )),
             cls_token: p.var(
                 "cls_token",
                 &[1, 1, dim],
@@ -167,7 +173,7 @@ impl Network for VisionTransformer {
 }
 
 /// `nn.Linear` initialised as timm's ViT: weight normal 0.02, bias 0.
-fn timm_linear(p: nn::Path, d_in: i64, d_out: i64) -> nn::Linear {
+fn timm_linear(p: nn::Path, d_in: i64, d_out: i64) -> Linear {
     linear_zero_bias(p, d_in, d_out, TIMM_INIT)
 }
 
@@ -175,11 +181,11 @@ fn timm_linear(p: nn::Path, d_in: i64, d_out: i64) -> nn::Linear {
 #[derive(Debug)]
 struct EncoderBlock {
     norm1: nn::LayerNorm,
-    qkv: nn::Linear,
-    proj: nn::Linear,
+    qkv: Linear,
+    proj: Linear,
     norm2: nn::LayerNorm,
-    fc1: nn::Linear,
-    fc2: nn::Linear,
+    fc1: Linear,
+    fc2: Linear,
     heads: i64,
 }
 
@@ -222,6 +228,8 @@ impl EncoderBlock {
         let (q, k, v) = (qkv.get(0), qkv.get(1), qkv.get(2));
         let scores = q.matmul(&k.transpose(-2, -1)) * (head_dim as f64).powf(-0.5);
         let attended = scores.softmax(-1, scores.kind()).matmul(&v);
+        // q k^T and the weights times v: B heads N N d_head multiply-adds each.
+        macs::add(2 * batch * tokens * tokens * dim);
         let merged = attended.transpose(1, 2).reshape([batch, tokens, dim]);
         self.proj.forward(&merged)
     }

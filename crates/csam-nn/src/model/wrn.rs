@@ -2,8 +2,8 @@
 //! 2016), with pre-activation blocks.
 
 use super::layers::{
-    batch_norm2d, conv_no_bias, dropout, global_avg_pool, linear_zero_bias, HE_NORMAL_FAN_OUT_INIT,
-    TORCH_DEFAULT_INIT,
+    batch_norm2d, conv_no_bias, dropout, global_avg_pool, linear_zero_bias, Conv2d, Linear,
+    HE_NORMAL_FAN_OUT_INIT, TORCH_DEFAULT_INIT,
 };
 use super::{Mode, ModelError, Network};
 use tch::nn::{self, Module, ModuleT};
@@ -33,10 +33,10 @@ use tch::Tensor;
 /// on others.
 #[derive(Debug)]
 pub struct WideResNet {
-    conv1: nn::Conv2D,
+    conv1: Conv2d,
     blocks: Vec<PreActBlock>,
     bn: nn::BatchNorm,
-    fc: nn::Linear,
+    fc: Linear,
     width: i64,
 }
 
@@ -101,11 +101,11 @@ impl Network for WideResNet {
 #[derive(Debug)]
 struct PreActBlock {
     bn1: nn::BatchNorm,
-    conv1: nn::Conv2D,
+    conv1: Conv2d,
     bn2: nn::BatchNorm,
-    conv2: nn::Conv2D,
+    conv2: Conv2d,
     /// The 1x1 convolution of a block that changes the width.
-    shortcut: Option<nn::Conv2D>,
+    shortcut: Option<Conv2d>,
     dropout: f64,
 }
 

@@ -7,7 +7,6 @@
 //! pixels, uniform labels), take `warmup` untimed steps, then time `steps`
 //! steps one by one (synchronising the GPU after each) and report the median.
 
-pub mod flops;
 pub mod memory;
 
 use std::time::Instant;
@@ -60,8 +59,11 @@ pub struct BenchRow {
     pub images_per_s: f64,
     /// Peak memory during the case in bytes (host RSS high-water mark).
     pub peak_memory_bytes: Option<u64>,
-    /// Analytic FLOPs of one step (3 F for SGD, 6 F for the SAM family, F the
-    /// forward FLOPs of the batch).
+    /// FLOPs of one step: 3 F for SGD, 6 F for the SAM family (a forward
+    /// pass, and a backward pass through activations and weights of about
+    /// twice its cost, once or twice), F = 2 x the multiply-adds of the
+    /// batch's forward pass as the model counts them (`Model::forward_macs`;
+    /// None for a TorchScript module).
     pub step_flops: Option<f64>,
     /// `step_flops / median step time`, in GFLOP/s.
     pub gflops_per_s: Option<f64>,
@@ -161,19 +163,10 @@ fn bench_case(
         }
     }
     let seconds = median(&mut times);
-    let hidden: Vec<u64> = model
-        .options()
-        .mlp_hidden
-        .iter()
-        .map(|&h| h as u64)
-        .collect();
-    let forward_flops = flops::forward_macs(
-        kind.name(),
-        (channels as u64, height as u64, width as u64),
-        options.n_classes as u64,
-        &hidden,
-    )
-    .map(|macs| 2.0 * macs as f64 * options.batch_size as f64);
+    let forward_flops = trainer
+        .model()
+        .forward_macs((Kind::Float, options.device))
+        .map(|macs| 2.0 * macs as f64 * options.batch_size as f64);
     let passes = if optim.rule.sharpness().is_some() {
         6.0
     } else {
@@ -210,13 +203,13 @@ pub fn format_table(rows: &[BenchRow], options: &BenchOptions) -> String {
         options.steps,
     );
     out.push_str(&format!(
-        "{:<10} {:<6} {:>10} {:>10} {:>12} {:>12} {:>9} {:>7}\n",
+        "{:<18} {:<6} {:>10} {:>10} {:>12} {:>12} {:>9} {:>7}\n",
         "model", "opt", "ms/step", "img/s", "peak MiB", "GFLOP/step", "GFLOP/s", "x SGD"
     ));
     let or_dash = |v: Option<String>| v.unwrap_or_else(|| "-".into());
     for row in rows {
         out.push_str(&format!(
-            "{:<10} {:<6} {:>10.2} {:>10.1} {:>12} {:>12} {:>9} {:>7}\n",
+            "{:<18} {:<6} {:>10.2} {:>10.1} {:>12} {:>12} {:>9} {:>7}\n",
             row.model,
             row.optimizer.to_string(),
             row.ms_per_step,

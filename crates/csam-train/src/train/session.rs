@@ -266,6 +266,11 @@ impl Trainer {
         &self.vs
     }
 
+    /// The model being trained.
+    pub fn model(&self) -> &Model {
+        &self.model
+    }
+
     /// Sets the learning rate of `global_step` (0-based) and returns it.
     pub fn set_learning_rate(&mut self, global_step: usize) -> f64 {
         let lr = self.schedule.lr(global_step as u64);

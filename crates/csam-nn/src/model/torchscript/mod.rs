@@ -154,4 +154,8 @@ impl Network for TorchScriptNetwork {
     fn own_dropout(&self) -> Option<bool> {
         Some(self.has_dropout)
     }
+
+    fn counts_macs(&self) -> bool {
+        false
+    }
 }

@@ -1,0 +1,67 @@
+//! The multiply-adds of a forward pass, counted as it runs.
+//!
+//! Every convolution and linear layer of csam's architectures is a
+//! [`Conv2d`] or [`Linear`] of this module, which adds its multiply-adds to
+//! a per-thread counter while [`count_macs`] runs a forward pass; attention
+//! adds its two matrix products through [`add`]. So the count follows the
+//! architectures' code by construction, as PyTorch's `FlopCounterMode` does
+//! (`bench/torch_reference.py --flops`, compared in
+//! `tests/model_flops.rs`). BatchNorm, LayerNorm, activations, pooling and
+//! the loss are not counted, as is customary (< 2% of these models).
+
+use std::cell::Cell;
+
+use tch::{nn, nn::Module, Tensor};
+
+thread_local! {
+    /// The multiply-adds counted so far, while counting.
+    static COUNTED: Cell<Option<u64>> = const { Cell::new(None) };
+}
+
+/// Adds `macs` multiply-adds to the count, when counting.
+pub(crate) fn add(macs: i64) {
+    COUNTED.with(|counted| {
+        if let Some(total) = counted.get() {
+            counted.set(Some(total + macs.max(0) as u64));
+        }
+    });
+}
+
+/// Runs `forward` and returns the multiply-adds its layers counted.
+pub(crate) fn count_macs(forward: impl FnOnce()) -> u64 {
+    let outer = COUNTED.with(|counted| counted.replace(Some(0)));
+    forward();
+    COUNTED.with(|counted| counted.replace(outer)).unwrap_or(0)
+}
+
+/// A 2-D convolution that counts `output elements x c_in / groups x kh x kw`.
+#[derive(Debug)]
+pub(crate) struct Conv2d(pub(crate) nn::Conv2D);
+
+impl Module for Conv2d {
+    fn forward(&self, xs: &Tensor) -> Tensor {
+        let out = self.0.forward(xs);
+        let weight = self.0.ws.size();
+        add(out.numel() as i64 * weight[1..].iter().product::<i64>());
+        out
+    }
+}
+
+/// A linear layer that counts `output elements x d_in`.
+#[derive(Debug)]
+pub(crate) struct Linear(pub(crate) nn::Linear);
+
+impl Linear {
+    /// The weight `[d_out, d_in]`.
+    pub(crate) fn weight(&self) -> &Tensor {
+        &self.0.ws
+    }
+}
+
+impl Module for Linear {
+    fn forward(&self, xs: &Tensor) -> Tensor {
+        let out = self.0.forward(xs);
+        add(out.numel() as i64 * self.0.ws.size()[1]);
+        out
+    }
+}
