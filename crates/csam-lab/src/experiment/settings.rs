@@ -12,7 +12,6 @@ use serde::{Deserialize, Serialize};
 use csam_calib::metrics::summary::MetricOptions;
 
 use csam_data::{DatasetSpec, DEFAULT_DATA};
-use csam_nn::model::ModelKind;
 use csam_train::spec::{DataSpec, ModelSpec, OptimizerFamily, RunSpec, UpdateRule, ValSize};
 use csam_train::train::atomic::write_atomic;
 use csam_train::train::{self, Remedy, TrainError};
@@ -97,12 +96,8 @@ impl SharedSettings {
         let source: DatasetSpec = self.data.parse().map_err(|e: csam_data::DataError| {
             invalid("data", self.data.clone(), &e.to_string())
         })?;
-        let arch: ModelKind = self
-            .model
-            .parse()
-            .map_err(|e: csam_nn::model::ModelError| {
-                invalid("model", self.model.clone(), &e.to_string())
-            })?;
+        let model = ModelSpec::named(&self.model)
+            .map_err(|reason| invalid("model", self.model.clone(), &reason))?;
         let mut spec = RunSpec::new(DataSpec {
             val_size: ValSize::Count(self.val_size),
             augment: self.augment,
@@ -111,10 +106,7 @@ impl SharedSettings {
         spec.seed = seed;
         spec.epochs = self.epochs;
         spec.batch_size = self.batch_size;
-        spec.model = ModelSpec {
-            arch,
-            ..ModelSpec::default()
-        };
+        spec.model = model;
         spec.optim.lr = self.lr;
         spec.optim.weight_decay = self.weight_decay;
         spec.optim.rule = UpdateRule::of_family(optimizer, rho, gamma);

@@ -79,20 +79,18 @@ impl TryFrom<ModelFields> for ModelSpec {
     type Error = String;
 
     fn try_from(fields: ModelFields) -> Result<Self, String> {
-        let (arch, script) = match fields.arch.strip_prefix(TORCHSCRIPT_PREFIX) {
-            Some(_) if fields.script.is_some() => {
+        let (arch, named_script) = split_model_name(&fields.arch)?;
+        let script = match (named_script, fields.script) {
+            (Some(_), Some(_)) => {
                 return Err(format!(
                     "model '{}' names its file, and script names another: give one",
                     fields.arch
                 ))
             }
-            Some(file) => ("torchscript", Some(PathBuf::from(file))),
-            None => (fields.arch.as_str(), fields.script),
+            (named, given) => named.or(given),
         };
         Ok(ModelSpec {
-            arch: arch
-                .parse()
-                .map_err(|e: csam_nn::model::ModelError| e.to_string())?,
+            arch,
             mlp_hidden: fields.mlp_hidden,
             dropout: fields.dropout,
             head: fields.head,
@@ -101,6 +99,19 @@ impl TryFrom<ModelFields> for ModelSpec {
             script,
         })
     }
+}
+
+/// The architecture a model name (`resnet20`, `torchscript:FILE`) names,
+/// and the file where it names one.
+fn split_model_name(name: &str) -> Result<(ModelKind, Option<PathBuf>), String> {
+    let (arch, script) = match name.strip_prefix(TORCHSCRIPT_PREFIX) {
+        Some(file) => ("torchscript", Some(PathBuf::from(file))),
+        None => (name, None),
+    };
+    let arch = arch
+        .parse()
+        .map_err(|e: csam_nn::model::ModelError| e.to_string())?;
+    Ok((arch, script))
 }
 
 fn default_arch_name() -> String {
@@ -128,6 +139,17 @@ impl Default for ModelSpec {
 }
 
 impl ModelSpec {
+    /// The model `name` (a registered architecture, or `torchscript:FILE`)
+    /// with default options.
+    pub fn named(name: &str) -> Result<ModelSpec, String> {
+        let (arch, script) = split_model_name(name)?;
+        Ok(ModelSpec {
+            arch,
+            script,
+            ..ModelSpec::default()
+        })
+    }
+
     /// The same model with the hidden widths made explicit where the
     /// architecture takes them, so two specs of one model compare equal.
     pub fn normalized(mut self) -> ModelSpec {
