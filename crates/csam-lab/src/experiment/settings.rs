@@ -299,6 +299,30 @@ mod tests {
     }
 
     #[test]
+    fn a_torchscript_model_name_carries_its_file_into_every_run() {
+        let settings = SharedSettings {
+            model: "torchscript:models/net.pt".to_string(),
+            ..SharedSettings::default()
+        };
+        let spec = settings
+            .run_spec(OptimizerFamily::Csam, 0.05, 1.0, 3)
+            .unwrap();
+        assert_eq!(spec.model.arch.name(), "torchscript");
+        assert_eq!(
+            spec.model.script.as_deref(),
+            Some(std::path::Path::new("models/net.pt"))
+        );
+        let unknown = SharedSettings {
+            model: "torchscrypt:net.pt".to_string(),
+            ..SharedSettings::default()
+        };
+        let error = unknown
+            .run_spec(OptimizerFamily::Sgd, 0.0, 0.0, 0)
+            .unwrap_err();
+        assert!(error.to_string().contains("unknown model"), "{error}");
+    }
+
+    #[test]
     fn seeds_must_be_given_once_each() {
         for seeds in [vec![], vec![1, 2, 1]] {
             let settings = SharedSettings {
