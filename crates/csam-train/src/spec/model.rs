@@ -118,6 +118,9 @@ impl ModelSpec {
             mlp_hidden: hidden.iter().map(|&h| h as i64).collect(),
             dropout: self.dropout,
             head: self.head,
+            // Not yet settings of a run.
+            drop_path: 0.0,
+            shakedrop: 0.0,
         }
     }
 }
