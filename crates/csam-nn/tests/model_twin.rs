@@ -4,17 +4,54 @@
 //! and the same BatchNorm running statistics after one train-mode forward);
 //! PyTorch-saved weights load into Rust and give PyTorch's logits.
 //!
+//! The regularisers of the residual branches (the ViTs' stochastic depth,
+//! PyramidNet's ShakeDrop) are checked in float64 against timm's ViT and a
+//! ShakeDrop written as a PyTorch autograd function: eval logits, and, from
+//! the same seed, train-mode logits, every parameter's gradient and (for
+//! PyramidNet) a Hessian-vector product. tch and PyTorch link the same
+//! libtorch and draw from its CPU generator, so the same random calls in the
+//! same order on tensors of the same shape and kind draw the same numbers.
+//!
 //! Needs the project venv's python (`<workspace>/.venv/bin/python`, or
 //! `CSAM_PYTHON`); skipped with a notice when it is absent.
 
 mod support;
 
-use csam_nn::model::{build_model_with, InputShape, Model, ModelKind, ModelOptions};
-use std::path::Path;
+use csam_nn::model::{build_model_with, InputShape, Mode, Model, ModelKind, ModelOptions};
+use std::path::{Path, PathBuf};
+use std::sync::{Mutex, MutexGuard};
 use support::python;
 use tch::{nn, nn::ModuleT, Device, Kind, Tensor};
 
 const TOLERANCE: f64 = 1e-5;
+
+/// Held by every test that seeds or draws from libtorch's global generator,
+/// so that the tests of this binary, run on parallel threads, do not draw
+/// from it in between each other's seed and draws.
+static GENERATOR: Mutex<()> = Mutex::new(());
+
+fn lock_generator() -> MutexGuard<'static, ()> {
+    GENERATOR
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+/// What a twin test holds: the generator (seeded), the python, a scratch
+/// directory.
+type TwinTest = (MutexGuard<'static, ()>, PathBuf, tempfile::TempDir);
+
+/// Starts a twin test on one thread (tiny tensors: threads only contend)
+/// from `seed`; `None`, with a notice, without the venv's python.
+fn twin_test(seed: i64) -> Option<TwinTest> {
+    let generator = lock_generator();
+    tch::set_num_threads(1);
+    let Some(python) = python() else {
+        eprintln!("SKIPPED: no python at <workspace>/.venv/bin/python (set CSAM_PYTHON)");
+        return None;
+    };
+    tch::manual_seed(seed);
+    Some((generator, python, tempfile::tempdir().unwrap()))
+}
 
 struct Case {
     kind: &'static str,
@@ -23,12 +60,15 @@ struct Case {
     options: ModelOptions,
 }
 
-fn cases() -> Vec<Case> {
-    let shape = |channels, height, width| InputShape {
+fn shape(channels: i64, height: i64, width: i64) -> InputShape {
+    InputShape {
         channels,
         height,
         width,
-    };
+    }
+}
+
+fn cases() -> Vec<Case> {
     let opts = |hidden: &[i64], dropout| ModelOptions {
         mlp_hidden: hidden.to_vec(),
         dropout,
@@ -131,6 +171,38 @@ fn build(vs: &nn::VarStore, case: &Case) -> Model {
     build_model_with(kind, &vs.root(), case.input, case.n_classes, &case.options).unwrap()
 }
 
+/// The architecture of `case` as twins.py reads it.
+fn architecture(case: &Case) -> serde_json::Map<String, serde_json::Value> {
+    let (shape, o) = (case.input, &case.options);
+    let json = serde_json::json!({
+        "kind": case.kind, "channels": shape.channels, "height": shape.height,
+        "width": shape.width, "n_classes": case.n_classes, "hidden": o.mlp_hidden,
+        "dropout": o.dropout, "drop_path": o.drop_path, "shakedrop": o.shakedrop,
+    });
+    let serde_json::Value::Object(map) = json else {
+        unreachable!("a JSON object literal")
+    };
+    map
+}
+
+/// Runs twins.py on `manifest`, written into `dir`.
+fn run_twins(python: &Path, dir: &Path, manifest: Vec<serde_json::Value>) {
+    let manifest_path = dir.join("manifest.json");
+    std::fs::write(
+        &manifest_path,
+        serde_json::Value::Array(manifest).to_string(),
+    )
+    .unwrap();
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/twins.py");
+    let status = std::process::Command::new(python)
+        .env("OMP_NUM_THREADS", "1")
+        .arg(&script)
+        .arg(&manifest_path)
+        .status()
+        .unwrap();
+    assert!(status.success(), "twins.py failed: {status}");
+}
+
 /// Gives the BatchNorm buffers non-trivial values so eval mode exercises them.
 fn randomise_buffers(vs: &nn::VarStore) {
     tch::no_grad(|| {
@@ -159,13 +231,9 @@ fn get<'a>(named: &'a [(String, Tensor)], key: &str) -> &'a Tensor {
 
 #[test]
 fn rust_and_pytorch_twins_agree_both_ways() {
-    tch::set_num_threads(1); // tiny tensors: threads only contend
-    let Some(python) = python() else {
-        eprintln!("SKIPPED: no python at <workspace>/.venv/bin/python (set CSAM_PYTHON)");
+    let Some((_generator, python, dir)) = twin_test(7) else {
         return;
     };
-    tch::manual_seed(7);
-    let dir = tempfile::tempdir().unwrap();
     let cases = cases();
     let mut manifest = Vec::new();
     let mut rust_side = Vec::new();
@@ -188,26 +256,24 @@ fn rust_and_pytorch_twins_agree_both_ways() {
             .into_iter()
             .filter(|(k, _)| k.contains("running_"))
             .collect();
-        manifest.push(serde_json::json!({
-            "kind": case.kind, "channels": shape.channels, "height": shape.height,
-            "width": shape.width, "n_classes": case.n_classes,
-            "hidden": case.options.mlp_hidden, "dropout": case.options.dropout,
-            "seed": 100 + i,
-            "input": file("input"), "rust_weights": file("rust_weights"),
-            "out": file("out"), "torch_weights": file("torch_weights"),
-        }));
+        let mut entry = architecture(case);
+        entry.extend([
+            ("seed".to_string(), serde_json::json!(100 + i)),
+            ("input".to_string(), serde_json::json!(file("input"))),
+            (
+                "rust_weights".to_string(),
+                serde_json::json!(file("rust_weights")),
+            ),
+            ("out".to_string(), serde_json::json!(file("out"))),
+            (
+                "torch_weights".to_string(),
+                serde_json::json!(file("torch_weights")),
+            ),
+        ]);
+        manifest.push(entry.into());
         rust_side.push((x, eval, train, running));
     }
-    let manifest_path = dir.path().join("manifest.json");
-    std::fs::write(&manifest_path, serde_json::to_string(&manifest).unwrap()).unwrap();
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/twins.py");
-    let status = std::process::Command::new(&python)
-        .env("OMP_NUM_THREADS", "1")
-        .arg(&script)
-        .arg(&manifest_path)
-        .status()
-        .unwrap();
-    assert!(status.success(), "twins.py failed: {status}");
+    run_twins(&python, dir.path(), manifest);
 
     for (i, (case, (x, eval, train, running))) in cases.iter().zip(rust_side).enumerate() {
         let label = format!("case {i} ({})", case.kind);
@@ -244,5 +310,266 @@ fn rust_and_pytorch_twins_agree_both_ways() {
             d <= TOLERANCE,
             "{label}: logits of PyTorch weights differ by {d}"
         );
+    }
+}
+
+/// Agreement asked of float64 twins, relative to `max(|PyTorch's|, 1)`.
+const FLOAT64_TOLERANCE: f64 = 1e-10;
+
+/// A float64 training-step case of a regulariser.
+struct TrainingCase {
+    model: Case,
+    /// Whether to compare a Hessian-vector product too.
+    hvp: bool,
+}
+
+fn training_cases() -> Vec<TrainingCase> {
+    let case = |kind, input, n_classes, (dropout, drop_path, shakedrop), hvp| TrainingCase {
+        model: Case {
+            kind,
+            input,
+            n_classes,
+            options: ModelOptions {
+                dropout,
+                drop_path,
+                shakedrop,
+                ..Default::default()
+            },
+        },
+        hvp,
+    };
+    vec![
+        case("vit-ti16", shape(3, 32, 32), 10, (0.1, 0.3, 0.0), false),
+        case("vit-s32", shape(1, 40, 70), 3, (0.0, 0.6, 0.0), false),
+        case(
+            "pyramidnet110-a48",
+            shape(3, 7, 7),
+            10,
+            (0.2, 0.0, 0.5),
+            true,
+        ),
+        case(
+            "pyramidnet272-a200",
+            shape(1, 5, 6),
+            4,
+            (0.0, 0.0, 0.9),
+            true,
+        ),
+    ]
+}
+
+/// Asserts `a` equals PyTorch's `b` to [`FLOAT64_TOLERANCE`]; the
+/// difference relative to `max(|b|, 1)`.
+fn assert_float64_close(a: &Tensor, b: &Tensor, what: &str) -> f64 {
+    let scale = b.abs().max().double_value(&[]).max(1.0);
+    let d = max_abs_diff(a, b) / scale;
+    assert!(d <= FLOAT64_TOLERANCE, "{what}: relative difference {d}");
+    d
+}
+
+/// The trainable variables, by name, in a fixed order.
+fn parameters(vs: &nn::VarStore) -> Vec<(String, Tensor)> {
+    let mut named: Vec<(String, Tensor)> = vs
+        .variables()
+        .into_iter()
+        .filter(|(_, t)| t.requires_grad())
+        .collect();
+    named.sort_by(|a, b| a.0.cmp(&b.0));
+    named
+}
+
+/// What one side computes of a training case.
+struct TrainingStep {
+    train: Tensor,
+    grads: Vec<Tensor>,
+    hvp: Option<Vec<Tensor>>,
+}
+
+/// A train-mode forward pass from `seed`, the gradients of the mean
+/// cross-entropy and, with `hvp`, the Hessian-vector product with
+/// `v = sin(parameters)` by double backward.
+fn training_step(
+    model: &Model,
+    params: &[Tensor],
+    (x, labels): (&Tensor, &Tensor),
+    seed: i64,
+    hvp: bool,
+) -> TrainingStep {
+    tch::manual_seed(seed);
+    let logits = model.forward_t(x, true);
+    // Mean cross-entropy in float64 (tch's `cross_entropy_for_logits` takes
+    // the log-softmax in float32).
+    let loss = logits.log_softmax(-1, Kind::Double).nll_loss(labels);
+    let grads = Tensor::run_backward(&[&loss], params, true, hvp);
+    let hvp = hvp.then(|| {
+        let dot = grads
+            .iter()
+            .zip(params)
+            .map(|(g, p)| (g * p.detach().sin()).sum(Kind::Double))
+            .reduce(|a, b| a + b)
+            .unwrap();
+        Tensor::run_backward(&[&dot], params, false, false)
+    });
+    TrainingStep {
+        train: logits.detach(),
+        grads: grads.iter().map(Tensor::detach).collect(),
+        hvp,
+    }
+}
+
+#[test]
+fn stochastic_depth_and_shakedrop_match_their_twins_in_float64() {
+    let Some((_generator, python, dir)) = twin_test(11) else {
+        return;
+    };
+    let cases = training_cases();
+    let mut manifest = Vec::new();
+    let mut rust_side = Vec::new();
+    for (i, TrainingCase { model: case, hvp }) in cases.iter().enumerate() {
+        let mut vs = nn::VarStore::new(Device::Cpu);
+        let model = build(&vs, case);
+        vs.double();
+        randomise_buffers(&vs);
+        let shape = case.input;
+        let x = Tensor::randn(
+            [4, shape.channels, shape.height, shape.width],
+            (Kind::Double, Device::Cpu),
+        );
+        let labels = Tensor::arange(4, (Kind::Int64, Device::Cpu)).remainder(case.n_classes);
+        let file = |stem: &str| dir.path().join(format!("{i}_{stem}.safetensors"));
+        vs.save(file("rust_weights")).unwrap();
+        Tensor::write_safetensors(&[("x", &x), ("labels", &labels)], file("input")).unwrap();
+        let eval = tch::no_grad(|| model.forward_t(&x, false));
+        let params = parameters(&vs);
+        let tensors: Vec<Tensor> = params.iter().map(|(_, t)| t.shallow_clone()).collect();
+        let seed = 1000 + i as i64;
+        let step = training_step(&model, &tensors, (&x, &labels), seed, *hvp);
+
+        // The same weights without the regulariser train to other logits:
+        // the option is in force.
+        let mut plain_vs = nn::VarStore::new(Device::Cpu);
+        let plain_case = Case {
+            options: ModelOptions {
+                drop_path: 0.0,
+                shakedrop: 0.0,
+                ..case.options.clone()
+            },
+            ..*case
+        };
+        let plain = build(&plain_vs, &plain_case);
+        plain_vs.double();
+        plain_vs.copy(&vs).unwrap();
+        tch::manual_seed(seed);
+        let plain_train = tch::no_grad(|| plain.forward_t(&x, true));
+        assert!(
+            max_abs_diff(&plain_train, &step.train) > 1e-3,
+            "{}: the regulariser changed nothing",
+            case.kind
+        );
+
+        let mut entry = architecture(case);
+        entry.extend([
+            ("train_seed".to_string(), serde_json::json!(seed)),
+            ("hvp".to_string(), serde_json::json!(hvp)),
+            ("input".to_string(), serde_json::json!(file("input"))),
+            (
+                "rust_weights".to_string(),
+                serde_json::json!(file("rust_weights")),
+            ),
+            ("out".to_string(), serde_json::json!(file("out"))),
+        ]);
+        manifest.push(entry.into());
+        rust_side.push((eval, params, step));
+    }
+    run_twins(&python, dir.path(), manifest);
+
+    for (i, (case, (eval, params, step))) in cases.iter().zip(rust_side).enumerate() {
+        let label = format!("case {i} ({})", case.model.kind);
+        let out =
+            Tensor::read_safetensors(dir.path().join(format!("{i}_out.safetensors"))).unwrap();
+        let mut compared = vec![("eval logits".to_string(), &eval, "eval".to_string())];
+        compared.push(("train logits".into(), &step.train, "train".into()));
+        let n_grads = out.iter().filter(|(k, _)| k.starts_with("grad.")).count();
+        assert_eq!(n_grads, params.len(), "{label}: parameter sets differ");
+        for (j, (name, _)) in params.iter().enumerate() {
+            compared.push((
+                format!("gradient of {name}"),
+                &step.grads[j],
+                format!("grad.{name}"),
+            ));
+            if let Some(hvp) = &step.hvp {
+                compared.push((
+                    format!("Hessian-vector product at {name}"),
+                    &hvp[j],
+                    format!("hvp.{name}"),
+                ));
+            }
+        }
+        let worst = compared
+            .iter()
+            .map(|(what, rust, key)| {
+                assert_float64_close(rust, get(&out, key), &format!("{label}: {what}"))
+            })
+            .fold(0.0, f64::max);
+        eprintln!(
+            "{label}: {} tensors, largest relative difference {worst:.1e}",
+            compared.len()
+        );
+    }
+}
+
+#[test]
+fn zero_rates_draw_no_random_numbers_and_evaluation_ignores_the_draws() {
+    let _generator = lock_generator();
+    let x = Tensor::randn([2, 3, 32, 32], (Kind::Float, Device::Cpu));
+    let case = |kind, drop_path, shakedrop| Case {
+        kind,
+        input: shape(3, 32, 32),
+        n_classes: 10,
+        options: ModelOptions {
+            drop_path,
+            shakedrop,
+            ..Default::default()
+        },
+    };
+    for (on, off) in [
+        (case("vit-ti16", 0.4, 0.0), case("vit-ti16", 0.0, 0.0)),
+        (
+            case("pyramidnet110-a48", 0.0, 0.5),
+            case("pyramidnet110-a48", 0.0, 0.0),
+        ),
+    ] {
+        let kind = on.kind;
+        let vs = nn::VarStore::new(Device::Cpu);
+        let plain = build(&vs, &off);
+        // A train-mode pass without the regulariser draws nothing: the next
+        // number is the seed's first.
+        tch::manual_seed(3);
+        let first = Tensor::rand([8], (Kind::Float, Device::Cpu));
+        tch::manual_seed(3);
+        let _ = tch::no_grad(|| plain.forward_t(&x, true));
+        let next = Tensor::rand([8], (Kind::Float, Device::Cpu));
+        assert_eq!(
+            max_abs_diff(&first, &next),
+            0.0,
+            "{kind}: rate 0 drew numbers"
+        );
+
+        // Evaluation and MC-Dropout sampling (without dropout) are
+        // deterministic with the regulariser on, and the ViT's equal the
+        // plain model's (stochastic depth is the identity there).
+        let mut on_vs = nn::VarStore::new(Device::Cpu);
+        let regularised = build(&on_vs, &on);
+        on_vs.copy(&vs).unwrap();
+        let eval = tch::no_grad(|| regularised.forward_mode(&x, Mode::Eval));
+        let mc = tch::no_grad(|| regularised.forward_mode(&x, Mode::McDropout));
+        assert_eq!(
+            max_abs_diff(&eval, &mc),
+            0.0,
+            "{kind}: MC-Dropout perturbed"
+        );
+        let plain_eval = tch::no_grad(|| plain.forward_mode(&x, Mode::Eval));
+        let same = max_abs_diff(&eval, &plain_eval) == 0.0;
+        assert_eq!(same, on.options.drop_path > 0.0, "{kind}: evaluation");
     }
 }

@@ -98,6 +98,25 @@ pub(crate) fn dropout(xs: Tensor, rate: f64, active: bool) -> Tensor {
     }
 }
 
+/// Stochastic depth (Huang et al. 2016, "Deep networks with stochastic
+/// depth", ECCV) of a residual branch `xs` with drop rate `rate`, as timm's
+/// `drop_path` (`timm/layers/drop.py`, `scale_by_keep=True`) when `active`:
+/// `xs * m / (1 - rate)` with one `m ~ Bernoulli(1 - rate)` per example (the
+/// first dimension), so a kept branch keeps its expectation. The mask is
+/// drawn as timm draws it (`xs.new_empty([B, 1, ..]).bernoulli_(1 - rate)`,
+/// the kind and device of `xs`), so a run seeded alike draws the same masks.
+/// The identity, drawing no random number, when the rate is 0 or not `active`.
+pub(crate) fn drop_path(xs: Tensor, rate: f64, active: bool) -> Tensor {
+    if rate == 0.0 || !active {
+        return xs;
+    }
+    let keep = 1.0 - rate;
+    let mut shape = vec![1; xs.dim()];
+    shape[0] = xs.size()[0];
+    let mask = Tensor::empty(shape, (xs.kind(), xs.device())).bernoulli_float_(keep) / keep;
+    xs * mask
+}
+
 /// The residual branch of the ResNet family: convolutions, each followed by
 /// BatchNorm, with a ReLU between two and none after the last.
 #[derive(Debug)]

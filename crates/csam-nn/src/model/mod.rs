@@ -103,6 +103,14 @@ impl Mode {
     pub fn dropout_active(self) -> bool {
         self != Mode::Eval
     }
+
+    /// Whether the residual branches are perturbed at random (stochastic
+    /// depth of the ViTs, ShakeDrop of PyramidNet): in training only.
+    /// MC-Dropout samples keep dropout alone random, so that they sample the
+    /// dropout posterior of the network that is evaluated.
+    pub fn perturb_residuals(self) -> bool {
+        self == Mode::Train
+    }
 }
 
 /// A network mapping a batch `[B, C, H, W]` to features `[B, d]` and those

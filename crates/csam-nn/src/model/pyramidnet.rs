@@ -60,7 +60,13 @@ impl PyramidUnit {
 /// `layer1.0.bn2`, `layer1.0.conv2`, `layer1.0.bn3` (and `conv3`, `bn4` in
 /// bottleneck units), ..., `bn_final`, `fc` (PyTorch twin
 /// `twins.py::PyramidNet`). Their `AvgPool2d(8)` assumes 32x32 inputs; csam
-/// pools globally. ShakeDrop regularisation is not part of it.
+/// pools globally.
+///
+/// ShakeDrop (Yamada, Iwamura, Akiba and Kise 2019, "ShakeDrop
+/// regularization for deep residual learning", IEEE Access 7) perturbs
+/// the residual branch of unit `l` of `L` with probability
+/// `p_l = (l / L) p_L` (the paper's linear decay rule; it trains with
+/// `p_L = 0.5`); see [`shake_drop`]. `p_L = 0` is the plain PyramidNet.
 #[derive(Debug)]
 pub struct PyramidNet {
     conv1: Conv2d,
@@ -74,13 +80,14 @@ pub struct PyramidNet {
 
 impl PyramidNet {
     /// Builds PyramidNet-`depth` of widening `alpha` with `unit`s under `p`
-    /// for `channels` input channels.
+    /// for `channels` input channels, with dropout before the classifier and
+    /// ShakeDrop's last-unit probability `shakedrop` (`p_L`).
     pub fn new(
         p: &nn::Path,
         (depth, alpha, unit): (i64, f64, PyramidUnit),
         channels: i64,
         n_classes: i64,
-        dropout: f64,
+        (dropout, shakedrop): (f64, f64),
     ) -> Result<Self, ModelError> {
         let n = unit.per_group(depth).ok_or_else(|| {
             ModelError::InvalidConfig(format!(
@@ -89,6 +96,7 @@ impl PyramidNet {
             ))
         })?;
         let step = alpha / (3 * n) as f64;
+        let n_units = (3 * n) as f64;
         let mut width = 16.0;
         let mut c_in = 16;
         let mut units = Vec::new();
@@ -98,7 +106,9 @@ impl PyramidNet {
                 width += step;
                 let stride = if group > 0 && i == 0 { 2 } else { 1 };
                 let planes = width.round() as i64;
-                units.push(Unit::new(&path / i, unit, (c_in, planes), stride));
+                // Unit l = units.len() + 1 of 3n perturbs with p_l = (l / 3n) p_L.
+                let p_l = (units.len() + 1) as f64 / n_units * shakedrop;
+                units.push(Unit::new(&path / i, unit, (c_in, planes), (stride, p_l)));
                 c_in = planes * unit.expansion();
             }
         }
@@ -118,10 +128,7 @@ impl Network for PyramidNet {
     fn features(&self, xs: &Tensor, mode: Mode) -> Tensor {
         let train_bn = mode.batch_statistics();
         let h = self.bn1.forward_t(&self.conv1.forward(xs), train_bn);
-        let h = self
-            .units
-            .iter()
-            .fold(h, |h, unit| unit.forward(&h, train_bn));
+        let h = self.units.iter().fold(h, |h, unit| unit.forward(&h, mode));
         let h = self.bn_final.forward_t(&h, train_bn).relu();
         dropout(global_avg_pool(&h), self.dropout, mode.dropout_active())
     }
@@ -136,16 +143,24 @@ impl Network for PyramidNet {
 }
 
 /// One residual unit: BatchNorm, then convolutions each followed by
-/// BatchNorm (ReLU between them, none after the last).
+/// BatchNorm (ReLU between them, none after the last), ShakeDrop on that
+/// branch.
 #[derive(Debug)]
 struct Unit {
     bn_in: nn::BatchNorm,
     branch: ConvBnChain,
     stride: i64,
+    /// ShakeDrop's probability `p_l` of perturbing the branch.
+    shakedrop: f64,
 }
 
 impl Unit {
-    fn new(p: nn::Path, unit: PyramidUnit, (c_in, planes): (i64, i64), stride: i64) -> Self {
+    fn new(
+        p: nn::Path,
+        unit: PyramidUnit,
+        (c_in, planes): (i64, i64),
+        (stride, shakedrop): (i64, f64),
+    ) -> Self {
         // (input channels, output channels, kernel, stride) of each convolution.
         let shapes = match unit {
             PyramidUnit::Basic => vec![(c_in, planes, 3, stride), (planes, planes, 3, 1)],
@@ -159,13 +174,16 @@ impl Unit {
             bn_in: batch_norm2d(&p / "bn1", c_in),
             branch: ConvBnChain::new(&p, &shapes, 2, HE_NORMAL_FAN_OUT_INIT),
             stride,
+            shakedrop,
         }
     }
 
-    fn forward(&self, xs: &Tensor, train_bn: bool) -> Tensor {
+    fn forward(&self, xs: &Tensor, mode: Mode) -> Tensor {
+        let train_bn = mode.batch_statistics();
         let h = self
             .branch
             .forward(&self.bn_in.forward_t(xs, train_bn), train_bn);
+        let h = shake_drop(h, self.shakedrop, mode.perturb_residuals());
         let shortcut = match self.stride {
             1 => xs.shallow_clone(),
             s => xs.avg_pool2d([2, 2], [s, s], [0, 0], true, true, None::<i64>),
@@ -175,13 +193,56 @@ impl Unit {
     }
 }
 
+/// ShakeDrop of a residual branch `h` `[B, C, H, W]` perturbed with
+/// probability `p` (Yamada et al. 2019, eq. 7 and 8). In training
+/// (`perturb`) the forward pass gives `G(alpha) h` and the backward pass
+/// `G(beta) dL/dy`, with the gate `G(m) = b + m - b m` (written `b + (1 - b)
+/// m`, the same number and exactly 1 where `b = 1`), `b ~ Bernoulli(1 - p)`,
+/// `alpha ~ U[-1, 1]`, `beta ~ U[0, 1]`: a branch is left alone with
+/// probability `1 - p` and otherwise scaled by `alpha` forward, `beta`
+/// backward. Otherwise the branch is scaled by its expectation `1 - p`. The
+/// identity, drawing no random number, when `p = 0`.
+///
+/// Granularity as the widely used PyTorch implementation
+/// (owruby/shake-drop_pytorch, `models/shakedrop.py`, which
+/// kakaobrain/fast-autoaugment copies): one `b` per mini-batch, one `alpha`
+/// and one `beta` per example. The authors' Torch code (imenurok/ShakeDrop,
+/// `ShakeDrop.lua`) also draws one `b` per batch, but `alpha` and `beta` per
+/// element ("pixel level"). Unlike both, which draw `alpha` only where `b =
+/// 0` and `beta` in the backward pass, all three are drawn here, in that
+/// order, in the forward pass: the same distribution without reading `b`
+/// back from the device each unit.
+fn shake_drop(h: Tensor, p: f64, perturb: bool) -> Tensor {
+    if p == 0.0 {
+        return h;
+    }
+    if !perturb {
+        return h * (1.0 - p);
+    }
+    let options = (h.kind(), h.device());
+    let per_example = [h.size()[0], 1, 1, 1];
+    let b = Tensor::empty([1, 1, 1, 1], options).bernoulli_float_(1.0 - p);
+    let alpha = Tensor::empty(per_example, options).uniform_(-1.0, 1.0);
+    let beta = Tensor::empty(per_example, options).uniform_(0.0, 1.0);
+    let gate = |m: Tensor| &b + (1.0 - &b) * m;
+    let (forward, backward) = (gate(alpha), gate(beta));
+    // tch has no custom autograd functions: `G(beta) h` carries the
+    // gradient (d/dh = G(beta)), and the detached `(G(alpha) - G(beta)) h`,
+    // which autograd sees as a constant, turns the value into `G(alpha) h`.
+    // The gates hold no gradient, so detaching `h` is detaching the product
+    // (`G(beta) h + ((G(alpha) - G(beta)) h).detach()`) without recording
+    // the product. The differentiable part is linear in `h`, so double
+    // backward (Hessian-vector products) goes through it like any product.
+    &backward * &h + (forward - &backward) * h.detach()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     fn parameters(depth: i64, alpha: f64, unit: PyramidUnit) -> i64 {
         let vs = nn::VarStore::new(tch::Device::Cpu);
-        PyramidNet::new(&vs.root(), (depth, alpha, unit), 3, 10, 0.0).unwrap();
+        PyramidNet::new(&vs.root(), (depth, alpha, unit), 3, 10, (0.0, 0.0)).unwrap();
         vs.trainable_variables()
             .iter()
             .map(Tensor::numel)

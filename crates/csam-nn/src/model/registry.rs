@@ -24,6 +24,14 @@ pub struct ModelOptions {
     pub head: Head,
     /// The TorchScript file of the `torchscript` architecture.
     pub script: Option<PathBuf>,
+    /// Stochastic depth rate `r` in `[0, 1)` of the ViTs (timm's
+    /// `drop_path_rate`): block `i` of `D` drops each residual branch per
+    /// example with rate `r i / (D - 1)` in training. 0 disables it.
+    pub drop_path: f64,
+    /// ShakeDrop's probability `p_L` in `[0, 1)` for PyramidNet's last unit
+    /// (Yamada et al. 2019; unit `l` of `L` perturbs with `(l / L) p_L`;
+    /// the paper's 0.5). 0 disables it.
+    pub shakedrop: f64,
 }
 
 impl Default for ModelOptions {
@@ -33,6 +41,8 @@ impl Default for ModelOptions {
             dropout: 0.0,
             head: Head::Linear,
             script: None,
+            drop_path: 0.0,
+            shakedrop: 0.0,
         }
     }
 }
@@ -92,7 +102,14 @@ fn pyramidnet(
     a: &BuildArgs,
     shape: (i64, f64, PyramidUnit),
 ) -> Result<Box<dyn Network>, ModelError> {
-    let net = PyramidNet::new(p, shape, a.input.channels, a.n_classes, a.options.dropout)?;
+    let o = a.options;
+    let net = PyramidNet::new(
+        p,
+        shape,
+        a.input.channels,
+        a.n_classes,
+        (o.dropout, o.shakedrop),
+    )?;
     Ok(Box::new(net))
 }
 
@@ -108,7 +125,8 @@ fn vit(
         heads,
     };
     let image = (a.input.channels, a.input.height, a.input.width);
-    let net = VisionTransformer::new(p, shape, image, a.n_classes, a.options.dropout)?;
+    let rates = (a.options.dropout, a.options.drop_path);
+    let net = VisionTransformer::new(p, shape, image, a.n_classes, rates)?;
     Ok(Box::new(net))
 }
 
@@ -440,11 +458,16 @@ pub fn build_model_with(
             "a classifier needs at least 2 classes, got {n_classes}"
         )));
     }
-    if !(0.0..1.0).contains(&options.dropout) {
-        return Err(ModelError::InvalidConfig(format!(
-            "dropout rate must be in [0, 1), got {}",
-            options.dropout
-        )));
+    for (what, rate) in [
+        ("dropout rate", options.dropout),
+        ("stochastic depth rate (drop_path)", options.drop_path),
+        ("ShakeDrop probability (shakedrop)", options.shakedrop),
+    ] {
+        if !(0.0..1.0).contains(&rate) {
+            return Err(ModelError::InvalidConfig(format!(
+                "{what} must be in [0, 1), got {rate}"
+            )));
+        }
     }
     let args = BuildArgs {
         input,

@@ -1,9 +1,9 @@
 //! Vision transformers as timm defines them (Dosovitskiy et al. 2021).
 
-use super::layers::{dropout, linear_zero_bias, Conv2d, Linear, TORCH_DEFAULT_INIT};
+use super::layers::{drop_path, dropout, linear_zero_bias, Conv2d, Linear, TORCH_DEFAULT_INIT};
 use super::{macs, Mode, ModelError, Network};
 use tch::nn::{self, Init, Module};
-use tch::Tensor;
+use tch::{Device, Kind, Tensor};
 
 /// timm's weight initialisation of linear layers and the position
 /// embedding: normal with standard deviation 0.02 (timm truncates at +-2,
@@ -34,7 +34,10 @@ pub struct VitShape {
 /// position embedding added, `depth` pre-norm blocks (`x + attn(LN(x))`,
 /// `x + MLP(LN(x))`, MLP width 4x with exact GELU, LayerNorm epsilon 1e-6),
 /// a final LayerNorm, the class token's features (with optional dropout) and
-/// a linear classifier.
+/// a linear classifier. With a stochastic depth rate `r` > 0 (timm's
+/// `drop_path_rate`), block `i` of `D` drops each of its two residual
+/// branches (attention and MLP) per example with rate `r i / (D - 1)` in
+/// training (see [`drop_path_rates`]).
 ///
 /// As timm (`timm.models.vision_transformer.VisionTransformer`, class-token
 /// pooling), with its key names: `cls_token`, `pos_embed`,
@@ -64,13 +67,15 @@ pub struct VisionTransformer {
 }
 
 impl VisionTransformer {
-    /// Builds `shape` under `p` for images of `channels x height x width`.
+    /// Builds `shape` under `p` for images of `channels x height x width`,
+    /// with dropout before the classifier and stochastic depth rate
+    /// `drop_path`.
     pub fn new(
         p: &nn::Path,
         shape: VitShape,
         (channels, height, width): (i64, i64, i64),
         n_classes: i64,
-        dropout: f64,
+        (dropout, drop_path): (f64, f64),
     ) -> Result<Self, ModelError> {
         if height < shape.patch || width < shape.patch {
             return Err(ModelError::InvalidConfig(format!(
@@ -87,8 +92,10 @@ impl VisionTransformer {
             ..Default::default()
         };
         let dim = shape.width;
-        let blocks = (0..shape.depth)
-            .map(|i| EncoderBlock::new(&(p / "blocks" / i), dim, shape.heads))
+        let blocks = drop_path_rates(drop_path, shape.depth)
+            .into_iter()
+            .enumerate()
+            .map(|(i, rate)| EncoderBlock::new(&(p / "blocks" / i), dim, shape.heads, rate))
             .collect();
         let norm = nn::LayerNormConfig {
             eps: LAYER_NORM_EPS,
@@ -127,10 +134,11 @@ impl Network for VisionTransformer {
         let batch = patches.size()[0];
         let cls = self.cls_token.expand([batch, 1, self.width], true);
         let tokens = Tensor::cat(&[cls, patches], 1) + &self.pos_embed;
+        let perturb = mode.perturb_residuals();
         let tokens = self
             .blocks
             .iter()
-            .fold(tokens, |x, block| block.forward(&x));
+            .fold(tokens, |x, block| block.forward(&x, perturb));
         let class_token = self.norm.forward(&tokens).select(1, 0);
         dropout(class_token, self.dropout, mode.dropout_active())
     }
@@ -177,6 +185,17 @@ fn timm_linear(p: nn::Path, d_in: i64, d_out: i64) -> Linear {
     linear_zero_bias(p, d_in, d_out, TIMM_INIT)
 }
 
+/// timm's stochastic depth decay rule (`calculate_drop_path_rates`): block
+/// `i` of `depth` drops its branches with rate `rate * i / (depth - 1)`,
+/// from 0 at the first block to `rate` at the last. Computed as timm does,
+/// `torch.linspace(0, rate, depth)` in float32 (PyTorch's default kind), so
+/// that each block's rate, and with it the scale `1 / (1 - rate)`, equals
+/// timm's to the last bit.
+fn drop_path_rates(rate: f64, depth: i64) -> Vec<f64> {
+    let rates = Tensor::linspace(0.0, rate, depth, (Kind::Float, Device::Cpu));
+    (0..depth).map(|i| rates.double_value(&[i])).collect()
+}
+
 /// One pre-norm transformer block.
 #[derive(Debug)]
 struct EncoderBlock {
@@ -187,10 +206,12 @@ struct EncoderBlock {
     fc1: Linear,
     fc2: Linear,
     heads: i64,
+    /// The stochastic depth rate of both residual branches.
+    drop_path: f64,
 }
 
 impl EncoderBlock {
-    fn new(p: &nn::Path, dim: i64, heads: i64) -> Self {
+    fn new(p: &nn::Path, dim: i64, heads: i64, drop_path: f64) -> Self {
         let norm = nn::LayerNormConfig {
             eps: LAYER_NORM_EPS,
             ..Default::default()
@@ -204,15 +225,20 @@ impl EncoderBlock {
             fc1: timm_linear(&mlp / "fc1", dim, 4 * dim),
             fc2: timm_linear(&mlp / "fc2", 4 * dim, dim),
             heads,
+            drop_path,
         }
     }
 
-    fn forward(&self, xs: &Tensor) -> Tensor {
-        let x = xs + self.attention(&self.norm1.forward(xs));
+    /// `x + drop_path(attn(LN(x)))`, then `x + drop_path(MLP(LN(x)))`, the
+    /// branches dropped at random when `perturb` (timm's `Block.forward`:
+    /// the attention branch's mask is drawn first).
+    fn forward(&self, xs: &Tensor, perturb: bool) -> Tensor {
+        let attention = self.attention(&self.norm1.forward(xs));
+        let x = xs + drop_path(attention, self.drop_path, perturb);
         let mlp = self
             .fc2
             .forward(&self.fc1.forward(&self.norm2.forward(&x)).gelu("none"));
-        x + mlp
+        x + drop_path(mlp, self.drop_path, perturb)
     }
 
     /// Multi-head self-attention: `softmax(q k^T / sqrt(d)) v` per head.
@@ -248,8 +274,17 @@ mod tests {
             depth: 12,
             heads: 6,
         };
-        VisionTransformer::new(&vs.root(), shape, (3, 224, 224), 1000, 0.0).unwrap();
+        VisionTransformer::new(&vs.root(), shape, (3, 224, 224), 1000, (0.0, 0.0)).unwrap();
         let count: usize = vs.trainable_variables().iter().map(Tensor::numel).sum();
         assert_eq!(count, 22_050_664);
+    }
+
+    #[test]
+    fn drop_path_rates_rise_linearly_from_zero() {
+        let rates = drop_path_rates(0.1, 12);
+        assert_eq!(rates.len(), 12);
+        assert_eq!((rates[0], rates[11]), (0.0, 0.1f32 as f64));
+        assert!((rates[5] - 0.05 / 1.1).abs() < 1e-8);
+        assert!(drop_path_rates(0.0, 12).iter().all(|&r| r == 0.0));
     }
 }

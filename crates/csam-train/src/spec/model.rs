@@ -235,6 +235,9 @@ impl ModelSpec {
             dropout: self.dropout,
             head: self.head,
             script: self.script.clone(),
+            // Not yet settings of a run.
+            drop_path: 0.0,
+            shakedrop: 0.0,
         }
     }
 }
