@@ -111,6 +111,14 @@ impl Mode {
     pub fn perturb_residuals(self) -> bool {
         self == Mode::Train
     }
+
+    /// Whether attention runs libtorch's fused kernel: in training, whose
+    /// one backward pass it supports with less memory. Evaluation passes run
+    /// the explicit product, which `csam sharpness` differentiates twice
+    /// (Hessian-vector products); the two agree to rounding.
+    pub fn fused_attention(self) -> bool {
+        self == Mode::Train
+    }
 }
 
 /// A network mapping a batch `[B, C, H, W]` to features `[B, d]` and those

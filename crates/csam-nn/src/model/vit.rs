@@ -134,11 +134,10 @@ impl Network for VisionTransformer {
         let batch = patches.size()[0];
         let cls = self.cls_token.expand([batch, 1, self.width], true);
         let tokens = Tensor::cat(&[cls, patches], 1) + &self.pos_embed;
-        let perturb = mode.perturb_residuals();
         let tokens = self
             .blocks
             .iter()
-            .fold(tokens, |x, block| block.forward(&x, perturb));
+            .fold(tokens, |x, block| block.forward(&x, mode));
         let class_token = self.norm.forward(&tokens).select(1, 0);
         dropout(class_token, self.dropout, mode.dropout_active())
     }
@@ -230,10 +229,11 @@ impl EncoderBlock {
     }
 
     /// `x + drop_path(attn(LN(x)))`, then `x + drop_path(MLP(LN(x)))`, the
-    /// branches dropped at random when `perturb` (timm's `Block.forward`:
-    /// the attention branch's mask is drawn first).
-    fn forward(&self, xs: &Tensor, perturb: bool) -> Tensor {
-        let attention = self.attention(&self.norm1.forward(xs));
+    /// branches dropped at random in training (timm's `Block.forward`: the
+    /// attention branch's mask is drawn first).
+    fn forward(&self, xs: &Tensor, mode: Mode) -> Tensor {
+        let perturb = mode.perturb_residuals();
+        let attention = self.attention(&self.norm1.forward(xs), mode.fused_attention());
         let x = xs + drop_path(attention, self.drop_path, perturb);
         let mlp = self
             .fc2
@@ -241,8 +241,11 @@ impl EncoderBlock {
         x + drop_path(mlp, self.drop_path, perturb)
     }
 
-    /// Multi-head self-attention: `softmax(q k^T / sqrt(d)) v` per head.
-    fn attention(&self, xs: &Tensor) -> Tensor {
+    /// Multi-head self-attention: `softmax(q k^T / sqrt(d)) v` per head;
+    /// with `fused`, libtorch's `scaled_dot_product_attention` (as timm's
+    /// `fused_attn`), which keeps no `N x N` weights for the backward pass but
+    /// cannot be differentiated twice on the CPU.
+    fn attention(&self, xs: &Tensor, fused: bool) -> Tensor {
         let size = xs.size();
         let (batch, tokens, dim) = (size[0], size[1], size[2]);
         let head_dim = dim / self.heads;
@@ -252,8 +255,21 @@ impl EncoderBlock {
             .reshape([batch, tokens, 3, self.heads, head_dim])
             .permute([2, 0, 3, 1, 4]);
         let (q, k, v) = (qkv.get(0), qkv.get(1), qkv.get(2));
-        let scores = q.matmul(&k.transpose(-2, -1)) * (head_dim as f64).powf(-0.5);
-        let attended = scores.softmax(-1, scores.kind()).matmul(&v);
+        let attended = if fused {
+            Tensor::scaled_dot_product_attention(
+                &q,
+                &k,
+                &v,
+                None::<Tensor>,
+                0.0,
+                false,
+                None,
+                false,
+            )
+        } else {
+            let scores = q.matmul(&k.transpose(-2, -1)) * (head_dim as f64).powf(-0.5);
+            scores.softmax(-1, scores.kind()).matmul(&v)
+        };
         // q k^T and the weights times v: B heads N N d_head multiply-adds each.
         macs::add(2 * batch * tokens * tokens * dim);
         let merged = attended.transpose(1, 2).reshape([batch, tokens, dim]);
@@ -264,6 +280,39 @@ impl EncoderBlock {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Training runs the fused kernel, evaluation the explicit product: the
+    /// same function (without dropout or stochastic depth), and evaluation
+    /// mode's is twice differentiable.
+    #[test]
+    fn fused_and_explicit_attention_agree_and_evaluation_differentiates_twice() {
+        let mut vs = nn::VarStore::new(tch::Device::Cpu);
+        let shape = VitShape {
+            patch: 4,
+            width: 24,
+            depth: 2,
+            heads: 3,
+        };
+        let vit = VisionTransformer::new(&vs.root(), shape, (1, 8, 8), 5, (0.0, 0.0)).unwrap();
+        vs.double();
+        let xs = Tensor::randn([3, 1, 8, 8], (Kind::Double, Device::Cpu));
+        let train = vit.classify(&vit.features(&xs, Mode::Train));
+        let eval = vit.classify(&vit.features(&xs, Mode::Eval));
+        let gap = (&train - &eval).abs().max().double_value(&[]);
+        assert!(gap < 1e-12, "fused and explicit attention differ by {gap}");
+
+        let params = vs.trainable_variables();
+        let loss = eval.square().sum(Kind::Double);
+        let grads = Tensor::run_backward(&[&loss], &params, true, true);
+        let dot = grads
+            .iter()
+            .map(|g| g.sum(Kind::Double))
+            .fold(Tensor::from(0.0f64), |a, b| a + b);
+        let second = Tensor::run_backward(&[&dot], &params, false, false);
+        assert!(second
+            .iter()
+            .any(|h| h.abs().sum(Kind::Double).double_value(&[]) > 0.0));
+    }
 
     #[test]
     fn vit_s16_has_timms_parameter_count() {
