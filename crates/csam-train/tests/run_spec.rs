@@ -266,6 +266,26 @@ fn bad_values_are_refused_naming_the_key() {
         (vec![("val_size", V::Float(1.5))], "val_size"),
         (vec![("dropout", V::Float(1.0))], "dropout"),
         (
+            vec![("model", "vit-ti16".into()), ("drop_path", V::Float(1.0))],
+            "drop_path",
+        ),
+        (
+            vec![("model", "vit-b16".into()), ("drop_path", V::Float(-0.1))],
+            "drop_path",
+        ),
+        (vec![("drop_path", V::Float(0.1))], "drop_path"),
+        (
+            vec![
+                ("model", "pyramidnet272-a200".into()),
+                ("shakedrop", V::Float(1.0)),
+            ],
+            "shakedrop",
+        ),
+        (
+            vec![("model", "vit-s16".into()), ("shakedrop", V::Float(0.5))],
+            "shakedrop",
+        ),
+        (
             vec![
                 ("model", "mlp".into()),
                 ("mlp_hidden", V::Array(vec![V::Integer(0)])),
@@ -521,4 +541,54 @@ fn defaults_and_warnings() {
             .csam_gradient_mode(),
         Some("differentiated")
     );
+}
+
+#[test]
+fn regularisers_apply_to_their_models_and_stay_out_of_old_configs() {
+    use csam_nn::model::ModelKind;
+    // The key table's model lists are the registry's ViTs and PyramidNets.
+    for (key, family) in [("drop_path", "vit-"), ("shakedrop", "pyramidnet")] {
+        let Some(Applies::When { selector, values }) =
+            KEYS.iter().find(|k| k.name == key).map(|k| k.applies)
+        else {
+            panic!("{key} applies to some models");
+        };
+        assert_eq!(selector, "model");
+        let registered: Vec<&str> = ModelKind::all()
+            .map(|kind| kind.name())
+            .filter(|name| name.starts_with(family))
+            .collect();
+        assert_eq!(values, registered.as_slice(), "{key}");
+    }
+    // Off by default, and then left out of config.toml, so a run written
+    // before the keys existed loads and compares equal.
+    let plain = build(&[]).unwrap();
+    assert_eq!((plain.model.drop_path, plain.model.shakedrop), (0.0, 0.0));
+    let text = plain.to_toml();
+    assert!(
+        !text.contains("drop_path") && !text.contains("shakedrop"),
+        "{text}"
+    );
+    let on = build(&[
+        ("model", "pyramidnet110-a48".into()),
+        ("shakedrop", 0.5.into()),
+    ])
+    .unwrap();
+    assert!(on
+        .differences(&plain)
+        .iter()
+        .any(|d| d.contains("shakedrop")));
+    assert_eq!(on.model.options().shakedrop, 0.5);
+    // A nested config.toml bypasses the flat keys' branch check; validation
+    // still refuses the rate on a model without the regulariser.
+    let nested = "schema = 2\n[data]\nsource = \"digits\"\n[model]\narch = \"resnet20\"\n\
+                  drop_path = 0.1\n";
+    let spec = RunSpec::from_saved_toml(nested, "x.toml").unwrap();
+    match spec.validate() {
+        Err(ConfigError::Invalid { key, reason, .. }) => {
+            assert_eq!(key, "drop_path");
+            assert!(reason.contains("vit-ti16"), "{reason}");
+        }
+        other => panic!("drop_path on resnet20: {other:?}"),
+    }
 }

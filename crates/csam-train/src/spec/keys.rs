@@ -63,6 +63,14 @@ pub struct Key {
 }
 
 const SAM_FAMILY: &[&str] = &["sam", "asam", "csam", "vasso"];
+/// The vision transformers (stochastic depth).
+const VITS: &[&str] = &["vit-ti16", "vit-s16", "vit-s32", "vit-b16"];
+/// The PyramidNets (ShakeDrop).
+const PYRAMIDNETS: &[&str] = &[
+    "pyramidnet110-a48",
+    "pyramidnet110-a270",
+    "pyramidnet272-a200",
+];
 /// The rules with m-sharpness (VASSO averages whole-batch gradients).
 const M_SHARPNESS: &[&str] = &["sam", "asam", "csam"];
 
@@ -124,6 +132,10 @@ pub static KEYS: &[Key] = &[
     when("mlp_hidden", &["model", "mlp_hidden"], Counts, ("model", &["mlp"]),
         "MLP hidden widths, comma-separated (default 256,256)"),
     key("dropout", &["model", "dropout"], Real, "Dropout rate in [0, 1) (default 0)"),
+    when("drop_path", &["model", "drop_path"], Real, ("model", VITS),
+        "Stochastic depth rate r in [0, 1) of the ViTs: block i of 12 drops each residual branch per example with rate r i / 11 in training, kept branches scaled by 1/(1 - rate) (timm's drop_path_rate; Huang et al. 2016) (default 0)"),
+    when("shakedrop", &["model", "shakedrop"], Real, ("model", PYRAMIDNETS),
+        "ShakeDrop probability p_L in [0, 1) of PyramidNet's last unit; unit l of L perturbs its residual branch with (l / L) p_L (Yamada et al. 2019, who train with 0.5) (default 0)"),
     key("head", &["model", "head", "kind"], Text,
         "Classifier on the features: linear, or balcal (BalCAL, Ni et al. 2025: the linear classifier balanced with a fixed simplex ETF classifier) (default linear)"),
     when("balcal_lambda", &["model", "head", "lambda"], Real, ("head", &["balcal"]),

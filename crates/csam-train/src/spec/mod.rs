@@ -6,8 +6,8 @@
 //! ```text
 //! RunSpec
 //! ├── data:    DataSpec   { source, val_size, augment, shuffle }
-//! ├── model:   ModelSpec  { arch, mlp_hidden, dropout, init, init_new_classifier, script,
-//! │                         head: Linear | Balcal{lambda, delta} }
+//! ├── model:   ModelSpec  { arch, mlp_hidden, dropout, drop_path, shakedrop, init,
+//! │                         init_new_classifier, script, head: Linear | Balcal{lambda, delta} }
 //! ├── loss:    LossSpec   CrossEntropy | Focal | Flsd | LabelSmoothing | DualFocal
 //! │                       | MarginLabelSmoothing | Acls | PairwiseConstraints | Mmce | Mdca
 //! │                       | AdaFocal | Crl

@@ -6,6 +6,7 @@ use std::path::PathBuf;
 use serde::{Deserialize, Serialize};
 
 use super::check::{invalid, unit_interval};
+use super::keys::{self, Applies};
 use super::loss::keyed;
 use crate::train::ConfigError;
 use csam_nn::model::{Head, ModelKind, ModelOptions};
@@ -50,6 +51,21 @@ pub struct ModelSpec {
     /// `torch.jit.script` or `torch.jit.trace`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub script: Option<PathBuf>,
+    /// Stochastic depth rate `r` in `[0, 1)` of the ViTs (timm's
+    /// `drop_path_rate`; block `i` of `D` at `r i / (D - 1)`); 0 disables it
+    /// and is left out of `config.toml`, so runs written before it load
+    /// and compare equal.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub drop_path: f64,
+    /// ShakeDrop's probability `p_L` in `[0, 1)` for PyramidNet's last unit
+    /// (Yamada et al. 2019; unit `l` of `L` at `(l / L) p_L`); 0 disables
+    /// it and is left out of `config.toml`.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub shakedrop: f64,
+}
+
+fn is_zero(value: &f64) -> bool {
+    *value == 0.0
 }
 
 /// The prefix of `arch` that names a TorchScript file.
@@ -73,6 +89,10 @@ struct ModelFields {
     init_new_classifier: bool,
     #[serde(default)]
     script: Option<PathBuf>,
+    #[serde(default)]
+    drop_path: f64,
+    #[serde(default)]
+    shakedrop: f64,
 }
 
 impl TryFrom<ModelFields> for ModelSpec {
@@ -97,6 +117,8 @@ impl TryFrom<ModelFields> for ModelSpec {
             init: fields.init,
             init_new_classifier: fields.init_new_classifier,
             script,
+            drop_path: fields.drop_path,
+            shakedrop: fields.shakedrop,
         })
     }
 }
@@ -134,6 +156,8 @@ impl Default for ModelSpec {
             init: None,
             init_new_classifier: false,
             script: None,
+            drop_path: 0.0,
+            shakedrop: 0.0,
         }
     }
 }
@@ -164,6 +188,8 @@ impl ModelSpec {
     pub fn validate(&self) -> Result<(), ConfigError> {
         self.validate_script()?;
         unit_interval("dropout", self.dropout)?;
+        self.regulariser("drop_path", self.drop_path)?;
+        self.regulariser("shakedrop", self.shakedrop)?;
         keyed(&["model", "head"], self.head.name(), self.head.validate())?;
         match (&self.mlp_hidden, self.arch.takes_hidden_widths()) {
             (Some(widths), false) => {
@@ -227,6 +253,22 @@ impl ModelSpec {
         }
     }
 
+    /// Refuses a regulariser's rate outside `[0, 1)`, and a non-zero rate on
+    /// an architecture the key table does not give it to (a nested
+    /// `config.toml` bypasses the table's check of flat keys).
+    fn regulariser(&self, key: &'static str, rate: f64) -> Result<(), ConfigError> {
+        unit_interval(key, rate)?;
+        // Invariant: the table holds both regularisers, each read by models.
+        let Some(Applies::When { values, .. }) = keys::find(key).map(|k| k.applies) else {
+            unreachable!("{key} is a key read by some models")
+        };
+        if rate != 0.0 && !values.contains(&self.arch.name()) {
+            let reason = format!("applies only to {}, not {}", values.join(", "), self.arch);
+            return Err(invalid(key, rate, &reason));
+        }
+        Ok(())
+    }
+
     /// The options the architecture builders read.
     pub fn options(&self) -> ModelOptions {
         let hidden = self.mlp_hidden.as_deref().unwrap_or(&DEFAULT_MLP_HIDDEN);
@@ -235,9 +277,8 @@ impl ModelSpec {
             dropout: self.dropout,
             head: self.head,
             script: self.script.clone(),
-            // Not yet settings of a run.
-            drop_path: 0.0,
-            shakedrop: 0.0,
+            drop_path: self.drop_path,
+            shakedrop: self.shakedrop,
         }
     }
 }
