@@ -57,7 +57,7 @@ RHO, GAMMA, LR, MOMENTUM, WEIGHT_DECAY = 0.05, 1.0, 0.1, 0.9, 5e-4
 def build(kind, shape, n_classes):
     channels, height, width = shape
     case = dict(kind=kind, channels=channels, height=height, width=width,
-                n_classes=n_classes, hidden=MLP_HIDDEN, dropout=0.0)
+                n_classes=n_classes, hidden=MLP_HIDDEN, dropout=0.0, drop_path=0.0, shakedrop=0.0)
     return twins.build(case)
 
 
