@@ -210,6 +210,7 @@ const CASES: &[Case] = &[
     case("train", "config: best_metric", "\"f1\"", &["{train}", "config:best_metric = \"f1\""]),
     case("train", "config: threads", "0", &["{train}", "config:threads = 0"]),
     case("train", "config: init", "missing file", &["{train}", "config:init = \"/nonexistent/w.safetensors\""]),
+    case("train", "config: script", "missing file (torchscript)", &["{train}", "config:model = \"torchscript\"\nscript = \"/nonexistent/net.pt\""]),
     case("train", "config: init_new_classifier", "without init", &["{train}", "config:init_new_classifier = true"]),
     case("train", "config: loss", "\"hinge\"", &["{train}", "config:loss = \"hinge\""]),
     case("train", "config: focal_gamma", "-1.0 (focal)", &["{train}", "config:loss = \"focal\"\nfocal_gamma = -1.0"]),
