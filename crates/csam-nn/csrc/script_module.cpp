@@ -2,7 +2,7 @@
 // a module's buffers by name (BatchNorm's running statistics) and switching
 // only its dropout layers to training mode (MC-Dropout). Everything else a
 // csam TorchScript model needs goes through here too, so one object owns the
-// module. Used by crates/csam-nn/src/model/torchscript/ffi.rs.
+// module. Used by crates/csam-nn/src/model/torchscript/module.rs.
 //
 // Every function that can fail returns NULL on success or a message the
 // caller frees with csam_script_free_error; no C++ exception crosses into Rust.

@@ -53,10 +53,11 @@ impl TorchScriptNetwork {
         };
         // Modules run unoptimised, for the whole process: the optimising
         // executor profiles the first calls and then runs differentiable
-        // subgraphs whose second derivatives are wrong (Hessian-vector
-        // products differ from eager PyTorch's by 10% from the second call
-        // on, PyTorch 2.11, tests/torchscript_torch.rs), and its profiling
-        // would make a resumed run's first steps differ from the
+        // subgraphs whose second derivatives are wrong (with PyTorch 2.11, a
+        // small convolutional module's Hessian-vector products differ from
+        // eager PyTorch's by 0.1 from its second call on; right when
+        // unoptimised, as tests/torchscript_torch.rs checks), and its
+        // profiling would make a resumed run's first steps differ from the
         // uninterrupted run's.
         tch::jit::set_graph_executor_optimize(false);
         let mut module = ScriptModule::load(file, p.device(), p.kind())?;
