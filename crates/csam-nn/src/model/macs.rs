@@ -18,11 +18,13 @@ thread_local! {
     static COUNTED: Cell<Option<u64>> = const { Cell::new(None) };
 }
 
-/// Adds `macs` multiply-adds to the count, when counting.
-pub(crate) fn add(macs: i64) {
+/// Adds `macs()` multiply-adds to the count, when counting; outside a count
+/// (every training step) `macs` is not evaluated, so layers pay one
+/// thread-local read.
+pub(crate) fn add(macs: impl FnOnce() -> i64) {
     COUNTED.with(|counted| {
         if let Some(total) = counted.get() {
-            counted.set(Some(total + macs.max(0) as u64));
+            counted.set(Some(total + macs().max(0) as u64));
         }
     });
 }
@@ -41,8 +43,7 @@ pub(crate) struct Conv2d(pub(crate) nn::Conv2D);
 impl Module for Conv2d {
     fn forward(&self, xs: &Tensor) -> Tensor {
         let out = self.0.forward(xs);
-        let weight = self.0.ws.size();
-        add(out.numel() as i64 * weight[1..].iter().product::<i64>());
+        add(|| out.numel() as i64 * self.0.ws.size()[1..].iter().product::<i64>());
         out
     }
 }
@@ -61,7 +62,7 @@ impl Linear {
 impl Module for Linear {
     fn forward(&self, xs: &Tensor) -> Tensor {
         let out = self.0.forward(xs);
-        add(out.numel() as i64 * self.0.ws.size()[1]);
+        add(|| out.numel() as i64 * self.0.ws.size()[1]);
         out
     }
 }

@@ -271,7 +271,7 @@ impl EncoderBlock {
             scores.softmax(-1, scores.kind()).matmul(&v)
         };
         // q k^T and the weights times v: B heads N N d_head multiply-adds each.
-        macs::add(2 * batch * tokens * tokens * dim);
+        macs::add(|| 2 * batch * tokens * tokens * dim);
         let merged = attended.transpose(1, 2).reshape([batch, tokens, dim]);
         self.proj.forward(&merged)
     }

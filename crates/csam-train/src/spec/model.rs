@@ -234,11 +234,7 @@ impl ModelSpec {
                 self.arch,
                 "model torchscript needs its file: --model torchscript:FILE",
             )),
-            Some(file) if !torchscript => Err(invalid(
-                "script",
-                file.display(),
-                &format!("model {} is not a TorchScript model", self.arch),
-            )),
+            Some(file) if !torchscript => self.read_by_arch("script", file.display()),
             Some(file) if !file.is_file() => Err(invalid(
                 "script",
                 file.display(),
@@ -254,19 +250,28 @@ impl ModelSpec {
     }
 
     /// Refuses a regulariser's rate outside `[0, 1)`, and a non-zero rate on
-    /// an architecture the key table does not give it to (a nested
-    /// `config.toml` bypasses the table's check of flat keys).
+    /// an architecture that does not read it.
     fn regulariser(&self, key: &'static str, rate: f64) -> Result<(), ConfigError> {
         unit_interval(key, rate)?;
-        // Invariant: the table holds both regularisers, each read by models.
+        if rate == 0.0 {
+            return Ok(());
+        }
+        self.read_by_arch(key, rate)
+    }
+
+    /// Refuses `key`, set to `value`, unless the key table gives it to this
+    /// architecture (a nested `config.toml` bypasses the table's check of
+    /// flat keys).
+    fn read_by_arch(&self, key: &'static str, value: impl ToString) -> Result<(), ConfigError> {
+        // Invariant: the keys asked about here are read by some models.
         let Some(Applies::When { values, .. }) = keys::find(key).map(|k| k.applies) else {
             unreachable!("{key} is a key read by some models")
         };
-        if rate != 0.0 && !values.contains(&self.arch.name()) {
-            let reason = format!("applies only to {}, not {}", values.join(", "), self.arch);
-            return Err(invalid(key, rate, &reason));
+        if values.contains(&self.arch.name()) {
+            return Ok(());
         }
-        Ok(())
+        let reason = format!("applies only to {}, not {}", values.join(", "), self.arch);
+        Err(invalid(key, value, &reason))
     }
 
     /// The options the architecture builders read.
