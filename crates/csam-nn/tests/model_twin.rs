@@ -19,22 +19,11 @@ mod support;
 
 use csam_nn::model::{build_model_with, InputShape, Mode, Model, ModelKind, ModelOptions};
 use std::path::{Path, PathBuf};
-use std::sync::{Mutex, MutexGuard};
-use support::python;
+use std::sync::MutexGuard;
+use support::{lock_generator, python};
 use tch::{nn, nn::ModuleT, Device, Kind, Tensor};
 
 const TOLERANCE: f64 = 1e-5;
-
-/// Held by every test that seeds or draws from libtorch's global generator,
-/// so that the tests of this binary, run on parallel threads, do not draw
-/// from it in between each other's seed and draws.
-static GENERATOR: Mutex<()> = Mutex::new(());
-
-fn lock_generator() -> MutexGuard<'static, ()> {
-    GENERATOR
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner())
-}
 
 /// What a twin test holds: the generator (seeded), the python, a scratch
 /// directory.

@@ -1,22 +1,13 @@
 //! Optimiser state through a safetensors file (checkpoint / resume), and the
 //! optimisers' error cases.
 
+mod support;
+
 use csam_nn::loss::cross_entropy;
 use csam_nn::model::{build_model, InputShape, Model};
 use csam_nn::optim::{AdamW, AdamWConfig, BaseOptimizer, OptimError, Sgd, SgdConfig};
+use support::lock_generator;
 use tch::{nn, nn::ModuleT, Device, Kind, Tensor};
-
-/// libtorch's random generator is process-global and the tests of this file
-/// run on parallel threads: each test holds this lock so that its
-/// `manual_seed` calls and the draws after them are not interleaved with
-/// another test's.
-static GLOBAL_RNG: std::sync::Mutex<()> = std::sync::Mutex::new(());
-
-fn serial() -> std::sync::MutexGuard<'static, ()> {
-    GLOBAL_RNG
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner())
-}
 
 fn setup() -> (nn::VarStore, Model) {
     tch::manual_seed(11);
@@ -81,21 +72,21 @@ fn adamw(vs: &nn::VarStore) -> Box<dyn BaseOptimizer> {
 
 #[test]
 fn sgd_resumes_bit_identically_from_saved_state() {
-    let _serial = serial();
+    let _serial = lock_generator();
     // One momentum buffer per trainable tensor: 3 convs + 3 BN x 2 + fc x 2 = 11.
     resume_is_exact(&sgd, 11);
 }
 
 #[test]
 fn adamw_resumes_bit_identically_from_saved_state() {
-    let _serial = serial();
+    let _serial = lock_generator();
     // Two moments per trainable tensor plus the step counter.
     resume_is_exact(&adamw, 2 * 11 + 1);
 }
 
 #[test]
 fn incomplete_state_is_rejected_and_leaves_the_optimiser_unchanged() {
-    let _serial = serial();
+    let _serial = lock_generator();
     let (vs, model) = setup();
     let mut opt = adamw(&vs);
     train_step(&model, &mut *opt, 1);
@@ -125,7 +116,7 @@ fn incomplete_state_is_rejected_and_leaves_the_optimiser_unchanged() {
 
 #[test]
 fn misaligned_gradients_are_rejected() {
-    let _serial = serial();
+    let _serial = lock_generator();
     let (vs, _) = setup();
     let mut opt = sgd(&vs);
     let n = opt.params().len();
@@ -148,7 +139,7 @@ fn misaligned_gradients_are_rejected() {
 
 #[test]
 fn parameters_are_named_and_sorted() {
-    let _serial = serial();
+    let _serial = lock_generator();
     let (vs, _) = setup();
     let opt = sgd(&vs);
     let names = opt.params().names();
@@ -162,7 +153,7 @@ fn parameters_are_named_and_sorted() {
 
 #[test]
 fn invalid_hyperparameters_are_errors() {
-    let _serial = serial();
+    let _serial = lock_generator();
     let (vs, _) = setup();
     let bad_sgd = [
         SgdConfig {
@@ -218,7 +209,7 @@ fn invalid_hyperparameters_are_errors() {
 
 #[test]
 fn optimizer_config_builds_from_json() {
-    let _serial = serial();
+    let _serial = lock_generator();
     use csam_nn::optim::OptimizerConfig;
     let (vs, _) = setup();
     let json = r#"{"optimizer":"sgd","lr":0.05,"momentum":0.9,"nesterov":true,"weight_decay":0.0}"#;

@@ -4,24 +4,15 @@
 //! statistics updated once per step, CSAM(gamma = 0) == SAM bit for bit,
 //! m-sharpness and `sam_every`.
 
+mod support;
+
 use csam_nn::model::TrainingPass;
 use csam_nn::optim::{
     BaseOptimizer, Perturbation, SamConfig, SamStep, SecondLoss, Sgd, SgdConfig, StepStats,
 };
 use std::collections::BTreeMap;
+use support::lock_generator;
 use tch::{nn, nn::Module, nn::ModuleT, Device, Kind, Tensor};
-
-/// libtorch's random generator is process-global and the tests of this file
-/// run on parallel threads: each test holds this lock so that its
-/// `manual_seed` calls and the draws after them are not interleaved with
-/// another test's.
-static GLOBAL_RNG: std::sync::Mutex<()> = std::sync::Mutex::new(());
-
-fn serial() -> std::sync::MutexGuard<'static, ()> {
-    GLOBAL_RNG
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner())
-}
 
 const BN_EPS: f64 = 1e-5;
 const BN_MOMENTUM: f64 = 0.1;
@@ -264,13 +255,13 @@ fn check_against_reference(second_loss: SecondLoss, m: Option<usize>) {
 
 #[test]
 fn sam_step_matches_hand_reference() {
-    let _serial = serial();
+    let _serial = lock_generator();
     check_against_reference(SecondLoss::Plain, None);
 }
 
 #[test]
 fn csam_step_matches_hand_reference_in_both_detach_modes() {
-    let _serial = serial();
+    let _serial = lock_generator();
     check_against_reference(
         SecondLoss::Csam {
             gamma: 1.5,
@@ -289,7 +280,7 @@ fn csam_step_matches_hand_reference_in_both_detach_modes() {
 
 #[test]
 fn m_sharpness_matches_hand_reference_per_sub_batch() {
-    let _serial = serial();
+    let _serial = lock_generator();
     check_against_reference(SecondLoss::Plain, Some(4));
     check_against_reference(
         SecondLoss::Csam {
@@ -302,7 +293,7 @@ fn m_sharpness_matches_hand_reference_per_sub_batch() {
 
 #[test]
 fn m_equal_to_batch_size_is_plain_sam() {
-    let _serial = serial();
+    let _serial = lock_generator();
     let run = |m: Option<usize>| {
         let (vs, model) = setup(3, Kind::Float);
         let mut opt = sgd(&vs, 0.1, 5e-4);
@@ -321,7 +312,7 @@ fn m_equal_to_batch_size_is_plain_sam() {
 
 #[test]
 fn theta_is_restored_exactly_and_running_stats_move_once() {
-    let _serial = serial();
+    let _serial = lock_generator();
     tch::set_num_threads(1); // tiny tensors: threads only contend
                              // lr = 0: the base step changes nothing, so theta after SAM steps must be
                              // bit-identical to theta before (subtracting e would drift in float32).
@@ -362,7 +353,7 @@ fn theta_is_restored_exactly_and_running_stats_move_once() {
 
 #[test]
 fn csam_with_gamma_zero_is_bit_identical_to_sam() {
-    let _serial = serial();
+    let _serial = lock_generator();
     tch::set_num_threads(1); // tiny tensors: threads only contend
     let run = |second_loss: SecondLoss| {
         let (vs, model) = setup(5, Kind::Float);
@@ -391,7 +382,7 @@ fn csam_with_gamma_zero_is_bit_identical_to_sam() {
 
 #[test]
 fn sam_every_k_perturbs_on_steps_0_k_2k() {
-    let _serial = serial();
+    let _serial = lock_generator();
     let (vs, model) = setup(6, Kind::Float);
     let mut opt = sgd(&vs, 0.05, 0.0);
     let config = SamConfig {
@@ -422,7 +413,7 @@ fn sam_every_k_perturbs_on_steps_0_k_2k() {
 
 #[test]
 fn skipped_sam_steps_are_plain_sgd_steps() {
-    let _serial = serial();
+    let _serial = lock_generator();
     let (vs, model) = setup(7, Kind::Double);
     let (xs, ys) = batch(50, 8, Kind::Double);
     let theta = snapshot(&vs);
@@ -452,7 +443,7 @@ fn skipped_sam_steps_are_plain_sgd_steps() {
 
 #[test]
 fn clipping_bounds_the_update_gradient_of_both_step_kinds() {
-    let _serial = serial();
+    let _serial = lock_generator();
     // SGD without momentum or decay, lr 1: theta moves by exactly -clip(g').
     let max_norm = 1e-3;
     for sam_every in [1, 2] {
@@ -521,7 +512,7 @@ impl ModuleT for FailsOnPass2 {
 
 #[test]
 fn a_failed_second_pass_restores_theta_and_running_stats() {
-    let _serial = serial();
+    let _serial = lock_generator();
     let (vs, inner) = setup(9, Kind::Float);
     let (shadow_vs, shadow) = setup(9, Kind::Float);
     let before = snapshot(&vs);
@@ -552,7 +543,7 @@ fn a_failed_second_pass_restores_theta_and_running_stats() {
 
 #[test]
 fn weights_loaded_after_construction_are_used() {
-    let _serial = serial();
+    let _serial = lock_generator();
     // VarStore::load replaces the variables' data; a SamStep built (and used)
     // before the load must follow it.
     let dir = tempfile::tempdir().unwrap();

@@ -17,7 +17,7 @@ use std::path::{Path, PathBuf};
 use csam_nn::curvature::LossSurface;
 use csam_nn::model::{build_model_with, InputShape, Mode, Model, ModelOptions};
 use csam_nn::optim::{SamConfig, SamStep, SecondLoss, Sgd, SgdConfig};
-use support::{python, write_step_batches};
+use support::{lock_generator, python, write_step_batches};
 use tch::{nn, Device, Kind, Tensor};
 
 const STEPS: i64 = 3;
@@ -179,6 +179,7 @@ fn scripted_model_trains_like_pytorch_under_sam_and_csam() {
         eprintln!("SKIPPED: no python at <workspace>/.venv/bin/python (set CSAM_PYTHON)");
         return;
     };
+    let _generator = lock_generator();
     let dir = tempfile::tempdir().unwrap();
     make_modules(&python, dir.path());
     let rules = [

@@ -12,7 +12,7 @@ use std::path::Path;
 
 use csam_nn::model::weights::{load_safetensors, load_safetensors_with, LoadOptions, Resample};
 use csam_nn::model::{build_model, InputShape, Model};
-use support::{python, run_twin};
+use support::{lock_generator, python, run_twin};
 use tch::nn::VarStore;
 use tch::{Device, Kind, Tensor};
 
@@ -31,6 +31,7 @@ fn position_embeddings_resample_as_timm() {
         eprintln!("SKIPPED: no python at <workspace>/.venv/bin/python (set CSAM_PYTHON)");
         return;
     };
+    let _generator = lock_generator();
     tch::manual_seed(2);
     // The embedding of ViT-Ti/16 at 224x224: a 14x14 grid and the class token.
     let stored = Tensor::randn([1, 197, 192], (Kind::Float, Device::Cpu));
@@ -60,6 +61,7 @@ fn position_embeddings_resample_as_timm() {
 
 #[test]
 fn the_loader_resamples_only_when_asked_and_only_position_embeddings() {
+    let _generator = lock_generator();
     let source = VarStore::new(Device::Cpu);
     vit(&source, 64, 64);
     let dir = tempfile::tempdir().unwrap();

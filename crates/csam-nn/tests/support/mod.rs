@@ -5,8 +5,20 @@
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
+use std::sync::{Mutex, MutexGuard};
 
 use tch::Tensor;
+
+/// libtorch's random generator is process-global and the tests of a binary
+/// run on parallel threads: every test that seeds it or draws from it
+/// (initialising a model draws) holds this lock, so that one test's draws do
+/// not fall between another's `manual_seed` and its draws.
+pub fn lock_generator() -> MutexGuard<'static, ()> {
+    static GENERATOR: Mutex<()> = Mutex::new(());
+    GENERATOR
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
 
 /// The project venv's python (`<workspace>/.venv/bin/python`), or
 /// `CSAM_PYTHON`; None when neither exists (the twin tests then skip with a
