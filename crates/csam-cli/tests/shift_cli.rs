@@ -7,11 +7,11 @@ mod support;
 use std::path::Path;
 use std::process::{Command, Output};
 
-use csam_calib::io::npy;
 use csam_data::{self as data, DatasetSpec};
 use csam_lab::shift::predictor::{Predictor, Sampling};
 use csam_train::train::TrainedRun;
-use ndarray::{Array2, Axis};
+use ndarray::Array2;
+use support::probabilities::mean_softmax_of_test_logits;
 use support::text;
 
 fn csam(args: &[&str]) -> Output {
@@ -200,34 +200,6 @@ fn corrupt_writes_what_eval_reads_back_per_corruption_and_severity() {
     assert_eq!(report["passes"], 3);
     assert_eq!(report["ood"]["auroc_max_probability"], 0.5);
     assert_eq!(report["ood"]["auroc_entropy"], 0.5);
-}
-
-/// Row-wise softmax of `logits`, in `f64`.
-fn softmax(mut logits: Array2<f64>) -> Array2<f64> {
-    for mut row in logits.rows_mut() {
-        let max = row.fold(f64::NEG_INFINITY, |m, &z| m.max(z));
-        row.mapv_inplace(|z| (z - max).exp());
-        let sum = row.sum();
-        row /= sum;
-    }
-    logits
-}
-
-/// The deep ensemble's test probabilities from the files `csam train` wrote:
-/// the mean over runs of the softmax of `test_logits.npy`.
-fn mean_softmax_of_test_logits(runs: &[&Path]) -> Array2<f64> {
-    let probs: Vec<Array2<f64>> = runs
-        .iter()
-        .map(|run| {
-            let path = run.join("test_logits.npy");
-            softmax(npy::read(&path).unwrap().into_matrix(&path).unwrap())
-        })
-        .collect();
-    let views: Vec<_> = probs.iter().map(Array2::view).collect();
-    ndarray::stack(Axis(0), &views)
-        .unwrap()
-        .mean_axis(Axis(0))
-        .unwrap()
 }
 
 /// The ensemble's probabilities on the test split of `ood`, from the runs'

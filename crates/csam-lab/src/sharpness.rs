@@ -24,7 +24,7 @@ use rand_chacha::ChaCha8Rng;
 use serde::{Deserialize, Serialize};
 use tch::{Device, Tensor};
 
-use csam_data::{self as data, BatchLoader, LoaderOptions};
+use csam_data::{BatchLoader, LoaderOptions};
 use csam_nn::curvature::eigen::{lanczos_min, top_eigenvalue, Eigen, PowerSettings};
 use csam_nn::curvature::hessian::LossSurface;
 use csam_nn::curvature::CurvatureError;
@@ -168,9 +168,7 @@ pub fn measure_run(
     }
     // Refused before the data set is loaded (`network` below checks again).
     trained.weights(settings.checkpoint)?;
-    let source = data::load(&spec.data.source)?;
-    let n_train = source.train.as_ref().map_or(0, |train| train.n);
-    let splits = data::split(source, spec.data.val_size.count(n_train), spec.seed)?;
+    let splits = spec.data.splits(spec.seed)?;
     let train = &splits.train;
     if settings.examples > train.n {
         return Err(TrainError::Invalid(format!(

@@ -592,3 +592,22 @@ fn regularisers_apply_to_their_models_and_stay_out_of_old_configs() {
         other => panic!("drop_path on resnet20: {other:?}"),
     }
 }
+
+#[test]
+fn the_split_seed_fixes_the_validation_split_and_stays_out_of_old_configs() {
+    let data = DataSpec {
+        val_size: ValSize::Count(200),
+        ..DataSpec::new(DatasetSpec::Digits)
+    };
+    let shared = DataSpec {
+        split_seed: Some(3),
+        ..data.clone()
+    };
+    let val_images = |spec: &DataSpec, seed| spec.splits(seed).unwrap().val.images;
+    // A run's own seed draws its split unless the split seed is given.
+    assert_ne!(val_images(&data, 3), val_images(&data, 4));
+    assert_eq!(val_images(&shared, 4), val_images(&data, 3));
+    assert_eq!(val_images(&shared, 9), val_images(&shared, 4));
+    let spec = RunSpec::new(data);
+    assert!(!spec.to_toml().contains("split_seed"));
+}

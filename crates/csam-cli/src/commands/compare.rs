@@ -4,7 +4,9 @@
 
 use anyhow::Context;
 use clap::Args;
-use csam_lab::experiment::compare::{self, CompareDir, CompareRequest, CompareSettings};
+use csam_lab::experiment::compare::{
+    self, CompareDir, CompareRequest, CompareSettings, ShiftRequest,
+};
 use csam_lab::experiment::method::Method;
 use csam_lab::experiment::method_settings::MethodSettings;
 
@@ -23,7 +25,10 @@ pub struct CompareArgs {
     /// Methods, comma-separated (default sgd,sam,csam): an update rule (sgd, sam, asam,
     /// csam, vasso) with cross entropy, a training loss, mixing or head (focal, flsd, adafocal,
     /// ls, dual-focal, mbls, acls, cpc, mmce, mdca, crl, mixup, mit-l, balcal, at their authors'
-    /// defaults: docs/losses.md) with SGD, or NAME+RULE, e.g. focal+sam, acls+csam, mixup+csam.
+    /// defaults: docs/losses.md) with SGD, or NAME+RULE, e.g. focal+sam, acls+csam, mixup+csam;
+    /// any of these followed by -ensembleN (a deep ensemble of N networks) or -mc-dropoutN
+    /// (N MC-Dropout passes of a network trained with dropout 0.1), e.g. csam-ensemble5;
+    /// ensemble5 and mc-dropout5 alone are SGD's.
     #[arg(long, value_delimiter = ',', value_name = "LIST", action = clap::ArgAction::Set)]
     methods: Option<Vec<Method>>,
     /// Perturbation radius of SAM, CSAM and VASSO (default 0.05, the paper's); ASAM has its
@@ -38,6 +43,16 @@ pub struct CompareArgs {
     /// `focal_gamma = 1.0`), over the built-in ones and --rho / --gamma.
     #[arg(long, value_name = "FILE")]
     methods_file: Option<std::path::PathBuf>,
+    /// Also evaluate every method on this directory of corrupted test data (CIFAR-10-C
+    /// layout, as `csam corrupt` writes it): mean accuracy, ECE and NLL over its corruptions
+    /// and severities, in shift.md and results.json. Needs no retraining.
+    #[arg(long, value_name = "DIR")]
+    corruptions: Option<std::path::PathBuf>,
+    /// Also score every method's test predictions against this out-of-distribution data
+    /// set's test split (e.g. mnist for Fashion-MNIST): OOD AUROC by maximum probability and
+    /// by entropy, in shift.md and results.json. Needs no retraining.
+    #[arg(long, value_name = "DATA")]
+    ood: Option<String>,
     #[command(flatten)]
     shared: SharedArgs,
 }
@@ -75,6 +90,10 @@ pub fn run(args: CompareArgs) -> anyhow::Result<()> {
         out: out.clone(),
         runtime: args.shared.runtime(),
         started,
+        shift: ShiftRequest {
+            corruptions: args.corruptions.clone(),
+            ood: args.ood.clone(),
+        },
     };
     let context = || format!("comparing into {}", out.display());
     let trained_ahead = args
@@ -84,8 +103,16 @@ pub fn run(args: CompareArgs) -> anyhow::Result<()> {
     let mut terminal = Terminal::new(!args.shared.quiet).with_trained_ahead(trained_ahead);
     let outcome = compare::run(&request, &mut terminal).with_context(context)?;
     println!("\n{}", outcome.table);
+    if let Some(shift_table) = &outcome.shift_table {
+        println!("\n{shift_table}");
+    }
+    let shift_file = match outcome.shift_table {
+        Some(_) => "shift.md, ",
+        None => "",
+    };
     println!(
-        "wrote {} (results.json, results.csv, table.md, report.html, plots/, runs/) in {:.1}s",
+        "wrote {} (results.json, results.csv, table.md, {shift_file}report.html, plots/, runs/) \
+         in {:.1}s",
         out.display(),
         outcome.results.wall_time_s
     );

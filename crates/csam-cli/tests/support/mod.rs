@@ -2,6 +2,8 @@
 
 use std::process::Output;
 
+#[allow(dead_code)] // only the shift and ensemble tests average probabilities
+pub mod probabilities;
 #[allow(dead_code)] // only the compare and sweep tests read reports
 pub mod report;
 

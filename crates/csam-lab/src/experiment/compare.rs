@@ -8,23 +8,30 @@
 //! a directory that holds a different comparison, or anything else, is
 //! refused.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Instant;
+
+use csam_calib::metrics::summary::{summarize, MetricOptions, MetricSummary};
+use csam_nn::device::parse_device;
+use tch::Device;
 
 use serde::{Deserialize, Serialize};
 
-use super::method::Method;
+use super::combined::Combination;
+use super::method::{Method, Prediction, Training, MC_DROPOUT_RATE};
 use super::method_settings::MethodSettings;
-use super::posthoc::calibrate_run;
+use super::posthoc::{calibrate_run, split_probabilities};
 use super::report;
-use super::results::{aggregate, csv, CompareResults, RunRecord, SCHEMA};
+use super::results::{aggregate, csv, CompareResults, Metric, RunRecord, ShiftRecord, SCHEMA};
 use super::runs::{self, run_all, Experiment, PlannedRun};
 use super::settings::{invalid, repeated, write_json, ExperimentDir, SharedSettings};
 use super::table;
+use crate::shift::cifar_c::open_corruption_set;
+use crate::shift::report::{evaluate_corruptions, ood_report};
 use csam_data::{self as data, DatasetSpec};
 use csam_train::spec::{OptimizerFamily, RunSpec, Runtime};
 use csam_train::train::atomic::write_atomic;
-use csam_train::train::rundir::RunDir;
+use csam_train::train::rundir::{RunDir, Split};
 use csam_train::train::{ExperimentObserver, RunSummary, TrainError};
 
 type Result<T> = std::result::Result<T, TrainError>;
@@ -32,6 +39,11 @@ type Result<T> = std::result::Result<T, TrainError>;
 /// The fraction of the training part held out for validation when no
 /// validation size is given.
 pub const DEFAULT_VAL_FRACTION: f64 = 0.2;
+
+/// How far apart the seeds of a deep ensemble's members lie: member `j` of
+/// the replicate seeded `s` trains with seed `s + 1,000,000 j` (so that the
+/// members of small seeds do not reuse another replicate's seed).
+pub const MEMBER_SEED_STRIDE: u64 = 1_000_000;
 
 /// What identifies a comparison: the runs it trains and their shared
 /// settings. Every run uses the same lr and weight decay (docs/conventions.md, "Experiment protocol":
@@ -74,12 +86,35 @@ impl Default for CompareSettings {
 }
 
 impl CompareSettings {
-    /// The spec of the run of `method` with `seed`.
-    pub fn run_spec(&self, method: Method, seed: u64) -> Result<RunSpec> {
+    /// The spec of member `member` of `method`'s replicate `seed` (member 0
+    /// for one network or MC-Dropout). Member 0 trains with `seed` on its
+    /// split, as a single run does; member `j >= 1` of a deep ensemble with
+    /// seed `seed + MEMBER_SEED_STRIDE * j` on member 0's split
+    /// (`split_seed`), so that the members differ in initialisation and data
+    /// order alone and the validation split is held out of every member.
+    /// MC-Dropout's network trains with [`MC_DROPOUT_RATE`] dropout unless
+    /// the method's settings give its `dropout`.
+    pub fn run_spec(&self, method: Method, seed: u64, member: usize) -> Result<RunSpec> {
+        let member_seed = (member as u64)
+            .checked_mul(MEMBER_SEED_STRIDE)
+            .and_then(|offset| seed.checked_add(offset))
+            .ok_or_else(|| {
+                invalid(
+                    "seeds",
+                    seed.to_string(),
+                    "too large for an ensemble's member seeds",
+                )
+            })?;
         let mut spec = self
             .shared
-            .run_spec(method.rule, self.rho, self.gamma, seed)?;
+            .run_spec(method.rule, self.rho, self.gamma, member_seed)?;
         method.objective().apply(&mut spec);
+        if member > 0 {
+            spec.data.split_seed = Some(seed);
+        }
+        if method.training().dropout {
+            spec.model.dropout = MC_DROPOUT_RATE;
+        }
         // The theory diagnostics are defined on unmixed batches.
         spec.track_theory &= spec.mixing.is_none();
         self.method_settings.apply(method, spec)
@@ -104,8 +139,33 @@ impl CompareSettings {
             ));
         }
         self.shared.validate()?;
-        for &method in &self.methods {
-            self.run_spec(method, self.shared.seeds[0])?.validate()?;
+        let seed = self.shared.seeds[0];
+        for (index, &method) in self.methods.iter().enumerate() {
+            let spec = self.run_spec(method, seed, 0)?;
+            spec.validate()?;
+            if method.training().dropout && spec.model.dropout == 0.0 {
+                return Err(invalid(
+                    "methods",
+                    method.to_string(),
+                    "MC-Dropout samples dropout masks: its dropout must be above 0",
+                ));
+            }
+            let sharing = self.methods[..index]
+                .iter()
+                .find(|other| other.training() == method.training());
+            if let Some(&other) = sharing {
+                if self.run_spec(other, seed, 0)? != spec {
+                    return Err(invalid(
+                        "methods",
+                        format!("{other},{method}"),
+                        &format!(
+                            "both train the runs {}, so their settings in the methods file \
+                             must agree",
+                            CompareDir::relative_run(method.training(), seed, 0)
+                        ),
+                    ));
+                }
+            }
         }
         Ok(())
     }
@@ -148,6 +208,77 @@ pub struct CompareRequest {
     /// When the invocation started: the wall time in `results.json` counts
     /// from here, so that runs trained ahead (by parallel processes) count.
     pub started: Instant,
+    /// What to evaluate under shift; not part of the comparison's identity
+    /// (a rerun may add it without retraining).
+    pub shift: ShiftRequest,
+}
+
+/// Data to evaluate every method on besides the test split: corrupted test
+/// data and an out-of-distribution set (the paper's Table 1).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ShiftRequest {
+    /// A directory of corrupted test data in CIFAR-10-C's layout (as `csam
+    /// corrupt` writes it).
+    pub corruptions: Option<PathBuf>,
+    /// An out-of-distribution data set spec, whose test split is scored
+    /// against the comparison's.
+    pub ood: Option<String>,
+}
+
+impl ShiftRequest {
+    /// Whether anything is asked for.
+    pub fn is_empty(&self) -> bool {
+        self.corruptions.is_none() && self.ood.is_none()
+    }
+}
+
+/// A [`ShiftRequest`] with its data opened, before anything trains.
+struct ShiftData<'a> {
+    request: &'a ShiftRequest,
+    /// The OOD set's name and test split.
+    ood: Option<(&'a str, data::Dataset)>,
+}
+
+impl<'a> ShiftData<'a> {
+    /// Checks the corruption directory and loads the OOD test split, so that
+    /// a bad path or spec is refused before any run trains.
+    fn open(request: &'a ShiftRequest) -> Result<ShiftData<'a>> {
+        if let Some(dir) = &request.corruptions {
+            open_corruption_set(dir)?;
+        }
+        let ood = match request.ood.as_deref() {
+            Some(text) => {
+                let spec: DatasetSpec = text.parse().map_err(|e: data::DataError| {
+                    invalid("ood", text.to_string(), &e.to_string())
+                })?;
+                Some((text, data::load(&spec)?.test))
+            }
+            None => None,
+        };
+        Ok(ShiftData { request, ood })
+    }
+
+    /// The metrics of `combination` on the corrupted data and against the
+    /// OOD set, binned as `options` say.
+    fn evaluate(&self, combination: &Combination, options: &MetricOptions) -> Result<ShiftRecord> {
+        let predictor = combination.predictor();
+        let n_classes = combination.test().n_classes;
+        let corruptions = self
+            .request
+            .corruptions
+            .as_deref()
+            .map(|dir| evaluate_corruptions(predictor, dir, n_classes, options))
+            .transpose()?;
+        let ood = match &self.ood {
+            Some((name, ood_set)) => {
+                let inside = predictor.probabilities(combination.test())?;
+                let outside = predictor.probabilities(ood_set)?;
+                Some(ood_report(name, inside.view(), outside.view())?)
+            }
+            None => None,
+        };
+        Ok(ShiftRecord { corruptions, ood })
+    }
 }
 
 /// The paths of a comparison directory.
@@ -174,14 +305,26 @@ impl CompareDir {
         self.dir.settings()
     }
 
-    /// `runs/<method>-seed<seed>`, relative to the comparison directory.
-    pub fn relative_run(method: Method, seed: u64) -> String {
-        format!("runs/{method}-seed{seed}")
+    /// `runs/<training>-seed<seed>` for member 0 (`runs/csam-seed0`,
+    /// `runs/csam-dropout-seed0`), `runs/<training>-seed<seed>-member<j>`
+    /// for the others, relative to the comparison directory.
+    pub fn relative_run(training: Training, seed: u64, member: usize) -> String {
+        match member {
+            0 => format!("runs/{training}-seed{seed}"),
+            j => format!("runs/{training}-seed{seed}-member{j}"),
+        }
     }
 
-    /// The run directory of `method` with `seed`.
-    pub fn run(&self, method: Method, seed: u64) -> PathBuf {
-        self.dir.join(Self::relative_run(method, seed))
+    /// The directory of member `member` of `training`'s replicate `seed`.
+    pub fn run(&self, training: Training, seed: u64, member: usize) -> PathBuf {
+        self.dir.join(Self::relative_run(training, seed, member))
+    }
+
+    /// `predictions/<method>-seed<seed>`: the combined predictions of an
+    /// ensemble or MC-Dropout (see [`super::combined`]), relative to the
+    /// comparison directory.
+    pub fn relative_predictions(method: Method, seed: u64) -> String {
+        format!("predictions/{method}-seed{seed}")
     }
 
     /// `results.json`.
@@ -197,6 +340,11 @@ impl CompareDir {
     /// `table.md`.
     pub fn table(&self) -> PathBuf {
         self.dir.join("table.md")
+    }
+
+    /// `shift.md`: the table under shift and against OOD data.
+    pub fn shift_table(&self) -> PathBuf {
+        self.dir.join("shift.md")
     }
 
     /// `plots/`.
@@ -224,6 +372,8 @@ pub struct CompareOutcome {
     pub results: CompareResults,
     /// The Markdown table (`table.md`).
     pub table: String,
+    /// The shift table (`shift.md`), when the request asked for shift data.
+    pub shift_table: Option<String>,
 }
 
 impl CompareRequest {
@@ -233,11 +383,13 @@ impl CompareRequest {
     fn open(&self) -> Result<Comparison<'_>> {
         self.settings.validate()?;
         self.runtime.validate()?;
+        let shift = ShiftData::open(&self.shift)?;
         let dir = CompareDir::new(&self.out);
         dir.open(&self.settings)?;
         Ok(Comparison {
             settings: &self.settings,
             dir,
+            shift,
         })
     }
 }
@@ -249,10 +401,11 @@ pub fn plan(request: &CompareRequest) -> Result<Vec<PlannedRun>> {
     runs::unfinished(&request.open()?)
 }
 
-/// Trains (or reuses) every run, calibrates it, aggregates, writes
-/// `results.json`, `results.csv` and `table.md`, then the figures and
-/// `report.html` (see [`report::compare`]). Prints one line when a run
-/// starts and one when it finishes, with elapsed times.
+/// Trains (or reuses) every run, combines the members of ensembles and
+/// MC-Dropout ([`super::combined`]), calibrates each method's predictions,
+/// aggregates, writes `results.json`, `results.csv` and `table.md`, then the
+/// figures and `report.html` (see [`report::compare`]). Prints one line when
+/// a run starts and one when it finishes, with elapsed times.
 pub fn run<O: ExperimentObserver>(
     request: &CompareRequest,
     observer: &mut O,
@@ -260,10 +413,17 @@ pub fn run<O: ExperimentObserver>(
     let started = request.started;
     let settings = &request.settings;
     let comparison = request.open()?;
-    let runs = run_all(&comparison, &request.runtime, observer)?;
+    let device = parse_device(request.runtime.device.as_deref())
+        .map_err(|e| TrainError::Device(e.text, e.reason))?;
+    let members = run_all(&comparison, &request.runtime, observer)?;
+    let runs = comparison.method_records(&members, device)?;
     let dir = &comparison.dir;
     let aggregates = aggregate(&runs, &settings.methods);
     let table = table::markdown(&table::caption(settings), &aggregates);
+    let shift_table = (!request.shift.is_empty()).then(|| {
+        let caption = table::shift_caption(settings, &request.shift);
+        table::markdown_of(&caption, &aggregates, Metric::SHIFT)
+    });
     let results = CompareResults {
         schema: SCHEMA.to_string(),
         csam_version: env!("CARGO_PKG_VERSION").to_string(),
@@ -275,68 +435,186 @@ pub fn run<O: ExperimentObserver>(
     write_json(&dir.results_json(), &results)?;
     write_atomic(&dir.results_csv(), csv(&results.runs).as_bytes())?;
     write_atomic(&dir.table(), table.as_bytes())?;
+    if let Some(shift_table) = &shift_table {
+        write_atomic(&dir.shift_table(), shift_table.as_bytes())?;
+    }
     report::compare::write(dir, &results)?;
-    Ok(CompareOutcome { results, table })
+    Ok(CompareOutcome {
+        results,
+        table,
+        shift_table,
+    })
 }
 
-/// A comparison as the runs of an [`Experiment`]: each method at each seed,
-/// seed-major.
+/// A comparison as the runs of an [`Experiment`]: every member of every
+/// method at each seed, seed-major, each run once however many methods
+/// share it.
 struct Comparison<'a> {
     settings: &'a CompareSettings,
     dir: CompareDir,
+    /// What the methods are evaluated on besides the test split.
+    shift: ShiftData<'a>,
 }
 
-impl Experiment for Comparison<'_> {
-    type Run = (u64, Method);
-    type Record = RunRecord;
+/// One training run of a comparison: member `member` of replicate `seed` of
+/// what `method` trains.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct MemberRun {
+    method: Method,
+    seed: u64,
+    member: usize,
+}
 
-    fn runs(&self) -> Vec<Self::Run> {
-        let methods = &self.settings.methods;
-        self.settings
-            .shared
-            .seeds
-            .iter()
-            .flat_map(|&seed| methods.iter().map(move |&method| (seed, method)))
-            .collect()
+impl MemberRun {
+    /// What identifies the run: methods that train alike share it.
+    fn key(&self) -> (Training, u64, usize) {
+        (self.method.training(), self.seed, self.member)
+    }
+}
+
+/// A finished training run.
+struct MemberRecord {
+    run: MemberRun,
+    summary: RunSummary,
+}
+
+impl Comparison<'_> {
+    /// One record per method and seed, seed-major, from the finished runs.
+    fn method_records(&self, members: &[MemberRecord], device: Device) -> Result<Vec<RunRecord>> {
+        let mut records = Vec::new();
+        for &seed in &self.settings.shared.seeds {
+            for &method in &self.settings.methods {
+                let of_method: Vec<&MemberRecord> = (0..method.prediction.members())
+                    .map(|member| {
+                        let key = (method.training(), seed, member);
+                        // Invariant: run_all trained every member of every method.
+                        members
+                            .iter()
+                            .find(|record| record.run.key() == key)
+                            .expect("every member run has a record")
+                    })
+                    .collect();
+                records.push(self.method_record((method, seed), &of_method, device)?);
+            }
+        }
+        Ok(records)
     }
 
-    fn label(&self, (seed, method): Self::Run) -> String {
-        format!("{method} seed {seed}")
-    }
-
-    fn spec(&self, (seed, method): Self::Run) -> Result<RunSpec> {
-        self.settings.run_spec(method, seed)
-    }
-
-    fn dir(&self, (seed, method): Self::Run) -> PathBuf {
-        self.dir.run(method, seed)
-    }
-
-    /// The run's summary plus post-hoc calibration.
-    fn record(&self, (seed, method): Self::Run, summary: RunSummary) -> Result<RunRecord> {
+    /// The record of `method` at `seed` from its member runs: the run's own
+    /// predictions for one network, the combined ones otherwise; calibrated
+    /// post hoc on the validation split either way, and evaluated under
+    /// shift when the request asks for it.
+    fn method_record(
+        &self,
+        (method, seed): (Method, u64),
+        members: &[&MemberRecord],
+        device: Device,
+    ) -> Result<RunRecord> {
+        let shift = &self.shift;
         let options = &self.settings.shared.metrics;
-        let calibration = calibrate_run(&RunDir::new(self.dir((seed, method))), options)?;
-        let mut test = summary.test;
+        let train_wall_time_s = members.iter().map(|m| m.summary.wall_time_s).sum();
+        let dirs: Vec<PathBuf> = members.iter().map(|m| self.dir(m.run)).collect();
+        let dirs: Vec<&Path> = dirs.iter().map(PathBuf::as_path).collect();
+        let open = || Combination::open(&dirs, method.prediction, seed, device);
+        let mut combination = None;
+        let (run_dir, best_epoch, val, test) = match method.prediction {
+            Prediction::Single => {
+                let summary = &members[0].summary;
+                let relative = CompareDir::relative_run(method.training(), seed, 0);
+                (
+                    relative,
+                    Some(summary.best_epoch),
+                    summary.val,
+                    summary.test,
+                )
+            }
+            Prediction::Ensemble(_) | Prediction::McDropout(_) => {
+                let relative = CompareDir::relative_predictions(method, seed);
+                let out = RunDir::new(self.dir.dir.join(&relative));
+                combination.insert(open()?).write(&out)?;
+                let summary_of = |split| -> Result<MetricSummary> {
+                    let (probabilities, labels) = split_probabilities(&out, split)?;
+                    Ok(summarize(probabilities.view(), &labels, options)?)
+                };
+                (
+                    relative,
+                    None,
+                    summary_of(Split::Val)?,
+                    summary_of(Split::Test)?,
+                )
+            }
+        };
+        let calibration = calibrate_run(&RunDir::new(self.dir.dir.join(&run_dir)), options)?;
+        let mut test = test;
         test.tce = Some(calibration.posthoc.temperature.ece);
+        let shift = match shift.request.is_empty() {
+            true => None,
+            false => Some(shift.evaluate(&combination.map_or_else(open, Ok)?, options)?),
+        };
         Ok(RunRecord {
             method,
             seed,
-            run_dir: CompareDir::relative_run(method, seed),
-            best_epoch: summary.best_epoch,
-            train_wall_time_s: summary.wall_time_s,
+            run_dir,
+            best_epoch,
+            train_wall_time_s,
             temperature: calibration.temperature,
-            val: summary.val,
+            val,
             test,
             posthoc: calibration.posthoc,
+            shift,
         })
     }
+}
 
-    fn describe(record: &RunRecord) -> String {
+impl Experiment for Comparison<'_> {
+    type Run = MemberRun;
+    type Record = MemberRecord;
+
+    fn runs(&self) -> Vec<MemberRun> {
+        let mut runs: Vec<MemberRun> = Vec::new();
+        for &seed in &self.settings.shared.seeds {
+            for &method in &self.settings.methods {
+                for member in 0..method.prediction.members() {
+                    let run = MemberRun {
+                        method,
+                        seed,
+                        member,
+                    };
+                    if runs.iter().all(|other| other.key() != run.key()) {
+                        runs.push(run);
+                    }
+                }
+            }
+        }
+        runs
+    }
+
+    fn label(&self, run: MemberRun) -> String {
+        let training = run.method.training();
+        match run.member {
+            0 => format!("{training} seed {}", run.seed),
+            j => format!("{training} seed {} member {}", run.seed, j + 1),
+        }
+    }
+
+    fn spec(&self, run: MemberRun) -> Result<RunSpec> {
+        self.settings.run_spec(run.method, run.seed, run.member)
+    }
+
+    fn dir(&self, run: MemberRun) -> PathBuf {
+        self.dir.run(run.method.training(), run.seed, run.member)
+    }
+
+    fn record(&self, run: MemberRun, summary: RunSummary) -> Result<MemberRecord> {
+        Ok(MemberRecord { run, summary })
+    }
+
+    fn describe(record: &MemberRecord) -> String {
+        let test = &record.summary.test;
         format!(
-            "test accuracy {:.2}%, ECE {:.2}%, TCE {:.2}%",
-            100.0 * record.test.accuracy,
-            100.0 * record.test.ece,
-            100.0 * record.posthoc.temperature.ece,
+            "test accuracy {:.2}%, ECE {:.2}%",
+            100.0 * test.accuracy,
+            100.0 * test.ece,
         )
     }
 }
@@ -359,10 +637,10 @@ mod tests {
         let json = serde_json::to_value(&settings).unwrap();
         assert_eq!(json["lr"], 0.05, "shared keys at the top level: {json}");
         let sgd = settings
-            .run_spec(Method::cross_entropy(OptimizerFamily::Sgd), 0)
+            .run_spec(Method::cross_entropy(OptimizerFamily::Sgd), 0, 0)
             .unwrap();
         let csam = settings
-            .run_spec(Method::cross_entropy(OptimizerFamily::Csam), 2)
+            .run_spec(Method::cross_entropy(OptimizerFamily::Csam), 2, 0)
             .unwrap();
         assert_eq!(
             (sgd.optim.lr, sgd.optim.weight_decay),
@@ -390,17 +668,99 @@ mod tests {
         };
         assert!(
             !tracked
-                .run_spec(Method::cross_entropy(OptimizerFamily::Sgd), 0)
+                .run_spec(Method::cross_entropy(OptimizerFamily::Sgd), 0, 0)
                 .unwrap()
                 .track_theory
         );
         assert!(
             tracked
-                .run_spec(Method::cross_entropy(OptimizerFamily::Csam), 0)
+                .run_spec(Method::cross_entropy(OptimizerFamily::Csam), 0, 0)
                 .unwrap()
                 .track_theory
         );
         tracked.validate().unwrap();
+    }
+
+    fn methods(names: &str) -> Vec<Method> {
+        names.split(',').map(|name| name.parse().unwrap()).collect()
+    }
+
+    #[test]
+    fn ensembles_share_their_first_member_and_split_and_mc_dropout_trains_with_dropout() {
+        let settings = CompareSettings {
+            methods: methods("csam,csam-ensemble3,mc-dropout2,sgd,mc-dropout5"),
+            shared: SharedSettings {
+                seeds: vec![0, 7],
+                ..SharedSettings::default()
+            },
+            ..CompareSettings::default()
+        };
+        settings.validate().unwrap();
+        let no_shift = ShiftRequest::default();
+        let comparison = Comparison {
+            settings: &settings,
+            dir: CompareDir::new("cmp"),
+            shift: ShiftData::open(&no_shift).unwrap(),
+        };
+        let runs = comparison.runs();
+        let dirs: Vec<String> = runs
+            .iter()
+            .map(|&run| comparison.dir(run).display().to_string())
+            .collect();
+        // Per seed: csam's run and the ensemble's two others, one run with
+        // dropout for both MC-Dropout methods, SGD's.
+        assert_eq!(
+            &dirs[..5],
+            [
+                "cmp/runs/csam-seed0",
+                "cmp/runs/csam-seed0-member1",
+                "cmp/runs/csam-seed0-member2",
+                "cmp/runs/sgd-dropout-seed0",
+                "cmp/runs/sgd-seed0",
+            ]
+        );
+        assert_eq!(runs.len(), 10);
+        let ensemble = methods("csam-ensemble3")[0];
+        let single = settings.run_spec(methods("csam")[0], 7, 0).unwrap();
+        assert_eq!(settings.run_spec(ensemble, 7, 0).unwrap(), single);
+        let member = settings.run_spec(ensemble, 7, 2).unwrap();
+        assert_eq!(member.seed, 7 + 2 * MEMBER_SEED_STRIDE);
+        assert_eq!(member.data.split_seed(member.seed), 7);
+        assert_eq!(single.data.split_seed(single.seed), 7);
+        assert_eq!(
+            single.data.split_seed, None,
+            "a single run's spec is unchanged"
+        );
+        let dropout = settings.run_spec(methods("mc-dropout2")[0], 0, 0).unwrap();
+        assert_eq!(dropout.model.dropout, MC_DROPOUT_RATE);
+        assert_eq!((single.model.dropout, dropout.seed), (0.0, 0));
+    }
+
+    #[test]
+    fn methods_sharing_runs_must_share_settings_and_mc_dropout_needs_dropout() {
+        let with_file = |names: &str, file: &str| CompareSettings {
+            methods: methods(names),
+            method_settings: MethodSettings::parse(file, "methods.toml").unwrap(),
+            ..CompareSettings::default()
+        };
+        let clash = with_file("csam,csam-ensemble5", "[csam-ensemble5]\ngamma = 0.5\n");
+        let error = clash.validate().unwrap_err().to_string();
+        assert!(error.contains("runs/csam-seed0"), "{error}");
+        with_file("csam-ensemble5", "[csam-ensemble5]\ngamma = 0.5\n")
+            .validate()
+            .unwrap();
+        let no_dropout = with_file("mc-dropout5", "[mc-dropout5]\ndropout = 0.0\n");
+        let error = no_dropout.validate().unwrap_err().to_string();
+        assert!(error.contains("dropout must be above 0"), "{error}");
+        let own_rate = with_file("mc-dropout5", "[mc-dropout5]\ndropout = 0.3\n");
+        own_rate.validate().unwrap();
+        let spec = own_rate.run_spec(methods("mc-dropout5")[0], 0, 0).unwrap();
+        assert_eq!(spec.model.dropout, 0.3);
+        let refused = MethodSettings::parse("[sgd]\ndropout = 0.3\n", "methods.toml");
+        assert!(refused
+            .unwrap_err()
+            .to_string()
+            .contains("MC-Dropout's dropout rate"));
     }
 
     #[test]
@@ -476,7 +836,12 @@ mod tests {
         dir.open(&settings).unwrap();
         dir.open(&settings).unwrap();
         // A run started: the settings are the comparison's from now on.
-        std::fs::create_dir_all(dir.run(Method::cross_entropy(OptimizerFamily::Sgd), 0)).unwrap();
+        std::fs::create_dir_all(dir.run(
+            Method::cross_entropy(OptimizerFamily::Sgd).training(),
+            0,
+            0,
+        ))
+        .unwrap();
         let other = CompareSettings {
             gamma: 2.0,
             ..settings

@@ -1,11 +1,15 @@
 //! A method of a comparison: a training objective (a loss, how batches are
 //! fed: as they are, mixed up, MIT-L, and the classifier: linear or BalCAL's
-//! two) under an update rule, named as on
-//! the command line. `sgd`, `sam`, `asam`, `csam` and `vasso` train cross
-//! entropy with that rule; an objective's name alone (`focal`, `mixup`)
-//! trains it with SGD, and `NAME+RULE` (`focal+csam`) with the rule. The
-//! objectives take their default parameters (docs/losses.md); every method
-//! of a comparison shares its data, model, epochs, base optimiser and seeds.
+//! two) under an update rule, named as on the command line, and how it
+//! predicts: one network, a deep ensemble of N, or N MC-Dropout passes.
+//! `sgd`, `sam`, `asam`, `csam` and `vasso` train cross entropy with that
+//! rule; an objective's name alone (`focal`, `mixup`) trains it with SGD,
+//! and `NAME+RULE` (`focal+csam`) with the rule. `-ensembleN` and
+//! `-mc-dropoutN` after any of these (`csam-ensemble5`, `focal+sam-mc-dropout5`;
+//! `ensemble5` and `mc-dropout5` alone are SGD's) predict with N members or
+//! passes ([`Prediction`]). The objectives take their default parameters
+//! (docs/losses.md); every method of a comparison shares its data, model,
+//! epochs, base optimiser and seeds.
 
 use std::fmt;
 use std::str::FromStr;
@@ -92,19 +96,128 @@ const OBJECTIVES: &[(&str, WithDefaults)] = &[
     }),
 ];
 
+/// How a method predicts from what it trained.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Prediction {
+    /// One network in evaluation mode.
+    #[default]
+    Single,
+    /// A deep ensemble (Lakshminarayanan et al. 2017): the mean of the
+    /// softmax probabilities of this many networks trained alike from
+    /// different seeds on one split (the paper's Table 1: 5).
+    Ensemble(usize),
+    /// MC-Dropout (Gal and Ghahramani 2016): one network trained with
+    /// dropout ([`MC_DROPOUT_RATE`]), the mean of the softmax
+    /// probabilities of this many passes with dropout active (Table 1: 5).
+    McDropout(usize),
+}
+
+/// The dropout rate of the networks an MC-Dropout method trains (before the
+/// classifier, csam's `dropout` option): 0.1, as Ovadia et al. 2019's
+/// CIFAR-10 baselines; a methods file's `dropout` key sets another.
+pub const MC_DROPOUT_RATE: f64 = 0.1;
+
+/// The largest ensemble or number of MC-Dropout passes a method may name.
+const MAX_MEMBERS: usize = 100;
+
+impl Prediction {
+    /// The runs a replicate trains: the ensemble's size, else 1.
+    pub fn members(self) -> usize {
+        match self {
+            Prediction::Ensemble(members) => members,
+            Prediction::Single | Prediction::McDropout(_) => 1,
+        }
+    }
+
+    /// The name's suffix (`ensemble5`, `mc-dropout5`), or None.
+    fn suffix(self) -> Option<String> {
+        match self {
+            Prediction::Single => None,
+            Prediction::Ensemble(n) => Some(format!("ensemble{n}")),
+            Prediction::McDropout(n) => Some(format!("mc-dropout{n}")),
+        }
+    }
+
+    /// Splits `text` into what it trains and how it predicts: `csam-ensemble5`
+    /// is (`csam`, an ensemble of 5), `ensemble5` (`sgd`, an ensemble of 5);
+    /// a name without such a suffix predicts with one network.
+    fn split_off(text: &str) -> Result<(&str, Prediction), String> {
+        for (word, made) in [
+            (
+                "mc-dropout",
+                Prediction::McDropout as fn(usize) -> Prediction,
+            ),
+            ("ensemble", Prediction::Ensemble),
+        ] {
+            let Some(at) = text.rfind(word) else {
+                continue;
+            };
+            let (base, digits) = (&text[..at], &text[at + word.len()..]);
+            let base = match base {
+                "" => "sgd",
+                _ => match base.strip_suffix('-') {
+                    Some(base) => base,
+                    None => continue,
+                },
+            };
+            if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
+                continue;
+            }
+            let count = digits
+                .parse()
+                .ok()
+                .filter(|n| (1..=MAX_MEMBERS).contains(n))
+                .ok_or_else(|| {
+                    format!("method {text:?}: the {word} size must lie in 1..={MAX_MEMBERS}")
+                })?;
+            return Ok((base, made(count)));
+        }
+        Ok((text, Prediction::Single))
+    }
+}
+
 /// A training objective (cross entropy on batches as they are when `loss`
-/// is None, otherwise a name of [`OBJECTIVES`]) under an update rule.
+/// is None, otherwise a name of [`OBJECTIVES`]) under an update rule, and
+/// how it predicts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Method {
     loss: Option<&'static str>,
     /// The update rule.
     pub rule: OptimizerFamily,
+    /// One network, an ensemble, or MC-Dropout.
+    pub prediction: Prediction,
+}
+
+/// What one run of a method trains: its objective and rule, with dropout
+/// for MC-Dropout. Methods that train alike share their runs (`csam` and
+/// `csam-ensemble5` the first member; `mc-dropout5` and `mc-dropout10` all).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Training {
+    /// The method, predicting with one network.
+    pub method: Method,
+    /// Trained with [`MC_DROPOUT_RATE`] dropout.
+    pub dropout: bool,
+}
+
+impl fmt::Display for Training {
+    /// The method's name, `-dropout` after it when it trains with dropout.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.dropout {
+            true => write!(f, "{}-dropout", self.method),
+            false => write!(f, "{}", self.method),
+        }
+    }
 }
 
 impl Method {
-    /// Cross entropy under `rule`: the methods of the paper's main table.
+    /// Cross entropy under `rule`, predicting with one network: the methods
+    /// of the paper's main table.
     pub const fn cross_entropy(rule: OptimizerFamily) -> Method {
-        Method { loss: None, rule }
+        Method {
+            loss: None,
+            rule,
+            prediction: Prediction::Single,
+        }
     }
 
     /// The training loss, the mixing and the head, with their default
@@ -115,14 +228,30 @@ impl Method {
             .find(|(name, _)| Some(*name) == self.loss)
             .map_or_else(|| plain(TrainingLoss::default()), |(_, made)| made())
     }
+
+    /// What each of its runs trains.
+    pub fn training(&self) -> Training {
+        Training {
+            method: Method {
+                prediction: Prediction::Single,
+                ..*self
+            },
+            dropout: matches!(self.prediction, Prediction::McDropout(_)),
+        }
+    }
 }
 
 impl fmt::Display for Method {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match (self.loss, self.rule) {
-            (None, rule) => write!(f, "{rule}"),
-            (Some(loss), OptimizerFamily::Sgd) => f.write_str(loss),
-            (Some(loss), rule) => write!(f, "{loss}+{rule}"),
+        let base = match (self.loss, self.rule) {
+            (None, rule) => rule.to_string(),
+            (Some(loss), OptimizerFamily::Sgd) => loss.to_string(),
+            (Some(loss), rule) => format!("{loss}+{rule}"),
+        };
+        match self.prediction.suffix() {
+            None => f.write_str(&base),
+            Some(suffix) if base == "sgd" => f.write_str(&suffix),
+            Some(suffix) => write!(f, "{base}-{suffix}"),
         }
     }
 }
@@ -131,11 +260,12 @@ impl FromStr for Method {
     type Err = String;
 
     fn from_str(text: &str) -> Result<Method, String> {
-        let text = text.trim().to_ascii_lowercase();
+        let lowered = text.trim().to_ascii_lowercase();
+        let (text, prediction) = Prediction::split_off(&lowered)?;
         let (loss, rule) = match text.split_once('+') {
             Some((loss, rule)) => (Some(loss), Some(rule)),
-            None if text.parse::<OptimizerFamily>().is_ok() => (None, Some(text.as_str())),
-            None => (Some(text.as_str()), None),
+            None if text.parse::<OptimizerFamily>().is_ok() => (None, Some(text)),
+            None => (Some(text), None),
         };
         let loss = loss
             .map(|name| {
@@ -143,14 +273,18 @@ impl FromStr for Method {
                     .iter()
                     .find(|(known, _)| *known == name)
                     .map(|(known, _)| *known)
-                    .ok_or_else(|| unknown(&text))
+                    .ok_or_else(|| unknown(&lowered))
             })
             .transpose()?;
         let rule = match rule {
-            Some(rule) => rule.parse().map_err(|_| unknown(&text))?,
+            Some(rule) => rule.parse().map_err(|_| unknown(&lowered))?,
             None => OptimizerFamily::Sgd,
         };
-        Ok(Method { loss, rule })
+        Ok(Method {
+            loss,
+            rule,
+            prediction,
+        })
     }
 }
 
@@ -158,7 +292,8 @@ fn unknown(text: &str) -> String {
     let losses: Vec<&str> = OBJECTIVES.iter().map(|(name, _)| *name).collect();
     format!(
         "unknown method {text:?}: a rule (sgd, sam, asam, csam, vasso), a loss, mixing or head ({}) \
-         or NAME+RULE such as focal+csam",
+         or NAME+RULE such as focal+csam, each optionally followed by -ensembleN or -mc-dropoutN \
+         (csam-ensemble5; ensemble5 and mc-dropout5 alone are SGD's)",
         losses.join(", ")
     )
 }
@@ -179,6 +314,42 @@ impl<'de> serde::Deserialize<'de> for Method {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn ensemble_and_mc_dropout_names_round_trip_and_train_like_their_base() {
+        for (text, base, prediction) in [
+            ("ensemble5", "sgd", Prediction::Ensemble(5)),
+            ("csam-ensemble5", "csam", Prediction::Ensemble(5)),
+            ("focal+sam-ensemble2", "focal+sam", Prediction::Ensemble(2)),
+            ("mc-dropout5", "sgd", Prediction::McDropout(5)),
+            ("csam-mc-dropout10", "csam", Prediction::McDropout(10)),
+            ("mixup-mc-dropout1", "mixup", Prediction::McDropout(1)),
+        ] {
+            let method: Method = text.parse().unwrap();
+            assert_eq!(method.to_string(), text);
+            assert_eq!(method.prediction, prediction, "{text}");
+            let training = method.training();
+            assert_eq!(training.method.to_string(), base);
+            assert_eq!(training.method.objective(), method.objective());
+            let dropout = matches!(prediction, Prediction::McDropout(_));
+            assert_eq!(training.dropout, dropout);
+            let expected = match dropout {
+                true => format!("{base}-dropout"),
+                false => base.to_string(),
+            };
+            assert_eq!(training.to_string(), expected);
+        }
+        assert_eq!(
+            "sgd-ensemble3".parse::<Method>().unwrap().to_string(),
+            "ensemble3"
+        );
+        assert_eq!(Prediction::Ensemble(4).members(), 4);
+        assert_eq!(Prediction::McDropout(4).members(), 1);
+        for bad in ["ensemble0", "csam-mc-dropout0", "ensemble101"] {
+            let error = bad.parse::<Method>().unwrap_err();
+            assert!(error.contains("must lie in 1..=100"), "{bad}: {error}");
+        }
+    }
 
     #[test]
     fn names_round_trip_and_choose_loss_and_rule() {
@@ -235,7 +406,19 @@ mod tests {
             "Focal+CSAM".parse::<Method>().unwrap().to_string(),
             "focal+csam"
         );
-        for bad in ["hinge", "focal+lamb", "focal+", "+csam", "sgd+focal", ""] {
+        for bad in [
+            "hinge",
+            "focal+lamb",
+            "focal+",
+            "+csam",
+            "sgd+focal",
+            "",
+            "csam-ensemble",
+            "csamensemble5",
+            "csam-ensemble5x",
+            "hinge-ensemble5",
+            "-ensemble5",
+        ] {
             let error = bad.parse::<Method>().unwrap_err();
             assert!(error.contains("unknown method"), "{bad}: {error}");
         }

@@ -25,7 +25,7 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use super::method::Method;
+use super::method::{Method, Prediction};
 use csam_train::spec::{keys, RunSpec, SpecLayers};
 use csam_train::train::{ConfigError, TrainError};
 
@@ -76,7 +76,8 @@ impl MethodSettings {
                 )));
             };
             for key in keys.keys() {
-                check_key(key).map_err(|reason| parse_error(format!("[{name}] {reason}")))?;
+                check_key(key, method)
+                    .map_err(|reason| parse_error(format!("[{name}] {reason}")))?;
             }
             settings.insert(method.to_string(), keys);
         }
@@ -129,18 +130,21 @@ impl MethodSettings {
     }
 }
 
-/// Refuses a key that is not one of a run's loss, mixing or update-rule keys.
-fn check_key(name: &str) -> std::result::Result<(), String> {
+/// Refuses a key that is not one of `method`'s own: its loss's, mixing's,
+/// head's or update rule's parameters, and the dropout rate of MC-Dropout.
+fn check_key(name: &str, method: Method) -> std::result::Result<(), String> {
     let key = keys::find(name).ok_or_else(|| format!("unknown key `{name}`"))?;
     let path = key.path;
     let own = matches!(path.first(), Some(&"loss" | &"mixing"))
         || path.starts_with(&["optim", "rule"])
-        || path.starts_with(&["model", "head"]);
+        || path.starts_with(&["model", "head"])
+        || (path == ["model", "dropout"] && matches!(method.prediction, Prediction::McDropout(_)));
     match own && path.last() != Some(&"kind") {
         true => Ok(()),
         false => Err(format!(
             "`{name}` cannot differ between methods: a comparison shares it (a method's own \
-             settings are its loss's, mixing's, head's and update rule's parameters)"
+             settings are its loss's, mixing's, head's and update rule's parameters, and \
+             MC-Dropout's dropout rate)"
         )),
     }
 }

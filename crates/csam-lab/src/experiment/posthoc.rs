@@ -73,7 +73,13 @@ pub fn calibrate_run(run_dir: &RunDir, options: &MetricOptions) -> Result<RunCal
 /// The raw test probabilities (softmax of the test logits, N x K) and labels
 /// of a finished run.
 pub fn test_probabilities(run_dir: &RunDir) -> Result<(Array2<f64>, Vec<usize>)> {
-    let (logits, labels) = read_split(run_dir, Split::Test)?;
+    split_probabilities(run_dir, Split::Test)
+}
+
+/// The raw probabilities (softmax of the logits, N x K) and labels of one
+/// split of a finished run.
+pub fn split_probabilities(run_dir: &RunDir, split: Split) -> Result<(Array2<f64>, Vec<usize>)> {
+    let (logits, labels) = read_split(run_dir, split)?;
     Ok((csam_calib::scores::softmax(logits.view()), labels))
 }
 

@@ -7,7 +7,7 @@
 //! - `schema`, `csam_version`, `settings` (the comparison's settings, as in
 //!   `compare.json`), `wall_time_s` (of the invocation that wrote the file);
 //! - `runs[]`: `method`, `seed`, `run_dir` (relative to the comparison
-//!   directory), `best_epoch`, `train_wall_time_s`, `temperature`, `val` and
+//!   directory), `best_epoch` (null for ensembles and MC-Dropout), `train_wall_time_s`, `temperature`, `val` and
 //!   `test` (every metric of the calibration crate's `MetricSummary`; `test.tce`
 //!   set), `posthoc.{temperature,isotonic,histogram}` (test metrics after each
 //!   calibrator fitted on validation);
@@ -23,6 +23,7 @@ use serde::{Deserialize, Serialize};
 use super::compare::CompareSettings;
 use super::method::Method;
 use super::posthoc::PosthocSummaries;
+use crate::shift::report::{CorruptionReport, OodReport};
 
 /// The `schema` tag of `results.json`.
 pub const SCHEMA: &str = "csam-compare/1";
@@ -30,15 +31,18 @@ pub const SCHEMA: &str = "csam-compare/1";
 /// The numbers of one trained run.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct RunRecord {
-    /// SGD, SAM, ASAM or CSAM.
+    /// The method (`sgd`, `focal+csam`, `csam-ensemble5`, ...).
     pub method: Method,
-    /// The run's seed.
+    /// The run's seed (an ensemble's: its first member's).
     pub seed: u64,
-    /// The run directory, relative to the comparison directory.
+    /// The run directory, relative to the comparison directory; for an
+    /// ensemble or MC-Dropout, the directory of the combined predictions.
     pub run_dir: String,
-    /// 1-based epoch of the best checkpoint (by validation NLL).
-    pub best_epoch: usize,
-    /// Training and evaluation time of the run, over all resumes.
+    /// 1-based epoch of the best checkpoint (by validation NLL); None for an
+    /// ensemble or MC-Dropout (each member has its own).
+    pub best_epoch: Option<usize>,
+    /// Training and evaluation time of the run, over all resumes (an
+    /// ensemble's: summed over its members).
     pub train_wall_time_s: f64,
     /// Temperature fitted on validation (NLL).
     pub temperature: f64,
@@ -48,6 +52,19 @@ pub struct RunRecord {
     pub test: MetricSummary,
     /// Test metrics after post-hoc calibration.
     pub posthoc: PosthocSummaries,
+    /// Under shift and against OOD data, when the comparison asked for it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shift: Option<ShiftRecord>,
+}
+
+/// A method's predictions on corrupted test data and against an
+/// out-of-distribution set (the paper's Table 1).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ShiftRecord {
+    /// Per corruption and severity, and their means.
+    pub corruptions: Option<CorruptionReport>,
+    /// OOD detection AUROCs.
+    pub ood: Option<OodReport>,
 }
 
 /// A column of the results table: one number per run.
@@ -75,6 +92,17 @@ pub enum Metric {
     EceIsotonic,
     /// ECE after histogram binning fitted on validation.
     EceHistogram,
+    /// Accuracy on corrupted test data, the mean over corruptions and
+    /// severities.
+    CorruptedAccuracy,
+    /// ECE on corrupted test data, the mean over corruptions and severities.
+    CorruptedEce,
+    /// NLL on corrupted test data, the mean over corruptions and severities.
+    CorruptedNll,
+    /// OOD detection AUROC, scored by the maximum probability.
+    OodAurocMaxProbability,
+    /// OOD detection AUROC, scored by minus the predictive entropy.
+    OodAurocEntropy,
 }
 
 impl Metric {
@@ -93,6 +121,18 @@ impl Metric {
         Metric::EceHistogram,
     ];
 
+    /// The columns of the shift table (`shift.md`): in-distribution test
+    /// accuracy and ECE beside the shift and OOD ones.
+    pub const SHIFT: &'static [Metric] = &[
+        Metric::Accuracy,
+        Metric::Ece,
+        Metric::CorruptedAccuracy,
+        Metric::CorruptedEce,
+        Metric::CorruptedNll,
+        Metric::OodAurocMaxProbability,
+        Metric::OodAurocEntropy,
+    ];
+
     /// The key in `results.json` and `results.csv`.
     pub fn key(self) -> &'static str {
         match self {
@@ -107,6 +147,11 @@ impl Metric {
             Metric::AurocOvr => "auroc_ovr",
             Metric::EceIsotonic => "ece_isotonic",
             Metric::EceHistogram => "ece_histogram",
+            Metric::CorruptedAccuracy => "corrupted_accuracy",
+            Metric::CorruptedEce => "corrupted_ece",
+            Metric::CorruptedNll => "corrupted_nll",
+            Metric::OodAurocMaxProbability => "ood_auroc_max_probability",
+            Metric::OodAurocEntropy => "ood_auroc_entropy",
         }
     }
 
@@ -124,19 +169,26 @@ impl Metric {
             Metric::AurocOvr => "AUROC ovr",
             Metric::EceIsotonic => "ECE iso",
             Metric::EceHistogram => "ECE hist",
+            Metric::CorruptedAccuracy => "Corrupted acc",
+            Metric::CorruptedEce => "Corrupted ECE",
+            Metric::CorruptedNll => "Corrupted NLL",
+            Metric::OodAurocMaxProbability => "OOD AUROC max-prob",
+            Metric::OodAurocEntropy => "OOD AUROC entropy",
         }
     }
 
     /// True when the table shows the metric in percent (as the paper does);
     /// NLL and Brier are shown as they are.
     pub fn in_percent(self) -> bool {
-        !matches!(self, Metric::Nll | Metric::Brier)
+        !matches!(self, Metric::Nll | Metric::Brier | Metric::CorruptedNll)
     }
 
     /// The metric's value in `run`; None where it is undefined (an AUROC
     /// without both positives and negatives, e.g. when every prediction is right).
     pub fn of(self, run: &RunRecord) -> Option<f64> {
         let test = &run.test;
+        let corrupted = || Some(run.shift.as_ref()?.corruptions.as_ref()?.mean);
+        let ood = || run.shift.as_ref()?.ood.as_ref();
         match self {
             Metric::Accuracy => Some(test.accuracy),
             Metric::Ece => Some(test.ece),
@@ -149,6 +201,11 @@ impl Metric {
             Metric::AurocOvr => test.auroc_ovr,
             Metric::EceIsotonic => Some(run.posthoc.isotonic.ece),
             Metric::EceHistogram => Some(run.posthoc.histogram.ece),
+            Metric::CorruptedAccuracy => corrupted().map(|m| m.accuracy),
+            Metric::CorruptedEce => corrupted().map(|m| m.ece),
+            Metric::CorruptedNll => corrupted().map(|m| m.nll),
+            Metric::OodAurocMaxProbability => ood().map(|o| o.auroc_max_probability),
+            Metric::OodAurocEntropy => ood().map(|o| o.auroc_entropy),
         }
     }
 }
@@ -205,8 +262,10 @@ pub fn aggregate(runs: &[RunRecord], methods: &[Method]) -> Vec<MethodAggregate>
         .iter()
         .filter_map(|&method| {
             let mine: Vec<&RunRecord> = runs.iter().filter(|r| r.method == method).collect();
+            let shift_only = Metric::SHIFT.iter().filter(|m| !Metric::ALL.contains(m));
             let metrics = Metric::ALL
                 .iter()
+                .chain(shift_only)
                 .filter_map(|&metric| {
                     let values: Vec<f64> = mine.iter().filter_map(|r| metric.of(r)).collect();
                     Some((metric.key().to_string(), mean_std(&values)?))
@@ -258,7 +317,7 @@ pub fn csv(runs: &[RunRecord]) -> String {
             run.method.to_string(),
             run.seed.to_string(),
             run.run_dir.clone(),
-            run.best_epoch.to_string(),
+            run.best_epoch.map_or_else(String::new, |e| e.to_string()),
             run.train_wall_time_s.to_string(),
             run.temperature.to_string(),
         ];
@@ -303,7 +362,7 @@ pub(crate) mod tests {
             method,
             seed,
             run_dir: format!("runs/{method}-seed{seed}"),
-            best_epoch: 1,
+            best_epoch: Some(1),
             train_wall_time_s: 1.0,
             temperature: 1.5,
             val: flat_summary(raw),
@@ -316,6 +375,7 @@ pub(crate) mod tests {
                 isotonic: flat_summary(calibrated / 2.0),
                 histogram: flat_summary(calibrated / 4.0),
             },
+            shift: None,
         }
     }
 

@@ -2,7 +2,7 @@
 //! `table.md`): one row per method, one column per [`Metric`], each cell
 //! `mean ± std` over seeds (docs/conventions.md, "Experiment protocol"), in percent except NLL and Brier.
 
-use super::compare::CompareSettings;
+use super::compare::{CompareSettings, ShiftRequest};
 use super::results::{MeanStd, MethodAggregate, Metric};
 
 /// The caption: data, model, training length, shared hyperparameters, the
@@ -58,17 +58,51 @@ pub fn mean_std_text(value: Option<&MeanStd>, in_percent: bool) -> String {
     }
 }
 
-/// The Markdown table: the caption, a blank line, then the header, the
-/// alignment row and one row per aggregate.
+/// The Markdown table of [`Metric::ALL`]: the caption, a blank line, then
+/// the header, the alignment row and one row per aggregate.
 pub fn markdown(caption: &str, aggregates: &[MethodAggregate]) -> String {
+    markdown_of(caption, aggregates, Metric::ALL)
+}
+
+/// The caption of the shift table: what the corrupted and OOD columns are.
+pub fn shift_caption(settings: &CompareSettings, shift: &ShiftRequest) -> String {
+    let corrupted = shift.corruptions.as_ref().map_or_else(
+        || "no corrupted data".to_string(),
+        |dir| {
+            format!(
+                "corrupted: {}, the mean over its corruptions and severities",
+                dir.display()
+            )
+        },
+    );
+    let ood = shift.ood.as_deref().map_or_else(
+        || "no OOD set".to_string(),
+        |ood| {
+            format!(
+                "OOD: the test split against {ood}'s, scored by maximum probability and by entropy"
+            )
+        },
+    );
+    format!(
+        "Under shift: {} ({}; {}). Mean ± sample std over {} seeds; percent except NLL; ECE: \
+         15 equal-width bins.",
+        settings.shared.data,
+        corrupted,
+        ood,
+        settings.shared.seeds.len(),
+    )
+}
+
+/// The Markdown table of `metrics` (see [`markdown`]).
+pub fn markdown_of(caption: &str, aggregates: &[MethodAggregate], metrics: &[Metric]) -> String {
     let header: Vec<String> = std::iter::once("Method".to_string())
-        .chain(Metric::ALL.iter().map(|m| match m.in_percent() {
+        .chain(metrics.iter().map(|m| match m.in_percent() {
             true => format!("{} (%)", m.header()),
             false => m.header().to_string(),
         }))
         .collect();
     let align: Vec<&str> = std::iter::once(":--")
-        .chain(Metric::ALL.iter().map(|_| "--:"))
+        .chain(metrics.iter().map(|_| "--:"))
         .collect();
     let mut out = format!(
         "{caption}\n\n| {} |\n|{}|\n",
@@ -77,7 +111,7 @@ pub fn markdown(caption: &str, aggregates: &[MethodAggregate]) -> String {
     );
     for aggregate in aggregates {
         let cells: Vec<String> = std::iter::once(aggregate.method.to_string().to_uppercase())
-            .chain(Metric::ALL.iter().map(|&m| cell(m, aggregate.get(m))))
+            .chain(metrics.iter().map(|&m| cell(m, aggregate.get(m))))
             .collect();
         out.push_str(&format!("| {} |\n", cells.join(" | ")));
     }

@@ -5,7 +5,7 @@ use serde::{Deserialize, Serialize};
 
 use super::check::invalid;
 use crate::train::ConfigError;
-use csam_data::DatasetSpec;
+use csam_data::{DatasetSpec, Splits};
 
 /// The data of a run.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -18,6 +18,13 @@ pub struct DataSpec {
     /// stopping, post-hoc calibration).
     #[serde(default)]
     pub val_size: ValSize,
+    /// The seed of the validation hold-out; `None` (the default, left out of
+    /// `config.toml`): the run's seed. Runs that must share one split but
+    /// differ in initialisation and data order (the members of a deep
+    /// ensemble, whose validation predictions are averaged and calibrated)
+    /// set it to one value.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub split_seed: Option<u64>,
     /// Random crop with padding and horizontal flip (where the data allows a
     /// mirror) on training batches.
     #[serde(default = "yes")]
@@ -37,9 +44,28 @@ impl DataSpec {
         DataSpec {
             source,
             val_size: ValSize::default(),
+            split_seed: None,
             augment: true,
             shuffle: true,
         }
+    }
+
+    /// The seed of the validation hold-out of a run seeded `run_seed`.
+    pub fn split_seed(&self, run_seed: u64) -> u64 {
+        self.split_seed.unwrap_or(run_seed)
+    }
+
+    /// Loads the data set and splits off the validation hold-out of a run
+    /// seeded `run_seed`: the train / validation / test parts the run trains,
+    /// selects and reports on.
+    pub fn splits(&self, run_seed: u64) -> Result<Splits, csam_data::DataError> {
+        let source = csam_data::load(&self.source)?;
+        let n_train = source.train.as_ref().map_or(0, |train| train.n);
+        csam_data::split(
+            source,
+            self.val_size.count(n_train),
+            self.split_seed(run_seed),
+        )
     }
 
     /// Checks the validation size (its fit to the data set is checked when

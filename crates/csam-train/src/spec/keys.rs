@@ -119,6 +119,8 @@ pub static KEYS: &[Key] = &[
         "Data set: fashion-mnist, digits, mnist, fashion-mnist-full, idx:DIR, cifar10:DIR, cifar100:DIR, npy:IMAGES,LABELS, folder:DIR"),
     key("val_size", &["data", "val_size"], CountOrFraction,
         "Validation hold-out of the training part: a count (5000) or a fraction (0.1), stratified (default 0.1)"),
+    key("split_seed", &["data", "split_seed"], Count,
+        "Seed of the validation hold-out (default: the run's seed; runs that share it share their split)"),
     key("augment", &["data", "augment"], Switch,
         "Training augmentation: random crop with padding, flip where the data allows it (default true)"),
     key("shuffle", &["data", "shuffle"], Switch,

@@ -5,7 +5,7 @@
 //!
 //! ```text
 //! RunSpec
-//! ├── data:    DataSpec   { source, val_size, augment, shuffle }
+//! ├── data:    DataSpec   { source, val_size, split_seed, augment, shuffle }
 //! ├── model:   ModelSpec  { arch, mlp_hidden, dropout, drop_path, shakedrop, init,
 //! │                         init_new_classifier, script, head: Linear | Balcal{lambda, delta} }
 //! ├── loss:    LossSpec   CrossEntropy | Focal | Flsd | LabelSmoothing | DualFocal

@@ -14,9 +14,7 @@ use super::error::{ConfigError, Result, TrainError};
 use super::evaluate::{predict_mode, Predictions};
 use super::rundir::{RunDir, Split};
 use crate::spec::{BaseSpec, LossSpec, MixingSpec, ModelSpec, OptimSpec, RunSpec, Schedule};
-use csam_data::{
-    self as data, Augmentation, BatchLoader, Dataset, LoaderOptions, Normalization, Splits,
-};
+use csam_data::{Augmentation, BatchLoader, Dataset, LoaderOptions, Normalization, Splits};
 use csam_nn::loss::{AdaFocal, AdaFocalBins, CorrectnessHistory, TrainingLoss};
 use csam_nn::mixing::TrainBatch;
 use csam_nn::model::balcal::HeadLogits;
@@ -96,12 +94,10 @@ impl Session {
     /// the spec's init weights) and the optimizer. A resumed run then
     /// overwrites the weights with its checkpoint's.
     pub fn prepare(spec: &RunSpec, device: Device) -> Result<Session> {
-        let source = data::load(&spec.data.source)?;
-        let n_train = source.train.as_ref().map_or(0, |train| train.n);
         // A source without a training part is refused by the split, which names it.
-        let classes = source.train.as_ref().map(|train| train.n_classes);
-        let needed = spec.loss.min_classes();
-        if let Some(classes) = classes.filter(|&classes| classes < needed) {
+        let splits = spec.data.splits(spec.seed)?;
+        let (classes, needed) = (splits.train.n_classes, spec.loss.min_classes());
+        if classes < needed {
             return Err(ConfigError::invalid(
                 "loss",
                 spec.loss.name(),
@@ -109,7 +105,6 @@ impl Session {
             )
             .into());
         }
-        let splits = data::split(source, spec.data.val_size.count(n_train), spec.seed)?;
         let normalization = Normalization::fit(&splits.train)?;
         tch::manual_seed(epoch_seed(spec.seed, 0));
         let steps_per_epoch = splits.train.n.div_ceil(spec.batch_size);

@@ -21,10 +21,10 @@ use std::time::Instant;
 use serde::{Deserialize, Serialize};
 
 use super::compare::CompareSettings;
-use super::method::Method;
+use super::method::{Method, Prediction};
 use super::method_settings::MethodSettings;
 use super::runs::{self, run_all, Experiment, PlannedRun};
-use super::settings::{check_grid_axis, write_json, ExperimentDir, SharedSettings};
+use super::settings::{check_grid_axis, invalid, write_json, ExperimentDir, SharedSettings};
 use csam_train::spec::{OptimizerFamily, RunSpec, Runtime};
 use csam_train::train::atomic::write_atomic;
 use csam_train::train::{ExperimentObserver, RunSummary, TrainError};
@@ -91,7 +91,7 @@ impl GridSettings {
             // (ASAM's own radius).
             method_settings: MethodSettings::builtin().of(&[self.method]),
         };
-        compare.run_spec(self.method, seed)
+        compare.run_spec(self.method, seed, 0)
     }
 
     /// Refuses empty or repeated lists and any setting a run would refuse
@@ -100,6 +100,13 @@ impl GridSettings {
     /// is recorded only once its settings are valid.
     pub fn validate(&self) -> Result<()> {
         self.shared.validate()?;
+        if self.method.prediction != Prediction::Single {
+            return Err(invalid(
+                "method",
+                self.method.to_string(),
+                "a grid tunes one network; tune the ensemble's or MC-Dropout's base method",
+            ));
+        }
         check_grid_axis("lrs", &self.lrs)?;
         check_grid_axis("weight_decays", &self.weight_decays)?;
         for point in self.pairs() {

@@ -57,7 +57,15 @@ pub fn sections(dir: &CompareDir, results: &CompareResults) -> Result<Vec<Sectio
     let seed = results.settings.shared.seeds[0];
     let mut predictions = Vec::new();
     for &method in &results.settings.methods {
-        let (probabilities, labels) = test_probabilities(&RunDir::new(dir.run(method, seed)))?;
+        let record = results
+            .runs
+            .iter()
+            .find(|run| run.method == method && run.seed == seed)
+            .ok_or_else(|| {
+                TrainError::Invalid(format!("results.json has no run of {method} seed {seed}"))
+            })?;
+        let run_dir = RunDir::new(dir.root().join(&record.run_dir));
+        let (probabilities, labels) = test_probabilities(&run_dir)?;
         predictions.push(MethodPredictions {
             method,
             seed,

@@ -10,6 +10,7 @@ use std::path::Path;
 
 use csam_calib::plot::Series;
 
+use crate::experiment::method::{Method, Prediction};
 use crate::experiment::results::CompareResults;
 use csam_train::train::metrics_log::{EpochRecord, MetricsLog};
 use csam_train::train::TrainError;
@@ -28,7 +29,9 @@ pub struct EpochCurves {
 /// Reads every run's epoch log; `root` is the comparison directory.
 pub fn read(root: &Path, results: &CompareResults) -> Result<EpochCurves, TrainError> {
     let mut logs = Vec::with_capacity(results.runs.len());
-    for run in &results.runs {
+    // An ensemble or MC-Dropout has no weights of its own to log per epoch.
+    let single = |method: &Method| method.prediction == Prediction::Single;
+    for run in results.runs.iter().filter(|run| single(&run.method)) {
         let path = root.join(&run.run_dir).join("metrics.jsonl");
         logs.push((run.method, MetricsLog::new(&path).read()?));
     }
@@ -40,6 +43,7 @@ pub fn read(root: &Path, results: &CompareResults) -> Result<EpochCurves, TrainE
             .settings
             .methods
             .iter()
+            .filter(|method| single(method))
             .map(|&method| {
                 let mut per_epoch: BTreeMap<usize, Vec<f64>> = BTreeMap::new();
                 for (_, records) in logs.iter().filter(|(m, _)| *m == method) {

@@ -6,7 +6,7 @@ use super::figure::write_figure;
 use super::html::{self, Cell};
 use super::Section;
 use crate::experiment::compare::CompareDir;
-use crate::experiment::method::Method;
+use crate::experiment::method::{Method, Prediction};
 use crate::experiment::results::CompareResults;
 use csam_calib::plot::line_chart;
 use csam_train::spec::OptimizerFamily;
@@ -22,6 +22,7 @@ pub fn section(dir: &CompareDir, results: &CompareResults) -> Result<Option<Sect
         .iter()
         .copied()
         .filter(|m| matches!(m.rule, OptimizerFamily::Sam | OptimizerFamily::Csam))
+        .filter(|m| m.prediction == Prediction::Single)
         .collect();
     if !results.settings.shared.track_theory || tracked.is_empty() {
         return Ok(None);
@@ -32,7 +33,7 @@ pub fn section(dir: &CompareDir, results: &CompareResults) -> Result<Option<Sect
     let mut figures = Vec::new();
     for &method in &tracked {
         for (index, &seed) in results.settings.shared.seeds.iter().enumerate() {
-            let records = read_theory(&dir.run(method, seed))?;
+            let records = read_theory(&dir.run(method.training(), seed, 0))?;
             let summary = TheorySummary::of(&records);
             let below =
                 (summary.steps > 0).then(|| summary.p_tilde_below_p as f64 / summary.steps as f64);
