@@ -1,7 +1,7 @@
 //! A method of a comparison: a training objective (a loss, how batches are
 //! fed: as they are, mixed up, MIT-L, and the classifier: linear or BalCAL's
 //! two) under an update rule, named as on
-//! the command line. `sgd`, `sam`, `asam`, `csam` and `vasso` train cross
+//! the command line. `sgd`, `sam`, `asam`, `csam`, `vasso` and `bsam` train cross
 //! entropy with that rule; an objective's name alone (`focal`, `mixup`)
 //! trains it with SGD, and `NAME+RULE` (`focal+csam`) with the rule. The
 //! objectives take their default parameters (docs/losses.md); every method
@@ -157,7 +157,7 @@ impl FromStr for Method {
 fn unknown(text: &str) -> String {
     let losses: Vec<&str> = OBJECTIVES.iter().map(|(name, _)| *name).collect();
     format!(
-        "unknown method {text:?}: a rule (sgd, sam, asam, csam, vasso), a loss, mixing or head ({}) \
+        "unknown method {text:?}: a rule (sgd, sam, asam, csam, vasso, bsam), a loss, mixing or head ({}) \
          or NAME+RULE such as focal+csam",
         losses.join(", ")
     )
