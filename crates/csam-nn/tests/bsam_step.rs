@@ -90,7 +90,10 @@ impl Hand {
 
 fn assert_close(ours: &[f64], hand: &[f64; 2], what: &str) {
     for (a, b) in ours.iter().zip(hand) {
-        assert!((a - b).abs() < 1e-12, "{what}: csam {ours:?}, by hand {hand:?}");
+        assert!(
+            (a - b).abs() < 1e-12,
+            "{what}: csam {ours:?}, by hand {hand:?}"
+        );
     }
 }
 
@@ -114,7 +117,10 @@ fn two_steps_match_algorithm_one_by_hand() {
             .unwrap();
         let sample = [0, 1].map(|i| hand.m[i] + e[i] / (c.n_data * hand.s[i]).sqrt());
         let g = gradient(sample, x);
-        assert!((stats.grad_norm - g[0].hypot(g[1])).abs() < 1e-12, "||g|| at the sample");
+        assert!(
+            (stats.grad_norm - g[0].hypot(g[1])).abs() < 1e-12,
+            "||g|| at the sample"
+        );
         hand.step(&c, x, e);
         assert_close(&values(&model.w), &hand.m, "mean m");
         assert_close(&values(step.momentum()), &hand.g_m, "momentum g_m");
@@ -132,7 +138,11 @@ fn state_saved_and_restored_continues_the_same() {
     let mut first = BsamStep::new(c.clone(), &vs).unwrap();
     tch::manual_seed(5);
     first.step_batch(&model, &batch).unwrap();
-    let saved: Vec<(String, Tensor)> = first.state().into_iter().map(|(k, v)| (k, v.copy())).collect();
+    let saved: Vec<(String, Tensor)> = first
+        .state()
+        .into_iter()
+        .map(|(k, v)| (k, v.copy()))
+        .collect();
     let weights = values(&model.w);
     first.step_batch(&model, &batch).unwrap();
     let (vs2, model2) = setup([weights[0], weights[1]]);
@@ -158,10 +168,16 @@ fn bad_settings_and_noise_are_refused_in_one_line() {
         (|c| c.beta1 = 1.0, "beta1 must lie in [0, 1), got 1"),
         (|c| c.beta2 = -0.1, "beta2 must lie in [0, 1), got -0.1"),
         (|c| c.damping = 0.0, "damping must be finite and > 0, got 0"),
-        (|c| c.init_precision = -1.0, "initial precision must be finite and > 0"),
+        (
+            |c| c.init_precision = -1.0,
+            "initial precision must be finite and > 0",
+        ),
         (|c| c.n_data = 0.0, "data size N must be finite and > 0"),
         (|c| c.rho = f64::NAN, "rho must be finite and >= 0"),
-        (|c| c.weight_decay = -1e-4, "weight decay (prior precision / N) must be finite"),
+        (
+            |c| c.weight_decay = -1e-4,
+            "weight decay (prior precision / N) must be finite",
+        ),
     ];
     for (edit, expected) in cases {
         let mut c = config();
@@ -178,5 +194,9 @@ fn bad_settings_and_noise_are_refused_in_one_line() {
         .unwrap_err()
         .to_string();
     assert!(message.contains("bSAM noise is"), "{message}");
-    assert_eq!(values(&model.w), [0.0, 0.0], "a refused step moved the weights");
+    assert_eq!(
+        values(&model.w),
+        [0.0, 0.0],
+        "a refused step moved the weights"
+    );
 }

@@ -123,11 +123,19 @@ fn bsam_steps_match_pytorch_on_resnet20() {
         .collect();
     let dir = tempfile::tempdir().unwrap();
     let json: Vec<serde_json::Value> = cases.iter().map(|c| c.json.clone()).collect();
-    let reference = run_twin(&python, "bsam_reference.py", dir.path(), &inputs, json.into());
+    let reference = run_twin(
+        &python,
+        "bsam_reference.py",
+        dir.path(),
+        &inputs,
+        json.into(),
+    );
     for (index, case) in cases.iter().enumerate() {
         for (name, value) in &case.ours {
             // PyTorch also writes num_batches_tracked, which csam does not keep.
-            let theirs = reference.get(name).unwrap_or_else(|| panic!("no {name} in PyTorch's"));
+            let theirs = reference
+                .get(name)
+                .unwrap_or_else(|| panic!("no {name} in PyTorch's"));
             let d = (value - theirs).abs().max().double_value(&[]);
             assert!(d < TOLERANCE, "{name} differs from PyTorch by {d}");
         }
@@ -135,11 +143,22 @@ fn bsam_steps_match_pytorch_on_resnet20() {
         let moved = case
             .initial
             .iter()
-            .map(|(k, v)| (v - ours[format!("{index}.{k}").as_str()]).abs().max().double_value(&[]))
+            .map(|(k, v)| {
+                (v - ours[format!("{index}.{k}").as_str()])
+                    .abs()
+                    .max()
+                    .double_value(&[])
+            })
             .fold(0.0, f64::max);
-        assert!(moved > 1e-3, "case {index}: the weights barely moved ({moved})");
+        assert!(
+            moved > 1e-3,
+            "case {index}: the weights barely moved ({moved})"
+        );
         let precision = ours[format!("{index}.bsam.precision").as_str()];
         let spread = (precision.max() - precision.min()).double_value(&[]);
-        assert!(spread > 1e-3, "case {index}: the precision barely moved ({spread})");
+        assert!(
+            spread > 1e-3,
+            "case {index}: the precision barely moved ({spread})"
+        );
     }
 }

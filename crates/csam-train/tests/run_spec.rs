@@ -495,19 +495,31 @@ fn bad_values_are_refused_naming_the_key() {
             "bsam_beta2",
         ),
         (
-            vec![("optimizer", "bsam".into()), ("bsam_damping", V::Float(0.0))],
+            vec![
+                ("optimizer", "bsam".into()),
+                ("bsam_damping", V::Float(0.0)),
+            ],
             "bsam_damping",
         ),
         (
-            vec![("optimizer", "bsam".into()), ("bsam_init_precision", V::Float(-1.0))],
+            vec![
+                ("optimizer", "bsam".into()),
+                ("bsam_init_precision", V::Float(-1.0)),
+            ],
             "bsam_init_precision",
         ),
         (
-            vec![("optimizer", "bsam".into()), ("bsam_data_factor", V::Float(0.0))],
+            vec![
+                ("optimizer", "bsam".into()),
+                ("bsam_data_factor", V::Float(0.0)),
+            ],
             "bsam_data_factor",
         ),
         (
-            vec![("optimizer", "bsam".into()), ("base_optimizer", "adamw".into())],
+            vec![
+                ("optimizer", "bsam".into()),
+                ("base_optimizer", "adamw".into()),
+            ],
             "base_optimizer",
         ),
         (
@@ -531,7 +543,10 @@ fn bad_values_are_refused_naming_the_key() {
             "gamma",
         ),
         (
-            vec![("optimizer", "bsam".into()), ("track_theory", V::Boolean(true))],
+            vec![
+                ("optimizer", "bsam".into()),
+                ("track_theory", V::Boolean(true)),
+            ],
             "track_theory",
         ),
         (

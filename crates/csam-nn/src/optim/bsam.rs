@@ -203,7 +203,11 @@ impl BsamStep {
         M: TrainingPass + ?Sized,
     {
         check_batch(batch)?;
-        let layout = (self.momentum.size(), self.momentum.kind(), self.momentum.device());
+        let layout = (
+            self.momentum.size(),
+            self.momentum.kind(),
+            self.momentum.device(),
+        );
         if (noise.size(), noise.kind(), noise.device()) != layout {
             return Err(OptimError::Mismatch(format!(
                 "bSAM noise is {:?} {:?} on {:?}, the parameters {:?} {:?} on {:?}",

@@ -93,7 +93,11 @@ impl OptimSpec {
                 ))
             }
             BaseSpec::Sgd { nesterov: true, .. } => {
-                return Err(invalid("nesterov", true, &format!("{OWN}; it has no Nesterov momentum")))
+                return Err(invalid(
+                    "nesterov",
+                    true,
+                    &format!("{OWN}; it has no Nesterov momentum"),
+                ))
             }
             BaseSpec::Sgd { .. } => {}
         }
