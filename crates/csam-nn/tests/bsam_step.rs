@@ -161,10 +161,13 @@ fn state_saved_and_restored_continues_the_same() {
     assert_eq!(values(second.momentum()), before);
 }
 
+/// A change of one setting.
+type Edit = fn(&mut BsamConfig);
+
 #[test]
 fn bad_settings_and_noise_are_refused_in_one_line() {
     let (vs, model) = setup([0.0, 0.0]);
-    let cases: [(fn(&mut BsamConfig), &str); 7] = [
+    let cases: [(Edit, &str); 7] = [
         (|c| c.beta1 = 1.0, "beta1 must lie in [0, 1), got 1"),
         (|c| c.beta2 = -0.1, "beta2 must lie in [0, 1), got -0.1"),
         (|c| c.damping = 0.0, "damping must be finite and > 0, got 0"),
