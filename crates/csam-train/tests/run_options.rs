@@ -1,6 +1,6 @@
 //! Every update-rule option and training loss reaches a real training run
 //! and resumes bit-identically: `sam_every`, m-sharpness, clipping, ASAM,
-//! CSAM with a detached factor, AdamW, VASSO, and the training losses (focal,
+//! CSAM with a detached factor, AdamW, VASSO, bSAM, and the training losses (focal,
 //! FLSD-53, AdaFocal, dual focal, MbLS, label smoothing, ACLS, CPC, MMCE,
 //! MDCA, CRL), mixings (mixup, MIT-L) and BalCAL's head under SGD, SAM and
 //! CSAM each train on digits, change the weights
@@ -99,6 +99,40 @@ fn every_option_trains_changes_the_run_and_resumes_bit_identically() {
         // VASSO's moving average reaches the steps and, through the
         // checkpoint, the resumed run.
         ("vasso", "optimizer = \"vasso\"\n", "optimizer = \"sam\"\n"),
+        // bSAM's momentum and precision reach the resumed run through the
+        // checkpoint, and its noise replays; each of its keys acts, and so
+        // does a training loss and a mixing in both of its passes.
+        ("bsam", "optimizer = \"bsam\"\n", "optimizer = \"sam\"\n"),
+        (
+            "bsam-beta2",
+            "optimizer = \"bsam\"\nbsam_beta2 = 0.9\n",
+            "optimizer = \"bsam\"\n",
+        ),
+        (
+            "bsam-damping",
+            "optimizer = \"bsam\"\nbsam_damping = 1.0\n",
+            "optimizer = \"bsam\"\n",
+        ),
+        (
+            "bsam-init-precision",
+            "optimizer = \"bsam\"\nbsam_init_precision = 3.0\n",
+            "optimizer = \"bsam\"\n",
+        ),
+        (
+            "bsam-data-factor",
+            "optimizer = \"bsam\"\nbsam_data_factor = 4.0\n",
+            "optimizer = \"bsam\"\n",
+        ),
+        (
+            "focal-bsam",
+            "loss = \"focal\"\noptimizer = \"bsam\"\n",
+            "optimizer = \"bsam\"\n",
+        ),
+        (
+            "mixup-bsam",
+            "mixing = \"mixup\"\noptimizer = \"bsam\"\n",
+            "optimizer = \"bsam\"\n",
+        ),
         // The training losses, with SGD, SAM and CSAM (the loss reaches both
         // passes and CSAM's weighting).
         ("focal", "loss = \"focal\"\nfocal_gamma = 2.0\n", ""),

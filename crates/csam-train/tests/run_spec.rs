@@ -139,7 +139,7 @@ fn every_key_on_a_branch_that_does_not_read_it_is_refused() {
             .iter()
             .find(|k| k.name == selector)
             .map(|_| match selector {
-                "optimizer" => ["sgd", "sam", "asam", "csam", "vasso"].as_slice(),
+                "optimizer" => ["sgd", "sam", "asam", "csam", "vasso", "bsam"].as_slice(),
                 "schedule" => ["cosine", "step"].as_slice(),
                 "base_optimizer" => ["sgd", "adamw"].as_slice(),
                 "model" => ["mlp", "cnn", "resnet20"].as_slice(),
@@ -483,6 +483,75 @@ fn bad_values_are_refused_naming_the_key() {
                 ("vasso_theta", V::Float(1.5)),
             ],
             "vasso_theta",
+        ),
+        // bSAM: its own settings, and the settings of a base optimizer or of
+        // the SAM family's step that it would ignore.
+        (
+            vec![("optimizer", "bsam".into()), ("rho", V::Float(0.0))],
+            "rho",
+        ),
+        (
+            vec![("optimizer", "bsam".into()), ("bsam_beta2", V::Float(1.0))],
+            "bsam_beta2",
+        ),
+        (
+            vec![
+                ("optimizer", "bsam".into()),
+                ("bsam_damping", V::Float(0.0)),
+            ],
+            "bsam_damping",
+        ),
+        (
+            vec![
+                ("optimizer", "bsam".into()),
+                ("bsam_init_precision", V::Float(-1.0)),
+            ],
+            "bsam_init_precision",
+        ),
+        (
+            vec![
+                ("optimizer", "bsam".into()),
+                ("bsam_data_factor", V::Float(0.0)),
+            ],
+            "bsam_data_factor",
+        ),
+        (
+            vec![
+                ("optimizer", "bsam".into()),
+                ("base_optimizer", "adamw".into()),
+            ],
+            "base_optimizer",
+        ),
+        (
+            vec![("optimizer", "bsam".into()), ("nesterov", V::Boolean(true))],
+            "nesterov",
+        ),
+        (
+            vec![("optimizer", "bsam".into()), ("clip", V::Float(1.0))],
+            "clip",
+        ),
+        (
+            vec![("optimizer", "bsam".into()), ("m", V::Integer(16))],
+            "m",
+        ),
+        (
+            vec![("optimizer", "bsam".into()), ("sam_every", V::Integer(2))],
+            "sam_every",
+        ),
+        (
+            vec![("optimizer", "bsam".into()), ("gamma", V::Float(1.0))],
+            "gamma",
+        ),
+        (
+            vec![
+                ("optimizer", "bsam".into()),
+                ("track_theory", V::Boolean(true)),
+            ],
+            "track_theory",
+        ),
+        (
+            vec![("optimizer", "bsam".into()), ("momentum", V::Float(1.0))],
+            "momentum",
         ),
         (vec![("momentum", V::Float(1.0))], "momentum"),
         (

@@ -23,7 +23,7 @@ use super::file_url::open_line;
 #[command(args_override_self = true)]
 pub struct CompareArgs {
     /// Methods, comma-separated (default sgd,sam,csam): an update rule (sgd, sam, asam,
-    /// csam, vasso) with cross entropy, a training loss, mixing or head (focal, flsd, adafocal,
+    /// csam, vasso, bsam) with cross entropy, a training loss, mixing or head (focal, flsd, adafocal,
     /// ls, dual-focal, mbls, acls, cpc, mmce, mdca, crl, mixup, mit-l, balcal, at their authors'
     /// defaults: docs/losses.md) with SGD, or NAME+RULE, e.g. focal+sam, acls+csam, mixup+csam;
     /// any of these followed by -ensembleN (a deep ensemble of N networks) or -mc-dropoutN
@@ -32,7 +32,8 @@ pub struct CompareArgs {
     #[arg(long, value_delimiter = ',', value_name = "LIST", action = clap::ArgAction::Set)]
     methods: Option<Vec<Method>>,
     /// Perturbation radius of SAM, CSAM and VASSO (default 0.05, the paper's); ASAM has its
-    /// own, 0.5 (Kwon et al. 2021), unless --methods-file sets it.
+    /// own, 0.5 (Kwon et al. 2021), and bSAM its rho 0.01 (Möllenhoff and Khan 2023), unless
+    /// --methods-file sets them.
     #[arg(long)]
     rho: Option<f64>,
     /// CSAM's gamma (default 1, the paper's).

@@ -2,8 +2,8 @@
 //! fed: as they are, mixed up, MIT-L, and the classifier: linear or BalCAL's
 //! two) under an update rule, named as on the command line, and how it
 //! predicts: one network, a deep ensemble of N, or N MC-Dropout passes.
-//! `sgd`, `sam`, `asam`, `csam` and `vasso` train cross entropy with that
-//! rule; an objective's name alone (`focal`, `mixup`) trains it with SGD,
+//! `sgd`, `sam`, `asam`, `csam`, `vasso` and `bsam` train cross entropy with
+//! that rule; an objective's name alone (`focal`, `mixup`) trains it with SGD,
 //! and `NAME+RULE` (`focal+csam`) with the rule. `-ensembleN` and
 //! `-mc-dropoutN` after any of these (`csam-ensemble5`, `focal+sam-mc-dropout5`;
 //! `ensemble5` and `mc-dropout5` alone are SGD's) predict with N members or
@@ -291,7 +291,7 @@ impl FromStr for Method {
 fn unknown(text: &str) -> String {
     let losses: Vec<&str> = OBJECTIVES.iter().map(|(name, _)| *name).collect();
     format!(
-        "unknown method {text:?}: a rule (sgd, sam, asam, csam, vasso), a loss, mixing or head ({}) \
+        "unknown method {text:?}: a rule (sgd, sam, asam, csam, vasso, bsam), a loss, mixing or head ({}) \
          or NAME+RULE such as focal+csam, each optionally followed by -ensembleN or -mc-dropoutN \
          (csam-ensemble5; ensemble5 and mc-dropout5 alone are SGD's)",
         losses.join(", ")

@@ -40,10 +40,15 @@ pub struct MethodSettings(BTreeMap<String, toml::Table>);
 /// comparison's shared ones. ASAM's radius is 0.5, Kwon et al. 2021's on
 /// CIFAR-10 ("ASAM: adaptive sharpness-aware minimization", Section 5):
 /// its adaptive perturbation is measured relative to the weights, so SAM's
-/// 0.05 barely moves them.
+/// 0.05 barely moves them. bSAM's rho is 0.01, Möllenhoff and Khan 2023's
+/// on CIFAR (their repository's README): its ascent `rho g / s` is not
+/// normalised.
 const BUILTIN: &str = r#"
 [asam]
 rho = 0.5
+
+[bsam]
+rho = 0.01
 "#;
 
 impl MethodSettings {

@@ -1,6 +1,6 @@
-//! Optimisers: the base optimisers (SGD, AdamW), learning-rate schedules and
+//! Optimisers: the base optimisers (SGD, AdamW), learning-rate schedules,
 //! the SAM family as a wrapper around any base optimiser (docs/conventions.md,
-//! "The SAM step").
+//! "The SAM step") and bSAM, an optimiser of its own ([`BsamStep`]).
 //!
 //! Gradients are passed explicitly: a step computes them with
 //! `Tensor::run_backward` (PyTorch's `autograd.grad`) and hands them to
@@ -8,6 +8,7 @@
 //! `zero_grad` is needed.
 
 mod adamw;
+mod bsam;
 mod buffers;
 pub(crate) mod flat;
 mod params;
@@ -18,6 +19,7 @@ mod sgd;
 mod stats;
 
 pub use adamw::{AdamW, AdamWConfig};
+pub use bsam::{BsamConfig, BsamStep};
 pub use buffers::BufferSnapshot;
 pub use params::Params;
 pub use perturbation::Perturbation;

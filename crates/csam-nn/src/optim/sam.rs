@@ -424,7 +424,7 @@ where
 /// the training loss is cross entropy on an unmixed batch, computed from
 /// the pass's own scores and targets otherwise (a mixed batch: the mixed
 /// inputs against `y`, or MIT-L's recovered logits).
-fn reported_cross_entropy(
+pub(super) fn reported_cross_entropy(
     loss: &TrainingLoss,
     objective: Tensor,
     pass: &Forward,
@@ -439,7 +439,7 @@ fn reported_cross_entropy(
 }
 
 /// The batch size `B` of inputs `[B, ...]` and targets `[B]`.
-fn check_batch(batch: &TrainBatch) -> Result<i64, OptimError> {
+pub(super) fn check_batch(batch: &TrainBatch) -> Result<i64, OptimError> {
     let (x, y) = (batch.first_input().size(), batch.targets().size());
     match (x.first(), y.as_slice()) {
         (Some(&b), &[n]) if b == n && b > 0 => Ok(b),

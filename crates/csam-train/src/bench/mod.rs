@@ -137,7 +137,8 @@ fn bench_case(
         1,
         (options.input, options.n_classes),
         options.device,
-        steps_total,
+        // bSAM's N: one batch (the noise's scale does not change the timing).
+        (steps_total, options.batch_size),
     )?;
     let b = options.batch_size as i64;
     let InputShape {
@@ -167,11 +168,8 @@ fn bench_case(
         .model()
         .forward_macs((Kind::Float, options.device))
         .map(|macs| 2.0 * macs as f64 * options.batch_size as f64);
-    let passes = if optim.rule.sharpness().is_some() {
-        6.0
-    } else {
-        3.0
-    };
+    // Forward and backward (twice the forward's cost) per pass.
+    let passes = 3.0 * optim.rule.passes_per_step();
     let step_flops = forward_flops.map(|f| passes * f);
     Ok(BenchRow {
         model: kind.name().to_string(),

@@ -63,6 +63,8 @@ pub struct Key {
 }
 
 const SAM_FAMILY: &[&str] = &["sam", "asam", "csam", "vasso"];
+/// The rules with a SAM ascent of size rho.
+const RHO: &[&str] = &["sam", "asam", "csam", "vasso", "bsam"];
 /// The vision transformers (stochastic depth).
 const VITS: &[&str] = &["vit-ti16", "vit-s16", "vit-s32", "vit-b16"];
 /// The PyramidNets (ShakeDrop).
@@ -194,12 +196,12 @@ pub static KEYS: &[Key] = &[
     key("batch_size", &["batch_size"], Count, "Mini-batch size (default 128)"),
     key("lr", &["optim", "lr"], Real, "Peak learning rate (default 0.1)"),
     key("weight_decay", &["optim", "weight_decay"], Real,
-        "Weight decay of the base optimizer (default 5e-4)"),
+        "Weight decay of the base optimizer; with bSAM its delta, the prior precision over N (default 5e-4)"),
     key("clip", &["optim", "clip"], Real, "Clip the global L2 norm of the descent gradient"),
     key("base_optimizer", &["optim", "base", "kind"], Text,
         "Base optimizer: sgd or adamw (default sgd)"),
     key("momentum", &["optim", "base", "momentum"], Real,
-        "Momentum of SGD / beta1 of AdamW (default 0.9)"),
+        "Momentum of SGD / beta1 of AdamW and of bSAM (default 0.9)"),
     when("nesterov", &["optim", "base", "nesterov"], Switch, ("base_optimizer", &["sgd"]),
         "Nesterov momentum (SGD base optimizer; default false)"),
     key("schedule", &["optim", "schedule", "kind"], Text,
@@ -213,9 +215,17 @@ pub static KEYS: &[Key] = &[
     when("decay_factor", &["optim", "schedule", "decay_factor"], Real, ("schedule", &["step"]),
         "Factor in (0, 1] of each step-schedule decay (default 0.1)"),
     key("optimizer", &["optim", "rule", "kind"], Text,
-        "Update rule: sgd, sam, asam, csam or vasso (default sgd)"),
-    when("rho", &["optim", "rule", "rho"], Real, ("optimizer", SAM_FAMILY),
-        "Perturbation radius of SAM / ASAM / CSAM / VASSO (default 0.05)"),
+        "Update rule: sgd, sam, asam, csam, vasso or bsam (default sgd)"),
+    when("rho", &["optim", "rule", "rho"], Real, ("optimizer", RHO),
+        "Perturbation radius of SAM / ASAM / CSAM / VASSO (default 0.05); bSAM's rho in its ascent rho g / s (default 0.01)"),
+    when("bsam_beta2", &["optim", "rule", "beta2"], Real, ("optimizer", &["bsam"]),
+        "bSAM's beta2 in [0, 1) of its precision's moving average (default 0.999, Mollenhoff and Khan 2023)"),
+    when("bsam_damping", &["optim", "rule", "damping"], Real, ("optimizer", &["bsam"]),
+        "bSAM's damping gamma > 0 added to its precision every step (default 0.1)"),
+    when("bsam_init_precision", &["optim", "rule", "init_precision"], Real, ("optimizer", &["bsam"]),
+        "bSAM's precision s0 > 0 of every weight before the first step (default 1)"),
+    when("bsam_data_factor", &["optim", "rule", "data_factor"], Real, ("optimizer", &["bsam"]),
+        "bSAM's N is the training split's size times this factor > 0 (default 1; the authors use 4 with CIFAR's augmentation)"),
     when("vasso_theta", &["optim", "rule", "theta"], Real, ("optimizer", &["vasso"]),
         "VASSO's weight theta in (0, 1] of the new gradient in its average direction (default 0.4)"),
     when("eta", &["optim", "rule", "eta"], Real, ("optimizer", &["asam"]),

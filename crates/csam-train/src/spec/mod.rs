@@ -16,7 +16,8 @@
 //! │                         base: Sgd{momentum, nesterov} | Adamw{momentum},
 //! │                         schedule: Cosine{warmup_epochs, min_lr} | Step{step_size, decay_factor},
 //! │                         rule: Sgd | Sam{rho, m, every} | Asam{rho, eta, m, every}
-//! │                               | Csam{rho, gamma, detach, m, every} | Vasso{rho, theta, every} }
+//! │                               | Csam{rho, gamma, detach, m, every} | Vasso{rho, theta, every}
+//! │                               | Bsam{rho, beta2, damping, init_precision, data_factor} }
 //! ├── epochs, batch_size, seed, track_theory
 //! ├── metrics:   MetricOptions { n_bins, edges, adaptive, tolerance }
 //! └── selection: BestMetric

@@ -71,7 +71,44 @@ impl OptimSpec {
         }
         self.base.validate()?;
         self.schedule.validate(self.lr, epochs)?;
-        self.rule.validate(batch_size)
+        self.rule.validate(batch_size)?;
+        if matches!(self.rule, UpdateRule::Bsam { .. }) {
+            self.validate_bsam()?;
+        }
+        Ok(())
+    }
+
+    /// bSAM is its own optimizer: it reads `lr`, `momentum` (its beta1) and
+    /// `weight_decay` (its delta, the prior precision over N) and refuses the
+    /// base optimizer's other settings rather than ignore them.
+    fn validate_bsam(&self) -> Result<(), ConfigError> {
+        const OWN: &str = "bSAM is its own optimizer (lr, momentum as its beta1, weight_decay \
+                           as its prior precision over N)";
+        match self.base {
+            BaseSpec::Adamw { .. } => {
+                return Err(invalid(
+                    "base_optimizer",
+                    "adamw",
+                    &format!("{OWN}; it has no base optimizer"),
+                ))
+            }
+            BaseSpec::Sgd { nesterov: true, .. } => {
+                return Err(invalid(
+                    "nesterov",
+                    true,
+                    &format!("{OWN}; it has no Nesterov momentum"),
+                ))
+            }
+            BaseSpec::Sgd { .. } => {}
+        }
+        match self.clip {
+            Some(clip) => Err(invalid(
+                "clip",
+                clip,
+                &format!("{OWN}; it does not clip its gradients"),
+            )),
+            None => Ok(()),
+        }
     }
 }
 
@@ -294,6 +331,48 @@ pub enum UpdateRule {
         #[serde(default = "one")]
         every: usize,
     },
+    /// bSAM (Möllenhoff and Khan 2023): an Adam-like optimizer of its own
+    /// over a Gaussian posterior `N(m, 1/(N s))` of the weights, the SAM
+    /// ascent `rho g / s` from the gradient `g` at a noisy sample (see
+    /// `csam_nn::optim::BsamStep`). It reads `lr`, `momentum` (beta1) and
+    /// `weight_decay` (delta, the prior precision over N); `N` is the
+    /// training split's size times `data_factor`. Two passes every step,
+    /// whole batches, cross entropy or another training loss in both.
+    Bsam {
+        /// `rho` (> 0) of the ascent `rho g / s`; default 0.01, the authors'
+        /// CIFAR setting.
+        #[serde(default = "default_bsam_rho")]
+        rho: f64,
+        /// The precision's moving-average factor, in [0, 1) (default 0.999).
+        #[serde(default = "default_bsam_beta2")]
+        beta2: f64,
+        /// The damping gamma > 0 added to the precision (default 0.1).
+        #[serde(default = "default_bsam_damping")]
+        damping: f64,
+        /// The precision s0 > 0 of every weight before the first step (default 1).
+        #[serde(default = "default_bsam_factor")]
+        init_precision: f64,
+        /// N = the training split's size times this factor > 0 (default 1;
+        /// the authors use 4 with CIFAR's augmentation).
+        #[serde(default = "default_bsam_factor")]
+        data_factor: f64,
+    },
+}
+
+fn default_bsam_rho() -> f64 {
+    0.01
+}
+
+fn default_bsam_beta2() -> f64 {
+    0.999
+}
+
+fn default_bsam_damping() -> f64 {
+    0.1
+}
+
+fn default_bsam_factor() -> f64 {
+    1.0
 }
 
 fn default_vasso_theta() -> f64 {
@@ -331,6 +410,8 @@ pub enum OptimizerFamily {
     Csam,
     /// [`UpdateRule::Vasso`].
     Vasso,
+    /// [`UpdateRule::Bsam`].
+    Bsam,
 }
 
 super::text::serde_enum_text!(OptimizerFamily);
@@ -355,6 +436,7 @@ impl UpdateRule {
             UpdateRule::Asam { .. } => OptimizerFamily::Asam,
             UpdateRule::Csam { .. } => OptimizerFamily::Csam,
             UpdateRule::Vasso { .. } => OptimizerFamily::Vasso,
+            UpdateRule::Bsam { .. } => OptimizerFamily::Bsam,
         }
     }
 
@@ -383,13 +465,21 @@ impl UpdateRule {
                 theta: default_vasso_theta(),
                 every,
             },
+            OptimizerFamily::Bsam => UpdateRule::Bsam {
+                rho,
+                beta2: default_bsam_beta2(),
+                damping: default_bsam_damping(),
+                init_precision: default_bsam_factor(),
+                data_factor: default_bsam_factor(),
+            },
         }
     }
 
-    /// The SAM-family parameters; None for plain SGD.
+    /// The SAM-family parameters; None for plain SGD and for bSAM, whose
+    /// `rho` is no radius (its ascent `rho g / s` is not normalised).
     pub fn sharpness(&self) -> Option<Sharpness> {
         match *self {
-            UpdateRule::Sgd => None,
+            UpdateRule::Sgd | UpdateRule::Bsam { .. } => None,
             UpdateRule::Sam { rho, m, every }
             | UpdateRule::Asam { rho, m, every, .. }
             | UpdateRule::Csam { rho, m, every, .. } => Some(Sharpness { rho, m, every }),
@@ -405,6 +495,9 @@ impl UpdateRule {
     /// SAM-family step every step, `1 + 1/every` otherwise (the cost of a
     /// step relative to SGD's, for scheduling runs).
     pub fn passes_per_step(&self) -> f64 {
+        if let UpdateRule::Bsam { .. } = self {
+            return 2.0;
+        }
         self.sharpness()
             .map_or(1.0, |sharpness| 1.0 + 1.0 / sharpness.every.max(1) as f64)
     }
@@ -412,7 +505,7 @@ impl UpdateRule {
     /// How the ascent direction is built; None for plain SGD.
     pub fn perturbation(&self) -> Option<Perturbation> {
         match *self {
-            UpdateRule::Sgd => None,
+            UpdateRule::Sgd | UpdateRule::Bsam { .. } => None,
             UpdateRule::Sam { .. } | UpdateRule::Csam { .. } => Some(Perturbation::Sam),
             UpdateRule::Asam { eta, .. } => Some(Perturbation::Asam { eta }),
             UpdateRule::Vasso { theta, .. } => Some(Perturbation::Vasso { theta }),
@@ -444,6 +537,20 @@ impl UpdateRule {
     }
 
     fn validate(&self, batch_size: usize) -> Result<(), ConfigError> {
+        if let UpdateRule::Bsam {
+            rho,
+            beta2,
+            damping,
+            init_precision,
+            data_factor,
+        } = *self
+        {
+            finite_above("rho", rho, 0.0, false)?;
+            unit_interval("bsam_beta2", beta2)?;
+            finite_above("bsam_damping", damping, 0.0, false)?;
+            finite_above("bsam_init_precision", init_precision, 0.0, false)?;
+            return finite_above("bsam_data_factor", data_factor, 0.0, false);
+        }
         let Some(Sharpness { rho, m, every }) = self.sharpness() else {
             return Ok(());
         };

@@ -13,7 +13,9 @@ use super::checkpoint::{self, epoch_seed, TrainState};
 use super::error::{ConfigError, Result, TrainError};
 use super::evaluate::{predict_mode, Predictions};
 use super::rundir::{RunDir, Split};
-use crate::spec::{BaseSpec, LossSpec, MixingSpec, ModelSpec, OptimSpec, RunSpec, Schedule};
+use crate::spec::{
+    BaseSpec, LossSpec, MixingSpec, ModelSpec, OptimSpec, RunSpec, Schedule, UpdateRule,
+};
 use csam_data::{Augmentation, BatchLoader, Dataset, LoaderOptions, Normalization, Splits};
 use csam_nn::loss::{AdaFocal, AdaFocalBins, CorrectnessHistory, TrainingLoss};
 use csam_nn::mixing::TrainBatch;
@@ -21,8 +23,8 @@ use csam_nn::model::balcal::HeadLogits;
 use csam_nn::model::weights::{load_safetensors_file_with, LoadOptions, WeightsError};
 use csam_nn::model::{build_model_with, Head, InputShape, Mode, Model, ModelKind, ModelOptions};
 use csam_nn::optim::{
-    plain_step, AdamW, AdamWConfig, BaseOptimizer, LrSchedule, OptimError, SamConfig, SamStep, Sgd,
-    SgdConfig, StepStats,
+    plain_step, AdamW, AdamWConfig, BaseOptimizer, BsamConfig, BsamStep, LrSchedule, OptimError,
+    SamConfig, SamStep, Sgd, SgdConfig, StepStats,
 };
 
 /// The data of a run: train / val / test splits and the normalisation
@@ -60,8 +62,7 @@ impl Objective {
 pub struct Trainer {
     vs: VarStore,
     model: Model,
-    optimizer: Box<dyn BaseOptimizer>,
-    sam: Option<SamStep>,
+    updater: Updater,
     /// The plain steps' loss (the SAM step holds its own copy) and the
     /// mixing of every step's batch.
     objective: Objective,
@@ -74,6 +75,17 @@ pub struct Trainer {
     schedule: LrSchedule,
     sam_every: usize,
     clip: Option<f64>,
+}
+
+/// What updates the weights.
+enum Updater {
+    /// A base optimizer, with the SAM family's two passes when the rule has them.
+    Base {
+        optimizer: Box<dyn BaseOptimizer>,
+        sam: Option<SamStep>,
+    },
+    /// bSAM, an optimizer of its own.
+    Bsam(BsamStep),
 }
 
 /// The live objects of a run.
@@ -115,7 +127,7 @@ impl Session {
             spec.epochs,
             (input_shape(&splits.train), splits.train.n_classes),
             device,
-            steps_per_epoch,
+            (steps_per_epoch, splits.train.n),
         )?;
         if spec.loss.needs_correctness_history() {
             trainer.history = Some(CorrectnessHistory::new(splits.train.n));
@@ -226,7 +238,8 @@ impl RunData {
 impl Trainer {
     /// Builds `model` for `input` and `n_classes` on `device` (initialised
     /// from libtorch's current random state), with the base optimizer, SAM
-    /// family step and schedule of `optim`, minimising `objective`. The
+    /// family step and schedule of `optim` (or bSAM, whose `N` is
+    /// `n_train` times its data factor), minimising `objective`. The
     /// schedule spans `epochs` epochs of `steps_per_epoch` steps.
     pub fn new(
         model: &ModelSpec,
@@ -235,13 +248,19 @@ impl Trainer {
         epochs: usize,
         (input, n_classes): (InputShape, usize),
         device: Device,
-        steps_per_epoch: usize,
+        (steps_per_epoch, n_train): (usize, usize),
     ) -> Result<Trainer> {
         let vs = VarStore::new(device);
         let network = build_network(model.arch, &vs, input, n_classes, &model.options())?;
+        let updater = match build_bsam(optim, &objective.loss, &vs, n_train)? {
+            Some(bsam) => Updater::Bsam(bsam),
+            None => Updater::Base {
+                optimizer: build_optimizer(&vs, optim)?,
+                sam: build_sam(optim, &objective.loss, &vs)?,
+            },
+        };
         Ok(Trainer {
-            optimizer: build_optimizer(&vs, optim)?,
-            sam: build_sam(optim, &objective.loss, &vs)?,
+            updater,
             objective,
             history: None,
             balcal: match model.head {
@@ -269,7 +288,10 @@ impl Trainer {
     /// Sets the learning rate of `global_step` (0-based) and returns it.
     pub fn set_learning_rate(&mut self, global_step: usize) -> f64 {
         let lr = self.schedule.lr(global_step as u64);
-        self.optimizer.set_learning_rate(lr);
+        match &mut self.updater {
+            Updater::Base { optimizer, .. } => optimizer.set_learning_rate(lr),
+            Updater::Bsam(bsam) => bsam.set_learning_rate(lr),
+        }
         lr
     }
 
@@ -298,12 +320,19 @@ impl Trainer {
             let ranks = Tensor::from_slice(&history.normalised(examples)).to_device(xs.device());
             batch = batch.with_correctness(ranks);
         }
-        let stats = match (&mut self.sam, sharpness_aware) {
-            (Some(sam), true) => sam.step_batch(&self.model, &batch, self.optimizer.as_mut()),
-            _ => plain_step(
+        let stats = match &mut self.updater {
+            // The noise comes from libtorch's generator, which the loop seeds
+            // from (run seed, epoch) at each epoch's start: checkpoints fall
+            // on epochs' ends, so a resumed run draws the same noise.
+            Updater::Bsam(bsam) => bsam.step_batch(&self.model, &batch),
+            Updater::Base {
+                optimizer,
+                sam: Some(sam),
+            } if sharpness_aware => sam.step_batch(&self.model, &batch, optimizer.as_mut()),
+            Updater::Base { optimizer, .. } => plain_step(
                 &self.model,
                 &batch,
-                self.optimizer.as_mut(),
+                optimizer.as_mut(),
                 &self.objective.loss,
                 self.clip,
             ),
@@ -370,20 +399,29 @@ impl Trainer {
 
     /// Uses `loss` from the next step on, in plain and SAM steps alike.
     fn set_loss(&mut self, loss: TrainingLoss) {
-        if let Some(sam) = &mut self.sam {
-            sam.set_loss(loss.clone());
+        match &mut self.updater {
+            Updater::Base { sam: Some(sam), .. } => sam.set_loss(loss.clone()),
+            Updater::Bsam(bsam) => bsam.set_loss(loss.clone()),
+            Updater::Base { sam: None, .. } => {}
         }
         self.objective.loss = loss;
     }
 
     /// The optimizer's state tensors, for the checkpoint: the base
-    /// optimizer's, the SAM family step's (VASSO's average direction) and
-    /// the loss's (AdaFocal's bins, CRL's correctness history).
+    /// optimizer's and the SAM family step's (VASSO's average direction), or
+    /// bSAM's (momentum and precision), and the loss's (AdaFocal's bins,
+    /// CRL's correctness history).
     pub fn optimizer_state(&self) -> Vec<(String, Tensor)> {
-        let mut state = self.optimizer.state();
-        if let Some(sam) = &self.sam {
-            state.extend(sam.state());
-        }
+        let mut state = match &self.updater {
+            Updater::Base { optimizer, sam } => {
+                let mut state = optimizer.state();
+                if let Some(sam) = sam {
+                    state.extend(sam.state());
+                }
+                state
+            }
+            Updater::Bsam(bsam) => bsam.state(),
+        };
         if let TrainingLoss::AdaFocal(AdaFocal {
             state: Some(bins), ..
         }) = &self.objective.loss
@@ -422,12 +460,16 @@ impl Trainer {
         let (step_state, base_state): (Vec<_>, Vec<_>) = others
             .into_iter()
             .partition(|(name, _)| SamStep::owns_state(name));
-        if let Some(sam) = &mut self.sam {
-            sam.load_state(&step_state);
-        }
-        self.optimizer
-            .load_state(&base_state)
-            .map_err(|e| TrainError::OptimizerState(Box::new(e)))?;
+        let loaded = match &mut self.updater {
+            Updater::Base { optimizer, sam } => {
+                if let Some(sam) = sam {
+                    sam.load_state(&step_state);
+                }
+                optimizer.load_state(&base_state)
+            }
+            Updater::Bsam(bsam) => bsam.load_state(&base_state),
+        };
+        loaded.map_err(|e| TrainError::OptimizerState(Box::new(e)))?;
         Ok(Some(restored.state))
     }
 
@@ -535,6 +577,44 @@ fn build_sam(optim: &OptimSpec, loss: &LossSpec, vs: &VarStore) -> Result<Option
         vs,
     )?;
     Ok(Some(sam))
+}
+
+/// bSAM for the spec's rule (None for the other rules), its `N` the
+/// training split's `n_train` examples times the rule's data factor.
+fn build_bsam(
+    optim: &OptimSpec,
+    loss: &LossSpec,
+    vs: &VarStore,
+    n_train: usize,
+) -> Result<Option<BsamStep>> {
+    let UpdateRule::Bsam {
+        rho,
+        beta2,
+        damping,
+        init_precision,
+        data_factor,
+    } = optim.rule
+    else {
+        return Ok(None);
+    };
+    // OptimSpec::validate refuses AdamW and Nesterov with bSAM.
+    let BaseSpec::Sgd { momentum, .. } = optim.base else {
+        return Err(TrainError::Invalid(
+            "bSAM is its own optimizer: it has no base optimizer".into(),
+        ));
+    };
+    let config = BsamConfig {
+        lr: optim.lr,
+        beta1: momentum,
+        beta2,
+        rho,
+        weight_decay: optim.weight_decay,
+        damping,
+        init_precision,
+        n_data: n_train as f64 * data_factor,
+        loss: loss.clone(),
+    };
+    Ok(Some(BsamStep::new(config, vs)?))
 }
 
 fn build_schedule(optim: &OptimSpec, epochs: usize, steps_per_epoch: usize) -> Result<LrSchedule> {
