@@ -593,7 +593,7 @@ impl Experiment for Comparison<'_> {
         let training = run.method.training();
         match run.member {
             0 => format!("{training} seed {}", run.seed),
-            j => format!("{training} seed {} member {}", run.seed, j + 1),
+            j => format!("{training} seed {} member {j}", run.seed),
         }
     }
 
