@@ -167,6 +167,10 @@ fn ensembles_and_mc_dropout_train_their_members_once_and_average_probabilities()
         assert!(shift_table.contains(row), "{row}: {shift_table}");
     }
     assert!(shift_table.contains("Corrupted ECE (%)"), "{shift_table}");
+    assert!(
+        shift_table.contains("| severity 5 acc / ECE (%) |"),
+        "{shift_table}"
+    );
     assert!(String::from_utf8_lossy(&first.stdout).contains("OOD AUROC entropy (%)"));
 
     // A rerun retrains nothing and gives the same numbers.

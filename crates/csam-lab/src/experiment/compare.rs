@@ -422,7 +422,12 @@ pub fn run<O: ExperimentObserver>(
     let table = table::markdown(&table::caption(settings), &aggregates);
     let shift_table = (!request.shift.is_empty()).then(|| {
         let caption = table::shift_caption(settings, &request.shift);
-        table::markdown_of(&caption, &aggregates, Metric::SHIFT)
+        let severities = table::severity_markdown(&runs, &settings.methods);
+        let table = table::markdown_of(&caption, &aggregates, Metric::SHIFT);
+        match severities.is_empty() {
+            true => table,
+            false => format!("{table}\n{severities}"),
+        }
     });
     let results = CompareResults {
         schema: SCHEMA.to_string(),

@@ -3,7 +3,9 @@
 //! `mean ± std` over seeds (docs/conventions.md, "Experiment protocol"), in percent except NLL and Brier.
 
 use super::compare::{CompareSettings, ShiftRequest};
-use super::results::{MeanStd, MethodAggregate, Metric};
+use super::method::Method;
+use super::results::{MeanStd, MethodAggregate, Metric, RunRecord};
+use crate::shift::report::SeverityMetrics;
 
 /// The caption: data, model, training length, shared hyperparameters, the
 /// number of seeds and how to read the columns.
@@ -93,6 +95,58 @@ pub fn shift_caption(settings: &CompareSettings, shift: &ShiftRequest) -> String
     )
 }
 
+/// The per-severity table of the corrupted data: one row per method, one
+/// column per severity, each cell `accuracy / ECE` in percent, the means
+/// over the method's runs (and over corruptions); empty when no run was
+/// evaluated on corrupted data.
+pub fn severity_markdown(runs: &[RunRecord], methods: &[Method]) -> String {
+    let per_severity = |run: &RunRecord| {
+        let corruptions = run.shift.as_ref()?.corruptions.as_ref()?;
+        Some(corruptions.per_severity.clone())
+    };
+    let Some(levels) = runs.iter().find_map(per_severity) else {
+        return String::new();
+    };
+    let header: Vec<String> = levels
+        .iter()
+        .map(|level| format!("severity {} acc / ECE (%)", level.severity))
+        .collect();
+    let mut out = format!(
+        "| Method | {} |\n|:--|{}\n",
+        header.join(" | "),
+        "--:|".repeat(levels.len())
+    );
+    for &method in methods {
+        let mine: Vec<Vec<SeverityMetrics>> = runs
+            .iter()
+            .filter(|run| run.method == method)
+            .filter_map(per_severity)
+            .collect();
+        if mine.is_empty() {
+            continue;
+        }
+        let cells: Vec<String> = (0..levels.len())
+            .map(|k| {
+                let mean = |value: fn(&SeverityMetrics) -> f64| {
+                    100.0 * mine.iter().map(|levels| value(&levels[k])).sum::<f64>()
+                        / mine.len() as f64
+                };
+                format!(
+                    "{:.2} / {:.2}",
+                    mean(|s| s.metrics.accuracy),
+                    mean(|s| s.metrics.ece)
+                )
+            })
+            .collect();
+        out.push_str(&format!(
+            "| {} | {} |\n",
+            method.to_string().to_uppercase(),
+            cells.join(" | ")
+        ));
+    }
+    out
+}
+
 /// The Markdown table of `metrics` (see [`markdown`]).
 pub fn markdown_of(caption: &str, aggregates: &[MethodAggregate], metrics: &[Metric]) -> String {
     let header: Vec<String> = std::iter::once("Method".to_string())
@@ -121,9 +175,58 @@ pub fn markdown_of(caption: &str, aggregates: &[MethodAggregate], metrics: &[Met
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::experiment::method::Method;
-    use crate::experiment::results::{aggregate, tests::record};
+    use crate::experiment::results::{aggregate, tests::record, ShiftRecord};
+    use crate::shift::report::{CorruptionReport, ShiftMetrics};
     use csam_train::spec::OptimizerFamily;
+
+    /// A record of `method` whose two severities have accuracy `accuracy`
+    /// and ECE `accuracy / 10`.
+    fn corrupted(method: Method, seed: u64, accuracy: [f64; 2]) -> RunRecord {
+        let level = |severity: u8, accuracy: f64| SeverityMetrics {
+            severity,
+            n: 10,
+            metrics: ShiftMetrics {
+                accuracy,
+                ece: accuracy / 10.0,
+                nll: 1.0,
+            },
+        };
+        let per_severity = vec![level(1, accuracy[0]), level(2, accuracy[1])];
+        RunRecord {
+            shift: Some(ShiftRecord {
+                corruptions: Some(CorruptionReport {
+                    dir: "c".into(),
+                    corruptions: Vec::new(),
+                    mean: per_severity[0].metrics,
+                    per_severity,
+                }),
+                ood: None,
+            }),
+            ..record(method, seed, 0.9, 0.01)
+        }
+    }
+
+    #[test]
+    fn severity_table_averages_each_severity_over_a_methods_runs() {
+        let (sgd, csam) = (
+            Method::cross_entropy(OptimizerFamily::Sgd),
+            Method::cross_entropy(OptimizerFamily::Csam),
+        );
+        let runs = vec![
+            corrupted(sgd, 0, [0.8, 0.6]),
+            corrupted(sgd, 1, [0.9, 0.5]),
+            corrupted(csam, 0, [0.7, 0.4]),
+        ];
+        let table = severity_markdown(&runs, &[sgd, csam]);
+        let lines: Vec<&str> = table.lines().collect();
+        assert_eq!(
+            lines[0],
+            "| Method | severity 1 acc / ECE (%) | severity 2 acc / ECE (%) |"
+        );
+        assert_eq!(lines[2], "| SGD | 85.00 / 8.50 | 55.00 / 5.50 |");
+        assert_eq!(lines[3], "| CSAM | 70.00 / 7.00 | 40.00 / 4.00 |");
+        assert_eq!(severity_markdown(&[record(sgd, 0, 0.9, 0.01)], &[sgd]), "");
+    }
 
     #[test]
     fn cells_scale_and_round_by_metric() {
