@@ -640,10 +640,21 @@ fn batch_ensemble_applies_to_its_models_and_stays_out_of_old_configs() {
         .map(|kind| kind.name())
         .collect();
     assert_eq!(values, registered.as_slice());
-    // One network by default, and then left out of config.toml.
+    // One network by default, and in a config.toml written before the
+    // table existed.
     let plain = build(&[]).unwrap();
     assert!(plain.model.ensemble.is_single());
-    assert!(!plain.to_toml().contains("ensemble"), "{}", plain.to_toml());
+    let text = plain.to_toml();
+    assert!(
+        text.contains("[model.ensemble]\nkind = \"single\""),
+        "{text}"
+    );
+    let old = text.replace("[model.ensemble]\nkind = \"single\"\n", "");
+    assert!(!old.contains("ensemble"), "{old}");
+    assert_eq!(
+        RunSpec::from_saved_toml(&old, "config.toml").unwrap(),
+        plain
+    );
     let on = build(&[
         ("ensemble", "batch-ensemble".into()),
         ("ensemble_size", 2.into()),

@@ -165,7 +165,7 @@ impl FromStr for Method {
 fn unknown(text: &str) -> String {
     let losses: Vec<&str> = OBJECTIVES.iter().map(|(name, _)| *name).collect();
     format!(
-        "unknown method {text:?}: a rule (sgd, sam, asam, csam, vasso), a loss, mixing or head ({}) \
+        "unknown method {text:?}: a rule (sgd, sam, asam, csam, vasso), a loss, mixing, head or ensemble ({}) \
          or NAME+RULE such as focal+csam",
         losses.join(", ")
     )

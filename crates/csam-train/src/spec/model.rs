@@ -63,10 +63,10 @@ pub struct ModelSpec {
     #[serde(default, skip_serializing_if = "is_zero")]
     pub shakedrop: f64,
     /// One network, or several members in one (the branch
-    /// `[model.ensemble]`, tagged by `kind`: `batch-ensemble` with `size`
-    /// and `random_sign_init`); one network is left out of `config.toml`,
-    /// so runs written before it load and compare equal.
-    #[serde(default, skip_serializing_if = "Ensemble::is_single")]
+    /// `[model.ensemble]`, tagged by `kind`: `single`, or `batch-ensemble`
+    /// with `size` and `random_sign_init`; one network in the `config.toml`
+    /// of runs written before it existed).
+    #[serde(default)]
     pub ensemble: Ensemble,
 }
 
