@@ -13,12 +13,12 @@
 
 mod support;
 
-use csam_nn::loss::{CsamLoss, TrainingLoss};
+use csam_nn::loss::TrainingLoss;
 use csam_nn::mixing::{Mixing, TrainBatch};
 use csam_nn::model::{
     build_model_with, mixture_logits, Ensemble, Head, InputShape, Mode, Model, ModelOptions,
 };
-use support::{close, lock_generator, python, run_twin};
+use support::{close, lock_generator, objective, python, run_twin};
 use tch::{nn::VarStore, Device, Kind, Tensor};
 
 const CLASSES: i64 = 4;
@@ -53,35 +53,6 @@ fn build(arch: &str, input: InputShape, ensemble: Ensemble) -> (VarStore, Model)
     .unwrap();
     vs.double();
     (vs, model)
-}
-
-/// csam's objective of one training pass and its gradients, by weight name.
-fn objective(
-    model: &Model,
-    vs: &VarStore,
-    (x, y): (&Tensor, &Tensor),
-    csam: Option<f64>,
-) -> (Tensor, Vec<(String, Tensor)>) {
-    let loss = TrainingLoss::default();
-    let pass = TrainBatch::plain(x, y).forward(model).unwrap();
-    let value = pass
-        .objective(|scores, targets| match csam {
-            None => loss.mean_of(scores, targets),
-            Some(gamma) => CsamLoss::new(gamma, false)
-                .unwrap()
-                .weighted_of(&loss, scores, targets),
-        })
-        .unwrap();
-    let mut trainable: Vec<(String, Tensor)> = vs
-        .variables()
-        .into_iter()
-        .filter(|(_, t)| t.requires_grad())
-        .collect();
-    trainable.sort_by(|a, b| a.0.cmp(&b.0));
-    let tensors: Vec<&Tensor> = trainable.iter().map(|(_, t)| t).collect();
-    let grads = Tensor::run_backward(&[&value], &tensors, false, false);
-    let named = trainable.into_iter().map(|(name, _)| name).zip(grads);
-    (value.detach(), named.collect())
 }
 
 #[test]
@@ -151,7 +122,7 @@ fn mlp_and_resnet20_match_the_papers_formula_in_pytorch_float64() {
             close(&per_member, &reference[&format!("members_{i}")], &what);
         }
         let csam = case["csam"].as_f64();
-        let (value, grads) = objective(model, vs, (x, &y), csam);
+        let (value, grads) = objective(model, vs, (x, &y), (&TrainingLoss::default(), csam));
         close(&value, &reference[&format!("value_{i}")], &what);
         assert!(grads.len() > 4, "{what}: {} gradients", grads.len());
         for (name, grad) in grads {
@@ -209,8 +180,9 @@ fn one_member_with_unit_fast_weights_is_the_plain_network_exactly() {
             let b = tch::no_grad(|| members.forward_mode(&x, mode));
             assert!(a.equal(&b), "{arch} {mode:?}\n{a}\n{b}");
         }
-        let (a, _) = objective(&plain, &plain_vs, (&x, &y), Some(1.0));
-        let (b, _) = objective(&members, &members_vs, (&x, &y), Some(1.0));
+        let ce = TrainingLoss::default();
+        let (a, _) = objective(&plain, &plain_vs, (&x, &y), (&ce, Some(1.0)));
+        let (b, _) = objective(&members, &members_vs, (&x, &y), (&ce, Some(1.0)));
         assert!(a.equal(&b), "{arch} objective {a} {b}");
     }
 }

@@ -11,7 +11,7 @@
 //! libtorch's random generator is process-global, so the runs of this file
 //! take a lock and never overlap.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
 use csam_train::spec::{RunSpec, Runtime, SpecLayers};
@@ -58,6 +58,23 @@ fn train(spec: &RunSpec, out: &Path, resume: bool, stop: Option<usize>) -> RunOu
 
 fn last_weights(dir: &Path) -> Vec<u8> {
     std::fs::read(dir.join("model-last.safetensors")).unwrap()
+}
+
+/// Trains `option` whole in `dir/whole` and stopped after epoch 1 then
+/// resumed in `dir/split`, asserts both end with the same weights' bytes and
+/// returns the whole run's directory.
+fn trains_and_resumes_bit_identically(option: &RunSpec, dir: &Path, what: &str) -> PathBuf {
+    let whole = dir.join("whole");
+    train(option, &whole, false, None);
+    let split = dir.join("split");
+    train(option, &split, false, Some(1));
+    train(option, &split, true, None);
+    assert_eq!(
+        last_weights(&whole),
+        last_weights(&split),
+        "the resumed {what} run differs from the uninterrupted one"
+    );
+    whole
 }
 
 #[test]
@@ -230,16 +247,7 @@ fn batch_ensemble_checkpoints_hold_every_members_weights_and_resume_bit_identica
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let dir = tempfile::tempdir().unwrap();
     let option = spec("ensemble = \"batch-ensemble\"\noptimizer = \"sam\"\n");
-    let whole = dir.path().join("whole");
-    train(&option, &whole, false, None);
-    let split = dir.path().join("split");
-    train(&option, &split, false, Some(1));
-    train(&option, &split, true, None);
-    assert_eq!(
-        last_weights(&whole),
-        last_weights(&split),
-        "the resumed BatchEnsemble run differs from the uninterrupted one"
-    );
+    let whole = trains_and_resumes_bit_identically(&option, dir.path(), "BatchEnsemble");
     let saved = tch::Tensor::read_safetensors(whole.join("model-last.safetensors")).unwrap();
     let shapes: std::collections::HashMap<String, Vec<i64>> = saved
         .iter()
@@ -399,16 +407,7 @@ fn torchscript_model_trains_with_csam_and_resumes_bit_identically() {
     option.validate().unwrap();
     assert_eq!(option.model.script.as_deref(), Some(script.as_path()));
 
-    let whole = dir.path().join("whole");
-    train(&option, &whole, false, None);
-    let split = dir.path().join("split");
-    train(&option, &split, false, Some(1));
-    train(&option, &split, true, None);
-    assert_eq!(
-        last_weights(&whole),
-        last_weights(&split),
-        "the resumed TorchScript run differs from the uninterrupted one"
-    );
+    let whole = trains_and_resumes_bit_identically(&option, dir.path(), "TorchScript");
     // The weights moved from the module's own, and the BatchNorm statistics
     // and num_batches_tracked are kept under the module's names.
     let trained: std::collections::HashMap<String, tch::Tensor> =
