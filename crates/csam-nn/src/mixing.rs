@@ -309,6 +309,20 @@ impl TrainBatch {
                 heads: Some((linear, etf)),
             });
         }
+        if let Some(members) = outputs[0].members.take() {
+            if self.partner_targets.is_some() {
+                return Err(LossError::Shape(
+                    "a model of several members (BatchEnsemble) trains each member on the \
+                     batch's own examples, not mixed ones"
+                        .to_string(),
+                ));
+            }
+            return Ok(Forward {
+                terms: member_terms(&members, y, own_scores)?,
+                shown: Some(scores(&outputs[0].logits)?),
+                heads: None,
+            });
+        }
         let logits: Vec<&Tensor> = outputs.iter().map(|o| &o.logits).collect();
         let terms = match (self.coefficients, &self.partner_targets) {
             (Coefficients::Mixup(lambda), Some(y_pi)) => {
@@ -336,6 +350,21 @@ impl TrainBatch {
             heads: None,
         })
     }
+}
+
+/// The terms `(1 / M) L(z_m, y)` of a model of members: each member `m`'s
+/// logits `z_m` (`members` `[M, B, K]`) against the batch's targets, so the
+/// objective is the mean of the members' losses (uncertainty-baselines'
+/// cross entropy over the batch tiled `M` times, for any loss).
+fn member_terms(
+    members: &Tensor,
+    targets: &Tensor,
+    scores: impl Fn(&Tensor) -> Result<Scores, LossError>,
+) -> Result<Vec<Term>, LossError> {
+    let m = members.size()[0];
+    (0..m)
+        .map(|i| Ok(Term::new(scores(&members.get(i))?, targets, 1.0 / m as f64)))
+        .collect()
 }
 
 /// One term `w L(scores, targets)` of a pass's objective.

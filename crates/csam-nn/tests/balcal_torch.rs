@@ -12,11 +12,10 @@
 
 mod support;
 
-use csam_nn::loss::{CsamLoss, Focal, TrainingLoss};
-use csam_nn::mixing::TrainBatch;
+use csam_nn::loss::{Focal, TrainingLoss};
 use csam_nn::model::balcal::balanced_lambda;
 use csam_nn::model::{build_model_with, Head, InputShape, Mode, Model, ModelOptions};
-use support::{close, lock_generator, python, run_twin};
+use support::{close, lock_generator, objective, python, run_twin};
 use tch::{nn::VarStore, Device, Kind, Tensor};
 
 const CLASSES: i64 = 4;
@@ -39,34 +38,6 @@ fn balcal_mlp(vs: &mut VarStore) -> Model {
     let model = model.unwrap();
     vs.double();
     model
-}
-
-/// csam's objective of one training pass and its gradients, by weight name.
-fn objective(
-    model: &Model,
-    vs: &VarStore,
-    (x, y): (&Tensor, &Tensor),
-    (loss, csam): (&TrainingLoss, Option<f64>),
-) -> (Tensor, Vec<(String, Tensor)>) {
-    let pass = TrainBatch::plain(x, y).forward(model).unwrap();
-    let value = pass
-        .objective(|scores, targets| match csam {
-            None => loss.mean_of(scores, targets),
-            Some(gamma) => CsamLoss::new(gamma, false)
-                .unwrap()
-                .weighted_of(loss, scores, targets),
-        })
-        .unwrap();
-    let mut trainable: Vec<(String, Tensor)> = vs
-        .variables()
-        .into_iter()
-        .filter(|(_, t)| t.requires_grad())
-        .collect();
-    trainable.sort_by(|a, b| a.0.cmp(&b.0));
-    let tensors: Vec<&Tensor> = trainable.iter().map(|(_, t)| t).collect();
-    let grads = Tensor::run_backward(&[&value], &tensors, false, false);
-    let named = trainable.into_iter().map(|(name, _)| name).zip(grads);
-    (value.detach(), named.collect())
 }
 
 #[test]

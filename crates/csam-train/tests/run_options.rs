@@ -2,8 +2,8 @@
 //! and resumes bit-identically: `sam_every`, m-sharpness, clipping, ASAM,
 //! CSAM with a detached factor, AdamW, VASSO, bSAM, and the training losses (focal,
 //! FLSD-53, AdaFocal, dual focal, MbLS, label smoothing, ACLS, CPC, MMCE,
-//! MDCA, CRL), mixings (mixup, MIT-L) and BalCAL's head under SGD, SAM and
-//! CSAM each train on digits, change the weights
+//! MDCA, CRL), mixings (mixup, MIT-L), BalCAL's head and BatchEnsemble
+//! under SGD, SAM and CSAM each train on digits, change the weights
 //! against the same run without the option (so the option is not ignored),
 //! and a run stopped after epoch 1 and resumed ends with the same bytes as
 //! the uninterrupted one.
@@ -11,7 +11,7 @@
 //! libtorch's random generator is process-global, so the runs of this file
 //! take a lock and never overlap.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
 use csam_train::spec::{RunSpec, Runtime, SpecLayers};
@@ -58,6 +58,23 @@ fn train(spec: &RunSpec, out: &Path, resume: bool, stop: Option<usize>) -> RunOu
 
 fn last_weights(dir: &Path) -> Vec<u8> {
     std::fs::read(dir.join("model-last.safetensors")).unwrap()
+}
+
+/// Trains `option` whole in `dir/whole` and stopped after epoch 1 then
+/// resumed in `dir/split`, asserts both end with the same weights' bytes and
+/// returns the whole run's directory.
+fn trains_and_resumes_bit_identically(option: &RunSpec, dir: &Path, what: &str) -> PathBuf {
+    let whole = dir.join("whole");
+    train(option, &whole, false, None);
+    let split = dir.join("split");
+    train(option, &split, false, Some(1));
+    train(option, &split, true, None);
+    assert_eq!(
+        last_weights(&whole),
+        last_weights(&split),
+        "the resumed {what} run differs from the uninterrupted one"
+    );
+    whole
 }
 
 #[test]
@@ -207,6 +224,14 @@ fn every_option_trains_changes_the_run_and_resumes_bit_identically() {
             "head = \"balcal\"\noptimizer = \"csam\"\nm = 16\n",
             "optimizer = \"csam\"\nm = 16\n",
         ),
+        // BatchEnsemble's fast weights and per-member biases are trained,
+        // saved in the checkpoint and read back on resume; with CSAM and
+        // m-sharpness each sub-batch is tiled once per member.
+        (
+            "batch-ensemble-csam-m",
+            "ensemble = \"batch-ensemble\"\nensemble_size = 3\noptimizer = \"csam\"\nm = 16\n",
+            "optimizer = \"csam\"\nm = 16\n",
+        ),
         // Mixed batches: the seeded draws replay on resume; m-sharpness
         // splits the mixed batch.
         ("mixup", "mixing = \"mixup\"\nmixup_alpha = 0.4\n", ""),
@@ -248,6 +273,32 @@ fn every_option_trains_changes_the_run_and_resumes_bit_identically() {
             option,
             "{name}: config.toml holds the option"
         );
+    }
+}
+
+#[test]
+fn batch_ensemble_checkpoints_hold_every_members_weights_and_resume_bit_identically() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let dir = tempfile::tempdir().unwrap();
+    let option = spec("ensemble = \"batch-ensemble\"\noptimizer = \"sam\"\n");
+    let whole = trains_and_resumes_bit_identically(&option, dir.path(), "BatchEnsemble");
+    let saved = tch::Tensor::read_safetensors(whole.join("model-last.safetensors")).unwrap();
+    let shapes: std::collections::HashMap<String, Vec<i64>> = saved
+        .iter()
+        .map(|(name, t)| (name.clone(), t.size()))
+        .collect();
+    // Digits: 64 features, 10 classes; hidden width 32; 4 members.
+    for (name, shape) in [
+        ("1.weight", vec![32, 64]),
+        ("1.r", vec![4, 64]),
+        ("1.s", vec![4, 32]),
+        ("1.bias", vec![4, 32]),
+        ("3.weight", vec![10, 32]),
+        ("3.r", vec![4, 32]),
+        ("3.s", vec![4, 10]),
+        ("3.bias", vec![4, 10]),
+    ] {
+        assert_eq!(shapes.get(name), Some(&shape), "{name} in {shapes:?}");
     }
 }
 
@@ -390,16 +441,7 @@ fn torchscript_model_trains_with_csam_and_resumes_bit_identically() {
     option.validate().unwrap();
     assert_eq!(option.model.script.as_deref(), Some(script.as_path()));
 
-    let whole = dir.path().join("whole");
-    train(&option, &whole, false, None);
-    let split = dir.path().join("split");
-    train(&option, &split, false, Some(1));
-    train(&option, &split, true, None);
-    assert_eq!(
-        last_weights(&whole),
-        last_weights(&split),
-        "the resumed TorchScript run differs from the uninterrupted one"
-    );
+    let whole = trains_and_resumes_bit_identically(&option, dir.path(), "TorchScript");
     // The weights moved from the module's own, and the BatchNorm statistics
     // and num_batches_tracked are kept under the module's names.
     let trained: std::collections::HashMap<String, tch::Tensor> =

@@ -35,6 +35,7 @@ fn sample_value(name: &str, kind: ValueKind) -> toml::Value {
         "loss" => V::String("flsd".into()),
         "mixing" => V::String("mit-l".into()),
         "head" => V::String("balcal".into()),
+        "ensemble" => V::String("batch-ensemble".into()),
         "mit_margin" => V::Float(0.25),
         "adafocal_gamma_max" => V::Float(10.0),
         "adafocal_gamma_min" => V::Float(-1.0),
@@ -146,6 +147,7 @@ fn every_key_on_a_branch_that_does_not_read_it_is_refused() {
                 "loss" => csam_nn::loss::TrainingLoss::NAMES,
                 "mixing" => ["none", "mixup", "mit-l"].as_slice(),
                 "head" => ["linear", "balcal"].as_slice(),
+                "ensemble" => ["single", "batch-ensemble"].as_slice(),
                 other => panic!("selector {other} has no branch list here"),
             })
             .unwrap();
@@ -464,6 +466,34 @@ fn bad_values_are_refused_naming_the_key() {
         ),
         (
             vec![
+                ("ensemble", "batch-ensemble".into()),
+                ("mixing", "mixup".into()),
+            ],
+            "mixing",
+        ),
+        (
+            vec![
+                ("ensemble", "batch-ensemble".into()),
+                ("head", "balcal".into()),
+            ],
+            "ensemble",
+        ),
+        (
+            vec![
+                ("ensemble", "batch-ensemble".into()),
+                ("ensemble_size", V::Integer(0)),
+            ],
+            "ensemble_size",
+        ),
+        (
+            vec![
+                ("ensemble", "batch-ensemble".into()),
+                ("random_sign_init", V::Float(1.5)),
+            ],
+            "random_sign_init",
+        ),
+        (
+            vec![
                 ("mixing", "mixup".into()),
                 ("optimizer", "sam".into()),
                 ("track_theory", V::Boolean(true)),
@@ -679,4 +709,77 @@ fn the_split_seed_fixes_the_validation_split_and_stays_out_of_old_configs() {
     assert_eq!(val_images(&shared, 9), val_images(&shared, 4));
     let spec = RunSpec::new(data);
     assert!(!spec.to_toml().contains("split_seed"));
+}
+
+#[test]
+fn batch_ensemble_applies_to_its_models_and_stays_out_of_old_configs() {
+    use csam_nn::model::{Ensemble, ModelKind};
+    // The key table's models are the registry's that build members.
+    let Some(Applies::When { selector, values }) = KEYS
+        .iter()
+        .find(|k| k.name == "ensemble")
+        .map(|k| k.applies)
+    else {
+        panic!("ensemble applies to some models");
+    };
+    assert_eq!(selector, "model");
+    let registered: Vec<&str> = ModelKind::all()
+        .filter(ModelKind::takes_members)
+        .map(|kind| kind.name())
+        .collect();
+    assert_eq!(values, registered.as_slice());
+    // One network by default, and in a config.toml written before the
+    // table existed.
+    let plain = build(&[]).unwrap();
+    assert!(plain.model.ensemble.is_single());
+    let text = plain.to_toml();
+    assert!(
+        text.contains("[model.ensemble]\nkind = \"single\""),
+        "{text}"
+    );
+    let old = text.replace("[model.ensemble]\nkind = \"single\"\n", "");
+    assert!(!old.contains("ensemble"), "{old}");
+    assert_eq!(
+        RunSpec::from_saved_toml(&old, "config.toml").unwrap(),
+        plain
+    );
+    let on = build(&[
+        ("ensemble", "batch-ensemble".into()),
+        ("ensemble_size", 2.into()),
+    ])
+    .unwrap();
+    let expected = Ensemble::BatchEnsemble {
+        size: 2,
+        random_sign_init: -0.5,
+    };
+    assert_eq!(on.model.options().ensemble, expected);
+    assert!(on
+        .differences(&plain)
+        .iter()
+        .any(|d| d.contains("ensemble")));
+    let saved = RunSpec::from_saved_toml(&on.to_toml(), "config.toml").unwrap();
+    assert_eq!(saved, on);
+    // Refused by flag on a model without members, and in a nested
+    // config.toml, which bypasses the flat keys' branch check.
+    let flags = build(&[
+        ("model", "vit-ti16".into()),
+        ("ensemble", "batch-ensemble".into()),
+    ]);
+    assert!(
+        matches!(flags, Err(ConfigError::Inapplicable { .. })),
+        "{flags:?}"
+    );
+    let nested = "schema = 2\n[data]\nsource = \"digits\"\n[model]\narch = \"wrn-16-4\"\n\
+                  [model.ensemble]\nkind = \"batch-ensemble\"\n";
+    let spec = RunSpec::from_saved_toml(nested, "x.toml").unwrap();
+    match spec.validate() {
+        Err(ConfigError::Invalid { key, reason, .. }) => {
+            assert_eq!(key, "ensemble");
+            assert!(
+                reason.contains("resnet110") && reason.contains("wrn-16-4"),
+                "{reason}"
+            );
+        }
+        other => panic!("batch-ensemble on wrn-16-4: {other:?}"),
+    }
 }

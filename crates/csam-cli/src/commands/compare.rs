@@ -23,12 +23,13 @@ use super::file_url::open_line;
 #[command(args_override_self = true)]
 pub struct CompareArgs {
     /// Methods, comma-separated (default sgd,sam,csam): an update rule (sgd, sam, asam,
-    /// csam, vasso, bsam) with cross entropy, a training loss, mixing or head (focal, flsd, adafocal,
-    /// ls, dual-focal, mbls, acls, cpc, mmce, mdca, crl, mixup, mit-l, balcal, at their authors'
-    /// defaults: docs/losses.md) with SGD, or NAME+RULE, e.g. focal+sam, acls+csam, mixup+csam;
-    /// any of these followed by -ensembleN (a deep ensemble of N networks) or -mc-dropoutN
-    /// (N MC-Dropout passes of a network trained with dropout 0.1), e.g. csam-ensemble5;
-    /// ensemble5 and mc-dropout5 alone are SGD's.
+    /// csam, vasso, bsam) with cross entropy, a training loss, mixing, head or ensemble (focal,
+    /// flsd, adafocal, ls, dual-focal, mbls, acls, cpc, mmce, mdca, crl, mixup, mit-l, balcal,
+    /// batchensemble, at their authors' defaults: docs/losses.md, docs/models.md) with SGD, or
+    /// NAME+RULE, e.g. focal+sam, acls+csam, mixup+csam, batchensemble+csam; any of these
+    /// followed by -ensembleN (a deep ensemble of N networks) or -mc-dropoutN (N MC-Dropout
+    /// passes of a network trained with dropout 0.1), e.g. csam-ensemble5; ensemble5 and
+    /// mc-dropout5 alone are SGD's.
     #[arg(long, value_delimiter = ',', value_name = "LIST", action = clap::ArgAction::Set)]
     methods: Option<Vec<Method>>,
     /// Perturbation radius of SAM, CSAM and VASSO (default 0.05, the paper's); ASAM has its

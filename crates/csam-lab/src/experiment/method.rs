@@ -1,7 +1,8 @@
 //! A method of a comparison: a training objective (a loss, how batches are
-//! fed: as they are, mixed up, MIT-L, and the classifier: linear or BalCAL's
-//! two) under an update rule, named as on the command line, and how it
-//! predicts: one network, a deep ensemble of N, or N MC-Dropout passes.
+//! fed: as they are, mixed up, MIT-L, the classifier: linear or BalCAL's
+//! two, and the members: one network or a BatchEnsemble) under an update
+//! rule, named as on the command line, and how it predicts: one network, a
+//! deep ensemble of N, or N MC-Dropout passes.
 //! `sgd`, `sam`, `asam`, `csam`, `vasso` and `bsam` train cross entropy with
 //! that rule; an objective's name alone (`focal`, `mixup`) trains it with SGD,
 //! and `NAME+RULE` (`focal+csam`) with the rule. `-ensembleN` and
@@ -19,11 +20,11 @@ use csam_nn::loss::{
     PairwiseConstraints, TrainingLoss,
 };
 use csam_nn::mixing::Mixing;
-use csam_nn::model::Head;
+use csam_nn::model::{Ensemble, Head};
 use csam_train::spec::{OptimizerFamily, RunSpec};
 
-/// What a method trains besides its rule: a loss, a mixing and a classifier
-/// head, at their default parameters.
+/// What a method trains besides its rule: a loss, a mixing, a classifier
+/// head and the members of the network, at their default parameters.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct Objective {
     /// The training loss.
@@ -32,14 +33,17 @@ pub struct Objective {
     pub mixing: Mixing,
     /// The classifier on the network's features.
     pub head: Head,
+    /// One network, or several members in one.
+    pub ensemble: Ensemble,
 }
 
 impl Objective {
-    /// Sets the run's loss, mixing and head to this objective's.
+    /// Sets the run's loss, mixing, head and members to this objective's.
     pub fn apply(self, spec: &mut RunSpec) {
         spec.loss = self.loss;
         spec.mixing = self.mixing;
         spec.model.head = self.head;
+        spec.model.ensemble = self.ensemble;
     }
 }
 
@@ -92,6 +96,10 @@ const OBJECTIVES: &[(&str, WithDefaults)] = &[
     }),
     ("balcal", || Objective {
         head: Head::balcal(),
+        ..Objective::default()
+    }),
+    ("batchensemble", || Objective {
+        ensemble: Ensemble::batch_ensemble(),
         ..Objective::default()
     }),
 ];
@@ -291,9 +299,9 @@ impl FromStr for Method {
 fn unknown(text: &str) -> String {
     let losses: Vec<&str> = OBJECTIVES.iter().map(|(name, _)| *name).collect();
     format!(
-        "unknown method {text:?}: a rule (sgd, sam, asam, csam, vasso, bsam), a loss, mixing or head ({}) \
-         or NAME+RULE such as focal+csam, each optionally followed by -ensembleN or -mc-dropoutN \
-         (csam-ensemble5; ensemble5 and mc-dropout5 alone are SGD's)",
+        "unknown method {text:?}: a rule (sgd, sam, asam, csam, vasso, bsam), a loss, mixing, \
+         head or ensemble ({}) or NAME+RULE such as focal+csam, each optionally followed by \
+         -ensembleN or -mc-dropoutN (csam-ensemble5; ensemble5 and mc-dropout5 alone are SGD's)",
         losses.join(", ")
     )
 }
@@ -371,6 +379,7 @@ mod tests {
             ("crl+sam", "crl", OptimizerFamily::Sam),
             ("mit-l+csam", "cross-entropy", OptimizerFamily::Csam),
             ("balcal+csam", "cross-entropy", OptimizerFamily::Csam),
+            ("batchensemble+csam", "cross-entropy", OptimizerFamily::Csam),
         ] {
             let method: Method = text.parse().unwrap();
             assert_eq!(method.to_string(), text);
@@ -402,6 +411,20 @@ mod tests {
             "focal+sam".parse::<Method>().unwrap().objective().head,
             Head::Linear
         );
+        assert_eq!(
+            "batchensemble+sam"
+                .parse::<Method>()
+                .unwrap()
+                .objective()
+                .ensemble,
+            Ensemble::batch_ensemble()
+        );
+        assert!("balcal"
+            .parse::<Method>()
+            .unwrap()
+            .objective()
+            .ensemble
+            .is_single());
         assert_eq!(
             "Focal+CSAM".parse::<Method>().unwrap().to_string(),
             "focal+csam"

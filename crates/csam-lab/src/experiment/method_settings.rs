@@ -13,8 +13,8 @@
 //! gamma = 0.5
 //! ```
 //!
-//! Only keys of the loss, of the mixing, of the classifier head (BalCAL's)
-//! and of the update rule may be set: every method of
+//! Only keys of the loss, of the mixing, of the classifier head (BalCAL's),
+//! of the ensemble (BatchEnsemble's) and of the update rule may be set: every method of
 //! a comparison shares its data, model, epochs, base optimiser, learning
 //! rate and seeds (the paper's protocol), so a key of those is refused, as
 //! is a key its method does not read (`rho` for `sgd`). The settings are
@@ -143,13 +143,14 @@ fn check_key(name: &str, method: Method) -> std::result::Result<(), String> {
     let own = matches!(path.first(), Some(&"loss" | &"mixing"))
         || path.starts_with(&["optim", "rule"])
         || path.starts_with(&["model", "head"])
+        || path.starts_with(&["model", "ensemble"])
         || (path == ["model", "dropout"] && matches!(method.prediction, Prediction::McDropout(_)));
     match own && path.last() != Some(&"kind") {
         true => Ok(()),
         false => Err(format!(
             "`{name}` cannot differ between methods: a comparison shares it (a method's own \
-             settings are its loss's, mixing's, head's and update rule's parameters, and \
-             MC-Dropout's dropout rate)"
+             settings are its loss's, mixing's, head's, ensemble's and update rule's \
+             parameters, and MC-Dropout's dropout rate)"
         )),
     }
 }
@@ -158,7 +159,7 @@ fn check_key(name: &str, method: Method) -> std::result::Result<(), String> {
 mod tests {
     use super::*;
     use csam_nn::loss::{Focal, TrainingLoss};
-    use csam_nn::model::Head;
+    use csam_nn::model::{Ensemble, Head};
     use csam_train::spec::{OptimizerFamily, UpdateRule};
 
     fn spec_of(method: &str) -> (Method, RunSpec) {
@@ -187,7 +188,7 @@ mod tests {
     fn a_file_sets_loss_and_rule_keys_over_the_builtin_ones() {
         let file = MethodSettings::parse(
             "[asam]\nrho = 1\n[\"focal+csam\"]\nfocal_gamma = 1.5\ngamma = 0.5\n\
-             [balcal]\nbalcal_delta = 0.95\n",
+             [balcal]\nbalcal_delta = 0.95\n[batchensemble]\nensemble_size = 2\n",
             "methods.toml",
         )
         .unwrap();
@@ -208,6 +209,13 @@ mod tests {
             delta: 0.95,
         };
         assert_eq!(spec.model.head, expected);
+        let (method, spec) = spec_of("batchensemble");
+        let spec = settings.apply(method, spec).unwrap();
+        let expected = Ensemble::BatchEnsemble {
+            size: 2,
+            random_sign_init: -0.5,
+        };
+        assert_eq!(spec.model.ensemble, expected);
         // Recorded as given, and read back the same.
         let json = serde_json::to_string(&settings).unwrap();
         assert_eq!(
@@ -231,6 +239,10 @@ mod tests {
             ),
             (
                 "[sgd]\nhead = \"balcal\"\n",
+                "cannot differ between methods",
+            ),
+            (
+                "[sgd]\nensemble = \"batch-ensemble\"\n",
                 "cannot differ between methods",
             ),
             ("[hinge]\nrho = 0.1\n", "unknown method"),

@@ -1,9 +1,7 @@
 //! A small convolutional network for quick experiments (MNIST-sized inputs).
 
-use super::layers::{
-    batch_norm2d, conv_no_bias, dropout, global_avg_pool, linear, Conv2d, Linear,
-    TORCH_DEFAULT_INIT,
-};
+use super::batch_ensemble::Members;
+use super::layers::{batch_norm2d, dropout, global_avg_pool, Conv2d, Linear, TORCH_DEFAULT_INIT};
 use super::{Mode, Network};
 use tch::{nn, nn::Module, nn::ModuleT, Tensor};
 
@@ -17,6 +15,9 @@ const STAGES: [(i64, i64); 3] = [(32, 1), (64, 2), (128, 2)];
 ///
 /// PyTorch twin (`twins.py::SmallCnn`): attributes `conv1`, `bn1`, `conv2`, `bn2`,
 /// `conv3`, `bn3`, `fc`; dropout is `F.dropout` on the pooled features.
+/// With BatchEnsemble members the convolutions and `fc` are BatchEnsemble
+/// layers (`conv1.r`, `conv1.s`, `fc.bias` `[M, n_classes]`, ...), the
+/// BatchNorms shared.
 #[derive(Debug)]
 pub struct SmallCnn {
     stages: Vec<(Conv2d, nn::BatchNorm)>,
@@ -27,15 +28,22 @@ pub struct SmallCnn {
 impl SmallCnn {
     /// Builds the network under `p` for `channels` input channels.
     pub fn new(p: &nn::Path, channels: i64, n_classes: i64, dropout: f64) -> Self {
+        Self::with_members(p, (channels, n_classes), dropout, Members::one())
+    }
+
+    /// [`SmallCnn::new`] with layers built as `members` says.
+    pub(crate) fn with_members(
+        p: &nn::Path,
+        (channels, n_classes): (i64, i64),
+        dropout: f64,
+        members: Members,
+    ) -> Self {
         let mut c_in = channels;
         let mut stages = Vec::with_capacity(STAGES.len());
         for (i, &(c_out, stride)) in STAGES.iter().enumerate() {
-            let conv = conv_no_bias(
-                p / format!("conv{}", i + 1),
-                c_in,
-                c_out,
-                3,
-                stride,
+            let conv = members.conv_no_bias(
+                &(p / format!("conv{}", i + 1)),
+                (c_in, c_out, 3, stride),
                 TORCH_DEFAULT_INIT,
             );
             stages.push((conv, batch_norm2d(p / format!("bn{}", i + 1), c_out)));
@@ -43,7 +51,7 @@ impl SmallCnn {
         }
         Self {
             stages,
-            fc: linear(p / "fc", c_in, n_classes, TORCH_DEFAULT_INIT),
+            fc: members.linear(&(p / "fc"), c_in, n_classes, TORCH_DEFAULT_INIT),
             dropout,
         }
     }

@@ -2,6 +2,7 @@
 //! (BatchNorm weight 1 / bias 0, eps 1e-5, momentum 0.1; `nn.Linear` / `nn.Conv2d`
 //! weights uniform in +-1/sqrt(fan_in)) unless an architecture asks otherwise.
 
+use std::borrow::Borrow;
 use tch::nn::{self, init::FanInOut, init::NonLinearity, init::NormalOrUniform, Init};
 use tch::nn::{Module, ModuleT};
 use tch::Tensor;
@@ -31,8 +32,8 @@ pub(crate) const HE_NORMAL_FAN_OUT_INIT: Init = Init::Kaiming {
 
 /// A bias-free 2-D convolution with `padding = kernel / 2` (the twin's
 /// `nn.Conv2d(c_in, c_out, kernel, stride, padding=kernel // 2, bias=False)`).
-pub(crate) fn conv_no_bias(
-    p: nn::Path,
+pub(crate) fn conv_no_bias<'a>(
+    p: impl Borrow<nn::Path<'a>>,
     c_in: i64,
     c_out: i64,
     kernel: i64,
@@ -46,7 +47,7 @@ pub(crate) fn conv_no_bias(
         ws_init: init,
         ..Default::default()
     };
-    Conv2d(nn::conv2d(p, c_in, c_out, kernel, config))
+    Conv2d::plain(nn::conv2d(p, c_in, c_out, kernel, config))
 }
 
 /// `nn.BatchNorm2d(channels)` with PyTorch's initialisation.
@@ -69,12 +70,17 @@ fn batch_norm_config() -> nn::BatchNormConfig {
 
 /// `nn.Linear(d_in, d_out)` with the given weight initialisation and PyTorch's
 /// default bias initialisation (uniform in +-1/sqrt(d_in)).
-pub(crate) fn linear(p: nn::Path, d_in: i64, d_out: i64, ws_init: Init) -> Linear {
+pub(crate) fn linear<'a>(
+    p: impl Borrow<nn::Path<'a>>,
+    d_in: i64,
+    d_out: i64,
+    ws_init: Init,
+) -> Linear {
     let config = nn::LinearConfig {
         ws_init,
         ..Default::default()
     };
-    Linear(nn::linear(p, d_in, d_out, config))
+    Linear::plain(nn::linear(p, d_in, d_out, config))
 }
 
 /// `nn.Linear(d_in, d_out)` with the given weight initialisation and a zero
@@ -85,7 +91,7 @@ pub(crate) fn linear_zero_bias(p: nn::Path, d_in: i64, d_out: i64, ws_init: Init
         bs_init: Some(Init::Const(0.0)),
         bias: true,
     };
-    Linear(nn::linear(p, d_in, d_out, config))
+    Linear::plain(nn::linear(p, d_in, d_out, config))
 }
 
 /// Dropout with rate `rate` when `active` (inverted dropout, as `F.dropout`);

@@ -13,6 +13,8 @@ use std::cell::Cell;
 
 use tch::{nn, nn::Module, Tensor};
 
+use super::batch_ensemble::FastWeights;
+
 thread_local! {
     /// The multiply-adds counted so far, while counting.
     static COUNTED: Cell<Option<u64>> = const { Cell::new(None) };
@@ -36,33 +38,84 @@ pub(crate) fn count_macs(forward: impl FnOnce()) -> u64 {
     COUNTED.with(|counted| counted.replace(outer)).unwrap_or(0)
 }
 
-/// A 2-D convolution that counts `output elements x c_in / groups x kh x kw`.
+/// A 2-D convolution that counts `output elements x c_in / groups x kh x kw`;
+/// with [`FastWeights`], a BatchEnsemble convolution (the count is the
+/// shared convolution's on the members' stacked batch; the fast weights'
+/// products are elementwise, not counted).
 #[derive(Debug)]
-pub(crate) struct Conv2d(pub(crate) nn::Conv2D);
+pub(crate) struct Conv2d {
+    conv: nn::Conv2D,
+    fast: Option<FastWeights>,
+}
 
-impl Module for Conv2d {
-    fn forward(&self, xs: &Tensor) -> Tensor {
-        let out = self.0.forward(xs);
-        add(|| out.numel() as i64 * self.0.ws.size()[1..].iter().product::<i64>());
-        out
+impl Conv2d {
+    /// The convolution itself.
+    pub(crate) fn plain(conv: nn::Conv2D) -> Self {
+        Self { conv, fast: None }
+    }
+
+    /// The convolution, shared by members with these fast weights.
+    pub(crate) fn with_fast_weights(self, fast: FastWeights) -> Self {
+        Self {
+            fast: Some(fast),
+            ..self
+        }
     }
 }
 
-/// A linear layer that counts `output elements x d_in`.
+impl Module for Conv2d {
+    fn forward(&self, xs: &Tensor) -> Tensor {
+        let shared = |xs: &Tensor| {
+            let out = self.conv.forward(xs);
+            add(|| out.numel() as i64 * self.conv.ws.size()[1..].iter().product::<i64>());
+            out
+        };
+        match &self.fast {
+            None => shared(xs),
+            Some(fast) => fast.forward(xs, shared),
+        }
+    }
+}
+
+/// A linear layer that counts `output elements x d_in`; with
+/// [`FastWeights`], a BatchEnsemble linear layer (counted as [`Conv2d`]).
 #[derive(Debug)]
-pub(crate) struct Linear(pub(crate) nn::Linear);
+pub(crate) struct Linear {
+    linear: nn::Linear,
+    fast: Option<FastWeights>,
+}
 
 impl Linear {
-    /// The weight `[d_out, d_in]`.
+    /// The linear layer itself.
+    pub(crate) fn plain(linear: nn::Linear) -> Self {
+        Self { linear, fast: None }
+    }
+
+    /// The layer (without bias), shared by members with these fast
+    /// weights and biases.
+    pub(crate) fn with_fast_weights(self, fast: FastWeights) -> Self {
+        Self {
+            fast: Some(fast),
+            ..self
+        }
+    }
+
+    /// The (shared) weight `[d_out, d_in]`.
     pub(crate) fn weight(&self) -> &Tensor {
-        &self.0.ws
+        &self.linear.ws
     }
 }
 
 impl Module for Linear {
     fn forward(&self, xs: &Tensor) -> Tensor {
-        let out = self.0.forward(xs);
-        add(|| out.numel() as i64 * self.0.ws.size()[1]);
-        out
+        let shared = |xs: &Tensor| {
+            let out = self.linear.forward(xs);
+            add(|| out.numel() as i64 * self.linear.ws.size()[1]);
+            out
+        };
+        match &self.fast {
+            None => shared(xs),
+            Some(fast) => fast.forward(xs, shared),
+        }
     }
 }

@@ -1,6 +1,7 @@
 //! Multi-layer perceptron on flattened inputs.
 
-use super::layers::{dropout, linear, Linear, TORCH_DEFAULT_INIT};
+use super::batch_ensemble::Members;
+use super::layers::{dropout, Linear, TORCH_DEFAULT_INIT};
 use super::{Mode, ModelError, Network};
 use tch::{nn, nn::Module, Tensor};
 
@@ -12,6 +13,8 @@ use tch::{nn, nn::Module, Tensor};
 /// where the `Dropout` modules exist only when the rate `r > 0`. Parameter names
 /// are therefore `1.weight`, `1.bias`, `3.weight`, ... without dropout and
 /// `1.weight`, `4.weight`, ... with it. Initialisation is PyTorch's default.
+/// With BatchEnsemble members every layer is a BatchEnsemble layer
+/// (`1.weight`, `1.r`, `1.s`, `1.bias` `[M, h1]`, ...).
 #[derive(Debug)]
 pub struct Mlp {
     layers: Vec<Linear>,
@@ -29,6 +32,16 @@ impl Mlp {
         n_classes: i64,
         dropout: f64,
     ) -> Result<Self, ModelError> {
+        Self::with_members(p, (d_in, hidden, n_classes), dropout, Members::one())
+    }
+
+    /// [`Mlp::new`] with layers built as `members` says.
+    pub(crate) fn with_members(
+        p: &nn::Path,
+        (d_in, hidden, n_classes): (i64, &[i64], i64),
+        dropout: f64,
+        members: Members,
+    ) -> Result<Self, ModelError> {
         if let Some(bad) = hidden.iter().find(|&&h| h < 1) {
             return Err(ModelError::InvalidConfig(format!(
                 "MLP hidden sizes must be >= 1, got {bad}"
@@ -44,7 +57,7 @@ impl Mlp {
         let layers = widths
             .windows(2)
             .enumerate()
-            .map(|(i, w)| linear(p / index(i), w[0], w[1], TORCH_DEFAULT_INIT))
+            .map(|(i, w)| members.linear(&(p / index(i)), w[0], w[1], TORCH_DEFAULT_INIT))
             .collect();
         Ok(Self {
             layers,

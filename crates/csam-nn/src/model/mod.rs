@@ -13,9 +13,16 @@
 //! Adding an architecture: write its module (a struct implementing [`Network`]
 //! and a `build` function) and add one line to the table in [`registry`].
 //! Every architecture takes either classifier [`Head`] on its features.
+//!
+//! A model may hold several members in one network ([`Ensemble`]; the MLP,
+//! the small CNN and the CIFAR ResNets as BatchEnsemble): it trains on each
+//! member's logits ([`Outputs::members`]) and predicts with the log of their
+//! mean probabilities ([`ensemble`] says where each happens).
 
 pub mod balcal;
+mod batch_ensemble;
 mod cnn;
+pub mod ensemble;
 mod head;
 mod imagenet_resnet;
 mod layers;
@@ -31,6 +38,7 @@ mod wrn;
 
 pub use balcal::{BalcalHead, TwoHeads};
 pub use cnn::SmallCnn;
+pub use ensemble::{mixture_logits, Ensemble};
 pub use head::Head;
 pub use imagenet_resnet::{Blocks, ImageNetResNet, ResNetLayout, Stem};
 pub use mlp::Mlp;
@@ -181,16 +189,23 @@ pub struct Model {
     n_classes: i64,
     /// The dropout rate of [`ModelOptions`].
     dropout: f64,
+    /// The members the network holds.
+    ensemble: Ensemble,
 }
 
 /// The outputs of a forward pass: the model's logits and, for a model with
-/// two classifiers (BalCAL), each classifier's.
+/// two classifiers (BalCAL), each classifier's, or for a model of several
+/// members (BatchEnsemble), each member's.
 #[derive(Debug)]
 pub struct Outputs {
-    /// The logits the model predicts with.
+    /// The logits the model predicts with (a model of members: the log of
+    /// their mean probabilities, [`mixture_logits`]).
     pub logits: Tensor,
     /// Each classifier's logits, for a two-headed model.
     pub heads: Option<TwoHeads>,
+    /// Each member's logits `[M, B, K]`, for a model of members (also of
+    /// one), which trains on each member's loss.
+    pub members: Option<Tensor>,
 }
 
 /// A model a training pass runs: its train-mode [`Outputs`]. Models with one
@@ -202,6 +217,7 @@ pub trait TrainingPass: ModuleT {
         Outputs {
             logits: self.forward_t(xs, true),
             heads: None,
+            members: None,
         }
     }
 }
@@ -221,14 +237,28 @@ impl Model {
     }
 
     /// The forward pass in `mode`, with each classifier's logits when the
-    /// model has two.
+    /// model has two, and each member's when it has members: the batch
+    /// `[B, ...]` runs stacked once per member (`[M B, ...]`, see
+    /// [`ensemble`]), in every mode.
     pub fn outputs(&self, xs: &Tensor, mode: Mode) -> Outputs {
+        if !self.ensemble.is_single() {
+            let m = self.ensemble.members();
+            let features = self.network.features(&ensemble::tile_members(xs, m), mode);
+            let logits = self.network.classify(&features);
+            let members = logits.reshape([m, -1, logits.size()[1]]);
+            return Outputs {
+                logits: mixture_logits(&members),
+                heads: None,
+                members: Some(members),
+            };
+        }
         let features = self.network.features(xs, mode);
         let linear = self.network.classify(&features);
         let Some(balcal) = &self.balcal else {
             return Outputs {
                 logits: linear,
                 heads: None,
+                members: None,
             };
         };
         let etf = balcal.etf_logits(&features, mode);
@@ -239,6 +269,7 @@ impl Model {
                 etf,
                 lambda: balcal.lambda(),
             }),
+            members: None,
         }
     }
 
@@ -262,6 +293,9 @@ impl Model {
     /// products of one example's evaluation-mode forward pass at the input
     /// shape the model was built for (`kind` and `device` those of its
     /// variables), counted as the pass runs; `None` for a TorchScript module.
+    /// A BatchEnsemble of `M` members runs the example once per member, so
+    /// it counts `M` times its network's (the fast weights' elementwise
+    /// products are not counted, as BatchNorm's are not).
     pub fn forward_macs(&self, (kind, device): (tch::Kind, tch::Device)) -> Option<u64> {
         if !self.network.counts_macs() {
             return None;
@@ -275,6 +309,11 @@ impl Model {
         Some(macs::count_macs(|| {
             let _logits = tch::no_grad(|| self.forward_mode(&xs, Mode::Eval));
         }))
+    }
+
+    /// The members the network holds.
+    pub fn ensemble(&self) -> Ensemble {
+        self.ensemble
     }
 
     /// BalCAL's ETF classifier, when the model's [`Head`] is BalCAL.

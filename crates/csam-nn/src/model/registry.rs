@@ -2,9 +2,10 @@
 //!
 //! Adding an architecture is a new module and one line in `ARCHITECTURES`.
 
+use super::batch_ensemble::Members;
 use super::{
-    BalcalHead, Blocks, Head, ImageNetResNet, InputShape, Mlp, Model, ModelError, Network,
-    PyramidNet, PyramidUnit, ResNet, ResNetLayout, SmallCnn, Stem, TorchScriptNetwork,
+    BalcalHead, Blocks, Ensemble, Head, ImageNetResNet, InputShape, Mlp, Model, ModelError,
+    Network, PyramidNet, PyramidUnit, ResNet, ResNetLayout, SmallCnn, Stem, TorchScriptNetwork,
     VisionTransformer, VitShape, WideResNet,
 };
 use std::fmt;
@@ -32,6 +33,10 @@ pub struct ModelOptions {
     /// (Yamada et al. 2019; unit `l` of `L` perturbs with `(l / L) p_L`;
     /// the paper's 0.5). 0 disables it.
     pub shakedrop: f64,
+    /// Whether the network is one, or holds several members
+    /// (BatchEnsemble: the MLP, the small CNN and the CIFAR ResNets).
+    #[serde(default)]
+    pub ensemble: Ensemble,
 }
 
 impl Default for ModelOptions {
@@ -43,6 +48,7 @@ impl Default for ModelOptions {
             script: None,
             drop_path: 0.0,
             shakedrop: 0.0,
+            ensemble: Ensemble::Single,
         }
     }
 }
@@ -66,11 +72,17 @@ struct Architecture {
     any_spatial_size: bool,
     /// Whether the hidden widths (`mlp_hidden`) shape it.
     hidden_widths: bool,
+    /// Whether it builds its layers as BatchEnsemble layers when
+    /// [`ModelOptions::ensemble`] asks (the architectures the paper and its
+    /// reference code use BatchEnsemble on: MLPs, small CNNs, CIFAR ResNets).
+    members: bool,
     build: Builder,
 }
 
 fn resnet(p: &nn::Path, a: &BuildArgs, depth: i64) -> Result<Box<dyn Network>, ModelError> {
-    let net = ResNet::new(p, depth, a.input.channels, a.n_classes, a.options.dropout)?;
+    let members = Members::of(&a.options.ensemble);
+    let shape = (a.input.channels, a.n_classes);
+    let net = ResNet::with_members(p, depth, shape, a.options.dropout, members)?;
     Ok(Box::new(net))
 }
 
@@ -165,9 +177,11 @@ static ARCHITECTURES: &[Architecture] = &[
         summary: "fully connected ReLU network on the flattened input (hidden sizes: mlp_hidden)",
         any_spatial_size: false,
         hidden_widths: true,
+        members: true,
         build: |p, a| {
             let o = a.options;
-            let net = Mlp::new(p, a.input.features(), &o.mlp_hidden, a.n_classes, o.dropout)?;
+            let shape = (a.input.features(), o.mlp_hidden.as_slice(), a.n_classes);
+            let net = Mlp::with_members(p, shape, o.dropout, Members::of(&o.ensemble))?;
             Ok(Box::new(net))
         },
     },
@@ -176,8 +190,11 @@ static ARCHITECTURES: &[Architecture] = &[
         summary: "small 3-stage convolutional network with BatchNorm (32/64/128 channels)",
         any_spatial_size: true,
         hidden_widths: false,
+        members: true,
         build: |p, a| {
-            let net = SmallCnn::new(p, a.input.channels, a.n_classes, a.options.dropout);
+            let o = a.options;
+            let shape = (a.input.channels, a.n_classes);
+            let net = SmallCnn::with_members(p, shape, o.dropout, Members::of(&o.ensemble));
             Ok(Box::new(net))
         },
     },
@@ -186,6 +203,7 @@ static ARCHITECTURES: &[Architecture] = &[
         summary: "CIFAR ResNet-20 (He et al. 2016, option-A shortcuts, 0.27 M parameters)",
         any_spatial_size: true,
         hidden_widths: false,
+        members: true,
         build: |p, a| resnet(p, a, 20),
     },
     Architecture {
@@ -193,6 +211,7 @@ static ARCHITECTURES: &[Architecture] = &[
         summary: "CIFAR ResNet-32 (He et al. 2016, option-A shortcuts, 0.46 M parameters)",
         any_spatial_size: true,
         hidden_widths: false,
+        members: true,
         build: |p, a| resnet(p, a, 32),
     },
     Architecture {
@@ -200,6 +219,7 @@ static ARCHITECTURES: &[Architecture] = &[
         summary: "CIFAR ResNet-44 (He et al. 2016, option-A shortcuts, 0.66 M parameters)",
         any_spatial_size: true,
         hidden_widths: false,
+        members: true,
         build: |p, a| resnet(p, a, 44),
     },
     Architecture {
@@ -207,6 +227,7 @@ static ARCHITECTURES: &[Architecture] = &[
         summary: "CIFAR ResNet-56 (He et al. 2016, option-A shortcuts, 0.85 M parameters)",
         any_spatial_size: true,
         hidden_widths: false,
+        members: true,
         build: |p, a| resnet(p, a, 56),
     },
     Architecture {
@@ -214,6 +235,7 @@ static ARCHITECTURES: &[Architecture] = &[
         summary: "CIFAR ResNet-110 (He et al. 2016, option-A shortcuts, 1.7 M parameters)",
         any_spatial_size: true,
         hidden_widths: false,
+        members: true,
         build: |p, a| resnet(p, a, 110),
     },
     Architecture {
@@ -221,6 +243,7 @@ static ARCHITECTURES: &[Architecture] = &[
         summary: "ResNet-18 as torchvision (ImageNet stem, 11.7 M parameters on 1000 classes)",
         any_spatial_size: true,
         hidden_widths: false,
+        members: false,
         build: |p, a| torchvision_resnet(p, a, (Blocks::Basic, RESNET18, Stem::ImageNet)),
     },
     Architecture {
@@ -228,6 +251,7 @@ static ARCHITECTURES: &[Architecture] = &[
         summary: "ResNet-34 as torchvision (ImageNet stem, 21.8 M parameters on 1000 classes)",
         any_spatial_size: true,
         hidden_widths: false,
+        members: false,
         build: |p, a| torchvision_resnet(p, a, (Blocks::Basic, RESNET34, Stem::ImageNet)),
     },
     Architecture {
@@ -235,6 +259,7 @@ static ARCHITECTURES: &[Architecture] = &[
         summary: "ResNet-50 as torchvision (ImageNet stem, bottlenecks, 25.6 M parameters on 1000 classes)",
         any_spatial_size: true,
         hidden_widths: false,
+        members: false,
         build: |p, a| torchvision_resnet(p, a, (Blocks::Bottleneck, RESNET34, Stem::ImageNet)),
     },
     Architecture {
@@ -242,6 +267,7 @@ static ARCHITECTURES: &[Architecture] = &[
         summary: "ResNet-18 with the CIFAR stem (3x3 convolution, no pooling; torchvision's keys)",
         any_spatial_size: true,
         hidden_widths: false,
+        members: false,
         build: |p, a| torchvision_resnet(p, a, (Blocks::Basic, RESNET18, Stem::Cifar)),
     },
     Architecture {
@@ -249,6 +275,7 @@ static ARCHITECTURES: &[Architecture] = &[
         summary: "ResNet-34 with the CIFAR stem (3x3 convolution, no pooling; torchvision's keys)",
         any_spatial_size: true,
         hidden_widths: false,
+        members: false,
         build: |p, a| torchvision_resnet(p, a, (Blocks::Basic, RESNET34, Stem::Cifar)),
     },
     Architecture {
@@ -256,6 +283,7 @@ static ARCHITECTURES: &[Architecture] = &[
         summary: "ResNet-50 with the CIFAR stem (3x3 convolution, no pooling; torchvision's keys)",
         any_spatial_size: true,
         hidden_widths: false,
+        members: false,
         build: |p, a| torchvision_resnet(p, a, (Blocks::Bottleneck, RESNET34, Stem::Cifar)),
     },
     Architecture {
@@ -263,6 +291,7 @@ static ARCHITECTURES: &[Architecture] = &[
         summary: "PyramidNet-110, alpha 48 (Han et al. 2017, basic units, 1.8 M parameters)",
         any_spatial_size: true,
         hidden_widths: false,
+        members: false,
         build: |p, a| pyramidnet(p, a, (110, 48.0, PyramidUnit::Basic)),
     },
     Architecture {
@@ -270,6 +299,7 @@ static ARCHITECTURES: &[Architecture] = &[
         summary: "PyramidNet-110, alpha 270 (Han et al. 2017, basic units, 28.5 M parameters)",
         any_spatial_size: true,
         hidden_widths: false,
+        members: false,
         build: |p, a| pyramidnet(p, a, (110, 270.0, PyramidUnit::Basic)),
     },
     Architecture {
@@ -277,6 +307,7 @@ static ARCHITECTURES: &[Architecture] = &[
         summary: "PyramidNet-272, alpha 200 (Han et al. 2017, bottleneck units, 26.2 M parameters)",
         any_spatial_size: true,
         hidden_widths: false,
+        members: false,
         build: |p, a| pyramidnet(p, a, (272, 200.0, PyramidUnit::Bottleneck)),
     },
     Architecture {
@@ -284,6 +315,7 @@ static ARCHITECTURES: &[Architecture] = &[
         summary: "ViT-Ti/16 as timm (vit_tiny_patch16_224: width 192, 12 blocks, 3 heads)",
         any_spatial_size: false,
         hidden_widths: false,
+        members: false,
         build: |p, a| vit(p, a, (16, 192, 3)),
     },
     Architecture {
@@ -291,6 +323,7 @@ static ARCHITECTURES: &[Architecture] = &[
         summary: "ViT-S/16 as timm (vit_small_patch16_224: width 384, 12 blocks, 6 heads, 22 M parameters at 224)",
         any_spatial_size: false,
         hidden_widths: false,
+        members: false,
         build: |p, a| vit(p, a, (16, 384, 6)),
     },
     Architecture {
@@ -298,6 +331,7 @@ static ARCHITECTURES: &[Architecture] = &[
         summary: "ViT-S/32 as timm (vit_small_patch32_224: width 384, 12 blocks, 6 heads)",
         any_spatial_size: false,
         hidden_widths: false,
+        members: false,
         build: |p, a| vit(p, a, (32, 384, 6)),
     },
     Architecture {
@@ -305,6 +339,7 @@ static ARCHITECTURES: &[Architecture] = &[
         summary: "ViT-B/16 as timm (vit_base_patch16_224: width 768, 12 blocks, 12 heads, 86 M parameters at 224)",
         any_spatial_size: false,
         hidden_widths: false,
+        members: false,
         build: |p, a| vit(p, a, (16, 768, 12)),
     },
     Architecture {
@@ -313,6 +348,7 @@ static ARCHITECTURES: &[Architecture] = &[
             "Wide ResNet-16-4 (Zagoruyko and Komodakis 2016, pre-activation, 2.7 M parameters)",
         any_spatial_size: true,
         hidden_widths: false,
+        members: false,
         build: |p, a| wide_resnet(p, a, (16, 4)),
     },
     Architecture {
@@ -320,6 +356,7 @@ static ARCHITECTURES: &[Architecture] = &[
         summary: "Wide ResNet-16-8 (Zagoruyko and Komodakis 2016, pre-activation, 11 M parameters)",
         any_spatial_size: true,
         hidden_widths: false,
+        members: false,
         build: |p, a| wide_resnet(p, a, (16, 8)),
     },
     Architecture {
@@ -328,6 +365,7 @@ static ARCHITECTURES: &[Architecture] = &[
             "Wide ResNet-28-10 (Zagoruyko and Komodakis 2016, pre-activation, 36.5 M parameters)",
         any_spatial_size: true,
         hidden_widths: false,
+        members: false,
         build: |p, a| wide_resnet(p, a, (28, 10)),
     },
     Architecture {
@@ -336,6 +374,7 @@ static ARCHITECTURES: &[Architecture] = &[
             "Wide ResNet-40-2 (Zagoruyko and Komodakis 2016, pre-activation, 2.2 M parameters)",
         any_spatial_size: true,
         hidden_widths: false,
+        members: false,
         build: |p, a| wide_resnet(p, a, (40, 2)),
     },
     Architecture {
@@ -343,6 +382,7 @@ static ARCHITECTURES: &[Architecture] = &[
         summary: "any PyTorch model saved with torch.jit.script or torch.jit.trace (torchscript:FILE)",
         any_spatial_size: false,
         hidden_widths: false,
+        members: false,
         build: torchscript,
     },
 ];
@@ -375,6 +415,12 @@ impl ModelKind {
     /// Whether the hidden widths (`mlp_hidden`) shape the architecture.
     pub fn takes_hidden_widths(&self) -> bool {
         self.0.hidden_widths
+    }
+
+    /// Whether the architecture builds BatchEnsemble members
+    /// ([`ModelOptions::ensemble`]).
+    pub fn takes_members(&self) -> bool {
+        self.0.members
     }
 
     /// Every registered architecture, in registry order.
@@ -478,6 +524,7 @@ pub fn build_model_with(
         .head
         .validate()
         .map_err(|e| ModelError::InvalidConfig(e.to_string()))?;
+    check_ensemble(kind, options)?;
     let network = (kind.0.build)(p, &args)?;
     let balcal = match options.head {
         Head::Linear => None,
@@ -495,5 +542,37 @@ pub fn build_model_with(
         input,
         n_classes,
         dropout: options.dropout,
+        ensemble: options.ensemble,
     })
+}
+
+/// Refuses an ensemble the architecture does not build, or with a head it
+/// does not combine with.
+fn check_ensemble(kind: ModelKind, options: &ModelOptions) -> Result<(), ModelError> {
+    let ensemble = options.ensemble;
+    if ensemble.is_single() {
+        return Ok(());
+    }
+    ensemble
+        .validate()
+        .map_err(|e| ModelError::InvalidConfig(e.to_string()))?;
+    if !kind.takes_members() {
+        let takes: Vec<&str> = ModelKind::all()
+            .filter(ModelKind::takes_members)
+            .map(|k| k.name())
+            .collect();
+        return Err(ModelError::InvalidConfig(format!(
+            "ensemble {} applies to models {}, not {kind}",
+            ensemble.name(),
+            takes.join(", ")
+        )));
+    }
+    if !options.head.is_linear() {
+        return Err(ModelError::InvalidConfig(format!(
+            "ensemble {} gives each member its own linear classifier; head {} cannot apply to it",
+            ensemble.name(),
+            options.head.name()
+        )));
+    }
+    Ok(())
 }

@@ -1,8 +1,7 @@
 //! CIFAR ResNet of depth 6n + 2 (He et al. 2016, Section 4.2).
 
-use super::layers::{
-    batch_norm2d, conv_no_bias, dropout, global_avg_pool, linear, Conv2d, Linear, HE_NORMAL_INIT,
-};
+use super::batch_ensemble::Members;
+use super::layers::{batch_norm2d, dropout, global_avg_pool, Conv2d, Linear, HE_NORMAL_INIT};
 use super::{Mode, ModelError, Network};
 use tch::{nn, nn::Module, nn::ModuleT, Tensor};
 
@@ -25,6 +24,10 @@ const STAGE_WIDTHS: [i64; 3] = [16, 32, 64];
 /// `conv2`, `bn2`), `fc`; keys such as `layer2.0.conv1.weight`,
 /// `layer3.2.bn2.running_var`, `fc.bias`. Dropout (rate `r`, if any) is
 /// `F.dropout` on the pooled features, so it adds no key.
+///
+/// With BatchEnsemble members every convolution and `fc` is a BatchEnsemble
+/// layer (`conv1.r`, `layer2.0.conv1.s`, `fc.bias` `[M, n_classes]`, ...),
+/// the BatchNorms shared, as the authors' ResNet-32 and WRN-28-10.
 #[derive(Debug)]
 pub struct ResNet {
     conv1: Conv2d,
@@ -43,6 +46,17 @@ impl ResNet {
         n_classes: i64,
         dropout: f64,
     ) -> Result<Self, ModelError> {
+        Self::with_members(p, depth, (channels, n_classes), dropout, Members::one())
+    }
+
+    /// [`ResNet::new`] with layers built as `members` says.
+    pub(crate) fn with_members(
+        p: &nn::Path,
+        depth: i64,
+        (channels, n_classes): (i64, i64),
+        dropout: f64,
+        members: Members,
+    ) -> Result<Self, ModelError> {
         if depth < 8 || (depth - 2) % 6 != 0 {
             return Err(ModelError::InvalidConfig(format!(
                 "ResNet depth must be 6n + 2 with n >= 1, got {depth}"
@@ -55,15 +69,23 @@ impl ResNet {
             let stage_path = p / format!("layer{}", stage + 1);
             for i in 0..n {
                 let stride = if stage > 0 && i == 0 { 2 } else { 1 };
-                blocks.push(BasicBlock::new(&stage_path / i, c_in, width, stride));
+                blocks.push(BasicBlock::new(
+                    &stage_path / i,
+                    (c_in, width, stride),
+                    members,
+                ));
                 c_in = width;
             }
         }
         Ok(Self {
-            conv1: conv_no_bias(p / "conv1", channels, STAGE_WIDTHS[0], 3, 1, HE_NORMAL_INIT),
+            conv1: members.conv_no_bias(
+                &(p / "conv1"),
+                (channels, STAGE_WIDTHS[0], 3, 1),
+                HE_NORMAL_INIT,
+            ),
             bn1: batch_norm2d(p / "bn1", STAGE_WIDTHS[0]),
             blocks,
-            fc: linear(p / "fc", c_in, n_classes, HE_NORMAL_INIT),
+            fc: members.linear(&(p / "fc"), c_in, n_classes, HE_NORMAL_INIT),
             dropout,
         })
     }
@@ -101,12 +123,14 @@ struct BasicBlock {
 }
 
 impl BasicBlock {
-    fn new(p: nn::Path, c_in: i64, c_out: i64, stride: i64) -> Self {
+    fn new(p: nn::Path, (c_in, c_out, stride): (i64, i64, i64), members: Members) -> Self {
         let extra = c_out - c_in;
+        let conv1 = (c_in, c_out, 3, stride);
+        let conv2 = (c_out, c_out, 3, 1);
         Self {
-            conv1: conv_no_bias(&p / "conv1", c_in, c_out, 3, stride, HE_NORMAL_INIT),
+            conv1: members.conv_no_bias(&(&p / "conv1"), conv1, HE_NORMAL_INIT),
             bn1: batch_norm2d(&p / "bn1", c_out),
-            conv2: conv_no_bias(&p / "conv2", c_out, c_out, 3, 1, HE_NORMAL_INIT),
+            conv2: members.conv_no_bias(&(&p / "conv2"), conv2, HE_NORMAL_INIT),
             bn2: batch_norm2d(&p / "bn2", c_out),
             stride,
             pad: (extra / 2, extra - extra / 2),

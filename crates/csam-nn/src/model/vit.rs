@@ -102,7 +102,7 @@ impl VisionTransformer {
             ..Default::default()
         };
         Ok(Self {
-            patch_embed: Conv2d(nn::conv2d(
+            patch_embed: Conv2d::plain(nn::conv2d(
                 p / "patch_embed" / "proj",
                 channels,
                 dim,

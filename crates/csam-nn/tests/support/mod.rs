@@ -7,6 +7,10 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, MutexGuard};
 
+use csam_nn::loss::{CsamLoss, TrainingLoss};
+use csam_nn::mixing::TrainBatch;
+use csam_nn::model::Model;
+use tch::nn::VarStore;
 use tch::Tensor;
 
 /// libtorch's random generator is process-global and the tests of a binary
@@ -88,4 +92,34 @@ pub fn write_step_batches(steps: i64, file: &Path) -> Vec<(String, Tensor)> {
     let named: Vec<(&str, &Tensor)> = batches.iter().map(|(k, v)| (k.as_str(), v)).collect();
     Tensor::write_safetensors(&named, file).unwrap();
     batches
+}
+
+/// csam's objective of one training pass of `model` on `(x, y)` with `loss`
+/// (weighted as CSAM's second pass with that gamma when `csam` is set), and
+/// its gradients with respect to the trainable variables of `vs`, by name.
+pub fn objective(
+    model: &Model,
+    vs: &VarStore,
+    (x, y): (&Tensor, &Tensor),
+    (loss, csam): (&TrainingLoss, Option<f64>),
+) -> (Tensor, Vec<(String, Tensor)>) {
+    let pass = TrainBatch::plain(x, y).forward(model).unwrap();
+    let value = pass
+        .objective(|scores, targets| match csam {
+            None => loss.mean_of(scores, targets),
+            Some(gamma) => CsamLoss::new(gamma, false)
+                .unwrap()
+                .weighted_of(loss, scores, targets),
+        })
+        .unwrap();
+    let mut trainable: Vec<(String, Tensor)> = vs
+        .variables()
+        .into_iter()
+        .filter(|(_, t)| t.requires_grad())
+        .collect();
+    trainable.sort_by(|a, b| a.0.cmp(&b.0));
+    let tensors: Vec<&Tensor> = trainable.iter().map(|(_, t)| t).collect();
+    let grads = Tensor::run_backward(&[&value], &tensors, false, false);
+    let named = trainable.into_iter().map(|(name, _)| name).zip(grads);
+    (value.detach(), named.collect())
 }

@@ -73,6 +73,17 @@ const PYRAMIDNETS: &[&str] = &[
     "pyramidnet110-a270",
     "pyramidnet272-a200",
 ];
+/// The architectures built with BatchEnsemble members (the MLP, the small
+/// CNN, the CIFAR ResNets).
+const MEMBER_MODELS: &[&str] = &[
+    "mlp",
+    "cnn",
+    "resnet20",
+    "resnet32",
+    "resnet44",
+    "resnet56",
+    "resnet110",
+];
 /// The rules with m-sharpness (VASSO averages whole-batch gradients).
 const M_SHARPNESS: &[&str] = &["sam", "asam", "csam"];
 
@@ -146,6 +157,12 @@ pub static KEYS: &[Key] = &[
         "BalCAL's weight lambda in [0, 1] of the linear classifier before the first epoch sets it (default 0.8, Ni et al. 2025)"),
     when("balcal_delta", &["model", "head", "delta"], Real, ("head", &["balcal"]),
         "BalCAL's delta > 0: after each epoch lambda is set so that the training logits' mean confidence meets delta times their accuracy (default 1, Ni et al. 2025)"),
+    when("ensemble", &["model", "ensemble", "kind"], Text, ("model", MEMBER_MODELS),
+        "Members in one network: single, or batch-ensemble (BatchEnsemble, Wen et al. 2020: shared weights times rank-1 fast weights per member; trained on every member's loss, predicting with their mean probabilities) (default single)"),
+    when("ensemble_size", &["model", "ensemble", "size"], Count, ("ensemble", &["batch-ensemble"]),
+        "The number of members M >= 1 (default 4, Wen et al. 2020 on CIFAR)"),
+    when("random_sign_init", &["model", "ensemble", "random_sign_init"], Real, ("ensemble", &["batch-ensemble"]),
+        "How BatchEnsemble's fast weights start: v > 0 random signs, +1 with probability v; v <= 0 N(1, v^2) (default -0.5, uncertainty-baselines' CIFAR setting)"),
     key("init", &["model", "init"], Text,
         "Start from these safetensors weights (PyTorch key names of the model's twin)"),
     key("init_new_classifier", &["model", "init_new_classifier"], Switch,

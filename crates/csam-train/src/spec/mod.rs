@@ -7,7 +7,8 @@
 //! RunSpec
 //! ├── data:    DataSpec   { source, val_size, split_seed, augment, shuffle }
 //! ├── model:   ModelSpec  { arch, mlp_hidden, dropout, drop_path, shakedrop, init,
-//! │                         init_new_classifier, script, head: Linear | Balcal{lambda, delta} }
+//! │                         init_new_classifier, script, head: Linear | Balcal{lambda, delta},
+//! │                         ensemble: Single | BatchEnsemble{size, random_sign_init} }
 //! ├── loss:    LossSpec   CrossEntropy | Focal | Flsd | LabelSmoothing | DualFocal
 //! │                       | MarginLabelSmoothing | Acls | PairwiseConstraints | Mmce | Mdca
 //! │                       | AdaFocal | Crl
@@ -205,6 +206,17 @@ impl RunSpec {
                     "head {} trains each of its two classifiers on the batch's own examples; \
                      a mixed batch has none",
                     self.model.head.name()
+                ),
+            ));
+        }
+        if !self.model.ensemble.is_single() && !self.mixing.is_none() {
+            return Err(check::invalid(
+                "mixing",
+                self.mixing.name(),
+                &format!(
+                    "ensemble {} trains each member on the batch's own examples; a mixed batch \
+                     has none",
+                    self.model.ensemble.name()
                 ),
             ));
         }

@@ -9,7 +9,7 @@ use super::check::{invalid, unit_interval};
 use super::keys::{self, Applies};
 use super::loss::keyed;
 use crate::train::ConfigError;
-use csam_nn::model::{Head, ModelKind, ModelOptions};
+use csam_nn::model::{Ensemble, Head, ModelKind, ModelOptions};
 
 /// The hidden widths of an MLP when none are given.
 pub const DEFAULT_MLP_HIDDEN: [usize; 2] = [256, 256];
@@ -62,6 +62,12 @@ pub struct ModelSpec {
     /// it and is left out of `config.toml`.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub shakedrop: f64,
+    /// One network, or several members in one (the branch
+    /// `[model.ensemble]`, tagged by `kind`: `single`, or `batch-ensemble`
+    /// with `size` and `random_sign_init`; one network in the `config.toml`
+    /// of runs written before it existed).
+    #[serde(default)]
+    pub ensemble: Ensemble,
 }
 
 fn is_zero(value: &f64) -> bool {
@@ -93,6 +99,8 @@ struct ModelFields {
     drop_path: f64,
     #[serde(default)]
     shakedrop: f64,
+    #[serde(default)]
+    ensemble: Ensemble,
 }
 
 impl TryFrom<ModelFields> for ModelSpec {
@@ -119,6 +127,7 @@ impl TryFrom<ModelFields> for ModelSpec {
             script,
             drop_path: fields.drop_path,
             shakedrop: fields.shakedrop,
+            ensemble: fields.ensemble,
         })
     }
 }
@@ -158,6 +167,7 @@ impl Default for ModelSpec {
             script: None,
             drop_path: 0.0,
             shakedrop: 0.0,
+            ensemble: Ensemble::Single,
         }
     }
 }
@@ -191,6 +201,7 @@ impl ModelSpec {
         self.regulariser("drop_path", self.drop_path)?;
         self.regulariser("shakedrop", self.shakedrop)?;
         keyed(&["model", "head"], self.head.name(), self.head.validate())?;
+        self.validate_ensemble()?;
         match (&self.mlp_hidden, self.arch.takes_hidden_widths()) {
             (Some(widths), false) => {
                 return Err(invalid(
@@ -249,6 +260,26 @@ impl ModelSpec {
         }
     }
 
+    /// Refuses an ensemble's parameters outside its definition, on an
+    /// architecture that does not build members (a nested `config.toml`
+    /// bypasses the key table's check), or with a head other than linear.
+    fn validate_ensemble(&self) -> Result<(), ConfigError> {
+        if self.ensemble.is_single() {
+            return Ok(());
+        }
+        let name = self.ensemble.name();
+        keyed(&["model", "ensemble"], name, self.ensemble.validate())?;
+        self.read_by_arch("ensemble", name)?;
+        if !self.head.is_linear() {
+            let reason = format!(
+                "gives each member its own linear classifier; head {} cannot apply to it",
+                self.head.name()
+            );
+            return Err(invalid("ensemble", name, &reason));
+        }
+        Ok(())
+    }
+
     /// Refuses a regulariser's rate outside `[0, 1)`, and a non-zero rate on
     /// an architecture that does not read it.
     fn regulariser(&self, key: &'static str, rate: f64) -> Result<(), ConfigError> {
@@ -284,6 +315,7 @@ impl ModelSpec {
             script: self.script.clone(),
             drop_path: self.drop_path,
             shakedrop: self.shakedrop,
+            ensemble: self.ensemble,
         }
     }
 }
