@@ -233,3 +233,33 @@ fn unusable_methods_and_shift_data_are_refused_before_training() {
         "nothing trained for a refused comparison"
     );
 }
+
+/// A comparison of ensembles alone finishes: its report leaves out the
+/// per-epoch curves (no method has weights of its own per epoch) and keeps
+/// every other section.
+#[test]
+fn a_comparison_of_ensembles_alone_reports_without_per_epoch_curves() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("cmp");
+    let args = [
+        &[
+            "compare",
+            "--epochs",
+            "1",
+            "--seeds",
+            "0",
+            "--methods",
+            "ensemble2",
+        ][..],
+        DIGITS_MLP,
+        &["--out", out.to_str().unwrap(), "--quiet"],
+    ]
+    .concat();
+    let output = csam(&args);
+    assert!(output.status.success(), "{}", text(&output));
+    let report = std::fs::read_to_string(out.join("report.html")).unwrap();
+    assert!(!report.contains("Calibration during training"));
+    assert!(report.contains("Post-hoc calibration"));
+    assert!(!out.join("plots/ece-epochs.svg").exists());
+    assert!(out.join("plots/entropy.svg").is_file());
+}

@@ -77,9 +77,9 @@ pub fn sections(dir: &CompareDir, results: &CompareResults) -> Result<Vec<Sectio
         table_section(results),
         calibration_section(dir, &predictions, &results.settings.shared.metrics)?,
         posthoc_section(dir, results)?,
-        training_section(dir, results)?,
-        entropy_section(dir, &predictions)?,
     ];
+    sections.extend(training_section(dir, results)?);
+    sections.push(entropy_section(dir, &predictions)?);
     sections.extend(super::theory::section(dir, results)?);
     Ok(sections)
 }
@@ -224,9 +224,14 @@ fn posthoc_section(dir: &CompareDir, results: &CompareResults) -> Result<Section
     })
 }
 
-/// ECE and TCE of every epoch's weights (Figure 3c-d).
-fn training_section(dir: &CompareDir, results: &CompareResults) -> Result<Section> {
+/// ECE and TCE of every epoch's weights (Figure 3c-d); none when no method
+/// is one network (ensembles and MC-Dropout have no weights of their own per
+/// epoch).
+fn training_section(dir: &CompareDir, results: &CompareResults) -> Result<Option<Section>> {
     let curves = epochs::read(dir.root(), results)?;
+    if curves.ece.is_empty() {
+        return Ok(None);
+    }
     let line = |what: &str, series: Vec<Series>| LineChart {
         title: format!("{what} during training ({})", curves.split),
         x_label: "Epoch".into(),
@@ -264,11 +269,11 @@ fn training_section(dir: &CompareDir, results: &CompareResults) -> Result<Sectio
                  validation ECE is shown, and no TCE. Retrain them to see the paper's Figure 3c-d."
         }
     };
-    Ok(Section {
+    Ok(Some(Section {
         id: "training".into(),
         title: "Calibration during training".into(),
         body: format!("{}{}", html::paragraph(note), html::grid(&figures)),
-    })
+    }))
 }
 
 /// The distribution of predictive entropy, one line per method.
