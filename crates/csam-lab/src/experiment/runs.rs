@@ -86,6 +86,9 @@ pub fn run_all<E: Experiment, O: ExperimentObserver>(
     observer: &mut O,
 ) -> Result<Vec<E::Record>> {
     let started = Instant::now();
+    // The records are made in this process (post-hoc calibration, ensembles,
+    // shift), also when every run is reused.
+    runtime.apply_threads();
     let runs = experiment.runs();
     let mut records = Vec::with_capacity(runs.len());
     for (index, &run) in runs.iter().enumerate() {

@@ -130,6 +130,17 @@ impl Runtime {
     /// The file name in a run directory.
     pub const FILE: &'static str = "runtime.toml";
 
+    /// Gives libtorch's intra-op pool this process's thread count, if one is
+    /// set. Every process that computes with libtorch calls it before its
+    /// first tensor operation: a comparison that only evaluates finished runs
+    /// must not fall back to libtorch's default, which on a shared machine
+    /// makes its OpenMP threads wait on each other.
+    pub fn apply_threads(&self) {
+        if let Some(threads) = self.threads {
+            tch::set_num_threads(threads as i32);
+        }
+    }
+
     /// Refuses zero threads (the device is checked where it is opened).
     pub fn validate(&self) -> Result<(), ConfigError> {
         match self.threads {

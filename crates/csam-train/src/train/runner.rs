@@ -125,9 +125,7 @@ pub fn prepare(request: &TrainRequest) -> Result<PreparedRun> {
         }
     };
     preflight::check_writable(run_dir.root())?;
-    if let Some(threads) = request.runtime.threads {
-        tch::set_num_threads(threads as i32);
-    }
+    request.runtime.apply_threads();
     let session = Session::prepare(spec, device)?;
     notices.extend(notice::full_batch(spec.batch_size, session.data.n_train()));
     let run_bytes = session.estimated_output_bytes();
