@@ -9,7 +9,10 @@
 //!
 //! ```text
 //! cargo xtask setup            # create .venv and install PyTorch (+ test packages) if missing
-//! cargo xtask test [ARGS]      # setup, then cargo test --workspace [ARGS]
+//! cargo xtask test [ARGS]      # setup, then cargo test --workspace [ARGS]; without
+//!                              # ARGS also the Python package's tests (`python`)
+//! cargo xtask python           # build csam_calib (crates/csam-calib-py) into .venv
+//!                              # with maturin, then run its pytest suite
 //! cargo xtask bench [ARGS]     # setup, then cargo bench --workspace [ARGS]
 //! cargo xtask fuzz [--seconds N] [--sanitizer address|none] [TARGET...]
 //!                              # setup, then run the cargo-fuzz targets N s each
@@ -34,6 +37,20 @@ const TEST_PACKAGES: [(&str, &str); 4] = [
     ("torchvision", "0.26.0"),
     ("timm", "1.0.31"),
 ];
+
+/// What the Python package `csam_calib` (crates/csam-calib-py) needs to build
+/// and test: maturin builds it, pytest runs its suite, which cross-checks it
+/// against scikit-learn, torchmetrics and netcal.
+const PYTHON_PACKAGES: [(&str, &str); 5] = [
+    ("maturin", "1.16.0"),
+    ("pytest", "9.2.0"),
+    ("scikit-learn", "1.9.1"),
+    ("torchmetrics", "1.9.0"),
+    ("netcal", "1.4.0"),
+];
+
+/// The Python package's crate and tests, relative to the workspace root.
+const PYTHON_CRATE: &str = "crates/csam-calib-py";
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -63,7 +80,15 @@ fn run(args: &[String]) -> Result<ExitCode, String> {
         }
         "test" => {
             ensure_libtorch(&root)?;
-            cargo(&root, &["test", "--workspace"], rest)
+            let code = cargo(&root, &["test", "--workspace"], rest)?;
+            match rest.is_empty() && code == ExitCode::SUCCESS {
+                true => python_tests(&root),
+                false => Ok(code),
+            }
+        }
+        "python" => {
+            ensure_libtorch(&root)?;
+            python_tests(&root)
         }
         "fuzz" => {
             let options = fuzz::FuzzOptions::parse(rest)?;
@@ -87,10 +112,11 @@ fn run(args: &[String]) -> Result<ExitCode, String> {
 }
 
 fn usage() -> &'static str {
-    "usage: cargo xtask setup | test [ARGS] | bench [ARGS] | fuzz [ARGS] | <csam subcommand> [ARGS]\n\
+    "usage: cargo xtask setup | test [ARGS] | python | bench [ARGS] | fuzz [ARGS] | <csam subcommand> [ARGS]\n\
      \n\
      setup   create .venv with torch==2.11.0 (libtorch) if it is missing\n\
-     test    set up, then run the whole test suite\n\
+     test    set up, then run the whole test suite (Rust, then the Python package's)\n\
+     python  set up, build the Python package csam_calib into .venv, run its tests\n\
      bench   set up, then run the benchmarks\n\
      fuzz    set up, then run every cargo-fuzz target for a bounded time:\n\
      \x20       [--seconds N (20)] [--sanitizer address|none (address)] [TARGET...]\n\
@@ -119,34 +145,15 @@ fn ensure_libtorch(root: &Path) -> Result<(), String> {
             &format!("{python3} -m venv (is python3 with the venv module installed?)"),
         )?;
     }
-    let wanted = std::iter::once(("torch", TORCH_VERSION)).chain(TEST_PACKAGES);
-    let missing: Vec<String> = wanted
-        .filter(|(name, version)| installed_version(&python, name).as_deref() != Some(*version))
-        .map(|(name, version)| format!("{name}=={version}"))
+    let wanted: Vec<(&str, &str)> = std::iter::once(("torch", TORCH_VERSION))
+        .chain(TEST_PACKAGES)
         .collect();
-    if !missing.is_empty() {
-        eprintln!(
-            "xtask: installing {} into .venv (torch is about 5 GB, a few minutes)",
-            missing.join(" ")
-        );
-        check(
-            Command::new(&python)
-                .args([
-                    "-m",
-                    "pip",
-                    "install",
-                    "--quiet",
-                    "--disable-pip-version-check",
-                ])
-                .args(&missing),
-            "pip install",
-        )?;
-        let now = installed_version(&python, "torch");
-        if now.as_deref() != Some(TORCH_VERSION) {
-            return Err(format!(
-                "after pip install, torch reports version {now:?}, expected {TORCH_VERSION}"
-            ));
-        }
+    install_missing(&python, &wanted, "torch is about 5 GB, a few minutes")?;
+    let now = installed_version(&python, "torch");
+    if now.as_deref() != Some(TORCH_VERSION) {
+        return Err(format!(
+            "after pip install, torch reports version {now:?}, expected {TORCH_VERSION}"
+        ));
     }
     let torch_dir = python_output(
         &python,
@@ -154,6 +161,61 @@ fn ensure_libtorch(root: &Path) -> Result<(), String> {
     )
     .ok_or("could not locate the torch package inside .venv")?;
     link_libtorch(&venv.join("libtorch"), Path::new(torch_dir.trim()))
+}
+
+/// Installs into the venv of `python` every package of `wanted` whose
+/// installed version differs; `note` tells how long it may take.
+fn install_missing(python: &Path, wanted: &[(&str, &str)], note: &str) -> Result<(), String> {
+    let missing: Vec<String> = wanted
+        .iter()
+        .filter(|(name, version)| installed_version(python, name).as_deref() != Some(*version))
+        .map(|(name, version)| format!("{name}=={version}"))
+        .collect();
+    if missing.is_empty() {
+        return Ok(());
+    }
+    eprintln!(
+        "xtask: installing {} into .venv ({note})",
+        missing.join(" ")
+    );
+    check(
+        Command::new(python)
+            .args([
+                "-m",
+                "pip",
+                "install",
+                "--quiet",
+                "--disable-pip-version-check",
+            ])
+            .args(&missing),
+        "pip install",
+    )
+}
+
+/// Builds the Python package into the project venv (an editable install:
+/// the compiled module lands beside its Python code) and runs its tests.
+fn python_tests(root: &Path) -> Result<ExitCode, String> {
+    let venv = root.join(".venv");
+    let python = venv.join("bin").join("python");
+    install_missing(&python, &PYTHON_PACKAGES, "a minute")?;
+    check(
+        Command::new(venv.join("bin").join("maturin"))
+            .current_dir(root)
+            .env("VIRTUAL_ENV", &venv)
+            .args(["develop", "--release", "--quiet", "-m"])
+            .arg(Path::new(PYTHON_CRATE).join("Cargo.toml")),
+        "maturin develop (building the Python package csam_calib)",
+    )?;
+    let status = Command::new(&python)
+        .current_dir(root)
+        .args(["-m", "pytest", "-q", "-p", "no:cacheprovider"])
+        .arg(Path::new(PYTHON_CRATE).join("tests"))
+        .status()
+        .map_err(|e| format!("could not start pytest: {e}"))?;
+    Ok(match status.success() {
+        true => ExitCode::SUCCESS,
+        false => ExitCode::FAILURE,
+    })
 }
 
 /// The installed version of distribution `name` in this interpreter, without a
