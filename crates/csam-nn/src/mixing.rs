@@ -329,11 +329,7 @@ impl TrainBatch {
         };
         let y = &self.targets;
         let scores = |logits: &Tensor| Scores::new(logits, y);
-        let own_scores = |logits: &Tensor| -> Result<Scores, LossError> {
-            let mut own = scores(logits)?;
-            own.correctness = self.correctness.as_ref().map(Tensor::shallow_clone);
-            Ok(own)
-        };
+        let own_scores = |logits: &Tensor| self.own_scores(logits);
         if let Some(heads) = outputs[0].heads.take() {
             if self.partner_targets.is_some() {
                 return Err(LossError::Shape(
@@ -353,42 +349,7 @@ impl TrainBatch {
             });
         }
         if let Some(members) = outputs[0].members.take() {
-            if self.partner_targets.is_some() {
-                return Err(LossError::Shape(
-                    "a model of several members (BatchEnsemble, MIMO) trains each member on \
-                     the batch's own examples, not mixed ones"
-                        .to_string(),
-                ));
-            }
-            let m = members.size()[0];
-            let Some(rows) = &self.rows else {
-                // Every member read the batch: its targets, the members'
-                // mean, and the statistics of their mean prediction.
-                let targets = y.f_expand([m, y.size()[0]], false)?;
-                return Ok(Forward {
-                    terms: member_terms(&members, &targets, 1.0 / m as f64, |z, _| own_scores(z))?,
-                    shown: Some((scores(&outputs[0].logits)?, y.shallow_clone())),
-                    heads: None,
-                });
-            };
-            // Each member read its own rows: their targets, the members'
-            // sum, and the statistics of every member's prediction of its
-            // rows (uncertainty-baselines' training metrics).
-            if self.correctness.is_some() {
-                return Err(LossError::Shape(
-                    "a loss that ranks examples by their history of correct predictions (CRL) \
-                     needs one prediction per example; MIMO's members each read their own \
-                     shuffle of the batch"
-                        .to_string(),
-                ));
-            }
-            let targets = y.f_index_select(0, &rows.reshape([-1]))?;
-            let flat = members.reshape([-1, members.size()[2]]);
-            return Ok(Forward {
-                terms: member_terms(&members, &targets.reshape([m, -1]), 1.0, Scores::new)?,
-                shown: Some((Scores::new(&flat, &targets)?, targets)),
-                heads: None,
-            });
+            return self.members_forward(&members, &outputs[0].logits);
         }
         let logits: Vec<&Tensor> = outputs.iter().map(|o| &o.logits).collect();
         let terms = match (self.coefficients, &self.partner_targets) {
@@ -414,6 +375,56 @@ impl TrainBatch {
         Ok(Forward {
             terms,
             shown: None,
+            heads: None,
+        })
+    }
+
+    /// The scores of `logits` against the batch's targets, carrying its
+    /// examples' histories of correct predictions when it has them.
+    fn own_scores(&self, logits: &Tensor) -> Result<Scores, LossError> {
+        let mut own = Scores::new(logits, &self.targets)?;
+        own.correctness = self.correctness.as_ref().map(Tensor::shallow_clone);
+        Ok(own)
+    }
+
+    /// The terms of a model of members' pass: each member's logits
+    /// `members` `[M, N, K]` against the targets of the rows it read, and
+    /// the statistics of the model's `logits` (its mean prediction), or,
+    /// where each member read its own rows, of every member's prediction of
+    /// them (uncertainty-baselines' training metrics).
+    fn members_forward(&self, members: &Tensor, logits: &Tensor) -> Result<Forward, LossError> {
+        if self.partner_targets.is_some() {
+            return Err(LossError::Shape(
+                "a model of several members (BatchEnsemble, MIMO) trains each member on the \
+                 batch's own examples, not mixed ones"
+                    .to_string(),
+            ));
+        }
+        let (m, y) = (members.size()[0], &self.targets);
+        let Some(rows) = &self.rows else {
+            // Every member read the batch: its targets, the members' mean.
+            let targets = y.f_expand([m, y.size()[0]], false)?;
+            let own_scores = |z: &Tensor, _: &Tensor| self.own_scores(z);
+            return Ok(Forward {
+                terms: member_terms(members, &targets, 1.0 / m as f64, own_scores)?,
+                shown: Some((Scores::new(logits, y)?, y.shallow_clone())),
+                heads: None,
+            });
+        };
+        if self.correctness.is_some() {
+            return Err(LossError::Shape(
+                "a loss that ranks examples by their history of correct predictions (CRL) \
+                 needs one prediction per example; MIMO's members each read their own shuffle \
+                 of the batch"
+                    .to_string(),
+            ));
+        }
+        // Each member read its own rows: their targets, the members' sum.
+        let targets = y.f_index_select(0, &rows.reshape([-1]))?;
+        let flat = members.reshape([-1, members.size()[2]]);
+        Ok(Forward {
+            terms: member_terms(members, &targets.reshape([m, -1]), 1.0, Scores::new)?,
+            shown: Some((Scores::new(&flat, &targets)?, targets)),
             heads: None,
         })
     }

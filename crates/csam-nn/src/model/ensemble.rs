@@ -59,8 +59,9 @@ pub enum Ensemble {
     /// features likewise) and whose classifier gives `M K` logits, read as
     /// `M` heads `[M, B, K]`. In training member `m` reads its own shuffle
     /// `pi_m` of the batch and its head is trained on those targets, the
-    /// objective the sum `sum_m L(z_m, y_{pi_m})` (Section 2 of the paper;
-    /// [`super::mimo`] says how the shuffles are drawn); in prediction every
+    /// objective the sum `sum_m L(z_m, y_{pi_m})` (the authors' code sums
+    /// the heads' cross entropies; [`super::mimo`] says how the shuffles
+    /// are drawn); in prediction every
     /// input reads the same image and the heads' probabilities are averaged.
     /// Defaults as uncertainty-baselines' CIFAR script
     /// (`baselines/cifar/mimo.py`): 3 members, input repetition 0, batch
