@@ -496,4 +496,10 @@ fn mimo_checkpoints_hold_one_network_for_m_images_and_m_heads_and_resume_bit_ide
         assert_eq!(shapes.get(name), Some(&shape), "{name} in {shapes:?}");
     }
     assert_eq!(shapes.len(), 4, "{shapes:?}");
+    // The members' own shuffles reach the steps: every member reading the
+    // batch in one order trains another network.
+    let one_order = spec("ensemble = \"mimo\"\ninput_repetition = 1.0\nbatch_repetitions = 1\n");
+    let shared = dir.path().join("one-order");
+    train(&one_order, &shared, false, None);
+    assert_ne!(last_weights(&whole), last_weights(&shared));
 }
