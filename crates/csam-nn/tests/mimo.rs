@@ -301,9 +301,7 @@ fn refusals_are_one_line() {
     for arch in ["vit-ti16", "wrn-16-4", "torchscript", "resnet18"] {
         let message = refuse(arch, default.clone());
         assert!(
-            message.contains(&format!(
-                "ensemble mimo applies to models mlp, cnn, resnet20"
-            )),
+            message.contains("ensemble mimo applies to models mlp, cnn, resnet20"),
             "{message}"
         );
         assert!(message.contains(&format!("not {arch}")), "{message}");
