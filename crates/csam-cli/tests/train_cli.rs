@@ -529,3 +529,73 @@ fn folder_data_trains_from_the_flat_and_the_split_layout() {
     let refused = train_folder(&dir.path().join("eval-only"), &dir.path().join("run-eval"));
     support::assert_one_line_error(&refused, &["has only a test part", "not trained on"]);
 }
+
+#[test]
+fn mimo_trains_evaluates_and_refuses_a_model_it_does_not_build() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("mimo");
+    let trained = train(
+        &out,
+        &[
+            "--epochs",
+            "2",
+            "--ensemble",
+            "mimo",
+            "--ensemble-size",
+            "2",
+            "--batch-repetitions",
+            "2",
+            "--input-repetition",
+            "0.25",
+        ],
+    );
+    assert!(trained.status.success(), "{}", text(&trained));
+    let config = std::fs::read_to_string(out.join("config.toml")).unwrap();
+    assert!(
+        config.contains("[model.ensemble]\nkind = \"mimo\"\nsize = 2\ninput_repetition = 0.25\nbatch_repetitions = 2"),
+        "{config}"
+    );
+    let summary: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("summary.json")).unwrap()).unwrap();
+    // Learning, well above the 10 classes' chance (two epochs leave MIMO
+    // behind the plain network, whose heads each read their own image).
+    assert!(
+        summary["test"]["accuracy"].as_f64().unwrap() > 0.3,
+        "{summary}"
+    );
+    // Two images in, two heads out: the MLP's first layer reads 2 x 64
+    // features, its classifier (after two hidden layers) gives 2 x 10 logits.
+    let weights = tch::Tensor::read_safetensors(out.join("model-last.safetensors")).unwrap();
+    let shape = |name: &str| {
+        weights
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, t)| t.size())
+    };
+    assert_eq!(shape("1.weight").unwrap()[1], 128);
+    assert_eq!(shape("5.weight").unwrap()[0], 20);
+    let run = out.to_str().unwrap();
+    let eval = csam(&["eval", "--run", run, "--data", "digits", "--device", "cpu"]);
+    assert!(eval.status.success(), "{}", text(&eval));
+    let report: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("eval-digits.json")).unwrap())
+            .unwrap();
+    assert_eq!(report["metrics"]["accuracy"], summary["test"]["accuracy"]);
+
+    let refused = dir.path().join("refused");
+    let output = train(&refused, &["--model", "resnet18", "--ensemble", "mimo"]);
+    assert!(!output.status.success());
+    let message = text(&output);
+    assert!(
+        message.contains("ensemble")
+            && message.contains("resnet20")
+            && message.contains("resnet18"),
+        "{message}"
+    );
+    assert_eq!(
+        message.lines().filter(|l| l.starts_with("error")).count(),
+        1,
+        "{message}"
+    );
+    assert!(!refused.exists());
+}

@@ -189,6 +189,10 @@ pub struct TrainBatch {
     /// The examples' normalised histories of correct predictions `[B]`,
     /// when the run keeps them (CRL; an unmixed batch only).
     correctness: Option<Tensor>,
+    /// The rows `[M, N]` (indices into the batch) each member of a model of
+    /// members reads, when they are drawn per member (MIMO); `None`: every
+    /// member reads the batch as it is.
+    rows: Option<Tensor>,
 }
 
 impl TrainBatch {
@@ -200,6 +204,19 @@ impl TrainBatch {
             partner_targets: None,
             coefficients: Coefficients::None,
             correctness: None,
+            rows: None,
+        }
+    }
+
+    /// The batch `xs` `[B, ...]`, `ys` `[B]` with member `m` of a model of
+    /// members reading the examples `rows[m]` (`rows` `[M, N]`, int64
+    /// indices into the batch on its device): MIMO's shuffles
+    /// ([`crate::model::Ensemble::member_rows`]). Its objective is the sum
+    /// of the members' losses against their own rows' targets.
+    pub fn drawn_per_member(xs: &Tensor, ys: &Tensor, rows: Tensor) -> TrainBatch {
+        TrainBatch {
+            rows: Some(rows),
+            ..TrainBatch::plain(xs, ys)
         }
     }
 
@@ -235,6 +252,7 @@ impl TrainBatch {
             partner_targets: Some(ys.f_index_select(0, &partner)?),
             coefficients: draw.coefficients,
             correctness: None,
+            rows: None,
         })
     }
 
@@ -249,14 +267,35 @@ impl TrainBatch {
         &self.targets
     }
 
+    /// The rows each member trains on: `N` of a batch drawn per member,
+    /// the batch size `B` otherwise (what a sub-batch's share of the
+    /// gradient counts).
+    pub fn rows_per_member(&self) -> i64 {
+        match &self.rows {
+            Some(rows) => rows.size()[1],
+            None => self.targets.size()[0],
+        }
+    }
+
     /// The inputs of the first forward pass (for shape checks).
     pub fn first_input(&self) -> &Tensor {
         &self.inputs[0]
     }
 
     /// The sub-batches of (at most) `size` examples, mixed as this batch
-    /// (m-sharpness splits a mixed batch after mixing).
+    /// (m-sharpness splits a mixed batch after mixing); a batch drawn per
+    /// member splits its members' rows, each part reading the whole batch.
     pub fn split(&self, size: i64) -> Result<Vec<TrainBatch>, LossError> {
+        if let Some(rows) = &self.rows {
+            return Ok(rows
+                .f_split(size, 1)?
+                .into_iter()
+                .map(|part| TrainBatch {
+                    rows: Some(part),
+                    ..TrainBatch::plain(&self.inputs[0], &self.targets)
+                })
+                .collect());
+        }
         let split = |t: &Tensor| t.f_split(size, 0);
         let inputs: Vec<Vec<Tensor>> = self.inputs.iter().map(split).collect::<Result<_, _>>()?;
         let targets = split(&self.targets)?;
@@ -272,6 +311,7 @@ impl TrainBatch {
                 partner_targets: partners.as_ref().map(|p| p[i].shallow_clone()),
                 coefficients: self.coefficients,
                 correctness: correctness.as_ref().map(|c| c[i].shallow_clone()),
+                rows: None,
             })
             .collect())
     }
@@ -279,18 +319,17 @@ impl TrainBatch {
     /// One forward pass (train mode) over the batch: the terms of the
     /// objective.
     pub fn forward<M: TrainingPass + ?Sized>(&self, model: &M) -> Result<Forward, LossError> {
-        let mut outputs: Vec<Outputs> = self
-            .inputs
-            .iter()
-            .map(|x| model.training_outputs(x))
-            .collect();
+        let mut outputs: Vec<Outputs> = match &self.rows {
+            None => self
+                .inputs
+                .iter()
+                .map(|x| model.training_outputs(x))
+                .collect(),
+            Some(rows) => vec![self.per_member_outputs(model, rows)?],
+        };
         let y = &self.targets;
         let scores = |logits: &Tensor| Scores::new(logits, y);
-        let own_scores = |logits: &Tensor| -> Result<Scores, LossError> {
-            let mut own = scores(logits)?;
-            own.correctness = self.correctness.as_ref().map(Tensor::shallow_clone);
-            Ok(own)
-        };
+        let own_scores = |logits: &Tensor| self.own_scores(logits);
         if let Some(heads) = outputs[0].heads.take() {
             if self.partner_targets.is_some() {
                 return Err(LossError::Shape(
@@ -305,23 +344,12 @@ impl TrainBatch {
                     Term::new(own_scores(&linear)?, y, linear_weight),
                     Term::new(own_scores(&etf)?, y, etf_weight),
                 ],
-                shown: Some(scores(&outputs[0].logits)?),
+                shown: Some((scores(&outputs[0].logits)?, y.shallow_clone())),
                 heads: Some((linear, etf)),
             });
         }
         if let Some(members) = outputs[0].members.take() {
-            if self.partner_targets.is_some() {
-                return Err(LossError::Shape(
-                    "a model of several members (BatchEnsemble) trains each member on the \
-                     batch's own examples, not mixed ones"
-                        .to_string(),
-                ));
-            }
-            return Ok(Forward {
-                terms: member_terms(&members, y, own_scores)?,
-                shown: Some(scores(&outputs[0].logits)?),
-                heads: None,
-            });
+            return self.members_forward(&members, &outputs[0].logits);
         }
         let logits: Vec<&Tensor> = outputs.iter().map(|o| &o.logits).collect();
         let terms = match (self.coefficients, &self.partner_targets) {
@@ -350,20 +378,94 @@ impl TrainBatch {
             heads: None,
         })
     }
+
+    /// The scores of `logits` against the batch's targets, carrying its
+    /// examples' histories of correct predictions when it has them.
+    fn own_scores(&self, logits: &Tensor) -> Result<Scores, LossError> {
+        let mut own = Scores::new(logits, &self.targets)?;
+        own.correctness = self.correctness.as_ref().map(Tensor::shallow_clone);
+        Ok(own)
+    }
+
+    /// The terms of a model of members' pass: each member's logits
+    /// `members` `[M, N, K]` against the targets of the rows it read, and
+    /// the statistics of the model's `logits` (its mean prediction), or,
+    /// where each member read its own rows, of every member's prediction of
+    /// them (uncertainty-baselines' training metrics).
+    fn members_forward(&self, members: &Tensor, logits: &Tensor) -> Result<Forward, LossError> {
+        if self.partner_targets.is_some() {
+            return Err(LossError::Shape(
+                "a model of several members (BatchEnsemble, MIMO) trains each member on the \
+                 batch's own examples, not mixed ones"
+                    .to_string(),
+            ));
+        }
+        let (m, y) = (members.size()[0], &self.targets);
+        let Some(rows) = &self.rows else {
+            // Every member read the batch: its targets, the members' mean.
+            let targets = y.f_expand([m, y.size()[0]], false)?;
+            let own_scores = |z: &Tensor, _: &Tensor| self.own_scores(z);
+            return Ok(Forward {
+                terms: member_terms(members, &targets, 1.0 / m as f64, own_scores)?,
+                shown: Some((Scores::new(logits, y)?, y.shallow_clone())),
+                heads: None,
+            });
+        };
+        if self.correctness.is_some() {
+            return Err(LossError::Shape(
+                "a loss that ranks examples by their history of correct predictions (CRL) \
+                 needs one prediction per example; MIMO's members each read their own shuffle \
+                 of the batch"
+                    .to_string(),
+            ));
+        }
+        // Each member read its own rows: their targets, the members' sum.
+        let targets = y.f_index_select(0, &rows.reshape([-1]))?;
+        let flat = members.reshape([-1, members.size()[2]]);
+        Ok(Forward {
+            terms: member_terms(members, &targets.reshape([m, -1]), 1.0, Scores::new)?,
+            shown: Some((Scores::new(&flat, &targets)?, targets)),
+            heads: None,
+        })
+    }
+
+    /// The train-mode outputs of a model of members whose member `m` reads
+    /// the rows `rows[m]` of the batch (stacked member after member).
+    fn per_member_outputs<M: TrainingPass + ?Sized>(
+        &self,
+        model: &M,
+        rows: &Tensor,
+    ) -> Result<Outputs, LossError> {
+        let stacked = self.inputs[0].f_index_select(0, &rows.reshape([-1]))?;
+        model.member_training_outputs(&stacked).ok_or_else(|| {
+            LossError::Shape(
+                "a batch drawn per member (MIMO) trains a model of members; this model is one \
+                 network"
+                    .to_string(),
+            )
+        })
+    }
 }
 
-/// The terms `(1 / M) L(z_m, y)` of a model of members: each member `m`'s
-/// logits `z_m` (`members` `[M, B, K]`) against the batch's targets, so the
-/// objective is the mean of the members' losses (uncertainty-baselines'
-/// cross entropy over the batch tiled `M` times, for any loss).
+/// The terms `w L(z_m, y_m)` of a model of members: each member `m`'s
+/// logits `z_m` (`members` `[M, N, K]`) against its targets `y_m`
+/// (`targets` `[M, N]`). BatchEnsemble: `y_m = y` and `w = 1 / M`, the mean
+/// of the members' losses (uncertainty-baselines' cross entropy over the
+/// batch tiled `M` times). MIMO: `y_m = y_{pi_m}`, member `m`'s shuffle,
+/// and `w = 1`, the sum (uncertainty-baselines' `mimo.py`,
+/// `reduce_mean(reduce_sum(crossentropy, axis=1))`: the members' cross
+/// entropies summed, averaged over the rows), for any loss.
 fn member_terms(
     members: &Tensor,
     targets: &Tensor,
-    scores: impl Fn(&Tensor) -> Result<Scores, LossError>,
+    weight: f64,
+    scores: impl Fn(&Tensor, &Tensor) -> Result<Scores, LossError>,
 ) -> Result<Vec<Term>, LossError> {
-    let m = members.size()[0];
-    (0..m)
-        .map(|i| Ok(Term::new(scores(&members.get(i))?, targets, 1.0 / m as f64)))
+    (0..members.size()[0])
+        .map(|m| {
+            let y = targets.get(m);
+            Ok(Term::new(scores(&members.get(m), &y)?, &y, weight))
+        })
         .collect()
 }
 
@@ -389,9 +491,11 @@ impl Term {
 #[derive(Debug)]
 pub struct Forward {
     terms: Vec<Term>,
-    /// The scores of the model's own logits when they are no term's (a
-    /// two-headed model trains each head, and predicts with their balance).
-    shown: Option<Scores>,
+    /// The scores the step's statistics read, with their targets, when they
+    /// are no term's: a two-headed model's balance of its heads, a model of
+    /// members' mean prediction, or MIMO's members' predictions of their
+    /// rows, flattened `[M N, K]`.
+    shown: Option<(Scores, Tensor)>,
     /// A two-headed model's `(linear, scaled ETF)` logits, as its terms.
     heads: Option<(Tensor, Tensor)>,
 }
@@ -425,10 +529,14 @@ impl Forward {
 
     /// The scores and targets the step's statistics read: the batch's own
     /// (mixup: the mixed batch with `y`; MIT-L: the recovered `f_a`; a
-    /// two-headed model: the logits it predicts with).
+    /// two-headed model or a model of members: the logits it predicts
+    /// with; MIMO in training: each member's logits of its rows, `[M N, K]`
+    /// against their targets).
     pub fn primary(&self) -> (&Scores, &Tensor) {
-        let first = &self.terms[0];
-        (self.shown.as_ref().unwrap_or(&first.scores), &first.targets)
+        match &self.shown {
+            Some((scores, targets)) => (scores, targets),
+            None => (&self.terms[0].scores, &self.terms[0].targets),
+        }
     }
 
     /// A two-headed model's `(linear, scaled ETF)` logits, which its

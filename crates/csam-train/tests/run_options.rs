@@ -2,7 +2,7 @@
 //! and resumes bit-identically: `sam_every`, m-sharpness, clipping, ASAM,
 //! CSAM with a detached factor, AdamW, VASSO, bSAM, and the training losses (focal,
 //! FLSD-53, AdaFocal, dual focal, MbLS, label smoothing, ACLS, CPC, MMCE,
-//! MDCA, CRL), mixings (mixup, MIT-L), BalCAL's head and BatchEnsemble
+//! MDCA, CRL), mixings (mixup, MIT-L), BalCAL's head, BatchEnsemble and MIMO
 //! under SGD, SAM and CSAM each train on digits, change the weights
 //! against the same run without the option (so the option is not ignored),
 //! and a run stopped after epoch 1 and resumed ends with the same bytes as
@@ -231,6 +231,14 @@ fn every_option_trains_changes_the_run_and_resumes_bit_identically() {
             "batch-ensemble-csam-m",
             "ensemble = \"batch-ensemble\"\nensemble_size = 3\noptimizer = \"csam\"\nm = 16\n",
             "optimizer = \"csam\"\nm = 16\n",
+        ),
+        // MIMO's members' rows are drawn from (seed, step), so they replay
+        // on resume; m-sharpness splits each member's rows.
+        (
+            "mimo-sam-m",
+            "ensemble = \"mimo\"\nensemble_size = 2\nbatch_repetitions = 2\n\
+             input_repetition = 0.25\noptimizer = \"sam\"\nm = 16\n",
+            "optimizer = \"sam\"\nm = 16\n",
         ),
         // Mixed batches: the seeded draws replay on resume; m-sharpness
         // splits the mixed batch.
@@ -465,4 +473,33 @@ fn torchscript_model_trains_with_csam_and_resumes_bit_identically() {
         RunSpec::from_saved_toml(&saved, "torchscript").unwrap(),
         option
     );
+}
+
+#[test]
+fn mimo_checkpoints_hold_one_network_for_m_images_and_m_heads_and_resume_bit_identically() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let dir = tempfile::tempdir().unwrap();
+    let option = spec("ensemble = \"mimo\"\n");
+    let whole = trains_and_resumes_bit_identically(&option, dir.path(), "MIMO");
+    let saved = tch::Tensor::read_safetensors(whole.join("model-last.safetensors")).unwrap();
+    let shapes: std::collections::HashMap<String, Vec<i64>> = saved
+        .iter()
+        .map(|(name, t)| (name.clone(), t.size()))
+        .collect();
+    // Digits: 64 features, 10 classes; hidden width 32; 3 members.
+    for (name, shape) in [
+        ("1.weight", vec![32, 3 * 64]),
+        ("1.bias", vec![32]),
+        ("3.weight", vec![3 * 10, 32]),
+        ("3.bias", vec![3 * 10]),
+    ] {
+        assert_eq!(shapes.get(name), Some(&shape), "{name} in {shapes:?}");
+    }
+    assert_eq!(shapes.len(), 4, "{shapes:?}");
+    // The members' own shuffles reach the steps: every member reading the
+    // batch in one order trains another network.
+    let one_order = spec("ensemble = \"mimo\"\ninput_repetition = 1.0\nbatch_repetitions = 1\n");
+    let shared = dir.path().join("one-order");
+    train(&one_order, &shared, false, None);
+    assert_ne!(last_weights(&whole), last_weights(&shared));
 }

@@ -147,7 +147,7 @@ fn every_key_on_a_branch_that_does_not_read_it_is_refused() {
                 "loss" => csam_nn::loss::TrainingLoss::NAMES,
                 "mixing" => ["none", "mixup", "mit-l"].as_slice(),
                 "head" => ["linear", "balcal"].as_slice(),
-                "ensemble" => ["single", "batch-ensemble"].as_slice(),
+                "ensemble" => ["single", "batch-ensemble", "mimo"].as_slice(),
                 other => panic!("selector {other} has no branch list here"),
             })
             .unwrap();
@@ -494,6 +494,28 @@ fn bad_values_are_refused_naming_the_key() {
         ),
         (
             vec![
+                ("ensemble", "mimo".into()),
+                ("input_repetition", V::Float(1.5)),
+            ],
+            "input_repetition",
+        ),
+        (
+            vec![
+                ("ensemble", "mimo".into()),
+                ("batch_repetitions", V::Integer(0)),
+            ],
+            "batch_repetitions",
+        ),
+        (
+            vec![("ensemble", "mimo".into()), ("loss", "crl".into())],
+            "ensemble",
+        ),
+        (
+            vec![("ensemble", "mimo".into()), ("mixing", "mixup".into())],
+            "mixing",
+        ),
+        (
+            vec![
                 ("mixing", "mixup".into()),
                 ("optimizer", "sam".into()),
                 ("track_theory", V::Boolean(true)),
@@ -759,6 +781,15 @@ fn batch_ensemble_applies_to_its_models_and_stays_out_of_old_configs() {
         .any(|d| d.contains("ensemble")));
     let saved = RunSpec::from_saved_toml(&on.to_toml(), "config.toml").unwrap();
     assert_eq!(saved, on);
+    let mimo = build(&[("ensemble", "mimo".into()), ("ensemble_size", 2.into())]).unwrap();
+    let expected = Ensemble::Mimo {
+        size: 2,
+        input_repetition: 0.0,
+        batch_repetitions: 4,
+    };
+    assert_eq!(mimo.model.options().ensemble, expected);
+    let saved = RunSpec::from_saved_toml(&mimo.to_toml(), "config.toml").unwrap();
+    assert_eq!(saved, mimo);
     // Refused by flag on a model without members, and in a nested
     // config.toml, which bypasses the flat keys' branch check.
     let flags = build(&[

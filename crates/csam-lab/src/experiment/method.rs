@@ -1,6 +1,6 @@
 //! A method of a comparison: a training objective (a loss, how batches are
 //! fed: as they are, mixed up, MIT-L, the classifier: linear or BalCAL's
-//! two, and the members: one network or a BatchEnsemble) under an update
+//! two, and the members: one network, a BatchEnsemble or a MIMO) under an update
 //! rule, named as on the command line, and how it predicts: one network, a
 //! deep ensemble of N, or N MC-Dropout passes.
 //! `sgd`, `sam`, `asam`, `csam`, `vasso` and `bsam` train cross entropy with
@@ -100,6 +100,10 @@ const OBJECTIVES: &[(&str, WithDefaults)] = &[
     }),
     ("batchensemble", || Objective {
         ensemble: Ensemble::batch_ensemble(),
+        ..Objective::default()
+    }),
+    ("mimo", || Objective {
+        ensemble: Ensemble::mimo(),
         ..Objective::default()
     }),
 ];
@@ -380,6 +384,7 @@ mod tests {
             ("mit-l+csam", "cross-entropy", OptimizerFamily::Csam),
             ("balcal+csam", "cross-entropy", OptimizerFamily::Csam),
             ("batchensemble+csam", "cross-entropy", OptimizerFamily::Csam),
+            ("mimo+sam", "cross-entropy", OptimizerFamily::Sam),
         ] {
             let method: Method = text.parse().unwrap();
             assert_eq!(method.to_string(), text);
@@ -418,6 +423,10 @@ mod tests {
                 .objective()
                 .ensemble,
             Ensemble::batch_ensemble()
+        );
+        assert_eq!(
+            "mimo".parse::<Method>().unwrap().objective().ensemble,
+            Ensemble::mimo()
         );
         assert!("balcal"
             .parse::<Method>()

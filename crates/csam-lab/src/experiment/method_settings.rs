@@ -14,7 +14,7 @@
 //! ```
 //!
 //! Only keys of the loss, of the mixing, of the classifier head (BalCAL's),
-//! of the ensemble (BatchEnsemble's) and of the update rule may be set: every method of
+//! of the ensemble (BatchEnsemble's, MIMO's) and of the update rule may be set: every method of
 //! a comparison shares its data, model, epochs, base optimiser, learning
 //! rate and seeds (the paper's protocol), so a key of those is refused, as
 //! is a key its method does not read (`rho` for `sgd`). The settings are
@@ -188,7 +188,8 @@ mod tests {
     fn a_file_sets_loss_and_rule_keys_over_the_builtin_ones() {
         let file = MethodSettings::parse(
             "[asam]\nrho = 1\n[\"focal+csam\"]\nfocal_gamma = 1.5\ngamma = 0.5\n\
-             [balcal]\nbalcal_delta = 0.95\n[batchensemble]\nensemble_size = 2\n",
+             [balcal]\nbalcal_delta = 0.95\n[batchensemble]\nensemble_size = 2\n\
+             [mimo]\nbatch_repetitions = 2\n",
             "methods.toml",
         )
         .unwrap();
@@ -214,6 +215,14 @@ mod tests {
         let expected = Ensemble::BatchEnsemble {
             size: 2,
             random_sign_init: -0.5,
+        };
+        assert_eq!(spec.model.ensemble, expected);
+        let (method, spec) = spec_of("mimo");
+        let spec = settings.apply(method, spec).unwrap();
+        let expected = Ensemble::Mimo {
+            size: 3,
+            input_repetition: 0.0,
+            batch_repetitions: 2,
         };
         assert_eq!(spec.model.ensemble, expected);
         // Recorded as given, and read back the same.

@@ -94,10 +94,10 @@ impl Members {
         Members(None)
     }
 
-    /// The layers `ensemble` asks for.
+    /// The layers `ensemble` asks for (MIMO's are plain).
     pub(crate) fn of(ensemble: &Ensemble) -> Self {
         match *ensemble {
-            Ensemble::Single => Members(None),
+            Ensemble::Single | Ensemble::Mimo { .. } => Members(None),
             Ensemble::BatchEnsemble {
                 size,
                 random_sign_init,

@@ -6,11 +6,12 @@
 //! seen by member `m`), so its output `[M B, K]` reads as per-member logits
 //! `z_m` `[M, B, K]`. Then:
 //!
-//! - **training** ([`super::Outputs::members`]): the objective is the mean
-//!   over members of each member's loss against the batch's targets,
-//!   `(1 / M) sum_m L(z_m, y)` (`crate::mixing::TrainBatch::forward`), so
-//!   any loss, CSAM's second-pass weighting and SAM's two passes apply to
-//!   each member unchanged;
+//! - **training** ([`super::Outputs::members`]): each member's loss against
+//!   the targets of the examples it read, BatchEnsemble's mean over members
+//!   `(1 / M) sum_m L(z_m, y)`, MIMO's sum over its members' own shuffles of
+//!   the batch `sum_m L(z_m, y_{pi_m})` ([`super::mimo`],
+//!   `crate::mixing::TrainBatch::forward`), so any loss, CSAM's second-pass
+//!   weighting and SAM's two passes apply to each member unchanged;
 //! - **prediction** (every [`super::Mode`], and the training logits the
 //!   step's statistics read): the model's logits are the log of the
 //!   members' mean probabilities, [`mixture_logits`], so whatever reads
@@ -51,6 +52,36 @@ pub enum Ensemble {
         #[serde(default = "Ensemble::default_random_sign_init")]
         random_sign_init: f64,
     },
+    /// MIMO, multi-input multi-output (Havasi et al. 2021, "Training
+    /// independent subnetworks for robust prediction", ICLR): one plain
+    /// network whose input layer reads the `M` members' images concatenated
+    /// along channels (`[B, M C, H, W]`, member after member; the MLP's
+    /// features likewise) and whose classifier gives `M K` logits, read as
+    /// `M` heads `[M, B, K]`. In training member `m` reads its own shuffle
+    /// `pi_m` of the batch and its head is trained on those targets, the
+    /// objective the sum `sum_m L(z_m, y_{pi_m})` (the authors' code sums
+    /// the heads' cross entropies; [`super::mimo`] says how the shuffles
+    /// are drawn); in prediction every
+    /// input reads the same image and the heads' probabilities are averaged.
+    /// Defaults as uncertainty-baselines' CIFAR script
+    /// (`baselines/cifar/mimo.py`): 3 members, input repetition 0, batch
+    /// repetitions 4.
+    Mimo {
+        /// The number of members `M >= 1`.
+        #[serde(default = "Ensemble::default_mimo_size")]
+        size: i64,
+        /// The input repetition probability `rho` in `[0, 1]` (Section 3.4
+        /// of the paper, uncertainty-baselines'
+        /// `input_repetition_probability`): the fraction of the training
+        /// rows that every member reads in the same order.
+        #[serde(default)]
+        input_repetition: f64,
+        /// The batch repetitions `r >= 1` (uncertainty-baselines'
+        /// `batch_repetitions`): each member reads a shuffle of the batch
+        /// repeated `r` times, `r B` rows.
+        #[serde(default = "Ensemble::default_batch_repetitions")]
+        batch_repetitions: i64,
+    },
 }
 
 impl Ensemble {
@@ -62,6 +93,14 @@ impl Ensemble {
         -0.5
     }
 
+    fn default_mimo_size() -> i64 {
+        3
+    }
+
+    fn default_batch_repetitions() -> i64 {
+        4
+    }
+
     /// BatchEnsemble at its defaults (`M = 4`, fast weights from `N(1, 0.5^2)`).
     pub fn batch_ensemble() -> Ensemble {
         Ensemble::BatchEnsemble {
@@ -70,11 +109,22 @@ impl Ensemble {
         }
     }
 
-    /// The name of the branch (`single`, `batch-ensemble`).
+    /// MIMO at its defaults (`M = 3`, no input repetition, 4 batch
+    /// repetitions).
+    pub fn mimo() -> Ensemble {
+        Ensemble::Mimo {
+            size: Ensemble::default_mimo_size(),
+            input_repetition: 0.0,
+            batch_repetitions: Ensemble::default_batch_repetitions(),
+        }
+    }
+
+    /// The name of the branch (`single`, `batch-ensemble`, `mimo`).
     pub fn name(&self) -> &'static str {
         match self {
             Ensemble::Single => "single",
             Ensemble::BatchEnsemble { .. } => "batch-ensemble",
+            Ensemble::Mimo { .. } => "mimo",
         }
     }
 
@@ -82,7 +132,29 @@ impl Ensemble {
     pub fn members(&self) -> i64 {
         match *self {
             Ensemble::Single => 1,
-            Ensemble::BatchEnsemble { size, .. } => size,
+            Ensemble::BatchEnsemble { size, .. } | Ensemble::Mimo { size, .. } => size,
+        }
+    }
+
+    /// The rows each member of a training batch of `batch` examples reads,
+    /// `[M, r B]` indices into the batch, drawn from `seed`
+    /// ([`super::mimo::draw_rows`]); `None` where every member reads the
+    /// batch as it is (one network, BatchEnsemble).
+    pub fn member_rows(&self, batch: usize, seed: u64) -> Option<Tensor> {
+        match *self {
+            Ensemble::Mimo {
+                size,
+                input_repetition,
+                batch_repetitions,
+            } => {
+                let shuffles = super::mimo::Shuffles {
+                    members: size as usize,
+                    input_repetition,
+                    batch_repetitions: batch_repetitions as usize,
+                };
+                Some(shuffles.draw_rows(batch, seed))
+            }
+            Ensemble::Single | Ensemble::BatchEnsemble { .. } => None,
         }
     }
 
@@ -107,6 +179,26 @@ impl Ensemble {
                     random_sign_init,
                     sign,
                     "must be a probability of +1 in (0, 1], or minus a standard deviation (<= 0)",
+                )
+            }
+            Ensemble::Mimo {
+                size,
+                input_repetition,
+                batch_repetitions,
+            } => {
+                let fields = Fields("mimo");
+                fields.check("size", size as f64, size >= 1, "must be at least 1")?;
+                fields.check(
+                    "input_repetition",
+                    input_repetition,
+                    (0.0..=1.0).contains(&input_repetition),
+                    "must be a probability in [0, 1]",
+                )?;
+                fields.check(
+                    "batch_repetitions",
+                    batch_repetitions as f64,
+                    batch_repetitions >= 1,
+                    "must be at least 1",
                 )
             }
         }
@@ -179,5 +271,16 @@ mod tests {
         assert!(be(0, -0.5).validate().is_err());
         assert!(be(4, 1.01).validate().is_err());
         assert!(be(4, f64::NAN).validate().is_err());
+        let mimo = |size, input_repetition, batch_repetitions| Ensemble::Mimo {
+            size,
+            input_repetition,
+            batch_repetitions,
+        };
+        assert!(Ensemble::mimo().validate().is_ok());
+        assert!(mimo(1, 1.0, 1).validate().is_ok());
+        assert!(mimo(0, 0.0, 4).validate().is_err());
+        assert!(mimo(3, -0.1, 4).validate().is_err());
+        assert!(mimo(3, f64::NAN, 4).validate().is_err());
+        assert!(mimo(3, 0.5, 0).validate().is_err());
     }
 }

@@ -15,9 +15,9 @@
 //! Every architecture takes either classifier [`Head`] on its features.
 //!
 //! A model may hold several members in one network ([`Ensemble`]; the MLP,
-//! the small CNN and the CIFAR ResNets as BatchEnsemble): it trains on each
-//! member's logits ([`Outputs::members`]) and predicts with the log of their
-//! mean probabilities ([`ensemble`] says where each happens).
+//! the small CNN and the CIFAR ResNets as BatchEnsemble or MIMO): it trains
+//! on each member's logits ([`Outputs::members`]) and predicts with the log
+//! of their mean probabilities ([`ensemble`] says where each happens).
 
 pub mod balcal;
 mod batch_ensemble;
@@ -27,6 +27,7 @@ mod head;
 mod imagenet_resnet;
 mod layers;
 mod macs;
+mod mimo;
 mod mlp;
 mod pyramidnet;
 pub mod registry;
@@ -195,7 +196,7 @@ pub struct Model {
 
 /// The outputs of a forward pass: the model's logits and, for a model with
 /// two classifiers (BalCAL), each classifier's, or for a model of several
-/// members (BatchEnsemble), each member's.
+/// members (BatchEnsemble, MIMO), each member's.
 #[derive(Debug)]
 pub struct Outputs {
     /// The logits the model predicts with (a model of members: the log of
@@ -220,6 +221,13 @@ pub trait TrainingPass: ModuleT {
             members: None,
         }
     }
+
+    /// A train-mode forward pass of a model of members on its members' own
+    /// inputs, stacked member after member (`[M N, ...]`, member `m`'s at
+    /// rows `m N .. (m + 1) N`); `None` for a model without members.
+    fn member_training_outputs(&self, _stacked: &Tensor) -> Option<Outputs> {
+        None
+    }
 }
 
 impl TrainingPass for nn::FuncT<'_> {}
@@ -227,6 +235,11 @@ impl TrainingPass for nn::FuncT<'_> {}
 impl TrainingPass for Model {
     fn training_outputs(&self, xs: &Tensor) -> Outputs {
         self.outputs(xs, Mode::Train)
+    }
+
+    fn member_training_outputs(&self, stacked: &Tensor) -> Option<Outputs> {
+        let members = !self.ensemble.is_single();
+        members.then(|| self.member_outputs(stacked, Mode::Train))
     }
 }
 
@@ -237,20 +250,13 @@ impl Model {
     }
 
     /// The forward pass in `mode`, with each classifier's logits when the
-    /// model has two, and each member's when it has members: the batch
-    /// `[B, ...]` runs stacked once per member (`[M B, ...]`, see
-    /// [`ensemble`]), in every mode.
+    /// model has two, and each member's when it has members: every member
+    /// reads the batch `[B, ...]` (stacked once per member, `[M B, ...]`,
+    /// see [`ensemble`]), in every mode.
     pub fn outputs(&self, xs: &Tensor, mode: Mode) -> Outputs {
         if !self.ensemble.is_single() {
             let m = self.ensemble.members();
-            let features = self.network.features(&ensemble::tile_members(xs, m), mode);
-            let logits = self.network.classify(&features);
-            let members = logits.reshape([m, -1, logits.size()[1]]);
-            return Outputs {
-                logits: mixture_logits(&members),
-                heads: None,
-                members: Some(members),
-            };
+            return self.member_outputs(&ensemble::tile_members(xs, m), mode);
         }
         let features = self.network.features(xs, mode);
         let linear = self.network.classify(&features);
@@ -270,6 +276,32 @@ impl Model {
                 lambda: balcal.lambda(),
             }),
             members: None,
+        }
+    }
+
+    /// The forward pass in `mode` of a model of members on its members'
+    /// inputs stacked member after member, `[M N, ...]`: each member's
+    /// logits `[M, N, K]` and the log of their mean probabilities. A
+    /// BatchEnsemble's network runs the stacked rows as they are; MIMO's
+    /// reads them side by side along channels and gives each member's head
+    /// ([`mimo`]).
+    pub fn member_outputs(&self, stacked: &Tensor, mode: Mode) -> Outputs {
+        let m = self.ensemble.members();
+        let members = match self.ensemble {
+            Ensemble::Mimo { .. } => {
+                let joined = mimo::concat_members(stacked, m);
+                let logits = self.network.classify(&self.network.features(&joined, mode));
+                mimo::split_heads(&logits, m)
+            }
+            Ensemble::Single | Ensemble::BatchEnsemble { .. } => {
+                let logits = self.network.classify(&self.network.features(stacked, mode));
+                logits.reshape([m, -1, logits.size()[1]])
+            }
+        };
+        Outputs {
+            logits: mixture_logits(&members),
+            heads: None,
+            members: Some(members),
         }
     }
 
@@ -295,7 +327,9 @@ impl Model {
     /// variables), counted as the pass runs; `None` for a TorchScript module.
     /// A BatchEnsemble of `M` members runs the example once per member, so
     /// it counts `M` times its network's (the fast weights' elementwise
-    /// products are not counted, as BatchNorm's are not).
+    /// products are not counted, as BatchNorm's are not); a MIMO runs its
+    /// one network once, whose first layer reads `M` times the channels and
+    /// whose classifier gives `M` times the classes.
     pub fn forward_macs(&self, (kind, device): (tch::Kind, tch::Device)) -> Option<u64> {
         if !self.network.counts_macs() {
             return None;

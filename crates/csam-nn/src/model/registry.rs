@@ -3,6 +3,7 @@
 //! Adding an architecture is a new module and one line in `ARCHITECTURES`.
 
 use super::batch_ensemble::Members;
+use super::mimo;
 use super::{
     BalcalHead, Blocks, Ensemble, Head, ImageNetResNet, InputShape, Mlp, Model, ModelError,
     Network, PyramidNet, PyramidUnit, ResNet, ResNetLayout, SmallCnn, Stem, TorchScriptNetwork,
@@ -34,7 +35,7 @@ pub struct ModelOptions {
     /// the paper's 0.5). 0 disables it.
     pub shakedrop: f64,
     /// Whether the network is one, or holds several members
-    /// (BatchEnsemble: the MLP, the small CNN and the CIFAR ResNets).
+    /// (BatchEnsemble, MIMO: the MLP, the small CNN and the CIFAR ResNets).
     #[serde(default)]
     pub ensemble: Ensemble,
 }
@@ -72,9 +73,10 @@ struct Architecture {
     any_spatial_size: bool,
     /// Whether the hidden widths (`mlp_hidden`) shape it.
     hidden_widths: bool,
-    /// Whether it builds its layers as BatchEnsemble layers when
-    /// [`ModelOptions::ensemble`] asks (the architectures the paper and its
-    /// reference code use BatchEnsemble on: MLPs, small CNNs, CIFAR ResNets).
+    /// Whether it builds several members in one network when
+    /// [`ModelOptions::ensemble`] asks: its layers as BatchEnsemble layers,
+    /// or its input and output layers `M` times wider for MIMO (the
+    /// architectures csam builds them for: MLPs, small CNNs, CIFAR ResNets).
     members: bool,
     build: Builder,
 }
@@ -417,7 +419,7 @@ impl ModelKind {
         self.0.hidden_widths
     }
 
-    /// Whether the architecture builds BatchEnsemble members
+    /// Whether the architecture builds members, BatchEnsemble or MIMO
     /// ([`ModelOptions::ensemble`]).
     pub fn takes_members(&self) -> bool {
         self.0.members
@@ -515,9 +517,14 @@ pub fn build_model_with(
             )));
         }
     }
+    // MIMO's network is the plain one for M images and M heads.
+    let (network_input, network_classes) = match options.ensemble {
+        Ensemble::Mimo { size, .. } => mimo::network_shape(input, n_classes, size),
+        Ensemble::Single | Ensemble::BatchEnsemble { .. } => (input, n_classes),
+    };
     let args = BuildArgs {
-        input,
-        n_classes,
+        input: network_input,
+        n_classes: network_classes,
         options,
     };
     options

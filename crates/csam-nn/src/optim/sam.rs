@@ -280,7 +280,7 @@ impl SamStep {
         let mut stats = StatsAccumulator::new(batch.carries_correctness());
         let mut update: Vec<Tensor> = Vec::new();
         for (i, part) in parts.iter().enumerate() {
-            let share = part.targets().size()[0] as f64 / size as f64;
+            let share = part.rows_per_member() as f64 / size as f64;
             let part = perturbed_gradient(
                 &self.config,
                 &self.second_loss,
@@ -438,11 +438,12 @@ pub(super) fn reported_cross_entropy(
     })?)
 }
 
-/// The batch size `B` of inputs `[B, ...]` and targets `[B]`.
+/// Checks inputs `[B, ...]` and targets `[B]`; the rows each member trains
+/// on ([`TrainBatch::rows_per_member`]: `B`, or MIMO's `r B`).
 pub(super) fn check_batch(batch: &TrainBatch) -> Result<i64, OptimError> {
     let (x, y) = (batch.first_input().size(), batch.targets().size());
     match (x.first(), y.as_slice()) {
-        (Some(&b), &[n]) if b == n && b > 0 => Ok(b),
+        (Some(&b), &[n]) if b == n && b > 0 => Ok(batch.rows_per_member()),
         _ => Err(OptimError::Loss(crate::loss::LossError::Shape(format!(
             "a batch needs inputs [B, ...] and targets [B] with B >= 1, got {x:?} and {y:?}"
         )))),

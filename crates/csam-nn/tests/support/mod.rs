@@ -101,9 +101,20 @@ pub fn objective(
     model: &Model,
     vs: &VarStore,
     (x, y): (&Tensor, &Tensor),
+    losses: (&TrainingLoss, Option<f64>),
+) -> (Tensor, Vec<(String, Tensor)>) {
+    batch_objective(model, vs, &TrainBatch::plain(x, y), losses)
+}
+
+/// [`objective`] of a training batch as the step feeds it (drawn per
+/// member, ...).
+pub fn batch_objective(
+    model: &Model,
+    vs: &VarStore,
+    batch: &TrainBatch,
     (loss, csam): (&TrainingLoss, Option<f64>),
 ) -> (Tensor, Vec<(String, Tensor)>) {
-    let pass = TrainBatch::plain(x, y).forward(model).unwrap();
+    let pass = batch.forward(model).unwrap();
     let value = pass
         .objective(|scores, targets| match csam {
             None => loss.mean_of(scores, targets),

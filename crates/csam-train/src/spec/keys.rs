@@ -73,8 +73,8 @@ const PYRAMIDNETS: &[&str] = &[
     "pyramidnet110-a270",
     "pyramidnet272-a200",
 ];
-/// The architectures built with BatchEnsemble members (the MLP, the small
-/// CNN, the CIFAR ResNets).
+/// The architectures built with members, BatchEnsemble or MIMO (the MLP,
+/// the small CNN, the CIFAR ResNets).
 const MEMBER_MODELS: &[&str] = &[
     "mlp",
     "cnn",
@@ -158,9 +158,13 @@ pub static KEYS: &[Key] = &[
     when("balcal_delta", &["model", "head", "delta"], Real, ("head", &["balcal"]),
         "BalCAL's delta > 0: after each epoch lambda is set so that the training logits' mean confidence meets delta times their accuracy (default 1, Ni et al. 2025)"),
     when("ensemble", &["model", "ensemble", "kind"], Text, ("model", MEMBER_MODELS),
-        "Members in one network: single, or batch-ensemble (BatchEnsemble, Wen et al. 2020: shared weights times rank-1 fast weights per member; trained on every member's loss, predicting with their mean probabilities) (default single)"),
-    when("ensemble_size", &["model", "ensemble", "size"], Count, ("ensemble", &["batch-ensemble"]),
-        "The number of members M >= 1 (default 4, Wen et al. 2020 on CIFAR)"),
+        "Members in one network: single, batch-ensemble (BatchEnsemble, Wen et al. 2020: shared weights times rank-1 fast weights per member; trained on every member's loss) or mimo (MIMO, Havasi et al. 2021: M images in, M heads out, each member trained on its own shuffle of the batch); both predict with their members' mean probabilities (default single)"),
+    when("ensemble_size", &["model", "ensemble", "size"], Count, ("ensemble", &["batch-ensemble", "mimo"]),
+        "The number of members M >= 1 (default 4 for batch-ensemble, Wen et al. 2020 on CIFAR; 3 for mimo, Havasi et al. 2021 on CIFAR)"),
+    when("input_repetition", &["model", "ensemble", "input_repetition"], Real, ("ensemble", &["mimo"]),
+        "MIMO's input repetition probability in [0, 1]: the fraction of each training batch's rows that every member reads in the same order (default 0, uncertainty-baselines' CIFAR setting)"),
+    when("batch_repetitions", &["model", "ensemble", "batch_repetitions"], Count, ("ensemble", &["mimo"]),
+        "MIMO's batch repetitions r >= 1: each member reads its own shuffle of the batch repeated r times (default 4, uncertainty-baselines' CIFAR setting)"),
     when("random_sign_init", &["model", "ensemble", "random_sign_init"], Real, ("ensemble", &["batch-ensemble"]),
         "How BatchEnsemble's fast weights start: v > 0 random signs, +1 with probability v; v <= 0 N(1, v^2) (default -0.5, uncertainty-baselines' CIFAR setting)"),
     key("init", &["model", "init"], Text,

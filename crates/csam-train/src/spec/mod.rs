@@ -8,7 +8,8 @@
 //! ├── data:    DataSpec   { source, val_size, split_seed, augment, shuffle }
 //! ├── model:   ModelSpec  { arch, mlp_hidden, dropout, drop_path, shakedrop, init,
 //! │                         init_new_classifier, script, head: Linear | Balcal{lambda, delta},
-//! │                         ensemble: Single | BatchEnsemble{size, random_sign_init} }
+//! │                         ensemble: Single | BatchEnsemble{size, random_sign_init}
+//! │                                   | Mimo{size, input_repetition, batch_repetitions} }
 //! ├── loss:    LossSpec   CrossEntropy | Focal | Flsd | LabelSmoothing | DualFocal
 //! │                       | MarginLabelSmoothing | Acls | PairwiseConstraints | Mmce | Mdca
 //! │                       | AdaFocal | Crl
@@ -56,6 +57,7 @@ pub use selection::BestMetric;
 
 use crate::train::ConfigError;
 use csam_calib::metrics::summary::MetricOptions;
+use csam_nn::model::Ensemble;
 
 /// The version of the nested `config.toml` layout this release writes.
 /// Files without a `schema` key are the flat layout of earlier releases.
@@ -228,6 +230,19 @@ impl RunSpec {
                     "ensemble {} trains each member on the batch's own examples; a mixed batch \
                      has none",
                     self.model.ensemble.name()
+                ),
+            ));
+        }
+        if self.loss.needs_correctness_history()
+            && matches!(self.model.ensemble, Ensemble::Mimo { .. })
+        {
+            return Err(check::invalid(
+                "ensemble",
+                "mimo",
+                &format!(
+                    "loss {} ranks each example by its own history of correct predictions; \
+                     MIMO's members each read their own shuffle of the batch",
+                    self.loss.name()
                 ),
             ));
         }

@@ -63,9 +63,10 @@ pub struct ModelSpec {
     #[serde(default, skip_serializing_if = "is_zero")]
     pub shakedrop: f64,
     /// One network, or several members in one (the branch
-    /// `[model.ensemble]`, tagged by `kind`: `single`, or `batch-ensemble`
-    /// with `size` and `random_sign_init`; one network in the `config.toml`
-    /// of runs written before it existed).
+    /// `[model.ensemble]`, tagged by `kind`: `single`, `batch-ensemble`
+    /// with `size` and `random_sign_init`, or `mimo` with `size`,
+    /// `input_repetition` and `batch_repetitions`; one network in the
+    /// `config.toml` of runs written before it existed).
     #[serde(default)]
     pub ensemble: Ensemble,
 }

@@ -353,14 +353,21 @@ impl Trainer {
     }
 
     /// The batch of `global_step` as the step feeds it to the model: mixed
-    /// with the draw of (run seed, step), so a resumed run mixes the same.
+    /// with the draw of (run seed, step), or with each MIMO member's rows
+    /// drawn from them, so a resumed run draws the same.
     fn batch(&self, xs: &Tensor, ys: &Tensor, global_step: usize) -> Result<TrainBatch> {
         let (mixing, seed) = (self.objective.mixing, self.objective.seed);
+        let batch = ys.size()[0] as usize;
+        let rows_seed = epoch_seed(seed ^ MEMBER_ROWS_SALT, global_step + 1) as u64;
+        if let Some(rows) = self.model.ensemble().member_rows(batch, rows_seed) {
+            let rows = rows.to_device(xs.device());
+            return Ok(TrainBatch::drawn_per_member(xs, ys, rows));
+        }
         if mixing.is_none() {
             return Ok(TrainBatch::plain(xs, ys));
         }
         let draw_seed = epoch_seed(seed ^ MIXING_SALT, global_step + 1) as u64;
-        let draw = mixing.draw(ys.size()[0] as usize, draw_seed);
+        let draw = mixing.draw(batch, draw_seed);
         Ok(TrainBatch::mixed(xs, ys, &draw)?)
     }
 
@@ -486,6 +493,9 @@ const HISTORY_STATE: &str = "loss.correctness_history";
 
 /// Sets the mixing draws' stream apart from the epochs' (same SplitMix64).
 const MIXING_SALT: u64 = 0x6d69_7875_7073;
+/// Sets the MIMO members' rows' stream apart from the epochs' and the
+/// mixing draws'.
+const MEMBER_ROWS_SALT: u64 = 0x6d69_6d6f_726f;
 
 /// The input shape of a data set's examples.
 pub fn input_shape(dataset: &Dataset) -> InputShape {
