@@ -152,10 +152,11 @@ fn efficient_policies_match_pytorch_on_resnet20() {
         (CSAM, SamPolicy::AeSam(AeSam::default())),
         (
             SecondLoss::Plain,
+            // A constant c = 1: the deviation term decides.
             SamPolicy::AeSam(AeSam {
                 delta: 0.5,
-                lambda1: 0.5,
-                lambda2: -0.5,
+                lambda1: 1.0,
+                lambda2: 1.0,
             }),
         ),
     ];

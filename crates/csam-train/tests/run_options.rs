@@ -493,7 +493,10 @@ fn efficient_sam_policies_change_the_run_resume_bit_identically_and_log_their_sh
     // draws are a function of the seed and the step.
     for (name, keys) in [
         ("rst", "sam_policy = \"rst\"\nrst_p = 0.3\n"),
-        ("rst-linear", "sam_policy = \"rst\"\nrst_p = 1\nrst_p_end = 0\n"),
+        (
+            "rst-linear",
+            "sam_policy = \"rst\"\nrst_p = 1\nrst_p_end = 0\n",
+        ),
         ("looksam", "sam_policy = \"looksam\"\n"),
         ("aesam", "sam_policy = \"aesam\"\n"),
     ] {

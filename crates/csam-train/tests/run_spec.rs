@@ -679,7 +679,6 @@ fn bad_values_are_refused_naming_the_key() {
             vec![("optimizer", "sgd".into()), ("sam_policy", "rst".into())],
             "sam_policy",
         ),
-
         (
             vec![
                 ("optimizer", "sam".into()),

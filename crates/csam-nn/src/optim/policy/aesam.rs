@@ -95,3 +95,47 @@ impl AeSam {
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `G = 4, 4`, `delta = 1/2`: `mu = 2, 3`, `sigma^2 = 2, 1.5`; with
+    /// `c = 1` the second step (`4 < 3 + sqrt(1.5)`) is plain, with `c = -1`
+    /// it is a SAM step; `c_t` moves linearly from lambda1 to lambda2.
+    #[test]
+    fn the_threshold_follows_the_moving_statistics_both_ways() {
+        let horizon = Horizon {
+            seed: 0,
+            total_steps: 10,
+        };
+        for (c, second) in [(1.0, false), (-1.0, true)] {
+            let ae = AeSam {
+                delta: 0.5,
+                lambda1: c,
+                lambda2: c,
+            };
+            let mut stats = GradStatistics::default();
+            assert!(ae.observe(4.0, 0, &horizon, &mut stats));
+            assert_eq!(
+                stats,
+                GradStatistics {
+                    mean: 2.0,
+                    variance: 2.0
+                }
+            );
+            assert_eq!(ae.observe(4.0, 1, &horizon, &mut stats), second, "c = {c}");
+            assert_eq!(
+                stats,
+                GradStatistics {
+                    mean: 3.0,
+                    variance: 1.5
+                }
+            );
+        }
+        let ae = AeSam::default();
+        assert_eq!(ae.threshold_factor(0, &horizon), -1.0);
+        assert_eq!(ae.threshold_factor(5, &horizon), 0.0);
+        assert_eq!(ae.threshold_factor(10, &horizon), 1.0);
+    }
+}

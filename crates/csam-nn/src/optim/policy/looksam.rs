@@ -78,3 +78,30 @@ impl LookSam {
         fields.non_negative("alpha", self.alpha)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Asserts `t` equals `expected` up to the 1e-12 in the denominators.
+    fn assert_close(t: &Tensor, expected: [f64; 2]) {
+        let got = Vec::<f64>::try_from(t).unwrap();
+        let far = got.iter().zip(expected).any(|(a, b)| (a - b).abs() > 1e-10);
+        assert!(!far, "{got:?} != {expected:?}");
+    }
+
+    #[test]
+    fn g_v_is_the_sam_gradient_orthogonal_to_g_and_is_reused_at_the_scale_of_g() {
+        let g = Tensor::from_slice(&[1.0f64, 0.0]);
+        let g_s = Tensor::from_slice(&[1.0f64, 1.0]);
+        assert_close(&LookSam::orthogonal(&g, &g_s), [0.0, 1.0]);
+        // g = (3, 4), ||g|| = 5; g_v = (0, 2): g + 0.5 (5 / 2) g_v.
+        let look = LookSam { k: 5, alpha: 0.5 };
+        let reused = look.reused(
+            &Tensor::from_slice(&[3.0f64, 4.0]),
+            &Tensor::from_slice(&[0.0f64, 2.0]),
+        );
+        assert_close(&reused, [3.0, 6.5]);
+        assert!((0..12).filter(|&t| look.is_sam_step(t)).eq([0, 5, 10]));
+    }
+}

@@ -69,3 +69,46 @@ impl Rst {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn draws_are_bernoulli_p_and_a_function_of_seed_and_step() {
+        let horizon = |seed| Horizon {
+            seed,
+            total_steps: 20_000,
+        };
+        let rst = Rst {
+            p: 0.3,
+            p_end: None,
+        };
+        let taken = |seed| -> Vec<bool> {
+            (0..20_000)
+                .map(|t| rst.perturbs(t, &horizon(seed)))
+                .collect()
+        };
+        let first = taken(1);
+        // 0.3 +- 4 standard deviations of the mean of 20,000 trials.
+        let rate = first.iter().filter(|&&b| b).count() as f64 / first.len() as f64;
+        assert!(
+            (rate - 0.3).abs() < 4.0 * (0.21f64 / 20_000.0).sqrt(),
+            "{rate}"
+        );
+        assert_eq!(taken(1), first);
+        assert_ne!(taken(2), first);
+        // The linear schedule: always at p = 1, never at p = 0.
+        let linear = Rst {
+            p: 1.0,
+            p_end: Some(0.0),
+        };
+        assert_eq!(linear.probability(5_000, &horizon(1)), 0.75);
+        assert!(linear.perturbs(0, &horizon(1)));
+        assert!(!linear.perturbs(20_000, &horizon(1)));
+        let half = (0..20_000)
+            .filter(|&t| linear.perturbs(t, &horizon(1)))
+            .count();
+        assert!((half as f64 / 20_000.0 - 0.5).abs() < 0.02, "{half}");
+    }
+}
