@@ -529,3 +529,42 @@ fn folder_data_trains_from_the_flat_and_the_split_layout() {
     let refused = train_folder(&dir.path().join("eval-only"), &dir.path().join("run-eval"));
     support::assert_one_line_error(&refused, &["has only a test part", "not trained on"]);
 }
+
+#[test]
+fn an_efficient_sam_policy_trains_and_logs_its_second_pass_share() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("aesam");
+    let trained = train(
+        &out,
+        &[
+            "--epochs",
+            "2",
+            "--optimizer",
+            "csam",
+            "--sam-policy",
+            "aesam",
+            "--aesam-lambda1",
+            "0",
+        ],
+    );
+    assert!(trained.status.success(), "{}", text(&trained));
+    let metrics = std::fs::read_to_string(out.join("metrics.jsonl")).unwrap();
+    let shares: Vec<f64> = metrics
+        .lines()
+        .map(|line| {
+            let record: serde_json::Value = serde_json::from_str(line).unwrap();
+            record["train"]["second_pass"].as_f64().unwrap()
+        })
+        .collect();
+    assert_eq!(shares.len(), 2);
+    assert!(
+        shares.iter().all(|&s| (0.0..=1.0).contains(&s)),
+        "{shares:?}"
+    );
+    assert!(shares.iter().any(|&s| s < 1.0), "{shares:?}");
+    let config = std::fs::read_to_string(out.join("config.toml")).unwrap();
+    assert!(
+        config.contains("kind = \"aesam\"") && config.contains("lambda1 = 0.0"),
+        "{config}"
+    );
+}
