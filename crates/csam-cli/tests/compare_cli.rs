@@ -406,6 +406,55 @@ fn methods_pair_training_losses_with_update_rules() {
 }
 
 #[test]
+fn methods_put_an_efficient_sam_policy_before_their_rule() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("policies");
+    let methods_file = dir.path().join("methods.toml");
+    std::fs::write(&methods_file, "[\"looksam+csam\"]\nlooksam_k = 3\n").unwrap();
+    let output = one_epoch_compare(
+        &out,
+        &[
+            "--seeds",
+            "0",
+            "--methods",
+            "csam,looksam+csam,rst+sam",
+            "--methods-file",
+            methods_file.to_str().unwrap(),
+        ],
+    );
+    assert!(output.status.success(), "{}", text(&output));
+    for (method, policy, share) in [
+        ("csam", None, Some(1.0)),
+        ("looksam+csam", Some("looksam"), None),
+        ("rst+sam", Some("rst"), None),
+    ] {
+        let run = out.join(format!("runs/{method}-seed0"));
+        let config: toml::Table = std::fs::read_to_string(run.join("config.toml"))
+            .unwrap()
+            .parse()
+            .unwrap();
+        let kind = config["optim"]
+            .get("policy")
+            .map(|policy| policy["kind"].as_str().unwrap());
+        assert_eq!(kind, policy, "{method}");
+        let metrics = std::fs::read_to_string(run.join("metrics.jsonl")).unwrap();
+        let record: serde_json::Value =
+            serde_json::from_str(metrics.lines().next().unwrap()).unwrap();
+        let got = record["train"]["second_pass"].as_f64().unwrap();
+        match share {
+            Some(share) => assert_eq!(got, share, "{method}"),
+            None => assert!(0.0 < got && got < 1.0, "{method}: {got}"),
+        }
+    }
+    let config: toml::Table =
+        std::fs::read_to_string(out.join("runs/looksam+csam-seed0/config.toml"))
+            .unwrap()
+            .parse()
+            .unwrap();
+    assert_eq!(config["optim"]["policy"]["k"].as_integer(), Some(3));
+}
+
+#[test]
 fn a_list_flag_given_twice_takes_its_last_value() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("last");

@@ -184,3 +184,27 @@ fn report_check_catches_missing_files_foreign_resources_and_broken_html() {
         assert!(caught.is_err(), "accepted: {page}");
     }
 }
+
+#[test]
+fn a_sweep_with_an_efficient_policy_runs_every_cell_with_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("looksam");
+    let output = sweep_grid(&out, "0.05", "0,1", &["--sam-policy", "looksam"]);
+    assert!(output.status.success(), "{}", text(&output));
+    for gamma in ["0", "1"] {
+        let run = out.join(format!("runs/rho0.05-gamma{gamma}-seed0"));
+        let config: toml::Table = std::fs::read_to_string(run.join("config.toml"))
+            .unwrap()
+            .parse()
+            .unwrap();
+        assert_eq!(config["optim"]["policy"]["kind"].as_str(), Some("looksam"));
+        let metrics = std::fs::read_to_string(run.join("metrics.jsonl")).unwrap();
+        let record: serde_json::Value =
+            serde_json::from_str(metrics.lines().next().unwrap()).unwrap();
+        let share = record["train"]["second_pass"].as_f64().unwrap();
+        assert!(0.0 < share && share < 0.5, "gamma {gamma}: {share}");
+    }
+    let settings: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("sweep.json")).unwrap()).unwrap();
+    assert_eq!(settings["policy"]["kind"], "looksam");
+}

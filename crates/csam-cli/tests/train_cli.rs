@@ -599,3 +599,42 @@ fn mimo_trains_evaluates_and_refuses_a_model_it_does_not_build() {
     );
     assert!(!refused.exists());
 }
+
+#[test]
+fn an_efficient_sam_policy_trains_and_logs_its_second_pass_share() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("aesam");
+    let trained = train(
+        &out,
+        &[
+            "--epochs",
+            "2",
+            "--optimizer",
+            "csam",
+            "--sam-policy",
+            "aesam",
+            "--aesam-lambda1",
+            "0",
+        ],
+    );
+    assert!(trained.status.success(), "{}", text(&trained));
+    let metrics = std::fs::read_to_string(out.join("metrics.jsonl")).unwrap();
+    let shares: Vec<f64> = metrics
+        .lines()
+        .map(|line| {
+            let record: serde_json::Value = serde_json::from_str(line).unwrap();
+            record["train"]["second_pass"].as_f64().unwrap()
+        })
+        .collect();
+    assert_eq!(shares.len(), 2);
+    assert!(
+        shares.iter().all(|&s| (0.0..=1.0).contains(&s)),
+        "{shares:?}"
+    );
+    assert!(shares.iter().any(|&s| s < 1.0), "{shares:?}");
+    let config = std::fs::read_to_string(out.join("config.toml")).unwrap();
+    assert!(
+        config.contains("kind = \"aesam\"") && config.contains("lambda1 = 0.0"),
+        "{config}"
+    );
+}

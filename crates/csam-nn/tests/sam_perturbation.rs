@@ -1,7 +1,9 @@
 //! The perturbation rules on hand-computed cases (docs/conventions.md, "The
 //! SAM step").
 
-use csam_nn::optim::{Perturbation, SamConfig, SamStep, SecondLoss};
+use csam_nn::optim::{
+    AeSam, Horizon, LookSam, Perturbation, Rst, SamConfig, SamPolicy, SamStep, SecondLoss,
+};
 use tch::{nn, Tensor};
 
 fn flat(values: &[f64]) -> Tensor {
@@ -65,6 +67,18 @@ fn zero_gradient_gives_zero_perturbation_not_nan() {
     }
 }
 
+/// SAM under `policy` over a run of 100 steps.
+fn policy(policy: SamPolicy) -> SamConfig {
+    SamConfig {
+        policy,
+        horizon: Horizon {
+            seed: 0,
+            total_steps: 100,
+        },
+        ..SamConfig::default()
+    }
+}
+
 #[test]
 fn invalid_sam_settings_are_errors() {
     let vs = nn::VarStore::new(tch::Device::Cpu);
@@ -100,9 +114,43 @@ fn invalid_sam_settings_are_errors() {
             },
             ..SamConfig::default()
         },
+        // The efficient policies: their ranges, the run's length they
+        // schedule over, and the settings they replace.
+        policy(SamPolicy::Rst(Rst {
+            p: 1.5,
+            p_end: None,
+        })),
+        policy(SamPolicy::Rst(Rst {
+            p: 0.5,
+            p_end: Some(-0.1),
+        })),
+        policy(SamPolicy::LookSam(LookSam { k: 0, alpha: 0.7 })),
+        policy(SamPolicy::LookSam(LookSam {
+            k: 5,
+            alpha: f64::NAN,
+        })),
+        policy(SamPolicy::AeSam(AeSam {
+            delta: 1.0,
+            ..AeSam::default()
+        })),
+        SamConfig {
+            horizon: Horizon::default(),
+            ..policy(SamPolicy::AeSam(AeSam::default()))
+        },
+        SamConfig {
+            sam_every: 2,
+            ..policy(SamPolicy::LookSam(LookSam::default()))
+        },
+        SamConfig {
+            m: Some(4),
+            ..policy(SamPolicy::AeSam(AeSam::default()))
+        },
     ];
     for config in bad {
         assert!(SamStep::new(config.clone(), &vs).is_err(), "{config:?}");
+    }
+    for good in SamPolicy::all() {
+        assert!(SamStep::new(policy(good), &vs).is_ok(), "{good:?}");
     }
     // The paper sweeps gamma up to 3: above 2 warns but is a valid setting.
     let steep = SamConfig {

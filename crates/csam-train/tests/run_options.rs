@@ -503,3 +503,49 @@ fn mimo_checkpoints_hold_one_network_for_m_images_and_m_heads_and_resume_bit_ide
     train(&one_order, &shared, false, None);
     assert_ne!(last_weights(&whole), last_weights(&shared));
 }
+
+/// The second-pass share of each epoch in a run's `metrics.jsonl`.
+fn second_pass_shares(dir: &Path) -> Vec<f64> {
+    std::fs::read_to_string(dir.join("metrics.jsonl"))
+        .unwrap()
+        .lines()
+        .map(|line| {
+            let record: serde_json::Value = serde_json::from_str(line).unwrap();
+            record["train"]["second_pass"].as_f64().unwrap()
+        })
+        .collect()
+}
+
+#[test]
+fn efficient_sam_policies_change_the_run_resume_bit_identically_and_log_their_share() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let dir = tempfile::tempdir().unwrap();
+    let csam = spec("optimizer = \"csam\"\n");
+    let full = dir.path().join("csam");
+    train(&csam, &full, false, None);
+    assert_eq!(second_pass_shares(&full), [1.0, 1.0]);
+    // LookSAM's g_v and AE-SAM's statistics reach the resumed run through
+    // the checkpoint (the epoch's 18 steps are no multiple of k = 5, so a
+    // resumed LookSAM without g_v would have nothing to reuse); RST's
+    // draws are a function of the seed and the step.
+    for (name, keys) in [
+        ("rst", "sam_policy = \"rst\"\nrst_p = 0.3\n"),
+        (
+            "rst-linear",
+            "sam_policy = \"rst\"\nrst_p = 1\nrst_p_end = 0\n",
+        ),
+        ("looksam", "sam_policy = \"looksam\"\n"),
+        ("aesam", "sam_policy = \"aesam\"\n"),
+    ] {
+        let option = spec(&format!("optimizer = \"csam\"\n{keys}"));
+        let whole = trains_and_resumes_bit_identically(&option, &dir.path().join(name), name);
+        assert_ne!(last_weights(&whole), last_weights(&full), "{name}");
+        let shares = second_pass_shares(&whole);
+        let run_share = shares.iter().sum::<f64>() / shares.len() as f64;
+        assert!(0.0 < run_share && run_share < 1.0, "{name}: {shares:?}");
+        if name == "looksam" {
+            // Steps 0, 5, ..., 35 of 2 x 18: four in each epoch.
+            assert_eq!(shares, [4.0 / 18.0, 4.0 / 18.0], "{name}");
+        }
+    }
+}

@@ -42,6 +42,7 @@ fn sample_value(name: &str, kind: ValueKind) -> toml::Value {
         "base_optimizer" => V::String("sgd".into()),
         "schedule" => V::String("step".into()),
         "optimizer" => V::String("csam".into()),
+        "sam_policy" => V::String("looksam".into()),
         "best_metric" => V::String("ece".into()),
         "edges" => V::String("left-closed-with-one-bin".into()),
         "adaptive" => V::String("chunked".into()),
@@ -67,12 +68,18 @@ fn sample_value(name: &str, kind: ValueKind) -> toml::Value {
     }
 }
 
-/// The selector values under which `key` is read.
+/// The selector values under which `key` is read (and those under which
+/// its selector is read, for a selector of a branch: `sam_policy`).
 fn enabling(applies: Applies) -> Vec<(&'static str, toml::Value)> {
     match applies {
         Applies::Always => Vec::new(),
         Applies::When { selector, values } => {
-            vec![(selector, toml::Value::String(values[0].into()))]
+            let mut pairs = KEYS
+                .iter()
+                .find(|k| k.name == selector)
+                .map_or_else(Vec::new, |k| enabling(k.applies));
+            pairs.push((selector, toml::Value::String(values[0].into())));
+            pairs
         }
     }
 }
@@ -148,14 +155,17 @@ fn every_key_on_a_branch_that_does_not_read_it_is_refused() {
                 "mixing" => ["none", "mixup", "mit-l"].as_slice(),
                 "head" => ["linear", "balcal"].as_slice(),
                 "ensemble" => ["single", "batch-ensemble", "mimo"].as_slice(),
+                "sam_policy" => ["every", "rst", "looksam", "aesam"].as_slice(),
                 other => panic!("selector {other} has no branch list here"),
             })
             .unwrap();
+        let selector_key = KEYS.iter().find(|k| k.name == selector).unwrap();
         for branch in other.iter().filter(|b| !values.contains(b)) {
-            let pairs = [
+            let mut pairs = enabling(selector_key.applies);
+            pairs.extend([
                 (selector, toml::Value::String(branch.to_string())),
                 (key.name, sample_value(key.name, key.value)),
-            ];
+            ]);
             match build(&pairs) {
                 Err(ConfigError::Inapplicable {
                     key: got,
@@ -622,6 +632,75 @@ fn bad_values_are_refused_naming_the_key() {
         ),
         (vec![("clip", V::Float(-1.0))], "clip"),
         (vec![("bins", V::Integer(0))], "bins"),
+        // The efficient SAM policies: their own ranges, and the settings they replace.
+        (
+            vec![
+                ("optimizer", "csam".into()),
+                ("sam_policy", "rst".into()),
+                ("rst_p", V::Float(1.5)),
+            ],
+            "rst_p",
+        ),
+        (
+            vec![
+                ("optimizer", "csam".into()),
+                ("sam_policy", "rst".into()),
+                ("rst_p_end", V::Float(-0.1)),
+            ],
+            "rst_p_end",
+        ),
+        (
+            vec![
+                ("optimizer", "csam".into()),
+                ("sam_policy", "looksam".into()),
+                ("looksam_k", V::Integer(0)),
+            ],
+            "looksam_k",
+        ),
+        (
+            vec![
+                ("optimizer", "csam".into()),
+                ("sam_policy", "looksam".into()),
+                ("looksam_alpha", V::Float(-1.0)),
+            ],
+            "looksam_alpha",
+        ),
+        (
+            vec![
+                ("optimizer", "csam".into()),
+                ("sam_policy", "aesam".into()),
+                ("aesam_delta", V::Float(1.0)),
+            ],
+            "aesam_delta",
+        ),
+        (
+            vec![
+                ("optimizer", "csam".into()),
+                ("sam_policy", "aesam".into()),
+                ("aesam_lambda1", V::Float(f64::NAN)),
+            ],
+            "aesam_lambda1",
+        ),
+        (
+            vec![
+                ("optimizer", "csam".into()),
+                ("sam_policy", "looksam".into()),
+                ("sam_every", V::Integer(2)),
+            ],
+            "sam_every",
+        ),
+        (
+            vec![
+                ("optimizer", "csam".into()),
+                ("sam_policy", "aesam".into()),
+                ("m", V::Integer(16)),
+            ],
+            "m",
+        ),
+        (
+            vec![("optimizer", "sgd".into()), ("sam_policy", "rst".into())],
+            "sam_policy",
+        ),
         (
             vec![
                 ("optimizer", "sam".into()),

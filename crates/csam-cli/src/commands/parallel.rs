@@ -114,7 +114,7 @@ pub fn train_in_processes(
     runtime: &Runtime,
     jobs: usize,
 ) -> anyhow::Result<()> {
-    let cost = |run: &PlannedRun| run.spec.epochs as f64 * run.spec.optim.rule.passes_per_step();
+    let cost = |run: &PlannedRun| run.spec.epochs as f64 * run.spec.optim.passes_per_step();
     let mut order: Vec<(usize, &PlannedRun)> = runs.iter().enumerate().collect();
     order.sort_by(|(_, a), (_, b)| cost(b).total_cmp(&cost(a)));
     let mut waiting = order.into_iter();

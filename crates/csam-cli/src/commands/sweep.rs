@@ -4,6 +4,7 @@
 use anyhow::Context;
 use clap::Args;
 use csam_lab::experiment::sweep::{self, SweepRequest, SweepSettings};
+use csam_nn::optim::SamPolicy;
 
 use crate::progress::Terminal;
 
@@ -21,6 +22,10 @@ pub struct SweepArgs {
     /// CSAM gammas, comma-separated; 0 trains SAM (default 0,0.5,1,1.5,2).
     #[arg(long, value_delimiter = ',', value_name = "LIST", action = clap::ArgAction::Set)]
     gamma: Option<Vec<f64>>,
+    /// Efficient SAM policy of every cell, at its defaults: every (the
+    /// second pass on every step), rst, looksam or aesam (default every).
+    #[arg(long, value_name = "POLICY")]
+    sam_policy: Option<String>,
     #[command(flatten)]
     shared: SharedArgs,
 }
@@ -34,6 +39,13 @@ pub fn run(args: SweepArgs) -> anyhow::Result<()> {
         shared: args.shared.settings()?,
         rhos: args.rho.clone().unwrap_or(defaults.rhos),
         gammas: args.gamma.clone().unwrap_or(defaults.gammas),
+        policy: match &args.sam_policy {
+            None => defaults.policy,
+            Some(name) => SamPolicy::named(&name.to_ascii_lowercase()).with_context(|| {
+                let names: Vec<&str> = SamPolicy::all().iter().map(SamPolicy::name).collect();
+                format!("unknown --sam-policy {name:?}: one of {}", names.join(", "))
+            })?,
+        },
     };
     let out = args.shared.out("sweep", &settings.shared);
     let request = SweepRequest {

@@ -109,6 +109,7 @@ impl CompareSettings {
             .shared
             .run_spec(method.rule, self.rho, self.gamma, member_seed)?;
         method.objective().apply(&mut spec);
+        spec.optim.policy = method.policy();
         if member > 0 {
             spec.data.split_seed = Some(seed);
         }

@@ -5,7 +5,10 @@
 //! deep ensemble of N, or N MC-Dropout passes.
 //! `sgd`, `sam`, `asam`, `csam`, `vasso` and `bsam` train cross entropy with
 //! that rule; an objective's name alone (`focal`, `mixup`) trains it with SGD,
-//! and `NAME+RULE` (`focal+csam`) with the rule. `-ensembleN` and
+//! and `NAME+RULE` (`focal+csam`) with the rule. An efficient SAM policy
+//! before a SAM-family rule (`rst+sam`, `looksam+csam`, `focal+aesam+csam`)
+//! runs the rule's second pass on the steps the policy picks
+//! ([`SamPolicy`], at its defaults). `-ensembleN` and
 //! `-mc-dropoutN` after any of these (`csam-ensemble5`, `focal+sam-mc-dropout5`;
 //! `ensemble5` and `mc-dropout5` alone are SGD's) predict with N members or
 //! passes ([`Prediction`]). The objectives take their default parameters
@@ -21,6 +24,7 @@ use csam_nn::loss::{
 };
 use csam_nn::mixing::Mixing;
 use csam_nn::model::{Ensemble, Head};
+use csam_nn::optim::SamPolicy;
 use csam_train::spec::{OptimizerFamily, RunSpec};
 
 /// What a method trains besides its rule: a loss, a mixing, a classifier
@@ -194,6 +198,8 @@ impl Prediction {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Method {
     loss: Option<&'static str>,
+    /// The efficient SAM policy's name ([`SamPolicy::name`]); None: every step.
+    policy: Option<&'static str>,
     /// The update rule.
     pub rule: OptimizerFamily,
     /// One network, an ensemble, or MC-Dropout.
@@ -227,6 +233,7 @@ impl Method {
     pub const fn cross_entropy(rule: OptimizerFamily) -> Method {
         Method {
             loss: None,
+            policy: None,
             rule,
             prediction: Prediction::Single,
         }
@@ -239,6 +246,13 @@ impl Method {
             .iter()
             .find(|(name, _)| Some(*name) == self.loss)
             .map_or_else(|| plain(TrainingLoss::default()), |(_, made)| made())
+    }
+
+    /// On which steps its rule runs the second pass, at the policy's defaults.
+    pub fn policy(&self) -> SamPolicy {
+        self.policy
+            .and_then(SamPolicy::named)
+            .unwrap_or(SamPolicy::Every)
     }
 
     /// What each of its runs trains.
@@ -255,10 +269,15 @@ impl Method {
 
 impl fmt::Display for Method {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let base = match (self.loss, self.rule) {
-            (None, rule) => rule.to_string(),
-            (Some(loss), OptimizerFamily::Sgd) => loss.to_string(),
-            (Some(loss), rule) => format!("{loss}+{rule}"),
+        let rule = self.rule.to_string();
+        let base = match (self.loss, self.policy, self.rule) {
+            (Some(loss), None, OptimizerFamily::Sgd) => loss.to_string(),
+            (loss, policy, _) => loss
+                .into_iter()
+                .chain(policy)
+                .chain([rule.as_str()])
+                .collect::<Vec<_>>()
+                .join("+"),
         };
         match self.prediction.suffix() {
             None => f.write_str(&base),
@@ -274,11 +293,22 @@ impl FromStr for Method {
     fn from_str(text: &str) -> Result<Method, String> {
         let lowered = text.trim().to_ascii_lowercase();
         let (text, prediction) = Prediction::split_off(&lowered)?;
-        let (loss, rule) = match text.split_once('+') {
-            Some((loss, rule)) => (Some(loss), Some(rule)),
+        let (text, rule) = match text.rsplit_once('+') {
+            Some((rest, rule)) => (Some(rest), Some(rule)),
             None if text.parse::<OptimizerFamily>().is_ok() => (None, Some(text)),
             None => (Some(text), None),
         };
+        // What comes before the rule: an objective, a policy, or both.
+        let efficient = |name: &str| SamPolicy::named(name).filter(|p| *p != SamPolicy::Every);
+        let (loss, policy) = match text.map(|text| text.split_once('+').unwrap_or(("", text))) {
+            None => (None, None),
+            Some((loss, last)) if efficient(last).is_some() && rule.is_some() => {
+                (Some(loss).filter(|loss| !loss.is_empty()), Some(last))
+            }
+            Some(("", loss)) => (Some(loss), None),
+            Some(_) => return Err(unknown(&lowered)),
+        };
+        let policy = policy.and_then(efficient).map(|policy| policy.name());
         let loss = loss
             .map(|name| {
                 OBJECTIVES
@@ -294,6 +324,7 @@ impl FromStr for Method {
         };
         Ok(Method {
             loss,
+            policy,
             rule,
             prediction,
         })
@@ -302,11 +333,15 @@ impl FromStr for Method {
 
 fn unknown(text: &str) -> String {
     let losses: Vec<&str> = OBJECTIVES.iter().map(|(name, _)| *name).collect();
+    let policies: Vec<&str> = SamPolicy::all()[1..].iter().map(SamPolicy::name).collect();
     format!(
         "unknown method {text:?}: a rule (sgd, sam, asam, csam, vasso, bsam), a loss, mixing, \
-         head or ensemble ({}) or NAME+RULE such as focal+csam, each optionally followed by \
-         -ensembleN or -mc-dropoutN (csam-ensemble5; ensemble5 and mc-dropout5 alone are SGD's)",
-        losses.join(", ")
+         head or ensemble ({}) or NAME+RULE such as focal+csam, with an efficient SAM policy \
+         ({}) before a SAM-family rule (looksam+csam, focal+rst+sam), each optionally \
+         followed by -ensembleN or -mc-dropoutN (csam-ensemble5; ensemble5 and mc-dropout5 \
+         alone are SGD's)",
+        losses.join(", "),
+        policies.join(", ")
     )
 }
 
@@ -360,6 +395,47 @@ mod tests {
         for bad in ["ensemble0", "csam-mc-dropout0", "ensemble101"] {
             let error = bad.parse::<Method>().unwrap_err();
             assert!(error.contains("must lie in 1..=100"), "{bad}: {error}");
+        }
+    }
+
+    #[test]
+    fn an_efficient_policy_goes_before_a_sam_family_rule() {
+        for (text, loss, policy, rule) in [
+            (
+                "looksam+csam",
+                "cross-entropy",
+                "looksam",
+                OptimizerFamily::Csam,
+            ),
+            ("rst+sam", "cross-entropy", "rst", OptimizerFamily::Sam),
+            ("focal+aesam+csam", "focal", "aesam", OptimizerFamily::Csam),
+            (
+                "looksam+asam-ensemble2",
+                "cross-entropy",
+                "looksam",
+                OptimizerFamily::Asam,
+            ),
+        ] {
+            let method: Method = text.parse().unwrap();
+            assert_eq!(method.to_string(), text);
+            assert_eq!(method.objective().loss.name(), loss, "{text}");
+            assert_eq!(
+                (method.policy().name(), method.rule),
+                (policy, rule),
+                "{text}"
+            );
+            assert_eq!(method.training().method.policy(), method.policy());
+        }
+        assert_eq!("csam".parse::<Method>().unwrap().policy(), SamPolicy::Every);
+        for bad in [
+            "looksam",
+            "every+sam",
+            "looksam+focal+csam",
+            "focal+mixup+csam",
+            "looksam+rst+sam",
+        ] {
+            let error = bad.parse::<Method>().unwrap_err();
+            assert!(error.contains("unknown method"), "{bad}: {error}");
         }
     }
 

@@ -14,7 +14,8 @@
 //! ```
 //!
 //! Only keys of the loss, of the mixing, of the classifier head (BalCAL's),
-//! of the ensemble (BatchEnsemble's, MIMO's) and of the update rule may be set: every method of
+//! of the ensemble (BatchEnsemble's, MIMO's), of the update rule and of its
+//! efficient SAM policy (`looksam_k`) may be set: every method of
 //! a comparison shares its data, model, epochs, base optimiser, learning
 //! rate and seeds (the paper's protocol), so a key of those is refused, as
 //! is a key its method does not read (`rho` for `sgd`). The settings are
@@ -142,6 +143,7 @@ fn check_key(name: &str, method: Method) -> std::result::Result<(), String> {
     let path = key.path;
     let own = matches!(path.first(), Some(&"loss" | &"mixing"))
         || path.starts_with(&["optim", "rule"])
+        || path.starts_with(&["optim", "policy"])
         || path.starts_with(&["model", "head"])
         || path.starts_with(&["model", "ensemble"])
         || (path == ["model", "dropout"] && matches!(method.prediction, Prediction::McDropout(_)));
@@ -168,6 +170,7 @@ mod tests {
             .run_spec(method.rule, 0.05, 1.0, 0)
             .unwrap();
         method.objective().apply(&mut spec);
+        spec.optim.policy = method.policy();
         (method, spec)
     }
 

@@ -16,10 +16,13 @@
 //! CSAM is this step with [`SecondLoss::Csam`]: only the pass-2 loss changes.
 //! With m-sharpness the batch is split into sub-batches of `m` examples, each
 //! perturbed with its own gradient; their g' are averaged (weighted by size).
+//! A [`SamPolicy`] says on which steps the second pass runs and what the
+//! others do (plain steps, or LookSAM's reuse of its last SAM direction).
 
 use super::buffers::BufferSnapshot;
-use super::flat::{flatten, scatter, FlatCopy};
+use super::flat::{chunk_views, flatten, scatter, FlatCopy};
 use super::params::global_norm;
+use super::policy::{AeSam, GradStatistics, Horizon, LookSam, SamPolicy};
 use super::stats::StatsAccumulator;
 use super::{BaseOptimizer, OptimError, Perturbation, StepStats};
 use crate::loss::{cross_entropy_from_log_probs, gather_true, CsamLoss, Scores, TrainingLoss};
@@ -57,6 +60,13 @@ pub struct SamConfig {
     /// Clip the update gradient to this global L2 norm (as
     /// `torch.nn.utils.clip_grad_norm_`).
     pub clip_grad_norm: Option<f64>,
+    /// On which steps the second pass runs ([`SamPolicy::Every`]: every
+    /// `sam_every`-th).
+    #[serde(default)]
+    pub policy: SamPolicy,
+    /// The run's seed and length, which the policies' draws and schedules read.
+    #[serde(default)]
+    pub horizon: Horizon,
 }
 
 impl Default for SamConfig {
@@ -70,6 +80,8 @@ impl Default for SamConfig {
             m: None,
             sam_every: 1,
             clip_grad_norm: None,
+            policy: SamPolicy::Every,
+            horizon: Horizon::default(),
         }
     }
 }
@@ -114,11 +126,19 @@ pub struct SamStep {
     /// What the perturbation rule carries between steps (VASSO's average
     /// gradient, flat); part of a checkpoint (see [`SamStep::state`]).
     memory: Option<Tensor>,
+    /// LookSAM's `g_v` (flat), from its last SAM step; checkpointed.
+    direction: Option<Tensor>,
+    /// AE-SAM's running statistics of `||g||^2`; checkpointed.
+    grad_statistics: GradStatistics,
     steps_taken: u64,
 }
 
 /// The name of [`SamStep`]'s memory in a checkpoint's optimizer state.
 const MEMORY_NAME: &str = "sam.direction";
+/// The name of LookSAM's `g_v` in a checkpoint's optimizer state.
+const LOOKSAM_NAME: &str = "sam.looksam_direction";
+/// The name of AE-SAM's `[mu, sigma^2]` (float64) in a checkpoint's optimizer state.
+const AESAM_NAME: &str = "sam.aesam_statistics";
 
 impl SamStep {
     /// A step for the model whose variables live in `vs`.
@@ -142,6 +162,26 @@ impl SamStep {
             }
         }
         config.perturbation.validate().map_err(OptimError::Config)?;
+        config.policy.validate()?;
+        let policy = config.policy.name();
+        if config.policy.needs_horizon() && config.horizon.total_steps == 0 {
+            return bad(format!(
+                "{policy}'s schedule needs the run's number of steps (horizon.total_steps)"
+            ));
+        }
+        if config.policy != SamPolicy::Every && config.sam_every != 1 {
+            return bad(format!(
+                "sam_every applies to the every-k-th policy only: {policy} schedules the second \
+                 pass itself"
+            ));
+        }
+        if matches!(config.policy, SamPolicy::LookSam(_) | SamPolicy::AeSam(_))
+            && config.m.is_some()
+        {
+            return bad(format!(
+                "{policy} works with whole-batch gradients: m-sharpness does not apply"
+            ));
+        }
         if matches!(config.perturbation, Perturbation::Vasso { .. }) && config.m.is_some() {
             return bad("VASSO averages whole-batch gradients: m-sharpness does not apply".into());
         }
@@ -152,6 +192,8 @@ impl SamStep {
             saved_params: None,
             buffers: BufferSnapshot::new(vs)?,
             memory: None,
+            direction: None,
+            grad_statistics: GradStatistics::default(),
             steps_taken: 0,
         })
     }
@@ -168,26 +210,52 @@ impl SamStep {
     }
 
     /// The state a checkpoint must keep to continue bit for bit: the
-    /// perturbation rule's memory (VASSO's average direction), empty for the
-    /// other rules and before the first step.
+    /// perturbation rule's memory (VASSO's average direction), LookSAM's
+    /// `g_v` and AE-SAM's statistics; empty for the other rules and before
+    /// the first step.
     pub fn state(&self) -> Vec<(String, Tensor)> {
-        self.memory
-            .iter()
-            .map(|memory| (MEMORY_NAME.to_string(), memory.shallow_clone()))
-            .collect()
+        let mut state: Vec<(String, Tensor)> =
+            [(MEMORY_NAME, &self.memory), (LOOKSAM_NAME, &self.direction)]
+                .into_iter()
+                .filter_map(|(name, kept)| Some((name.to_string(), kept.as_ref()?.shallow_clone())))
+                .collect();
+        if let SamPolicy::AeSam(_) = self.config.policy {
+            let GradStatistics { mean, variance } = self.grad_statistics;
+            state.push((
+                AESAM_NAME.to_string(),
+                Tensor::from_slice(&[mean, variance]),
+            ));
+        }
+        state
     }
 
     /// Whether `name` belongs to [`SamStep::state`] (not to the base optimizer).
     pub fn owns_state(name: &str) -> bool {
-        name == MEMORY_NAME
+        [MEMORY_NAME, LOOKSAM_NAME, AESAM_NAME].contains(&name)
     }
 
     /// Restores [`SamStep::state`]; entries it does not own are ignored.
-    pub fn load_state(&mut self, state: &[(String, Tensor)]) {
-        self.memory = state
-            .iter()
-            .find(|(name, _)| Self::owns_state(name))
-            .map(|(_, memory)| memory.copy());
+    pub fn load_state(&mut self, state: &[(String, Tensor)]) -> Result<(), OptimError> {
+        let find = |wanted: &str| {
+            state
+                .iter()
+                .find(|(name, _)| name == wanted)
+                .map(|(_, tensor)| tensor)
+        };
+        self.memory = find(MEMORY_NAME).map(Tensor::copy);
+        self.direction = find(LOOKSAM_NAME).map(Tensor::copy);
+        if let Some(saved) = find(AESAM_NAME) {
+            match Vec::<f64>::try_from(saved)?.as_slice() {
+                &[mean, variance] => self.grad_statistics = GradStatistics { mean, variance },
+                other => {
+                    return Err(OptimError::Mismatch(format!(
+                        "AE-SAM's statistics hold 2 numbers, the checkpoint has {}",
+                        other.len()
+                    )))
+                }
+            }
+        }
+        Ok(())
     }
 
     /// Number of steps taken so far (SAM and plain).
@@ -196,18 +264,13 @@ impl SamStep {
     }
 
     /// Sets the step counter, e.g. to the global step of a resumed run, so the
-    /// `sam_every` pattern continues where the checkpoint left it.
+    /// policy's pattern (and its draws) continue where the checkpoint left it.
     pub fn set_steps_taken(&mut self, steps: u64) {
         self.steps_taken = steps;
     }
 
-    /// Whether the next step perturbs (`steps_taken` is a multiple of `sam_every`).
-    pub fn next_is_sam(&self) -> bool {
-        self.steps_taken.is_multiple_of(self.config.sam_every)
-    }
-
     /// One training step on the batch `xs` `[B, ...]`, `ys` `[B]` (int64):
-    /// a SAM step, or a plain step when `sam_every` skips this one.
+    /// a SAM step, or a plain step where the policy skips the second pass.
     pub fn step<M, O>(
         &mut self,
         model: &M,
@@ -223,7 +286,8 @@ impl SamStep {
     }
 
     /// [`SamStep::step`] on a batch as the step feeds it to the model (mixed
-    /// or not, see [`crate::mixing`]): every pass runs it.
+    /// or not, see [`crate::mixing`]): every pass runs it. The step's index
+    /// in the run is [`SamStep::steps_taken`], which the policy reads.
     pub fn step_batch<M, O>(
         &mut self,
         model: &M,
@@ -234,22 +298,26 @@ impl SamStep {
         M: TrainingPass + ?Sized,
         O: BaseOptimizer + ?Sized,
     {
-        let is_sam = self.next_is_sam();
+        let step = self.steps_taken;
         self.steps_taken += 1;
-        if is_sam {
-            self.sam_step(model, batch, optimizer)
-        } else {
-            plain_step(
-                model,
-                batch,
-                optimizer,
-                &self.config.loss,
-                self.config.clip_grad_norm,
-            )
+        let clip_norm = self.config.clip_grad_norm;
+        match self.config.policy {
+            SamPolicy::Every if step.is_multiple_of(self.config.sam_every) => {
+                self.full_step(model, batch, optimizer)
+            }
+            SamPolicy::Rst(rst) if rst.perturbs(step, &self.config.horizon) => {
+                self.full_step(model, batch, optimizer)
+            }
+            SamPolicy::Every | SamPolicy::Rst(_) => {
+                plain_step(model, batch, optimizer, &self.config.loss, clip_norm)
+            }
+            SamPolicy::LookSam(look) => self.look_sam_step(look, step, model, batch, optimizer),
+            SamPolicy::AeSam(ae) => self.ae_sam_step(ae, step, model, batch, optimizer),
         }
     }
 
-    fn sam_step<M, O>(
+    /// The two passes and the base optimiser's step with `g'`.
+    fn full_step<M, O>(
         &mut self,
         model: &M,
         batch: &TrainBatch,
@@ -258,6 +326,93 @@ impl SamStep {
     where
         M: TrainingPass + ?Sized,
         O: BaseOptimizer + ?Sized,
+    {
+        check_batch(batch)?;
+        let (update, stats) =
+            self.sharpness_gradient(model, batch, optimizer.params().tensors(), None)?;
+        apply(update, self.config.clip_grad_norm, optimizer, stats)
+    }
+
+    /// LookSAM ([`LookSam`]): on its SAM steps the two passes, keeping
+    /// `g_v`; in between one pass and the update `g + alpha (||g|| / ||g_v||) g_v`.
+    fn look_sam_step<M, O>(
+        &mut self,
+        look: LookSam,
+        step: u64,
+        model: &M,
+        batch: &TrainBatch,
+        optimizer: &mut O,
+    ) -> Result<StepStats, OptimError>
+    where
+        M: TrainingPass + ?Sized,
+        O: BaseOptimizer + ?Sized,
+    {
+        check_batch(batch)?;
+        let params = optimizer.params().tensors();
+        let first = first_pass(&self.config.loss, model, batch, params)?;
+        let grad = tch::no_grad(|| flatten(&first.grads))?;
+        let clip_norm = self.config.clip_grad_norm;
+        if look.is_sam_step(step) {
+            let (update, stats) = self.sharpness_gradient(model, batch, params, Some(first))?;
+            let sam_grad = tch::no_grad(|| flatten(&update))?;
+            self.direction = Some(LookSam::orthogonal(&grad, &sam_grad));
+            return apply(update, clip_norm, optimizer, stats);
+        }
+        let direction = self.direction.as_ref().ok_or_else(|| {
+            OptimError::Mismatch(
+                "LookSAM reuses the direction of its last SAM step, which the restored \
+                 state lacks"
+                    .into(),
+            )
+        })?;
+        let update = look.reused(&grad, direction);
+        let grads = chunk_views(&update, params)?;
+        let stats = first.plain_stats(batch, &grad.norm());
+        apply(grads, clip_norm, optimizer, stats)
+    }
+
+    /// AE-SAM ([`AeSam`]): one pass, then the second one only where
+    /// `||g||^2` is high against its running statistics.
+    fn ae_sam_step<M, O>(
+        &mut self,
+        ae: AeSam,
+        step: u64,
+        model: &M,
+        batch: &TrainBatch,
+        optimizer: &mut O,
+    ) -> Result<StepStats, OptimError>
+    where
+        M: TrainingPass + ?Sized,
+        O: BaseOptimizer + ?Sized,
+    {
+        check_batch(batch)?;
+        let params = optimizer.params().tensors();
+        let first = first_pass(&self.config.loss, model, batch, params)?;
+        let grad_norm = tch::no_grad(|| global_norm(&first.grads))?;
+        // The decision needs the norm on the host: one synchronisation.
+        let squared_norm = grad_norm.f_double_value(&[])?.powi(2);
+        let horizon = self.config.horizon;
+        let clip_norm = self.config.clip_grad_norm;
+        if ae.observe(squared_norm, step, &horizon, &mut self.grad_statistics) {
+            let (update, stats) = self.sharpness_gradient(model, batch, params, Some(first))?;
+            return apply(update, clip_norm, optimizer, stats);
+        }
+        let stats = first.plain_stats(batch, &grad_norm);
+        apply(first.grads, clip_norm, optimizer, stats)
+    }
+
+    /// The second-pass gradient `g'` of a batch (averaged over its
+    /// m-sharpness parts) with the step's statistics; `first` is the first
+    /// pass on the whole batch when the policy already ran it.
+    fn sharpness_gradient<M>(
+        &mut self,
+        model: &M,
+        batch: &TrainBatch,
+        params: &[Tensor],
+        mut first: Option<FirstPass>,
+    ) -> Result<(Vec<Tensor>, StatsAccumulator), OptimError>
+    where
+        M: TrainingPass + ?Sized,
     {
         let size = check_batch(batch)?;
         let split;
@@ -268,7 +423,6 @@ impl SamStep {
             }
             _ => std::slice::from_ref(batch),
         };
-        let params = optimizer.params().tensors();
         let saved = match self.saved_params.take() {
             Some(mut copy) if copy.fits(params) => {
                 copy.capture(params)?;
@@ -281,21 +435,28 @@ impl SamStep {
         let mut update: Vec<Tensor> = Vec::new();
         for (i, part) in parts.iter().enumerate() {
             let share = part.rows_per_member() as f64 / size as f64;
-            let part = perturbed_gradient(
-                &self.config,
-                &self.second_loss,
-                &mut self.buffers,
-                &mut self.memory,
-                saved,
-                Part {
-                    model,
-                    batch: part,
-                    params,
-                    first: i == 0,
-                    share,
-                },
-                &mut stats,
-            );
+            let pass = match first.take() {
+                Some(pass) => Ok(pass),
+                None => first_pass(&self.config.loss, model, part, params),
+            };
+            let part = pass.and_then(|pass| {
+                perturbed_gradient(
+                    &self.config,
+                    &self.second_loss,
+                    &mut self.buffers,
+                    &mut self.memory,
+                    saved,
+                    Part {
+                        model,
+                        batch: part,
+                        params,
+                        first: i == 0,
+                        share,
+                    },
+                    pass,
+                    &mut stats,
+                )
+            });
             // theta is restored by copy after every part, also when a pass failed.
             saved.restore(params)?;
             let grads = match part {
@@ -312,9 +473,7 @@ impl SamStep {
             };
         }
         self.buffers.restore()?;
-        let update = clip(update, self.config.clip_grad_norm)?;
-        optimizer.step(&update)?;
-        stats.finish()
+        Ok((update, stats))
     }
 }
 
@@ -329,9 +488,49 @@ struct Part<'a, M: ?Sized> {
     share: f64,
 }
 
-/// Passes 1 and 2 on one part: returns `share * g'` and leaves the weights at
-/// theta_tilde (the caller restores theta from `saved`). The BatchNorm buffers
-/// are captured after pass 1 of the first part.
+/// The first pass at theta: the training loss's gradient `g` and what the
+/// step reports of it.
+struct FirstPass {
+    pass: Forward,
+    /// The reported cross entropy.
+    cross_entropy: Tensor,
+    grads: Vec<Tensor>,
+}
+
+/// Train-mode forward of `batch`, the training loss and its gradient.
+fn first_pass<M: TrainingPass + ?Sized>(
+    loss: &TrainingLoss,
+    model: &M,
+    batch: &TrainBatch,
+    params: &[Tensor],
+) -> Result<FirstPass, OptimError> {
+    let pass = batch.forward(model)?;
+    let objective = pass.objective(|scores, y| loss.mean_of(scores, y))?;
+    let grads = Tensor::f_run_backward(&[&objective], params, false, false)?;
+    let cross_entropy = reported_cross_entropy(loss, objective, &pass)?;
+    Ok(FirstPass {
+        pass,
+        cross_entropy,
+        grads,
+    })
+}
+
+impl FirstPass {
+    /// The statistics of a step that ends with this pass.
+    fn plain_stats(&self, batch: &TrainBatch, grad_norm: &Tensor) -> StatsAccumulator {
+        let mut stats = StatsAccumulator::new(batch.carries_correctness());
+        let (scores, y) = self.pass.primary();
+        stats.add(1.0, &self.cross_entropy, &scores.logits, y, grad_norm, None);
+        stats.add_heads(self.pass.heads(), y);
+        stats
+    }
+}
+
+/// Pass 2 on one part after its pass 1 `first`: returns `share * g'` and
+/// leaves the weights at theta_tilde (the caller restores theta from
+/// `saved`). The BatchNorm buffers are captured after pass 1 of the first
+/// part.
+#[allow(clippy::too_many_arguments)]
 fn perturbed_gradient<M: TrainingPass + ?Sized>(
     config: &SamConfig,
     second_loss: &SecondLossFn,
@@ -339,6 +538,7 @@ fn perturbed_gradient<M: TrainingPass + ?Sized>(
     memory: &mut Option<Tensor>,
     saved: &FlatCopy,
     part: Part<'_, M>,
+    first_pass: FirstPass,
     stats: &mut StatsAccumulator,
 ) -> Result<Vec<Tensor>, OptimError> {
     let Part {
@@ -348,11 +548,11 @@ fn perturbed_gradient<M: TrainingPass + ?Sized>(
         first,
         share,
     } = part;
-    // Pass 1 at theta: the training loss.
-    let pass = batch.forward(model)?;
-    let objective = pass.objective(|scores, y| config.loss.mean_of(scores, y))?;
-    let grads = Tensor::f_run_backward(&[&objective], params, false, false)?;
-    let ce = reported_cross_entropy(&config.loss, objective, &pass)?;
+    let FirstPass {
+        pass,
+        cross_entropy: ce,
+        grads,
+    } = first_pass;
     let (scores, y) = pass.primary();
     let logits = &scores.logits;
     if first {
@@ -391,6 +591,19 @@ fn perturbed_gradient<M: TrainingPass + ?Sized>(
     Ok(grads_tilde)
 }
 
+/// Clips `update`, takes the base optimiser's step with it and reads the
+/// step's statistics back.
+fn apply<O: BaseOptimizer + ?Sized>(
+    update: Vec<Tensor>,
+    clip_grad_norm: Option<f64>,
+    optimizer: &mut O,
+    stats: StatsAccumulator,
+) -> Result<StepStats, OptimError> {
+    let update = clip(update, clip_grad_norm)?;
+    optimizer.step(&update)?;
+    stats.finish()
+}
+
 /// One plain step: train-mode forward, the training loss, gradient, optional
 /// clipping, base optimiser step. This is SGD / AdamW training without SAM.
 pub fn plain_step<M, O>(
@@ -405,18 +618,10 @@ where
     O: BaseOptimizer + ?Sized,
 {
     check_batch(batch)?;
-    let pass = batch.forward(model)?;
-    let objective = pass.objective(|scores, y| loss.mean_of(scores, y))?;
-    let grads = Tensor::f_run_backward(&[&objective], optimizer.params().tensors(), false, false)?;
-    let ce = reported_cross_entropy(loss, objective, &pass)?;
-    let grad_norm = tch::no_grad(|| global_norm(&grads))?;
-    let grads = clip(grads, clip_grad_norm)?;
-    optimizer.step(&grads)?;
-    let (scores, y) = pass.primary();
-    let mut stats = StatsAccumulator::new(batch.carries_correctness());
-    stats.add(1.0, &ce, &scores.logits, y, &grad_norm, None);
-    stats.add_heads(pass.heads(), y);
-    stats.finish()
+    let first = first_pass(loss, model, batch, optimizer.params().tensors())?;
+    let grad_norm = tch::no_grad(|| global_norm(&first.grads))?;
+    let stats = first.plain_stats(batch, &grad_norm);
+    apply(first.grads, clip_grad_norm, optimizer, stats)
 }
 
 /// The mean cross entropy a step reports (its `loss`, whose `exp(-loss)` is

@@ -169,7 +169,7 @@ fn bench_case(
         .forward_macs((Kind::Float, options.device))
         .map(|macs| 2.0 * macs as f64 * options.batch_size as f64);
     // Forward and backward (twice the forward's cost) per pass.
-    let passes = 3.0 * optim.rule.passes_per_step();
+    let passes = 3.0 * optim.passes_per_step();
     let step_flops = forward_flops.map(|f| passes * f);
     Ok(BenchRow {
         model: kind.name().to_string(),

@@ -6,7 +6,7 @@ use serde::{Deserialize, Serialize};
 
 use super::check::{at_least_one, finite_above, invalid, unit_interval};
 use crate::train::ConfigError;
-use csam_nn::optim::{Perturbation, SecondLoss};
+use csam_nn::optim::{Perturbation, SamPolicy, SecondLoss};
 
 /// How the weights are updated.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -32,6 +32,14 @@ pub struct OptimSpec {
     /// Plain steps, or the SAM family's two passes.
     #[serde(default)]
     pub rule: UpdateRule,
+    /// On which steps a SAM-family rule runs its second pass (the efficient
+    /// SAM policies: RST, LookSAM, AE-SAM); every `sam_every`-th by default.
+    #[serde(default, skip_serializing_if = "is_every")]
+    pub policy: SamPolicy,
+}
+
+fn is_every(policy: &SamPolicy) -> bool {
+    *policy == SamPolicy::Every
 }
 
 fn default_lr() -> f64 {
@@ -57,6 +65,7 @@ impl Default for OptimSpec {
             base: BaseSpec::default(),
             schedule: Schedule::default(),
             rule: UpdateRule::default(),
+            policy: SamPolicy::Every,
         }
     }
 }
@@ -75,7 +84,61 @@ impl OptimSpec {
         if matches!(self.rule, UpdateRule::Bsam { .. }) {
             self.validate_bsam()?;
         }
-        Ok(())
+        self.validate_policy()
+    }
+
+    /// Forward-backward passes per step on average: 1 for plain SGD, 2 for
+    /// bSAM, `1 +` the share of steps that run the second pass for the SAM
+    /// family (`1/every`, or the policy's expected share): the cost of a step
+    /// relative to SGD's, for scheduling runs.
+    pub fn passes_per_step(&self) -> f64 {
+        if let UpdateRule::Bsam { .. } = self.rule {
+            return 2.0;
+        }
+        self.rule.sharpness().map_or(1.0, |sharpness| {
+            1.0 + self
+                .policy
+                .expected_second_pass_share(sharpness.every as u64)
+        })
+    }
+
+    /// The efficient SAM policies wrap the SAM family's two-pass step; each
+    /// refuses a parameter out of its range and the settings it replaces.
+    fn validate_policy(&self) -> Result<(), ConfigError> {
+        let name = self.policy.name();
+        let Some(sharpness) = self.rule.sharpness() else {
+            return match self.policy {
+                SamPolicy::Every => Ok(()),
+                _ => Err(invalid(
+                    "sam_policy",
+                    name,
+                    &format!(
+                        "schedules the second pass of a SAM-family rule (sam, asam, csam, \
+                         vasso); optimizer {} has none",
+                        self.rule.family()
+                    ),
+                )),
+            };
+        };
+        super::loss::keyed(&["optim", "policy"], name, self.policy.validate())?;
+        if self.policy != SamPolicy::Every && sharpness.every != 1 {
+            return Err(invalid(
+                "sam_every",
+                sharpness.every,
+                &format!(
+                    "applies to sam_policy = every only; {name} schedules the second pass itself"
+                ),
+            ));
+        }
+        let whole_batch = matches!(self.policy, SamPolicy::LookSam(_) | SamPolicy::AeSam(_));
+        match (whole_batch, sharpness.m) {
+            (true, Some(m)) => Err(invalid(
+                "m",
+                m,
+                &format!("{name} works with whole-batch gradients: m-sharpness does not apply"),
+            )),
+            _ => Ok(()),
+        }
     }
 
     /// bSAM is its own optimizer: it reads `lr`, `momentum` (its beta1) and
@@ -489,17 +552,6 @@ impl UpdateRule {
                 every,
             }),
         }
-    }
-
-    /// Forward-backward passes per step on average: 1 for plain SGD, 2 for a
-    /// SAM-family step every step, `1 + 1/every` otherwise (the cost of a
-    /// step relative to SGD's, for scheduling runs).
-    pub fn passes_per_step(&self) -> f64 {
-        if let UpdateRule::Bsam { .. } = self {
-            return 2.0;
-        }
-        self.sharpness()
-            .map_or(1.0, |sharpness| 1.0 + 1.0 / sharpness.every.max(1) as f64)
     }
 
     /// How the ascent direction is built; None for plain SGD.

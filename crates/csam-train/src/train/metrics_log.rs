@@ -15,6 +15,11 @@ pub struct TrainStats {
     pub loss: f64,
     /// Fraction of training examples classified correctly.
     pub accuracy: f64,
+    /// Fraction of the epoch's steps that ran a second (perturbed) pass:
+    /// what an efficient SAM policy saves is one minus it. Absent in logs
+    /// written before it existed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub second_pass: Option<f64>,
 }
 
 /// One line of `metrics.jsonl`.
@@ -64,6 +69,7 @@ mod tests {
             train: TrainStats {
                 loss: 1.0,
                 accuracy: 0.4,
+                second_pass: None,
             },
             balcal_lambda: None,
             val: serde_json::from_value(metrics).unwrap(),

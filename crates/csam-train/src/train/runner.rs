@@ -337,6 +337,7 @@ fn train_epoch(
     observer.epoch_started(epoch, spec.epochs, steps);
     let rho = spec.optim.rule.sharpness().map_or(0.0, |s| s.rho);
     let (mut loss_sum, mut correct, mut seen) = (0.0f64, 0.0f64, 0.0f64);
+    let (mut second_passes, mut steps_taken) = (0usize, 0usize);
     let mut lr = 0.0;
     let loader = session.data.train_loader(spec, session.device)?;
     let order = loader.order(epoch as u64);
@@ -362,6 +363,8 @@ fn train_epoch(
         loss_sum += stats.loss * batch;
         correct += stats.accuracy * batch;
         seen += batch;
+        second_passes += usize::from(stats.perturbed.is_some());
+        steps_taken += 1;
         state.global_step += 1;
         observer.step(loss_sum / seen, correct / seen);
     }
@@ -370,6 +373,7 @@ fn train_epoch(
         TrainStats {
             loss: loss_sum / seen,
             accuracy: correct / seen,
+            second_pass: Some(second_passes as f64 / steps_taken.max(1) as f64),
         },
         lr,
     ))

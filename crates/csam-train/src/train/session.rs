@@ -23,8 +23,8 @@ use csam_nn::model::balcal::HeadLogits;
 use csam_nn::model::weights::{load_safetensors_file_with, LoadOptions, WeightsError};
 use csam_nn::model::{build_model_with, Head, InputShape, Mode, Model, ModelKind, ModelOptions};
 use csam_nn::optim::{
-    plain_step, AdamW, AdamWConfig, BaseOptimizer, BsamConfig, BsamStep, LrSchedule, OptimError,
-    SamConfig, SamStep, Sgd, SgdConfig, StepStats,
+    plain_step, AdamW, AdamWConfig, BaseOptimizer, BsamConfig, BsamStep, Horizon, LrSchedule,
+    OptimError, SamConfig, SamStep, Sgd, SgdConfig, StepStats,
 };
 
 /// The data of a run: train / val / test splits and the normalisation
@@ -73,7 +73,6 @@ pub struct Trainer {
     /// from which the epoch's end sets their balance.
     balcal: Option<(f64, HeadLogits)>,
     schedule: LrSchedule,
-    sam_every: usize,
     clip: Option<f64>,
 }
 
@@ -256,7 +255,7 @@ impl Trainer {
             Some(bsam) => Updater::Bsam(bsam),
             None => Updater::Base {
                 optimizer: build_optimizer(&vs, optim)?,
-                sam: build_sam(optim, &objective.loss, &vs)?,
+                sam: build_sam(optim, &objective, &vs, (epochs * steps_per_epoch) as u64)?,
             },
         };
         Ok(Trainer {
@@ -268,7 +267,6 @@ impl Trainer {
                 Head::Linear => None,
             },
             schedule: build_schedule(optim, epochs, steps_per_epoch)?,
-            sam_every: optim.rule.sharpness().map_or(1, |s| s.every),
             clip: optim.clip,
             vs,
             model: network,
@@ -295,8 +293,8 @@ impl Trainer {
         lr
     }
 
-    /// One optimizer step on a batch: the SAM family's two passes on every
-    /// `sam_every`-th global step, a plain step otherwise. `examples` are the
+    /// One optimizer step on a batch: the SAM family's two passes on the
+    /// steps its policy picks, a plain step otherwise. `examples` are the
     /// batch's indices in the training split (what a correctness history is
     /// kept by; may be empty when the run keeps none). A non-finite loss
     /// comes back as `Ok(Err(message))` so the loop can name the epoch.
@@ -306,7 +304,6 @@ impl Trainer {
         global_step: usize,
         examples: &[usize],
     ) -> Result<std::result::Result<StepStats, String>> {
-        let sharpness_aware = global_step.is_multiple_of(self.sam_every);
         let mut batch = self.batch(xs, ys, global_step)?;
         if let Some(history) = &self.history {
             if examples.len() as i64 != ys.size()[0] {
@@ -325,10 +322,15 @@ impl Trainer {
             // from (run seed, epoch) at each epoch's start: checkpoints fall
             // on epochs' ends, so a resumed run draws the same noise.
             Updater::Bsam(bsam) => bsam.step_batch(&self.model, &batch),
+            // The policy reads the global step, which the checkpoint
+            // restores, so resumed runs take the same steps.
             Updater::Base {
                 optimizer,
                 sam: Some(sam),
-            } if sharpness_aware => sam.step_batch(&self.model, &batch, optimizer.as_mut()),
+            } => {
+                sam.set_steps_taken(global_step as u64);
+                sam.step_batch(&self.model, &batch, optimizer.as_mut())
+            }
             Updater::Base { optimizer, .. } => plain_step(
                 &self.model,
                 &batch,
@@ -470,7 +472,8 @@ impl Trainer {
         let loaded = match &mut self.updater {
             Updater::Base { optimizer, sam } => {
                 if let Some(sam) = sam {
-                    sam.load_state(&step_state);
+                    sam.load_state(&step_state)
+                        .map_err(|e| TrainError::OptimizerState(Box::new(e)))?;
                 }
                 optimizer.load_state(&base_state)
             }
@@ -565,11 +568,16 @@ fn build_optimizer(vs: &VarStore, optim: &OptimSpec) -> Result<Box<dyn BaseOptim
     })
 }
 
-/// The SAM family step of the spec's rule (None for plain SGD). Its own
-/// `sam_every` counter is left at 1: [`Trainer::step`] decides from the
-/// global step, which the checkpoint restores, so resumed runs skip the same
-/// steps.
-fn build_sam(optim: &OptimSpec, loss: &LossSpec, vs: &VarStore) -> Result<Option<SamStep>> {
+/// The SAM family step of the spec's rule (None for plain SGD), with its
+/// policy over the run's `total_steps` and seed. [`Trainer::step`] sets its
+/// step counter to the global step, which the checkpoint restores, so
+/// resumed runs take the same steps.
+fn build_sam(
+    optim: &OptimSpec,
+    objective: &Objective,
+    vs: &VarStore,
+    total_steps: u64,
+) -> Result<Option<SamStep>> {
     let rule = &optim.rule;
     let (Some(sharpness), Some(perturbation)) = (rule.sharpness(), rule.perturbation()) else {
         return Ok(None);
@@ -578,11 +586,16 @@ fn build_sam(optim: &OptimSpec, loss: &LossSpec, vs: &VarStore) -> Result<Option
         SamConfig {
             rho: sharpness.rho,
             perturbation,
-            loss: loss.clone(),
+            loss: objective.loss.clone(),
             second_loss: rule.second_loss(),
             m: sharpness.m,
-            sam_every: 1,
+            sam_every: sharpness.every as u64,
             clip_grad_norm: optim.clip,
+            policy: optim.policy,
+            horizon: Horizon {
+                seed: objective.seed,
+                total_steps,
+            },
         },
         vs,
     )?;

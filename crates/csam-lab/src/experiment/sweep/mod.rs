@@ -24,6 +24,7 @@ use serde::{Deserialize, Serialize};
 use super::report;
 use super::runs::{self, run_all, Experiment, PlannedRun};
 use super::settings::{check_grid_axis, write_json, ExperimentDir, SharedSettings};
+use csam_nn::optim::SamPolicy;
 use csam_train::spec::{OptimizerFamily, RunSpec, Runtime};
 use csam_train::train::atomic::write_atomic;
 use csam_train::train::{ExperimentObserver, RunSummary, TrainError};
@@ -42,6 +43,13 @@ pub struct SweepSettings {
     pub rhos: Vec<f64>,
     /// CSAM gammas, in table order (0 is SAM).
     pub gammas: Vec<f64>,
+    /// The efficient SAM policy of every cell (every step by default).
+    #[serde(default, skip_serializing_if = "is_every")]
+    pub policy: SamPolicy,
+}
+
+fn is_every(policy: &SamPolicy) -> bool {
+    *policy == SamPolicy::Every
 }
 
 impl Default for SweepSettings {
@@ -52,6 +60,7 @@ impl Default for SweepSettings {
             shared: SharedSettings::default(),
             rhos: vec![0.02, 0.05, 0.1, 0.2],
             gammas: vec![0.0, 0.5, 1.0, 1.5, 2.0],
+            policy: SamPolicy::Every,
         }
     }
 }
@@ -67,8 +76,11 @@ impl SweepSettings {
 
     /// The spec of one run.
     pub fn run_spec(&self, rho: f64, gamma: f64, seed: u64) -> Result<RunSpec> {
-        self.shared
-            .run_spec(Self::optimizer(gamma), rho, gamma, seed)
+        let mut spec = self
+            .shared
+            .run_spec(Self::optimizer(gamma), rho, gamma, seed)?;
+        spec.optim.policy = self.policy;
+        Ok(spec)
     }
 
     /// Refuses empty or repeated lists and any setting a run would refuse
@@ -261,6 +273,7 @@ mod tests {
             },
             rhos: vec![0.05, 0.1],
             gammas: vec![0.0, 1.0],
+            policy: SamPolicy::Every,
         };
         settings.validate().unwrap();
         assert_eq!(
@@ -277,6 +290,14 @@ mod tests {
             }
         ));
         assert_eq!(csam.seed, 4);
+        let looksam = SweepSettings {
+            policy: SamPolicy::named("looksam").unwrap(),
+            ..settings.clone()
+        };
+        assert_eq!(
+            looksam.run_spec(0.1, 1.0, 4).unwrap().optim.policy,
+            looksam.policy
+        );
         let grid = settings.grid();
         assert_eq!(grid.len(), 8);
         assert_eq!(grid[0], (3, 0.05, 0.0));

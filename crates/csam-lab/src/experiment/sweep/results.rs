@@ -319,6 +319,7 @@ mod tests {
     use super::*;
     use crate::experiment::results::tests::flat_summary;
     use crate::experiment::settings::SharedSettings;
+    use csam_nn::optim::SamPolicy;
 
     fn record(rho: f64, gamma: f64, seed: u64, accuracy: f64, h_py: f64) -> SweepRecord {
         SweepRecord {
@@ -345,6 +346,7 @@ mod tests {
             },
             rhos: vec![0.05, 0.1],
             gammas: vec![0.0, 1.0],
+            policy: SamPolicy::Every,
         };
         let runs = vec![
             record(0.05, 0.0, 0, 0.80, 0.1),

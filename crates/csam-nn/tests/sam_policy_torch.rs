@@ -1,0 +1,167 @@
+//! The efficient SAM policies (RST, LookSAM, AE-SAM) around SAM and CSAM on
+//! ResNet-20 (BatchNorm) against a PyTorch float64 twin written from each
+//! paper's formula (tests/fixtures/sam_policy_reference.py): eight steps with
+//! SGD momentum and weight decay cover every branch (SAM steps and plain
+//! ones, LookSAM's reuse steps, AE-SAM's threshold both ways); the weights,
+//! the BatchNorm statistics (to 1e-10 relative) and the steps that ran a
+//! second pass agree.
+//!
+//! Needs the project venv's python (`<workspace>/.venv/bin/python`, or
+//! `CSAM_PYTHON`); skipped with a notice when it is absent.
+
+mod support;
+
+use csam_nn::model::{build_model, InputShape};
+use csam_nn::optim::{
+    AeSam, Horizon, LookSam, Rst, SamConfig, SamPolicy, SamStep, SecondLoss, Sgd, SgdConfig,
+};
+use std::path::Path;
+use support::{python, run_twin, write_step_batches};
+use tch::{nn, Device, Tensor};
+
+const STEPS: u64 = 8;
+const TOLERANCE: f64 = 1e-10;
+const SEED: u64 = 7;
+
+const CSAM: SecondLoss = SecondLoss::Csam {
+    gamma: 1.0,
+    detach: false,
+};
+
+/// The twin's description of `policy`; RST's draws come from csam.
+fn describe(policy: SamPolicy, horizon: &Horizon) -> serde_json::Value {
+    match policy {
+        SamPolicy::Rst(rst) => {
+            let chosen: Vec<bool> = (0..STEPS).map(|t| rst.perturbs(t, horizon)).collect();
+            serde_json::json!({ "kind": "rst", "sam_steps": chosen })
+        }
+        SamPolicy::LookSam(LookSam { k, alpha }) => {
+            serde_json::json!({ "kind": "looksam", "k": k, "alpha": alpha })
+        }
+        SamPolicy::AeSam(AeSam {
+            delta,
+            lambda1,
+            lambda2,
+        }) => serde_json::json!({
+            "kind": "aesam", "delta": delta, "lambda1": lambda1, "lambda2": lambda2,
+            "total": horizon.total_steps,
+        }),
+        SamPolicy::Every => unreachable!("the every-k-th policy has its own twin test"),
+    }
+}
+
+/// Runs one case in Rust, then its twin, and compares.
+fn check_case(python: &Path, dir: &Path, second_loss: SecondLoss, policy: SamPolicy) {
+    let label = format!("{second_loss:?} {policy:?}");
+    let input = InputShape {
+        channels: 1,
+        height: 6,
+        width: 6,
+    };
+    tch::manual_seed(31);
+    let vs = {
+        let mut vs = nn::VarStore::new(Device::Cpu);
+        let model = build_model("resnet20".parse().unwrap(), &vs.root(), input, 3).unwrap();
+        vs.double();
+        (vs, model)
+    };
+    let (vs, model) = vs;
+    let weights = dir.join("weights.safetensors");
+    vs.save(&weights).unwrap();
+    let batches = write_step_batches(STEPS as i64, &dir.join("batches.safetensors"));
+    let sgd = SgdConfig {
+        lr: 0.2,
+        momentum: 0.9,
+        nesterov: false,
+        weight_decay: 5e-3,
+    };
+    let horizon = Horizon {
+        seed: SEED,
+        total_steps: STEPS,
+    };
+    let rho = 0.3;
+    let mut opt = Sgd::new(&vs, sgd).unwrap();
+    let config = SamConfig {
+        rho,
+        second_loss,
+        policy,
+        horizon,
+        ..SamConfig::default()
+    };
+    let mut step = SamStep::new(config, &vs).unwrap();
+    let taken: Vec<f64> = (0..STEPS as usize)
+        .map(|t| {
+            let stats = step
+                .step(&model, &batches[2 * t].1, &batches[2 * t + 1].1, &mut opt)
+                .unwrap();
+            f64::from(u8::from(stats.perturbed.is_some()))
+        })
+        .collect();
+    assert!(
+        taken.contains(&0.0) && taken.contains(&1.0),
+        "{label}: the case must take both branches, took {taken:?}"
+    );
+    let (gamma, detach) = match second_loss {
+        SecondLoss::Plain => (None, false),
+        SecondLoss::Csam { gamma, detach } => (Some(gamma), detach),
+    };
+    let case = serde_json::json!([{
+        "kind": "resnet20", "channels": 1, "height": 6, "width": 6, "n_classes": 3,
+        "hidden": [], "dropout": 0.0, "weights": weights,
+        "steps": STEPS, "rho": rho, "gamma": gamma, "detach": detach,
+        "lr": sgd.lr, "momentum": sgd.momentum, "weight_decay": sgd.weight_decay,
+        "policy": describe(policy, &horizon),
+    }]);
+    let inputs: Vec<(&str, &Tensor)> = batches.iter().map(|(k, v)| (k.as_str(), v)).collect();
+    let reference = run_twin(python, "sam_policy_reference.py", dir, &inputs, case);
+    let twin_taken = Vec::<f64>::try_from(&reference["sam_steps"]).unwrap();
+    assert_eq!(taken, twin_taken, "{label}: the steps with a second pass");
+    for (name, value) in &vs.variables() {
+        let twin = &reference[name];
+        let scale = twin.abs().clamp_min(1.0);
+        let d = ((value - twin).abs() / scale).max().double_value(&[]);
+        assert!(
+            d < TOLERANCE,
+            "{label}: {name} differs from PyTorch by {d} (relative)"
+        );
+    }
+}
+
+#[test]
+fn efficient_policies_match_pytorch_on_resnet20() {
+    let _generator = support::lock_generator();
+    tch::set_num_threads(1); // tiny tensors: threads only contend
+    let Some(python) = python() else {
+        eprintln!("SKIPPED: no python at <workspace>/.venv/bin/python (set CSAM_PYTHON)");
+        return;
+    };
+    let cases = [
+        (SecondLoss::Plain, SamPolicy::Rst(Rst::default())),
+        (
+            CSAM,
+            SamPolicy::Rst(Rst {
+                p: 1.0,
+                p_end: Some(0.0),
+            }),
+        ),
+        (CSAM, SamPolicy::LookSam(LookSam::default())),
+        (
+            SecondLoss::Plain,
+            SamPolicy::LookSam(LookSam { k: 3, alpha: 0.5 }),
+        ),
+        (CSAM, SamPolicy::AeSam(AeSam::default())),
+        (
+            SecondLoss::Plain,
+            // A constant c = 1: the deviation term decides.
+            SamPolicy::AeSam(AeSam {
+                delta: 0.5,
+                lambda1: 1.0,
+                lambda2: 1.0,
+            }),
+        ),
+    ];
+    for (second_loss, policy) in cases {
+        let dir = tempfile::tempdir().unwrap();
+        check_case(&python, dir.path(), second_loss, policy);
+    }
+}
