@@ -189,6 +189,10 @@ pub struct TrainBatch {
     /// The examples' normalised histories of correct predictions `[B]`,
     /// when the run keeps them (CRL; an unmixed batch only).
     correctness: Option<Tensor>,
+    /// The weight `w` of the model's KL term `w KL(q || p)` in every pass's
+    /// objective, when the model learns a posterior (see
+    /// [`TrainBatch::with_kl_weight`]).
+    kl_weight: Option<f64>,
 }
 
 impl TrainBatch {
@@ -200,6 +204,20 @@ impl TrainBatch {
             partner_targets: None,
             coefficients: Coefficients::None,
             correctness: None,
+            kl_weight: None,
+        }
+    }
+
+    /// The same batch with every pass's objective adding `weight KL(q || p)`,
+    /// the KL term the model gives ([`TrainingPass::kl_divergence`]; nothing
+    /// for a model without one): the negative evidence lower bound per
+    /// example with `weight = kl_weight(t) / N` (see
+    /// [`crate::model::bayesian`]). Its sub-batches ([`TrainBatch::split`])
+    /// carry the whole term, so their size-weighted mean does.
+    pub fn with_kl_weight(self, weight: f64) -> TrainBatch {
+        TrainBatch {
+            kl_weight: Some(weight),
+            ..self
         }
     }
 
@@ -235,6 +253,7 @@ impl TrainBatch {
             partner_targets: Some(ys.f_index_select(0, &partner)?),
             coefficients: draw.coefficients,
             correctness: None,
+            kl_weight: None,
         })
     }
 
@@ -272,13 +291,27 @@ impl TrainBatch {
                 partner_targets: partners.as_ref().map(|p| p[i].shallow_clone()),
                 coefficients: self.coefficients,
                 correctness: correctness.as_ref().map(|c| c[i].shallow_clone()),
+                kl_weight: self.kl_weight,
             })
             .collect())
     }
 
     /// One forward pass (train mode) over the batch: the terms of the
-    /// objective.
+    /// objective, and the model's weighted KL term when the batch has a
+    /// weight for it.
     pub fn forward<M: TrainingPass + ?Sized>(&self, model: &M) -> Result<Forward, LossError> {
+        let mut pass = self.loss_terms(model)?;
+        if let Some(weight) = self.kl_weight {
+            pass.penalty = model
+                .kl_divergence()
+                .map(|kl| kl.f_mul_scalar(weight))
+                .transpose()?;
+        }
+        Ok(pass)
+    }
+
+    /// One forward pass (train mode) over the batch: the loss's terms.
+    fn loss_terms<M: TrainingPass + ?Sized>(&self, model: &M) -> Result<Forward, LossError> {
         let mut outputs: Vec<Outputs> = self
             .inputs
             .iter()
@@ -307,6 +340,7 @@ impl TrainBatch {
                 ],
                 shown: Some(scores(&outputs[0].logits)?),
                 heads: Some((linear, etf)),
+                penalty: None,
             });
         }
         if let Some(members) = outputs[0].members.take() {
@@ -321,6 +355,7 @@ impl TrainBatch {
                 terms: member_terms(&members, y, own_scores)?,
                 shown: Some(scores(&outputs[0].logits)?),
                 heads: None,
+                penalty: None,
             });
         }
         let logits: Vec<&Tensor> = outputs.iter().map(|o| &o.logits).collect();
@@ -348,6 +383,7 @@ impl TrainBatch {
             terms,
             shown: None,
             heads: None,
+            penalty: None,
         })
     }
 }
@@ -394,12 +430,30 @@ pub struct Forward {
     shown: Option<Scores>,
     /// A two-headed model's `(linear, scaled ETF)` logits, as its terms.
     heads: Option<(Tensor, Tensor)>,
+    /// The weighted KL term of a model that learns a posterior.
+    penalty: Option<Tensor>,
 }
 
 impl Forward {
-    /// `sum_t w_t loss(scores_t, targets_t)`; the loss itself for an
-    /// unmixed batch (no multiplication by 1).
+    /// `sum_t w_t loss(scores_t, targets_t)`, plus the weighted KL term of
+    /// a model that learns a posterior; the loss itself for an unmixed
+    /// batch (no multiplication by 1) of a point-estimate model.
     pub fn objective<E>(
+        &self,
+        loss: impl Fn(&Scores, &Tensor) -> Result<Tensor, E>,
+    ) -> Result<Tensor, E>
+    where
+        E: From<LossError>,
+    {
+        let data = self.data_objective(loss)?;
+        match &self.penalty {
+            None => Ok(data),
+            Some(penalty) => data.f_add(penalty).map_err(|e| E::from(LossError::from(e))),
+        }
+    }
+
+    /// `sum_t w_t loss(scores_t, targets_t)`.
+    fn data_objective<E>(
         &self,
         loss: impl Fn(&Scores, &Tensor) -> Result<Tensor, E>,
     ) -> Result<Tensor, E>
@@ -437,8 +491,9 @@ impl Forward {
         self.heads.as_ref().map(|(linear, etf)| (linear, etf))
     }
 
-    /// Whether the pass fed the batch as it is (its objective is the loss).
+    /// Whether the pass fed the batch as it is and its objective is the
+    /// loss (no KL term).
     pub fn is_plain(&self) -> bool {
-        self.terms.len() == 1
+        self.terms.len() == 1 && self.penalty.is_none()
     }
 }

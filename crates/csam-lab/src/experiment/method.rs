@@ -1,6 +1,7 @@
 //! A method of a comparison: a training objective (a loss, how batches are
 //! fed: as they are, mixed up, MIT-L, the classifier: linear or BalCAL's
-//! two, and the members: one network or a BatchEnsemble) under an update
+//! two, the members: one network or a BatchEnsemble, and the weights: point
+//! estimates or a mean-field posterior) under an update
 //! rule, named as on the command line, and how it predicts: one network, a
 //! deep ensemble of N, or N MC-Dropout passes.
 //! `sgd`, `sam`, `asam`, `csam`, `vasso` and `bsam` train cross entropy with
@@ -20,7 +21,7 @@ use csam_nn::loss::{
     PairwiseConstraints, TrainingLoss,
 };
 use csam_nn::mixing::Mixing;
-use csam_nn::model::{Ensemble, Head};
+use csam_nn::model::{Bayesian, Ensemble, Head};
 use csam_train::spec::{OptimizerFamily, RunSpec};
 
 /// What a method trains besides its rule: a loss, a mixing, a classifier
@@ -35,15 +36,23 @@ pub struct Objective {
     pub head: Head,
     /// One network, or several members in one.
     pub ensemble: Ensemble,
+    /// Point estimates of the weights, or a posterior over them.
+    pub bayesian: Bayesian,
 }
 
 impl Objective {
-    /// Sets the run's loss, mixing, head and members to this objective's.
+    /// Sets the run's loss, mixing, head, members and posterior to this
+    /// objective's; a posterior's run has no weight decay (its KL term is
+    /// the regulariser; Ovadia et al. 2019 train it without decay).
     pub fn apply(self, spec: &mut RunSpec) {
         spec.loss = self.loss;
         spec.mixing = self.mixing;
         spec.model.head = self.head;
         spec.model.ensemble = self.ensemble;
+        spec.model.bayesian = self.bayesian;
+        if !self.bayesian.is_none() {
+            spec.optim.weight_decay = 0.0;
+        }
     }
 }
 
@@ -100,6 +109,10 @@ const OBJECTIVES: &[(&str, WithDefaults)] = &[
     }),
     ("batchensemble", || Objective {
         ensemble: Ensemble::batch_ensemble(),
+        ..Objective::default()
+    }),
+    ("vi", || Objective {
+        bayesian: Bayesian::mean_field(),
         ..Objective::default()
     }),
 ];
@@ -300,7 +313,7 @@ fn unknown(text: &str) -> String {
     let losses: Vec<&str> = OBJECTIVES.iter().map(|(name, _)| *name).collect();
     format!(
         "unknown method {text:?}: a rule (sgd, sam, asam, csam, vasso, bsam), a loss, mixing, \
-         head or ensemble ({}) or NAME+RULE such as focal+csam, each optionally followed by \
+         head, ensemble or posterior ({}) or NAME+RULE such as focal+csam, each optionally followed by \
          -ensembleN or -mc-dropoutN (csam-ensemble5; ensemble5 and mc-dropout5 alone are SGD's)",
         losses.join(", ")
     )
@@ -418,6 +431,10 @@ mod tests {
                 .objective()
                 .ensemble,
             Ensemble::batch_ensemble()
+        );
+        assert_eq!(
+            "vi+csam".parse::<Method>().unwrap().objective().bayesian,
+            Bayesian::mean_field()
         );
         assert!("balcal"
             .parse::<Method>()

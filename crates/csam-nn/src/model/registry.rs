@@ -3,6 +3,7 @@
 //! Adding an architecture is a new module and one line in `ARCHITECTURES`.
 
 use super::batch_ensemble::Members;
+use super::bayesian::{Bayesian, Posterior};
 use super::{
     BalcalHead, Blocks, Ensemble, Head, ImageNetResNet, InputShape, Mlp, Model, ModelError,
     Network, PyramidNet, PyramidUnit, ResNet, ResNetLayout, SmallCnn, Stem, TorchScriptNetwork,
@@ -11,6 +12,7 @@ use super::{
 use std::fmt;
 use std::path::PathBuf;
 use std::str::FromStr;
+use std::sync::Arc;
 use tch::nn;
 
 /// Options shared by the architectures (each uses those that apply to it).
@@ -37,6 +39,11 @@ pub struct ModelOptions {
     /// (BatchEnsemble: the MLP, the small CNN and the CIFAR ResNets).
     #[serde(default)]
     pub ensemble: Ensemble,
+    /// Whether the weights are point estimates, or a posterior learnt by
+    /// variational inference (mean-field with Flipout: the same
+    /// architectures as BatchEnsemble).
+    #[serde(default)]
+    pub bayesian: Bayesian,
 }
 
 impl Default for ModelOptions {
@@ -49,6 +56,7 @@ impl Default for ModelOptions {
             drop_path: 0.0,
             shakedrop: 0.0,
             ensemble: Ensemble::Single,
+            bayesian: Bayesian::None,
         }
     }
 }
@@ -58,6 +66,15 @@ struct BuildArgs<'a> {
     input: InputShape,
     n_classes: i64,
     options: &'a ModelOptions,
+    /// The posterior whose Gaussian layers it builds, if any.
+    posterior: Option<&'a Arc<Posterior>>,
+}
+
+impl BuildArgs<'_> {
+    /// The layers the options ask for: members, or Gaussian layers.
+    fn members(&self) -> Members<'_> {
+        Members::of(&self.options.ensemble).with_posterior(self.posterior)
+    }
 }
 
 type Builder = fn(&nn::Path, &BuildArgs) -> Result<Box<dyn Network>, ModelError>;
@@ -73,16 +90,16 @@ struct Architecture {
     /// Whether the hidden widths (`mlp_hidden`) shape it.
     hidden_widths: bool,
     /// Whether it builds its layers as BatchEnsemble layers when
-    /// [`ModelOptions::ensemble`] asks (the architectures the paper and its
-    /// reference code use BatchEnsemble on: MLPs, small CNNs, CIFAR ResNets).
+    /// [`ModelOptions::ensemble`] asks, and as mean-field Gaussian layers
+    /// when [`ModelOptions::bayesian`] does (the architectures the papers and
+    /// their reference code use them on: MLPs, small CNNs, CIFAR ResNets).
     members: bool,
     build: Builder,
 }
 
 fn resnet(p: &nn::Path, a: &BuildArgs, depth: i64) -> Result<Box<dyn Network>, ModelError> {
-    let members = Members::of(&a.options.ensemble);
     let shape = (a.input.channels, a.n_classes);
-    let net = ResNet::with_members(p, depth, shape, a.options.dropout, members)?;
+    let net = ResNet::with_members(p, depth, shape, a.options.dropout, a.members())?;
     Ok(Box::new(net))
 }
 
@@ -181,7 +198,7 @@ static ARCHITECTURES: &[Architecture] = &[
         build: |p, a| {
             let o = a.options;
             let shape = (a.input.features(), o.mlp_hidden.as_slice(), a.n_classes);
-            let net = Mlp::with_members(p, shape, o.dropout, Members::of(&o.ensemble))?;
+            let net = Mlp::with_members(p, shape, o.dropout, a.members())?;
             Ok(Box::new(net))
         },
     },
@@ -194,7 +211,7 @@ static ARCHITECTURES: &[Architecture] = &[
         build: |p, a| {
             let o = a.options;
             let shape = (a.input.channels, a.n_classes);
-            let net = SmallCnn::with_members(p, shape, o.dropout, Members::of(&o.ensemble));
+            let net = SmallCnn::with_members(p, shape, o.dropout, a.members());
             Ok(Box::new(net))
         },
     },
@@ -418,7 +435,8 @@ impl ModelKind {
     }
 
     /// Whether the architecture builds BatchEnsemble members
-    /// ([`ModelOptions::ensemble`]).
+    /// ([`ModelOptions::ensemble`]) and Gaussian layers
+    /// ([`ModelOptions::bayesian`]).
     pub fn takes_members(&self) -> bool {
         self.0.members
     }
@@ -515,16 +533,19 @@ pub fn build_model_with(
             )));
         }
     }
-    let args = BuildArgs {
-        input,
-        n_classes,
-        options,
-    };
     options
         .head
         .validate()
         .map_err(|e| ModelError::InvalidConfig(e.to_string()))?;
     check_ensemble(kind, options)?;
+    check_bayesian(kind, options)?;
+    let posterior = Posterior::of(&options.bayesian).map(Arc::new);
+    let args = BuildArgs {
+        input,
+        n_classes,
+        options,
+        posterior: posterior.as_ref(),
+    };
     let network = (kind.0.build)(p, &args)?;
     let balcal = match options.head {
         Head::Linear => None,
@@ -543,7 +564,50 @@ pub fn build_model_with(
         n_classes,
         dropout: options.dropout,
         ensemble: options.ensemble,
+        posterior,
     })
+}
+
+/// Refuses a posterior outside its definition, on an architecture that does
+/// not build Gaussian layers, or with members or a head it does not
+/// combine with.
+fn check_bayesian(kind: ModelKind, options: &ModelOptions) -> Result<(), ModelError> {
+    let bayesian = options.bayesian;
+    if bayesian.is_none() {
+        return Ok(());
+    }
+    let refuse = |why: String| {
+        Err(ModelError::InvalidConfig(format!(
+            "bayesian {} {why}",
+            bayesian.name()
+        )))
+    };
+    bayesian
+        .validate()
+        .map_err(|e| ModelError::InvalidConfig(e.to_string()))?;
+    if !kind.takes_members() {
+        let takes: Vec<&str> = ModelKind::all()
+            .filter(ModelKind::takes_members)
+            .map(|k| k.name())
+            .collect();
+        return refuse(format!(
+            "applies to models {}, not {kind}",
+            takes.join(", ")
+        ));
+    }
+    if !options.ensemble.is_single() {
+        return refuse(format!(
+            "is a posterior over one network's weights; ensemble {} cannot apply to it",
+            options.ensemble.name()
+        ));
+    }
+    if !options.head.is_linear() {
+        return refuse(format!(
+            "samples the linear classifier's weights; head {} cannot apply to it",
+            options.head.name()
+        ));
+    }
+    Ok(())
 }
 
 /// Refuses an ensemble the architecture does not build, or with a head it

@@ -20,6 +20,7 @@ use csam_data::{Augmentation, BatchLoader, Dataset, LoaderOptions, Normalization
 use csam_nn::loss::{AdaFocal, AdaFocalBins, CorrectnessHistory, TrainingLoss};
 use csam_nn::mixing::TrainBatch;
 use csam_nn::model::balcal::HeadLogits;
+use csam_nn::model::bayesian::kl_weight;
 use csam_nn::model::weights::{load_safetensors_file_with, LoadOptions, WeightsError};
 use csam_nn::model::{build_model_with, Head, InputShape, Mode, Model, ModelKind, ModelOptions};
 use csam_nn::optim::{
@@ -75,6 +76,18 @@ pub struct Trainer {
     schedule: LrSchedule,
     sam_every: usize,
     clip: Option<f64>,
+    /// The KL term of a model that learns a posterior.
+    kl: Option<KlTerm>,
+}
+
+/// The KL term `kl_weight(t) KL(q || p) / N` of a Bayesian model's
+/// objective ([`csam_nn::model::bayesian`]).
+#[derive(Debug, Clone, Copy)]
+struct KlTerm {
+    /// The steps of the KL weight's linear warm-up (0: none).
+    annealing_steps: u64,
+    /// `N`, the training split's size.
+    n_train: f64,
 }
 
 /// What updates the weights.
@@ -270,6 +283,10 @@ impl Trainer {
             schedule: build_schedule(optim, epochs, steps_per_epoch)?,
             sam_every: optim.rule.sharpness().map_or(1, |s| s.every),
             clip: optim.clip,
+            kl: network.is_bayesian().then(|| KlTerm {
+                annealing_steps: (model.bayesian.kl_annealing_epochs() * steps_per_epoch) as u64,
+                n_train: n_train as f64,
+            }),
             vs,
             model: network,
         })
@@ -353,9 +370,19 @@ impl Trainer {
     }
 
     /// The batch of `global_step` as the step feeds it to the model: mixed
-    /// with the draw of (run seed, step), so a resumed run mixes the same.
+    /// with the draw of (run seed, step), so a resumed run mixes the same;
+    /// for a Bayesian model, with the step's KL weight, and the model set
+    /// to sample the weights of (run seed, step) in every pass of the step
+    /// (SAM's two passes perturb one sampled network; a resumed run samples
+    /// the same).
     fn batch(&self, xs: &Tensor, ys: &Tensor, global_step: usize) -> Result<TrainBatch> {
         let (mixing, seed) = (self.objective.mixing, self.objective.seed);
+        if let Some(kl) = self.kl {
+            self.model
+                .set_noise_seed(epoch_seed(seed ^ FLIPOUT_SALT, global_step + 1) as u64);
+            let weight = kl_weight(global_step as u64, kl.annealing_steps) / kl.n_train;
+            return Ok(TrainBatch::plain(xs, ys).with_kl_weight(weight));
+        }
         if mixing.is_none() {
             return Ok(TrainBatch::plain(xs, ys));
         }
@@ -486,6 +513,8 @@ const HISTORY_STATE: &str = "loss.correctness_history";
 
 /// Sets the mixing draws' stream apart from the epochs' (same SplitMix64).
 const MIXING_SALT: u64 = 0x6d69_7875_7073;
+/// Sets the Flipout noise's seeds apart from the epochs' and the mixing's.
+const FLIPOUT_SALT: u64 = 0x666c_6970_6f75_74;
 
 /// The input shape of a data set's examples.
 pub fn input_shape(dataset: &Dataset) -> InputShape {
