@@ -39,7 +39,15 @@ fn a_vi_run_trains_with_csam_and_compare_trains_vi_without_weight_decay() {
     let out = dir.path().join("cmp");
     let compared = csam(
         &[
-            &["compare", "--epochs", "1", "--seeds", "0", "--methods", "vi"][..],
+            &[
+                "compare",
+                "--epochs",
+                "1",
+                "--seeds",
+                "0",
+                "--methods",
+                "vi",
+            ][..],
             &["--out", out.to_str().unwrap()],
             DIGITS_MLP,
         ]
@@ -71,11 +79,25 @@ fn refusals_are_one_line() {
         &["weight_decay", "rho"],
     );
     assert_one_line_error(
-        &train(&["--bayesian", "mean-field", "--weight-decay", "0", "--optimizer", "bsam"]),
+        &train(&[
+            "--bayesian",
+            "mean-field",
+            "--weight-decay",
+            "0",
+            "--optimizer",
+            "bsam",
+        ]),
         &["bsam", "mean-field"],
     );
     assert_one_line_error(
-        &train(&["--bayesian", "mean-field", "--weight-decay", "0", "--prior-std", "0"]),
+        &train(&[
+            "--bayesian",
+            "mean-field",
+            "--weight-decay",
+            "0",
+            "--prior-std",
+            "0",
+        ]),
         &["prior_std"],
     );
     let vit = csam(&[

@@ -22,7 +22,7 @@ use csam_nn::model::{
     ModelOptions, TrainingPass,
 };
 use csam_nn::optim::{plain_step, Perturbation, SamConfig, SamStep, Sgd, SgdConfig};
-use support::{close, lock_generator, python, run_twin};
+use support::{close, lock_generator, python, refusal, run_twin, with_gradients};
 use tch::{nn::VarStore, Device, Kind, Tensor};
 
 const CLASSES: i64 = 4;
@@ -80,17 +80,7 @@ fn objective(
         .forward(model)
         .unwrap();
     let loss = TrainingLoss::default();
-    let value = pass.objective(|s, t| loss.mean_of(s, t)).unwrap();
-    let mut trainable: Vec<(String, Tensor)> = vs
-        .variables()
-        .into_iter()
-        .filter(|(_, t)| t.requires_grad())
-        .collect();
-    trainable.sort_by(|a, b| a.0.cmp(&b.0));
-    let tensors: Vec<&Tensor> = trainable.iter().map(|(_, t)| t).collect();
-    let grads = Tensor::run_backward(&[&value], &tensors, false, false);
-    let named = trainable.into_iter().map(|(name, _)| name).zip(grads);
-    (value.detach(), named.collect())
+    with_gradients(pass.objective(|s, t| loss.mean_of(s, t)).unwrap(), vs)
 }
 
 #[test]
@@ -123,7 +113,7 @@ fn mlp_and_cnn_match_the_papers_formula_in_pytorch_float64() {
         tch::no_grad(|| {
             for (name, mut var) in vs.variables() {
                 if name.ends_with("weight_rho") {
-                    let _ = var.copy_(&(var.randn_like() * 0.5 - 0.5));
+                    var.copy_(&(var.randn_like() * 0.5 - 0.5));
                 }
             }
         });
@@ -290,19 +280,7 @@ fn a_seed_is_one_sampled_network_and_a_sam_step_perturbs_it() {
 #[test]
 fn refusals_are_one_line() {
     let _generator = lock_generator();
-    let vs = VarStore::new(Device::Cpu);
-    let refuse = |arch: &str, options: ModelOptions| {
-        let built = build_model_with(
-            arch.parse().unwrap(),
-            &vs.root(),
-            shape(3, 8, 8),
-            4,
-            &options,
-        );
-        let message = built.unwrap_err().to_string();
-        assert!(!message.contains('\n'), "{message}");
-        message
-    };
+    let refuse = |arch: &str, options: ModelOptions| refusal(arch, &options);
     let vi = options(Bayesian::mean_field());
     for arch in ["vit-ti16", "wrn-16-4", "resnet18", "pyramidnet110-a48"] {
         let message = refuse(arch, vi.clone());

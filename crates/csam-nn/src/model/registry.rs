@@ -568,6 +568,15 @@ pub fn build_model_with(
     })
 }
 
+/// The architectures that build members and Gaussian layers, comma-separated.
+fn member_models() -> String {
+    let takes: Vec<&str> = ModelKind::all()
+        .filter(ModelKind::takes_members)
+        .map(|k| k.name())
+        .collect();
+    takes.join(", ")
+}
+
 /// Refuses a posterior outside its definition, on an architecture that does
 /// not build Gaussian layers, or with members or a head it does not
 /// combine with.
@@ -586,14 +595,7 @@ fn check_bayesian(kind: ModelKind, options: &ModelOptions) -> Result<(), ModelEr
         .validate()
         .map_err(|e| ModelError::InvalidConfig(e.to_string()))?;
     if !kind.takes_members() {
-        let takes: Vec<&str> = ModelKind::all()
-            .filter(ModelKind::takes_members)
-            .map(|k| k.name())
-            .collect();
-        return refuse(format!(
-            "applies to models {}, not {kind}",
-            takes.join(", ")
-        ));
+        return refuse(format!("applies to models {}, not {kind}", member_models()));
     }
     if !options.ensemble.is_single() {
         return refuse(format!(
@@ -621,14 +623,10 @@ fn check_ensemble(kind: ModelKind, options: &ModelOptions) -> Result<(), ModelEr
         .validate()
         .map_err(|e| ModelError::InvalidConfig(e.to_string()))?;
     if !kind.takes_members() {
-        let takes: Vec<&str> = ModelKind::all()
-            .filter(ModelKind::takes_members)
-            .map(|k| k.name())
-            .collect();
         return Err(ModelError::InvalidConfig(format!(
             "ensemble {} applies to models {}, not {kind}",
             ensemble.name(),
-            takes.join(", ")
+            member_models()
         )));
     }
     if !options.head.is_linear() {

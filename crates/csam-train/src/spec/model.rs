@@ -70,10 +70,10 @@ pub struct ModelSpec {
     pub ensemble: Ensemble,
     /// Point estimates of the weights, or a posterior over them (the branch
     /// `[model.bayesian]`, tagged by `kind`: `none`, or `mean-field` with
-    /// `prior_std`, `samples` and `kl_annealing_epochs`); left out of
-    /// `config.toml` when none, so runs written before it load and compare
-    /// equal.
-    #[serde(default, skip_serializing_if = "Bayesian::is_none")]
+    /// `prior_std`, `samples` and `kl_annealing_epochs`; point estimates in
+    /// the `config.toml` of runs written before it existed). Always written,
+    /// as `[model.ensemble]`, so that a refusal names the chosen branch.
+    #[serde(default)]
     pub bayesian: Bayesian,
 }
 

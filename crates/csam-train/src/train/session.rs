@@ -514,7 +514,7 @@ const HISTORY_STATE: &str = "loss.correctness_history";
 /// Sets the mixing draws' stream apart from the epochs' (same SplitMix64).
 const MIXING_SALT: u64 = 0x6d69_7875_7073;
 /// Sets the Flipout noise's seeds apart from the epochs' and the mixing's.
-const FLIPOUT_SALT: u64 = 0x666c_6970_6f75_74;
+const FLIPOUT_SALT: u64 = 0x0066_6c69_706f_7574;
 
 /// The input shape of a data set's examples.
 pub fn input_shape(dataset: &Dataset) -> InputShape {
