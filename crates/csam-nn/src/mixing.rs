@@ -193,6 +193,10 @@ pub struct TrainBatch {
     /// members reads, when they are drawn per member (MIMO); `None`: every
     /// member reads the batch as it is.
     rows: Option<Tensor>,
+    /// The weight `w` of the model's KL term `w KL(q || p)` in every pass's
+    /// objective, when the model learns a posterior (see
+    /// [`TrainBatch::with_kl_weight`]).
+    kl_weight: Option<f64>,
 }
 
 impl TrainBatch {
@@ -205,6 +209,7 @@ impl TrainBatch {
             coefficients: Coefficients::None,
             correctness: None,
             rows: None,
+            kl_weight: None,
         }
     }
 
@@ -217,6 +222,19 @@ impl TrainBatch {
         TrainBatch {
             rows: Some(rows),
             ..TrainBatch::plain(xs, ys)
+        }
+    }
+
+    /// The same batch with every pass's objective adding `weight KL(q || p)`,
+    /// the KL term the model gives ([`TrainingPass::kl_divergence`]; nothing
+    /// for a model without one): the negative evidence lower bound per
+    /// example with `weight = kl_weight(t) / N` (see
+    /// [`crate::model::bayesian`]). Its sub-batches ([`TrainBatch::split`])
+    /// carry the whole term, so their size-weighted mean does.
+    pub fn with_kl_weight(self, weight: f64) -> TrainBatch {
+        TrainBatch {
+            kl_weight: Some(weight),
+            ..self
         }
     }
 
@@ -253,6 +271,7 @@ impl TrainBatch {
             coefficients: draw.coefficients,
             correctness: None,
             rows: None,
+            kl_weight: None,
         })
     }
 
@@ -292,6 +311,7 @@ impl TrainBatch {
                 .into_iter()
                 .map(|part| TrainBatch {
                     rows: Some(part),
+                    kl_weight: self.kl_weight,
                     ..TrainBatch::plain(&self.inputs[0], &self.targets)
                 })
                 .collect());
@@ -312,13 +332,27 @@ impl TrainBatch {
                 coefficients: self.coefficients,
                 correctness: correctness.as_ref().map(|c| c[i].shallow_clone()),
                 rows: None,
+                kl_weight: self.kl_weight,
             })
             .collect())
     }
 
     /// One forward pass (train mode) over the batch: the terms of the
-    /// objective.
+    /// objective, and the model's weighted KL term when the batch has a
+    /// weight for it.
     pub fn forward<M: TrainingPass + ?Sized>(&self, model: &M) -> Result<Forward, LossError> {
+        let mut pass = self.loss_terms(model)?;
+        if let Some(weight) = self.kl_weight {
+            pass.penalty = model
+                .kl_divergence()
+                .map(|kl| kl.f_mul_scalar(weight))
+                .transpose()?;
+        }
+        Ok(pass)
+    }
+
+    /// One forward pass (train mode) over the batch: the loss's terms.
+    fn loss_terms<M: TrainingPass + ?Sized>(&self, model: &M) -> Result<Forward, LossError> {
         let mut outputs: Vec<Outputs> = match &self.rows {
             None => self
                 .inputs
@@ -346,6 +380,7 @@ impl TrainBatch {
                 ],
                 shown: Some((scores(&outputs[0].logits)?, y.shallow_clone())),
                 heads: Some((linear, etf)),
+                penalty: None,
             });
         }
         if let Some(members) = outputs[0].members.take() {
@@ -376,6 +411,7 @@ impl TrainBatch {
             terms,
             shown: None,
             heads: None,
+            penalty: None,
         })
     }
 
@@ -409,6 +445,7 @@ impl TrainBatch {
                 terms: member_terms(members, &targets, 1.0 / m as f64, own_scores)?,
                 shown: Some((Scores::new(logits, y)?, y.shallow_clone())),
                 heads: None,
+                penalty: None,
             });
         };
         if self.correctness.is_some() {
@@ -426,6 +463,7 @@ impl TrainBatch {
             terms: member_terms(members, &targets.reshape([m, -1]), 1.0, Scores::new)?,
             shown: Some((Scores::new(&flat, &targets)?, targets)),
             heads: None,
+            penalty: None,
         })
     }
 
@@ -498,12 +536,30 @@ pub struct Forward {
     shown: Option<(Scores, Tensor)>,
     /// A two-headed model's `(linear, scaled ETF)` logits, as its terms.
     heads: Option<(Tensor, Tensor)>,
+    /// The weighted KL term of a model that learns a posterior.
+    penalty: Option<Tensor>,
 }
 
 impl Forward {
-    /// `sum_t w_t loss(scores_t, targets_t)`; the loss itself for an
-    /// unmixed batch (no multiplication by 1).
+    /// `sum_t w_t loss(scores_t, targets_t)`, plus the weighted KL term of
+    /// a model that learns a posterior; the loss itself for an unmixed
+    /// batch (no multiplication by 1) of a point-estimate model.
     pub fn objective<E>(
+        &self,
+        loss: impl Fn(&Scores, &Tensor) -> Result<Tensor, E>,
+    ) -> Result<Tensor, E>
+    where
+        E: From<LossError>,
+    {
+        let data = self.data_objective(loss)?;
+        match &self.penalty {
+            None => Ok(data),
+            Some(penalty) => data.f_add(penalty).map_err(|e| E::from(LossError::from(e))),
+        }
+    }
+
+    /// `sum_t w_t loss(scores_t, targets_t)`.
+    fn data_objective<E>(
         &self,
         loss: impl Fn(&Scores, &Tensor) -> Result<Tensor, E>,
     ) -> Result<Tensor, E>
@@ -545,8 +601,9 @@ impl Forward {
         self.heads.as_ref().map(|(linear, etf)| (linear, etf))
     }
 
-    /// Whether the pass fed the batch as it is (its objective is the loss).
+    /// Whether the pass fed the batch as it is and its objective is the
+    /// loss (no KL term).
     pub fn is_plain(&self) -> bool {
-        self.terms.len() == 1
+        self.terms.len() == 1 && self.penalty.is_none()
     }
 }

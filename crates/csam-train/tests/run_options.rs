@@ -240,6 +240,16 @@ fn every_option_trains_changes_the_run_and_resumes_bit_identically() {
              input_repetition = 0.25\noptimizer = \"sam\"\nm = 16\n",
             "optimizer = \"sam\"\nm = 16\n",
         ),
+        // Mean-field VI: rho is trained, saved and read back; the Flipout
+        // noise of each step (shared by its passes, and by the sub-batches
+        // of m-sharpness) and the annealed KL weight follow from the run's
+        // seed and the step, so a resumed run samples alike.
+        (
+            "vi-csam-m",
+            "bayesian = \"mean-field\"\nkl_annealing_epochs = 2\nweight_decay = 0.0\n\
+             optimizer = \"csam\"\nm = 16\n",
+            "weight_decay = 0.0\noptimizer = \"csam\"\nm = 16\n",
+        ),
         // Mixed batches: the seeded draws replay on resume; m-sharpness
         // splits the mixed batch.
         ("mixup", "mixing = \"mixup\"\nmixup_alpha = 0.4\n", ""),
@@ -290,23 +300,53 @@ fn batch_ensemble_checkpoints_hold_every_members_weights_and_resume_bit_identica
     let dir = tempfile::tempdir().unwrap();
     let option = spec("ensemble = \"batch-ensemble\"\noptimizer = \"sam\"\n");
     let whole = trains_and_resumes_bit_identically(&option, dir.path(), "BatchEnsemble");
-    let saved = tch::Tensor::read_safetensors(whole.join("model-last.safetensors")).unwrap();
+    // Digits: 64 features, 10 classes; hidden width 32; 4 members.
+    assert_last_weights_have(
+        &whole,
+        &[
+            ("1.weight", &[32, 64]),
+            ("1.r", &[4, 64]),
+            ("1.s", &[4, 32]),
+            ("1.bias", &[4, 32]),
+            ("3.weight", &[10, 32]),
+            ("3.r", &[4, 32]),
+            ("3.s", &[4, 10]),
+            ("3.bias", &[4, 10]),
+        ],
+    );
+}
+
+#[test]
+fn vi_checkpoints_hold_the_posterior_and_resume_bit_identically() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let dir = tempfile::tempdir().unwrap();
+    let option = spec("bayesian = \"mean-field\"\nweight_decay = 0.0\noptimizer = \"sam\"\n");
+    let whole = trains_and_resumes_bit_identically(&option, dir.path(), "VI");
+    // Digits: 64 features, 10 classes; hidden width 32; deterministic biases.
+    assert_last_weights_have(
+        &whole,
+        &[
+            ("1.weight", &[32, 64]),
+            ("1.weight_rho", &[32, 64]),
+            ("1.bias", &[32]),
+            ("3.weight", &[10, 32]),
+            ("3.weight_rho", &[10, 32]),
+            ("3.bias", &[10]),
+        ],
+    );
+}
+
+/// Asserts that the run in `dir` saved its last weights with these names
+/// and shapes.
+fn assert_last_weights_have(dir: &Path, expected: &[(&str, &[i64])]) {
+    let saved = tch::Tensor::read_safetensors(dir.join("model-last.safetensors")).unwrap();
     let shapes: std::collections::HashMap<String, Vec<i64>> = saved
         .iter()
         .map(|(name, t)| (name.clone(), t.size()))
         .collect();
-    // Digits: 64 features, 10 classes; hidden width 32; 4 members.
-    for (name, shape) in [
-        ("1.weight", vec![32, 64]),
-        ("1.r", vec![4, 64]),
-        ("1.s", vec![4, 32]),
-        ("1.bias", vec![4, 32]),
-        ("3.weight", vec![10, 32]),
-        ("3.r", vec![4, 32]),
-        ("3.s", vec![4, 10]),
-        ("3.bias", vec![4, 10]),
-    ] {
-        assert_eq!(shapes.get(name), Some(&shape), "{name} in {shapes:?}");
+    for (name, shape) in expected {
+        let got = shapes.get(*name).map(Vec::as_slice);
+        assert_eq!(got, Some(*shape), "{name} in {shapes:?}");
     }
 }
 

@@ -36,6 +36,7 @@ fn sample_value(name: &str, kind: ValueKind) -> toml::Value {
         "mixing" => V::String("mit-l".into()),
         "head" => V::String("balcal".into()),
         "ensemble" => V::String("batch-ensemble".into()),
+        "bayesian" => V::String("mean-field".into()),
         "mit_margin" => V::Float(0.25),
         "adafocal_gamma_max" => V::Float(10.0),
         "adafocal_gamma_min" => V::Float(-1.0),
@@ -98,6 +99,10 @@ fn every_key_round_trips_through_the_spec_and_its_toml() {
         if key.name == "schedule" {
             pairs.push(("epochs", toml::Value::Integer(10)));
         }
+        if pairs.iter().any(|(name, _)| *name == "bayesian") {
+            // A posterior is regularised by its KL term alone.
+            pairs.push(("weight_decay", toml::Value::Float(0.0)));
+        }
         if key.name == "init_new_classifier" {
             // A fresh classifier over initial weights needs the weights.
             pairs.push(("init", sample_value("init", ValueKind::Text)));
@@ -156,6 +161,7 @@ fn every_key_on_a_branch_that_does_not_read_it_is_refused() {
                 "head" => ["linear", "balcal"].as_slice(),
                 "ensemble" => ["single", "batch-ensemble", "mimo"].as_slice(),
                 "sam_policy" => ["every", "rst", "looksam", "aesam"].as_slice(),
+                "bayesian" => ["none", "mean-field"].as_slice(),
                 other => panic!("selector {other} has no branch list here"),
             })
             .unwrap();
@@ -501,6 +507,46 @@ fn bad_values_are_refused_naming_the_key() {
                 ("random_sign_init", V::Float(1.5)),
             ],
             "random_sign_init",
+        ),
+        (vec![("bayesian", "mean-field".into())], "weight_decay"),
+        (
+            vec![
+                ("bayesian", "mean-field".into()),
+                ("weight_decay", V::Float(0.0)),
+                ("mixing", "mixup".into()),
+            ],
+            "mixing",
+        ),
+        (
+            vec![
+                ("bayesian", "mean-field".into()),
+                ("weight_decay", V::Float(0.0)),
+                ("optimizer", "bsam".into()),
+            ],
+            "optimizer",
+        ),
+        (
+            vec![
+                ("bayesian", "mean-field".into()),
+                ("ensemble", "batch-ensemble".into()),
+            ],
+            "bayesian",
+        ),
+        (
+            vec![
+                ("bayesian", "mean-field".into()),
+                ("weight_decay", V::Float(0.0)),
+                ("prior_std", V::Float(0.0)),
+            ],
+            "prior_std",
+        ),
+        (
+            vec![
+                ("bayesian", "mean-field".into()),
+                ("weight_decay", V::Float(0.0)),
+                ("posterior_samples", V::Integer(0)),
+            ],
+            "posterior_samples",
         ),
         (
             vec![

@@ -1,6 +1,7 @@
 //! A method of a comparison: a training objective (a loss, how batches are
 //! fed: as they are, mixed up, MIT-L, the classifier: linear or BalCAL's
-//! two, and the members: one network, a BatchEnsemble or a MIMO) under an update
+//! two, the members: one network, a BatchEnsemble or a MIMO, and the weights:
+//! point estimates or a mean-field posterior) under an update
 //! rule, named as on the command line, and how it predicts: one network, a
 //! deep ensemble of N, or N MC-Dropout passes.
 //! `sgd`, `sam`, `asam`, `csam`, `vasso` and `bsam` train cross entropy with
@@ -23,7 +24,7 @@ use csam_nn::loss::{
     PairwiseConstraints, TrainingLoss,
 };
 use csam_nn::mixing::Mixing;
-use csam_nn::model::{Ensemble, Head};
+use csam_nn::model::{Bayesian, Ensemble, Head};
 use csam_nn::optim::SamPolicy;
 use csam_train::spec::{OptimizerFamily, RunSpec};
 
@@ -39,15 +40,23 @@ pub struct Objective {
     pub head: Head,
     /// One network, or several members in one.
     pub ensemble: Ensemble,
+    /// Point estimates of the weights, or a posterior over them.
+    pub bayesian: Bayesian,
 }
 
 impl Objective {
-    /// Sets the run's loss, mixing, head and members to this objective's.
+    /// Sets the run's loss, mixing, head, members and posterior to this
+    /// objective's; a posterior's run has no weight decay (its KL term is
+    /// the regulariser; Ovadia et al. 2019 train it without decay).
     pub fn apply(self, spec: &mut RunSpec) {
         spec.loss = self.loss;
         spec.mixing = self.mixing;
         spec.model.head = self.head;
         spec.model.ensemble = self.ensemble;
+        spec.model.bayesian = self.bayesian;
+        if !self.bayesian.is_none() {
+            spec.optim.weight_decay = 0.0;
+        }
     }
 }
 
@@ -108,6 +117,10 @@ const OBJECTIVES: &[(&str, WithDefaults)] = &[
     }),
     ("mimo", || Objective {
         ensemble: Ensemble::mimo(),
+        ..Objective::default()
+    }),
+    ("vi", || Objective {
+        bayesian: Bayesian::mean_field(),
         ..Objective::default()
     }),
 ];
@@ -336,10 +349,10 @@ fn unknown(text: &str) -> String {
     let policies: Vec<&str> = SamPolicy::all()[1..].iter().map(SamPolicy::name).collect();
     format!(
         "unknown method {text:?}: a rule (sgd, sam, asam, csam, vasso, bsam), a loss, mixing, \
-         head or ensemble ({}) or NAME+RULE such as focal+csam, with an efficient SAM policy \
-         ({}) before a SAM-family rule (looksam+csam, focal+rst+sam), each optionally \
-         followed by -ensembleN or -mc-dropoutN (csam-ensemble5; ensemble5 and mc-dropout5 \
-         alone are SGD's)",
+         head, ensemble or posterior ({}) or NAME+RULE such as focal+csam, with an efficient \
+         SAM policy ({}) before a SAM-family rule (looksam+csam, focal+rst+sam), each \
+         optionally followed by -ensembleN or -mc-dropoutN (csam-ensemble5; ensemble5 and \
+         mc-dropout5 alone are SGD's)",
         losses.join(", "),
         policies.join(", ")
     )
@@ -503,6 +516,10 @@ mod tests {
         assert_eq!(
             "mimo".parse::<Method>().unwrap().objective().ensemble,
             Ensemble::mimo()
+        );
+        assert_eq!(
+            "vi+csam".parse::<Method>().unwrap().objective().bayesian,
+            Bayesian::mean_field()
         );
         assert!("balcal"
             .parse::<Method>()

@@ -14,8 +14,8 @@
 //! ```
 //!
 //! Only keys of the loss, of the mixing, of the classifier head (BalCAL's),
-//! of the ensemble (BatchEnsemble's, MIMO's), of the update rule and of its
-//! efficient SAM policy (`looksam_k`) may be set: every method of
+//! of the ensemble (BatchEnsemble's, MIMO's), of the posterior (VI's), of the update rule
+//! and of its efficient SAM policy (`looksam_k`) may be set: every method of
 //! a comparison shares its data, model, epochs, base optimiser, learning
 //! rate and seeds (the paper's protocol), so a key of those is refused, as
 //! is a key its method does not read (`rho` for `sgd`). The settings are
@@ -146,13 +146,14 @@ fn check_key(name: &str, method: Method) -> std::result::Result<(), String> {
         || path.starts_with(&["optim", "policy"])
         || path.starts_with(&["model", "head"])
         || path.starts_with(&["model", "ensemble"])
+        || path.starts_with(&["model", "bayesian"])
         || (path == ["model", "dropout"] && matches!(method.prediction, Prediction::McDropout(_)));
     match own && path.last() != Some(&"kind") {
         true => Ok(()),
         false => Err(format!(
             "`{name}` cannot differ between methods: a comparison shares it (a method's own \
-             settings are its loss's, mixing's, head's, ensemble's and update rule's \
-             parameters, and MC-Dropout's dropout rate)"
+             settings are its loss's, mixing's, head's, ensemble's, posterior's and update \
+             rule's parameters, and MC-Dropout's dropout rate)"
         )),
     }
 }

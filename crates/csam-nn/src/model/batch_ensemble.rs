@@ -20,7 +20,11 @@
 //! variables of the `VarStore`: trained, saved in checkpoints and loaded by
 //! `--init` as the others.
 
+use std::sync::Arc;
+
+use super::bayesian::Posterior;
 use super::ensemble::Ensemble;
+use super::flipout::Flipout;
 use super::layers::{self, Conv2d, Linear};
 use tch::nn::{self, Init};
 use tch::Tensor;
@@ -82,32 +86,40 @@ fn broadcast_shape(values: &Tensor, dim: usize) -> Vec<i64> {
     shape
 }
 
-/// How a network's convolutions and linear layers are built: plain, or as
+/// How a network's convolutions and linear layers are built: plain, as
 /// BatchEnsemble layers of `size` members whose fast weights start as
-/// `random_sign_init` says ([`Ensemble::BatchEnsemble`]).
+/// `random_sign_init` says ([`Ensemble::BatchEnsemble`]), or as mean-field
+/// Gaussian layers of a posterior ([`super::flipout`]).
 #[derive(Debug, Clone, Copy)]
-pub(crate) struct Members(Option<(i64, f64)>);
+pub(crate) struct Members<'a>(Option<(i64, f64)>, Option<&'a Arc<Posterior>>);
 
-impl Members {
+impl<'a> Members<'a> {
     /// Plain layers.
     pub(crate) fn one() -> Self {
-        Members(None)
+        Members(None, None)
     }
 
     /// The layers `ensemble` asks for (MIMO's are plain).
     pub(crate) fn of(ensemble: &Ensemble) -> Self {
         match *ensemble {
-            Ensemble::Single | Ensemble::Mimo { .. } => Members(None),
+            Ensemble::Single | Ensemble::Mimo { .. } => Members(None, None),
             Ensemble::BatchEnsemble {
                 size,
                 random_sign_init,
-            } => Members(Some((size, random_sign_init))),
+            } => Members(Some((size, random_sign_init)), None),
         }
+    }
+
+    /// The same layers as Gaussian ones of `posterior`, when there is one
+    /// (the model refuses it together with members).
+    pub(crate) fn with_posterior(self, posterior: Option<&'a Arc<Posterior>>) -> Self {
+        Members(self.0, posterior)
     }
 
     /// A bias-free convolution under `p` as [`layers::conv_no_bias`],
     /// with fast weights `r` `[M, c_in]` and `s` `[M, c_out]` when this
-    /// builds members.
+    /// builds members, its weight the mean of a Gaussian one with a
+    /// posterior.
     pub(crate) fn conv_no_bias(
         &self,
         p: &nn::Path,
@@ -115,6 +127,10 @@ impl Members {
         init: Init,
     ) -> Conv2d {
         let conv = layers::conv_no_bias(p, c_in, c_out, kernel, stride, init);
+        if let Some(posterior) = self.1 {
+            let flipout = Flipout::new(p, conv.weight(), posterior, Some((stride, kernel / 2)));
+            return conv.with_flipout(flipout);
+        }
         let Some((size, fast_init)) = self.0 else {
             return conv;
         };
@@ -129,10 +145,16 @@ impl Members {
     /// bias, uniform in +-1/sqrt(d_in)); with members, its weight is shared,
     /// its bias is one per member, `bias` `[M, d_out]`, each drawn as the
     /// plain layer's, and it has fast weights `r` `[M, d_in]` and `s`
-    /// `[M, d_out]`.
+    /// `[M, d_out]`; with a posterior, its weight is the mean of a Gaussian
+    /// one.
     pub(crate) fn linear(&self, p: &nn::Path, d_in: i64, d_out: i64, ws_init: Init) -> Linear {
         let Some((size, fast_init)) = self.0 else {
-            return layers::linear(p, d_in, d_out, ws_init);
+            let linear = layers::linear(p, d_in, d_out, ws_init);
+            let Some(posterior) = self.1 else {
+                return linear;
+            };
+            let flipout = Flipout::new(p, linear.weight(), posterior, None);
+            return linear.with_flipout(flipout);
         };
         let config = nn::LinearConfig {
             ws_init,

@@ -14,6 +14,7 @@ use std::cell::Cell;
 use tch::{nn, nn::Module, Tensor};
 
 use super::batch_ensemble::FastWeights;
+use super::flipout::Flipout;
 
 thread_local! {
     /// The multiply-adds counted so far, while counting.
@@ -41,17 +42,37 @@ pub(crate) fn count_macs(forward: impl FnOnce()) -> u64 {
 /// A 2-D convolution that counts `output elements x c_in / groups x kh x kw`;
 /// with [`FastWeights`], a BatchEnsemble convolution (the count is the
 /// shared convolution's on the members' stacked batch; the fast weights'
-/// products are elementwise, not counted).
+/// products are elementwise, not counted); with [`Flipout`], a mean-field
+/// Gaussian convolution (its perturbation's convolution counted as the
+/// mean's).
 #[derive(Debug)]
 pub(crate) struct Conv2d {
     conv: nn::Conv2D,
     fast: Option<FastWeights>,
+    flipout: Option<Flipout>,
 }
 
 impl Conv2d {
     /// The convolution itself.
     pub(crate) fn plain(conv: nn::Conv2D) -> Self {
-        Self { conv, fast: None }
+        Self {
+            conv,
+            fast: None,
+            flipout: None,
+        }
+    }
+
+    /// The convolution as the mean of a Gaussian one with this scale.
+    pub(crate) fn with_flipout(self, flipout: Flipout) -> Self {
+        Self {
+            flipout: Some(flipout),
+            ..self
+        }
+    }
+
+    /// The weight `[c_out, c_in, kh, kw]` (the mean, with Flipout).
+    pub(crate) fn weight(&self) -> &Tensor {
+        &self.conv.ws
     }
 
     /// The convolution, shared by members with these fast weights.
@@ -70,25 +91,48 @@ impl Module for Conv2d {
             add(|| out.numel() as i64 * self.conv.ws.size()[1..].iter().product::<i64>());
             out
         };
-        match &self.fast {
-            None => shared(xs),
-            Some(fast) => fast.forward(xs, shared),
+        match (&self.fast, &self.flipout) {
+            (Some(fast), _) => fast.forward(xs, shared),
+            (None, Some(flipout)) => shared(xs) + perturbation(flipout, xs, &self.conv.ws),
+            (None, None) => shared(xs),
         }
     }
 }
 
+/// `flipout`'s perturbation of `xs` for the layer of mean `mu`, counted as
+/// the layer's own product (`output elements x` the weight's fan-in).
+fn perturbation(flipout: &Flipout, xs: &Tensor, mu: &Tensor) -> Tensor {
+    let out = flipout.perturbation(xs, mu);
+    add(|| out.numel() as i64 * mu.size()[1..].iter().product::<i64>());
+    out
+}
+
 /// A linear layer that counts `output elements x d_in`; with
-/// [`FastWeights`], a BatchEnsemble linear layer (counted as [`Conv2d`]).
+/// [`FastWeights`], a BatchEnsemble linear layer, with [`Flipout`], a
+/// mean-field Gaussian one (counted as [`Conv2d`]).
 #[derive(Debug)]
 pub(crate) struct Linear {
     linear: nn::Linear,
     fast: Option<FastWeights>,
+    flipout: Option<Flipout>,
 }
 
 impl Linear {
     /// The linear layer itself.
     pub(crate) fn plain(linear: nn::Linear) -> Self {
-        Self { linear, fast: None }
+        Self {
+            linear,
+            fast: None,
+            flipout: None,
+        }
+    }
+
+    /// The layer as the mean of a Gaussian one with this scale.
+    pub(crate) fn with_flipout(self, flipout: Flipout) -> Self {
+        Self {
+            flipout: Some(flipout),
+            ..self
+        }
     }
 
     /// The layer (without bias), shared by members with these fast
@@ -113,9 +157,10 @@ impl Module for Linear {
             add(|| out.numel() as i64 * self.linear.ws.size()[1]);
             out
         };
-        match &self.fast {
-            None => shared(xs),
-            Some(fast) => fast.forward(xs, shared),
+        match (&self.fast, &self.flipout) {
+            (Some(fast), _) => fast.forward(xs, shared),
+            (None, Some(flipout)) => shared(xs) + perturbation(flipout, xs, &self.linear.ws),
+            (None, None) => shared(xs),
         }
     }
 }

@@ -18,11 +18,18 @@
 //! the small CNN and the CIFAR ResNets as BatchEnsemble or MIMO): it trains
 //! on each member's logits ([`Outputs::members`]) and predicts with the log
 //! of their mean probabilities ([`ensemble`] says where each happens).
+//!
+//! A model may learn a posterior over its weights ([`Bayesian`]; the same
+//! architectures, mean-field with Flipout): its training objective adds the
+//! KL term the model gives ([`TrainingPass::kl_divergence`]) and it predicts
+//! with the mean probabilities of weight samples ([`bayesian`] says how).
 
 pub mod balcal;
 mod batch_ensemble;
+pub mod bayesian;
 mod cnn;
 pub mod ensemble;
+pub mod flipout;
 mod head;
 mod imagenet_resnet;
 mod layers;
@@ -38,6 +45,7 @@ pub mod weights;
 mod wrn;
 
 pub use balcal::{BalcalHead, TwoHeads};
+pub use bayesian::Bayesian;
 pub use cnn::SmallCnn;
 pub use ensemble::{mixture_logits, Ensemble};
 pub use head::Head;
@@ -50,6 +58,7 @@ pub use torchscript::TorchScriptNetwork;
 pub use vit::{VisionTransformer, VitShape};
 pub use wrn::WideResNet;
 
+use std::sync::Arc;
 use tch::{nn, nn::ModuleT, Tensor};
 
 /// Errors raised while building a model.
@@ -192,6 +201,8 @@ pub struct Model {
     dropout: f64,
     /// The members the network holds.
     ensemble: Ensemble,
+    /// The posterior its Gaussian layers registered with, if any.
+    posterior: Option<Arc<bayesian::Posterior>>,
 }
 
 /// The outputs of a forward pass: the model's logits and, for a model with
@@ -228,6 +239,13 @@ pub trait TrainingPass: ModuleT {
     fn member_training_outputs(&self, _stacked: &Tensor) -> Option<Outputs> {
         None
     }
+
+    /// `KL(q || p)` of the model's posterior over its weights (a scalar the
+    /// objective differentiates), whatever its layers; `None` for point
+    /// estimates.
+    fn kl_divergence(&self) -> Option<Tensor> {
+        None
+    }
 }
 
 impl TrainingPass for nn::FuncT<'_> {}
@@ -241,6 +259,10 @@ impl TrainingPass for Model {
         let members = !self.ensemble.is_single();
         members.then(|| self.member_outputs(stacked, Mode::Train))
     }
+
+    fn kl_divergence(&self) -> Option<Tensor> {
+        self.posterior.as_ref().and_then(|posterior| posterior.kl())
+    }
 }
 
 impl Model {
@@ -253,7 +275,20 @@ impl Model {
     /// model has two, and each member's when it has members: every member
     /// reads the batch `[B, ...]` (stacked once per member, `[M B, ...]`,
     /// see [`ensemble`]), in every mode.
+    ///
+    /// With a posterior, a train-mode pass samples the weights of the seed
+    /// [`Model::set_noise_seed`] set; the other modes give the log of the
+    /// mean probabilities of its prediction samples ([`bayesian`]).
     pub fn outputs(&self, xs: &Tensor, mode: Mode) -> Outputs {
+        if let (Some(posterior), false) = (&self.posterior, mode == Mode::Train) {
+            let samples = posterior
+                .predictive_samples(|| self.network.classify(&self.network.features(xs, mode)));
+            return Outputs {
+                logits: mixture_logits(&samples),
+                heads: None,
+                members: None,
+            };
+        }
         if !self.ensemble.is_single() {
             let m = self.ensemble.members();
             return self.member_outputs(&ensemble::tile_members(xs, m), mode);
@@ -329,7 +364,9 @@ impl Model {
     /// it counts `M` times its network's (the fast weights' elementwise
     /// products are not counted, as BatchNorm's are not); a MIMO runs its
     /// one network once, whose first layer reads `M` times the channels and
-    /// whose classifier gives `M` times the classes.
+    /// whose classifier gives `M` times the classes; a Bayesian model runs
+    /// it once per prediction sample, each with the mean's and the Flipout
+    /// perturbation's products.
     pub fn forward_macs(&self, (kind, device): (tch::Kind, tch::Device)) -> Option<u64> {
         if !self.network.counts_macs() {
             return None;
@@ -348,6 +385,20 @@ impl Model {
     /// The members the network holds.
     pub fn ensemble(&self) -> Ensemble {
         self.ensemble
+    }
+
+    /// Whether it learns a posterior over its weights.
+    pub fn is_bayesian(&self) -> bool {
+        self.posterior.is_some()
+    }
+
+    /// Makes the following train-mode passes sample the weights of `seed`
+    /// (a training step sets one seed for all its passes, so SAM's two
+    /// passes see one sampled network); nothing for point estimates.
+    pub fn set_noise_seed(&self, seed: u64) {
+        if let Some(posterior) = &self.posterior {
+            posterior.set_seed(seed);
+        }
     }
 
     /// BalCAL's ETF classifier, when the model's [`Head`] is BalCAL.

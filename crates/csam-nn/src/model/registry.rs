@@ -3,6 +3,7 @@
 //! Adding an architecture is a new module and one line in `ARCHITECTURES`.
 
 use super::batch_ensemble::Members;
+use super::bayesian::{Bayesian, Posterior};
 use super::mimo;
 use super::{
     BalcalHead, Blocks, Ensemble, Head, ImageNetResNet, InputShape, Mlp, Model, ModelError,
@@ -12,6 +13,7 @@ use super::{
 use std::fmt;
 use std::path::PathBuf;
 use std::str::FromStr;
+use std::sync::Arc;
 use tch::nn;
 
 /// Options shared by the architectures (each uses those that apply to it).
@@ -38,6 +40,11 @@ pub struct ModelOptions {
     /// (BatchEnsemble, MIMO: the MLP, the small CNN and the CIFAR ResNets).
     #[serde(default)]
     pub ensemble: Ensemble,
+    /// Whether the weights are point estimates, or a posterior learnt by
+    /// variational inference (mean-field with Flipout: the same
+    /// architectures as BatchEnsemble).
+    #[serde(default)]
+    pub bayesian: Bayesian,
 }
 
 impl Default for ModelOptions {
@@ -50,6 +57,7 @@ impl Default for ModelOptions {
             drop_path: 0.0,
             shakedrop: 0.0,
             ensemble: Ensemble::Single,
+            bayesian: Bayesian::None,
         }
     }
 }
@@ -59,6 +67,15 @@ struct BuildArgs<'a> {
     input: InputShape,
     n_classes: i64,
     options: &'a ModelOptions,
+    /// The posterior whose Gaussian layers it builds, if any.
+    posterior: Option<&'a Arc<Posterior>>,
+}
+
+impl BuildArgs<'_> {
+    /// The layers the options ask for: members, or Gaussian layers.
+    fn members(&self) -> Members<'_> {
+        Members::of(&self.options.ensemble).with_posterior(self.posterior)
+    }
 }
 
 type Builder = fn(&nn::Path, &BuildArgs) -> Result<Box<dyn Network>, ModelError>;
@@ -74,17 +91,18 @@ struct Architecture {
     /// Whether the hidden widths (`mlp_hidden`) shape it.
     hidden_widths: bool,
     /// Whether it builds several members in one network when
-    /// [`ModelOptions::ensemble`] asks: its layers as BatchEnsemble layers,
-    /// or its input and output layers `M` times wider for MIMO (the
-    /// architectures csam builds them for: MLPs, small CNNs, CIFAR ResNets).
+    /// [`ModelOptions::ensemble`] asks (its layers as BatchEnsemble layers,
+    /// or its input and output layers `M` times wider for MIMO), and its
+    /// layers as mean-field Gaussian layers when [`ModelOptions::bayesian`]
+    /// does (the architectures the papers and their reference code use
+    /// them on: MLPs, small CNNs, CIFAR ResNets).
     members: bool,
     build: Builder,
 }
 
 fn resnet(p: &nn::Path, a: &BuildArgs, depth: i64) -> Result<Box<dyn Network>, ModelError> {
-    let members = Members::of(&a.options.ensemble);
     let shape = (a.input.channels, a.n_classes);
-    let net = ResNet::with_members(p, depth, shape, a.options.dropout, members)?;
+    let net = ResNet::with_members(p, depth, shape, a.options.dropout, a.members())?;
     Ok(Box::new(net))
 }
 
@@ -183,7 +201,7 @@ static ARCHITECTURES: &[Architecture] = &[
         build: |p, a| {
             let o = a.options;
             let shape = (a.input.features(), o.mlp_hidden.as_slice(), a.n_classes);
-            let net = Mlp::with_members(p, shape, o.dropout, Members::of(&o.ensemble))?;
+            let net = Mlp::with_members(p, shape, o.dropout, a.members())?;
             Ok(Box::new(net))
         },
     },
@@ -196,7 +214,7 @@ static ARCHITECTURES: &[Architecture] = &[
         build: |p, a| {
             let o = a.options;
             let shape = (a.input.channels, a.n_classes);
-            let net = SmallCnn::with_members(p, shape, o.dropout, Members::of(&o.ensemble));
+            let net = SmallCnn::with_members(p, shape, o.dropout, a.members());
             Ok(Box::new(net))
         },
     },
@@ -420,7 +438,8 @@ impl ModelKind {
     }
 
     /// Whether the architecture builds members, BatchEnsemble or MIMO
-    /// ([`ModelOptions::ensemble`]).
+    /// ([`ModelOptions::ensemble`]), and Gaussian layers
+    /// ([`ModelOptions::bayesian`]).
     pub fn takes_members(&self) -> bool {
         self.0.members
     }
@@ -522,16 +541,19 @@ pub fn build_model_with(
         Ensemble::Mimo { size, .. } => mimo::network_shape(input, n_classes, size),
         Ensemble::Single | Ensemble::BatchEnsemble { .. } => (input, n_classes),
     };
-    let args = BuildArgs {
-        input: network_input,
-        n_classes: network_classes,
-        options,
-    };
     options
         .head
         .validate()
         .map_err(|e| ModelError::InvalidConfig(e.to_string()))?;
     check_ensemble(kind, options)?;
+    check_bayesian(kind, options)?;
+    let posterior = Posterior::of(&options.bayesian).map(Arc::new);
+    let args = BuildArgs {
+        input: network_input,
+        n_classes: network_classes,
+        options,
+        posterior: posterior.as_ref(),
+    };
     let network = (kind.0.build)(p, &args)?;
     let balcal = match options.head {
         Head::Linear => None,
@@ -550,7 +572,52 @@ pub fn build_model_with(
         n_classes,
         dropout: options.dropout,
         ensemble: options.ensemble,
+        posterior,
     })
+}
+
+/// The architectures that build members and Gaussian layers, comma-separated.
+fn member_models() -> String {
+    let takes: Vec<&str> = ModelKind::all()
+        .filter(ModelKind::takes_members)
+        .map(|k| k.name())
+        .collect();
+    takes.join(", ")
+}
+
+/// Refuses a posterior outside its definition, on an architecture that does
+/// not build Gaussian layers, or with members or a head it does not
+/// combine with.
+fn check_bayesian(kind: ModelKind, options: &ModelOptions) -> Result<(), ModelError> {
+    let bayesian = options.bayesian;
+    if bayesian.is_none() {
+        return Ok(());
+    }
+    let refuse = |why: String| {
+        Err(ModelError::InvalidConfig(format!(
+            "bayesian {} {why}",
+            bayesian.name()
+        )))
+    };
+    bayesian
+        .validate()
+        .map_err(|e| ModelError::InvalidConfig(e.to_string()))?;
+    if !kind.takes_members() {
+        return refuse(format!("applies to models {}, not {kind}", member_models()));
+    }
+    if !options.ensemble.is_single() {
+        return refuse(format!(
+            "is a posterior over one network's weights; ensemble {} cannot apply to it",
+            options.ensemble.name()
+        ));
+    }
+    if !options.head.is_linear() {
+        return refuse(format!(
+            "samples the linear classifier's weights; head {} cannot apply to it",
+            options.head.name()
+        ));
+    }
+    Ok(())
 }
 
 /// Refuses an ensemble the architecture does not build, or with a head it
@@ -564,14 +631,10 @@ fn check_ensemble(kind: ModelKind, options: &ModelOptions) -> Result<(), ModelEr
         .validate()
         .map_err(|e| ModelError::InvalidConfig(e.to_string()))?;
     if !kind.takes_members() {
-        let takes: Vec<&str> = ModelKind::all()
-            .filter(ModelKind::takes_members)
-            .map(|k| k.name())
-            .collect();
         return Err(ModelError::InvalidConfig(format!(
             "ensemble {} applies to models {}, not {kind}",
             ensemble.name(),
-            takes.join(", ")
+            member_models()
         )));
     }
     if !options.head.is_linear() {

@@ -123,6 +123,12 @@ pub fn batch_objective(
                 .weighted_of(loss, scores, targets),
         })
         .unwrap();
+    with_gradients(value, vs)
+}
+
+/// `value` detached, and its gradients with respect to the trainable
+/// variables of `vs`, by name (sorted).
+pub fn with_gradients(value: Tensor, vs: &VarStore) -> (Tensor, Vec<(String, Tensor)>) {
     let mut trainable: Vec<(String, Tensor)> = vs
         .variables()
         .into_iter()
@@ -133,4 +139,20 @@ pub fn batch_objective(
     let grads = Tensor::run_backward(&[&value], &tensors, false, false);
     let named = trainable.into_iter().map(|(name, _)| name).zip(grads);
     (value.detach(), named.collect())
+}
+
+/// The one-line message with which building `arch` with `options` for
+/// `3x8x8` inputs and 4 classes is refused.
+pub fn refusal(arch: &str, options: &csam_nn::model::ModelOptions) -> String {
+    let vs = VarStore::new(tch::Device::Cpu);
+    let input = csam_nn::model::InputShape {
+        channels: 3,
+        height: 8,
+        width: 8,
+    };
+    let kind = arch.parse().unwrap();
+    let built = csam_nn::model::build_model_with(kind, &vs.root(), input, 4, options);
+    let message = built.unwrap_err().to_string();
+    assert!(!message.contains('\n'), "{message}");
+    message
 }

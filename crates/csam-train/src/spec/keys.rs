@@ -73,8 +73,8 @@ const PYRAMIDNETS: &[&str] = &[
     "pyramidnet110-a270",
     "pyramidnet272-a200",
 ];
-/// The architectures built with members, BatchEnsemble or MIMO (the MLP,
-/// the small CNN, the CIFAR ResNets).
+/// The architectures built with members (BatchEnsemble, MIMO) or mean-field
+/// Gaussian layers (the MLP, the small CNN, the CIFAR ResNets).
 const MEMBER_MODELS: &[&str] = &[
     "mlp",
     "cnn",
@@ -167,6 +167,14 @@ pub static KEYS: &[Key] = &[
         "MIMO's batch repetitions r >= 1: each member reads its own shuffle of the batch repeated r times (default 4, uncertainty-baselines' CIFAR setting)"),
     when("random_sign_init", &["model", "ensemble", "random_sign_init"], Real, ("ensemble", &["batch-ensemble"]),
         "How BatchEnsemble's fast weights start: v > 0 random signs, +1 with probability v; v <= 0 N(1, v^2) (default -0.5, uncertainty-baselines' CIFAR setting)"),
+    when("bayesian", &["model", "bayesian", "kind"], Text, ("model", MEMBER_MODELS),
+        "Posterior over the weights: none, or mean-field (variational inference with the Flipout estimator, Wen et al. 2018, as Ovadia et al. 2019: every weight N(mu, softplus(rho)^2), trained on the loss plus KL(q || p) / N, predicting with the mean probabilities of weight samples; needs weight_decay 0) (default none)"),
+    when("prior_std", &["model", "bayesian", "prior_std"], Real, ("bayesian", &["mean-field"]),
+        "The weights' prior N(0, prior_std^2), prior_std > 0 (default 1, TensorFlow Probability's default prior as Ovadia et al. 2019)"),
+    when("posterior_samples", &["model", "bayesian", "samples"], Count, ("bayesian", &["mean-field"]),
+        "Weight samples S >= 1 whose mean probabilities a prediction is (default 5, uncertainty-baselines' num_eval_samples)"),
+    when("kl_annealing_epochs", &["model", "bayesian", "kl_annealing_epochs"], Count, ("bayesian", &["mean-field"]),
+        "Epochs over which the KL term's weight rises linearly to 1, min(1, (step + 1) / (epochs x steps per epoch)) (uncertainty-baselines' KL annealing); 0 weighs it 1 from the start, as Ovadia et al. 2019 (default 0)"),
     key("init", &["model", "init"], Text,
         "Start from these safetensors weights (PyTorch key names of the model's twin)"),
     key("init_new_classifier", &["model", "init_new_classifier"], Switch,

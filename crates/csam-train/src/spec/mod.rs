@@ -222,6 +222,7 @@ impl RunSpec {
                 ),
             ));
         }
+        self.validate_bayesian()?;
         if !self.model.ensemble.is_single() && !self.mixing.is_none() {
             return Err(check::invalid(
                 "mixing",
@@ -288,6 +289,45 @@ impl RunSpec {
             })?;
         let layers = SpecLayers::saved(table, origin)?;
         Ok(layers.build()?.0)
+    }
+
+    /// Refuses with a Bayesian model what its objective does not define: a
+    /// mixed batch (the evidence lower bound is of the training examples),
+    /// weight decay (the KL term regularises the weights; decay would also
+    /// pull `rho`, the posterior scale's parameter, to 0) and bSAM (a
+    /// variational method with its own posterior).
+    fn validate_bayesian(&self) -> Result<(), ConfigError> {
+        let bayesian = self.model.bayesian;
+        if bayesian.is_none() {
+            return Ok(());
+        }
+        let name = bayesian.name();
+        if !self.mixing.is_none() {
+            let reason = format!(
+                "bayesian {name} trains on the evidence lower bound of the batch's own \
+                 examples; a mixed batch has none"
+            );
+            return Err(check::invalid("mixing", self.mixing.name(), &reason));
+        }
+        if self.optim.weight_decay != 0.0 {
+            let reason = format!(
+                "bayesian {name} is regularised by its KL term; weight decay would also shrink \
+                 rho, the posterior scale's parameter: set weight_decay = 0"
+            );
+            return Err(check::invalid(
+                "weight_decay",
+                self.optim.weight_decay,
+                &reason,
+            ));
+        }
+        if matches!(self.optim.rule, UpdateRule::Bsam { .. }) {
+            let reason = format!(
+                "is a variational method with its own posterior; bayesian {name} cannot apply \
+                 to it"
+            );
+            return Err(check::invalid("optimizer", "bsam", &reason));
+        }
+        Ok(())
     }
 
     /// The settings in which `saved` differs from this spec, as flat key

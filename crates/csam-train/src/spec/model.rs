@@ -9,7 +9,7 @@ use super::check::{invalid, unit_interval};
 use super::keys::{self, Applies};
 use super::loss::keyed;
 use crate::train::ConfigError;
-use csam_nn::model::{Ensemble, Head, ModelKind, ModelOptions};
+use csam_nn::model::{Bayesian, Ensemble, Head, ModelKind, ModelOptions};
 
 /// The hidden widths of an MLP when none are given.
 pub const DEFAULT_MLP_HIDDEN: [usize; 2] = [256, 256];
@@ -69,6 +69,13 @@ pub struct ModelSpec {
     /// `config.toml` of runs written before it existed).
     #[serde(default)]
     pub ensemble: Ensemble,
+    /// Point estimates of the weights, or a posterior over them (the branch
+    /// `[model.bayesian]`, tagged by `kind`: `none`, or `mean-field` with
+    /// `prior_std`, `samples` and `kl_annealing_epochs`; point estimates in
+    /// the `config.toml` of runs written before it existed). Always written,
+    /// as `[model.ensemble]`, so that a refusal names the chosen branch.
+    #[serde(default)]
+    pub bayesian: Bayesian,
 }
 
 fn is_zero(value: &f64) -> bool {
@@ -102,6 +109,8 @@ struct ModelFields {
     shakedrop: f64,
     #[serde(default)]
     ensemble: Ensemble,
+    #[serde(default)]
+    bayesian: Bayesian,
 }
 
 impl TryFrom<ModelFields> for ModelSpec {
@@ -129,6 +138,7 @@ impl TryFrom<ModelFields> for ModelSpec {
             drop_path: fields.drop_path,
             shakedrop: fields.shakedrop,
             ensemble: fields.ensemble,
+            bayesian: fields.bayesian,
         })
     }
 }
@@ -169,6 +179,7 @@ impl Default for ModelSpec {
             drop_path: 0.0,
             shakedrop: 0.0,
             ensemble: Ensemble::Single,
+            bayesian: Bayesian::None,
         }
     }
 }
@@ -203,6 +214,7 @@ impl ModelSpec {
         self.regulariser("shakedrop", self.shakedrop)?;
         keyed(&["model", "head"], self.head.name(), self.head.validate())?;
         self.validate_ensemble()?;
+        self.validate_bayesian()?;
         match (&self.mlp_hidden, self.arch.takes_hidden_widths()) {
             (Some(widths), false) => {
                 return Err(invalid(
@@ -281,6 +293,33 @@ impl ModelSpec {
         Ok(())
     }
 
+    /// Refuses a posterior's parameters outside its definition, on an
+    /// architecture that does not build Gaussian layers, with members or with
+    /// a head other than linear.
+    fn validate_bayesian(&self) -> Result<(), ConfigError> {
+        if self.bayesian.is_none() {
+            return Ok(());
+        }
+        let name = self.bayesian.name();
+        keyed(&["model", "bayesian"], name, self.bayesian.validate())?;
+        self.read_by_arch("bayesian", name)?;
+        if !self.ensemble.is_single() {
+            let reason = format!(
+                "is a posterior over one network's weights; ensemble {} cannot apply to it",
+                self.ensemble.name()
+            );
+            return Err(invalid("bayesian", name, &reason));
+        }
+        if !self.head.is_linear() {
+            let reason = format!(
+                "samples the linear classifier's weights; head {} cannot apply to it",
+                self.head.name()
+            );
+            return Err(invalid("bayesian", name, &reason));
+        }
+        Ok(())
+    }
+
     /// Refuses a regulariser's rate outside `[0, 1)`, and a non-zero rate on
     /// an architecture that does not read it.
     fn regulariser(&self, key: &'static str, rate: f64) -> Result<(), ConfigError> {
@@ -317,6 +356,7 @@ impl ModelSpec {
             drop_path: self.drop_path,
             shakedrop: self.shakedrop,
             ensemble: self.ensemble,
+            bayesian: self.bayesian,
         }
     }
 }

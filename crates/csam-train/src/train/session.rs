@@ -20,6 +20,7 @@ use csam_data::{Augmentation, BatchLoader, Dataset, LoaderOptions, Normalization
 use csam_nn::loss::{AdaFocal, AdaFocalBins, CorrectnessHistory, TrainingLoss};
 use csam_nn::mixing::TrainBatch;
 use csam_nn::model::balcal::HeadLogits;
+use csam_nn::model::bayesian::kl_weight;
 use csam_nn::model::weights::{load_safetensors_file_with, LoadOptions, WeightsError};
 use csam_nn::model::{build_model_with, Head, InputShape, Mode, Model, ModelKind, ModelOptions};
 use csam_nn::optim::{
@@ -74,6 +75,18 @@ pub struct Trainer {
     balcal: Option<(f64, HeadLogits)>,
     schedule: LrSchedule,
     clip: Option<f64>,
+    /// The KL term of a model that learns a posterior.
+    kl: Option<KlTerm>,
+}
+
+/// The KL term `kl_weight(t) KL(q || p) / N` of a Bayesian model's
+/// objective ([`csam_nn::model::bayesian`]).
+#[derive(Debug, Clone, Copy)]
+struct KlTerm {
+    /// The steps of the KL weight's linear warm-up (0: none).
+    annealing_steps: u64,
+    /// `N`, the training split's size.
+    n_train: f64,
 }
 
 /// What updates the weights.
@@ -268,6 +281,10 @@ impl Trainer {
             },
             schedule: build_schedule(optim, epochs, steps_per_epoch)?,
             clip: optim.clip,
+            kl: network.is_bayesian().then(|| KlTerm {
+                annealing_steps: (model.bayesian.kl_annealing_epochs() * steps_per_epoch) as u64,
+                n_train: n_train as f64,
+            }),
             vs,
             model: network,
         })
@@ -356,9 +373,18 @@ impl Trainer {
 
     /// The batch of `global_step` as the step feeds it to the model: mixed
     /// with the draw of (run seed, step), or with each MIMO member's rows
-    /// drawn from them, so a resumed run draws the same.
+    /// drawn from them, so a resumed run draws the same; for a Bayesian
+    /// model, with the step's KL weight, and the model set to sample the
+    /// weights of (run seed, step) in every pass of the step (SAM's two
+    /// passes perturb one sampled network; a resumed run samples the same).
     fn batch(&self, xs: &Tensor, ys: &Tensor, global_step: usize) -> Result<TrainBatch> {
         let (mixing, seed) = (self.objective.mixing, self.objective.seed);
+        if let Some(kl) = self.kl {
+            self.model
+                .set_noise_seed(epoch_seed(seed ^ FLIPOUT_SALT, global_step + 1) as u64);
+            let weight = kl_weight(global_step as u64, kl.annealing_steps) / kl.n_train;
+            return Ok(TrainBatch::plain(xs, ys).with_kl_weight(weight));
+        }
         let batch = ys.size()[0] as usize;
         let rows_seed = epoch_seed(seed ^ MEMBER_ROWS_SALT, global_step + 1) as u64;
         if let Some(rows) = self.model.ensemble().member_rows(batch, rows_seed) {
@@ -499,6 +525,8 @@ const MIXING_SALT: u64 = 0x6d69_7875_7073;
 /// Sets the MIMO members' rows' stream apart from the epochs' and the
 /// mixing draws'.
 const MEMBER_ROWS_SALT: u64 = 0x6d69_6d6f_726f;
+/// Sets the Flipout noise's seeds apart from the epochs' and the mixing's.
+const FLIPOUT_SALT: u64 = 0x0066_6c69_706f_7574;
 
 /// The input shape of a data set's examples.
 pub fn input_shape(dataset: &Dataset) -> InputShape {
