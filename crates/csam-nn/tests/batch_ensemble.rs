@@ -18,19 +18,11 @@ use csam_nn::mixing::{Mixing, TrainBatch};
 use csam_nn::model::{
     build_model_with, mixture_logits, Ensemble, Head, InputShape, Mode, Model, ModelOptions,
 };
-use support::{close, lock_generator, objective, python, refusal, run_twin};
+use support::{build_f64, close, lock_generator, objective, python, refusal, run_twin, shape};
 use tch::{nn::VarStore, Device, Kind, Tensor};
 
 const CLASSES: i64 = 4;
 const F64_CPU: (Kind, Device) = (Kind::Double, Device::Cpu);
-
-fn shape(channels: i64, height: i64, width: i64) -> InputShape {
-    InputShape {
-        channels,
-        height,
-        width,
-    }
-}
 
 fn options(ensemble: Ensemble) -> ModelOptions {
     ModelOptions {
@@ -42,17 +34,7 @@ fn options(ensemble: Ensemble) -> ModelOptions {
 
 /// `arch` in float64 with `ensemble`, built on a fresh store.
 fn build(arch: &str, input: InputShape, ensemble: Ensemble) -> (VarStore, Model) {
-    let mut vs = VarStore::new(Device::Cpu);
-    let model = build_model_with(
-        arch.parse().unwrap(),
-        &vs.root(),
-        input,
-        CLASSES,
-        &options(ensemble),
-    )
-    .unwrap();
-    vs.double();
-    (vs, model)
+    build_f64(arch, input, CLASSES, &options(ensemble))
 }
 
 #[test]

@@ -18,23 +18,14 @@ use csam_nn::mixing::TrainBatch;
 use csam_nn::model::bayesian::prediction_seed;
 use csam_nn::model::flipout::flipout_noise;
 use csam_nn::model::{
-    build_model_with, mixture_logits, Bayesian, Ensemble, Head, InputShape, Mode, Model,
-    ModelOptions, TrainingPass,
+    mixture_logits, Bayesian, Ensemble, Head, InputShape, Mode, Model, ModelOptions, TrainingPass,
 };
 use csam_nn::optim::{plain_step, Perturbation, SamConfig, SamStep, Sgd, SgdConfig};
-use support::{close, lock_generator, python, refusal, run_twin, with_gradients};
+use support::{build_f64, close, lock_generator, python, refusal, run_twin, shape, with_gradients};
 use tch::{nn::VarStore, Device, Kind, Tensor};
 
 const CLASSES: i64 = 4;
 const F64_CPU: (Kind, Device) = (Kind::Double, Device::Cpu);
-
-fn shape(channels: i64, height: i64, width: i64) -> InputShape {
-    InputShape {
-        channels,
-        height,
-        width,
-    }
-}
 
 fn mean_field(prior_std: f64, samples: i64) -> Bayesian {
     Bayesian::MeanField {
@@ -54,17 +45,7 @@ fn options(bayesian: Bayesian) -> ModelOptions {
 
 /// `arch` in float64 with `bayesian`, built on a fresh store.
 fn build(arch: &str, input: InputShape, bayesian: Bayesian) -> (VarStore, Model) {
-    let mut vs = VarStore::new(Device::Cpu);
-    let model = build_model_with(
-        arch.parse().unwrap(),
-        &vs.root(),
-        input,
-        CLASSES,
-        &options(bayesian),
-    )
-    .unwrap();
-    vs.double();
-    (vs, model)
+    build_f64(arch, input, CLASSES, &options(bayesian))
 }
 
 /// The objective `CE + kl_weight KL` of a train-mode pass and its

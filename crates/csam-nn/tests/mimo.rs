@@ -25,19 +25,11 @@ use csam_nn::mixing::{Mixing, TrainBatch};
 use csam_nn::model::{
     build_model_with, mixture_logits, Ensemble, Head, InputShape, Mode, Model, ModelOptions,
 };
-use support::{batch_objective, close, lock_generator, python, run_twin};
+use support::{batch_objective, build_f64, close, lock_generator, python, run_twin, shape};
 use tch::{nn::VarStore, Device, Kind, Tensor};
 
 const CLASSES: i64 = 4;
 const F64_CPU: (Kind, Device) = (Kind::Double, Device::Cpu);
-
-fn shape(channels: i64, height: i64, width: i64) -> InputShape {
-    InputShape {
-        channels,
-        height,
-        width,
-    }
-}
 
 fn mimo(size: i64, input_repetition: f64, batch_repetitions: i64) -> Ensemble {
     Ensemble::Mimo {
@@ -57,17 +49,7 @@ fn options(ensemble: Ensemble) -> ModelOptions {
 
 /// `arch` in float64 with `ensemble` for `classes` classes, on a fresh store.
 fn build(arch: &str, input: InputShape, ensemble: Ensemble, classes: i64) -> (VarStore, Model) {
-    let mut vs = VarStore::new(Device::Cpu);
-    let model = build_model_with(
-        arch.parse().unwrap(),
-        &vs.root(),
-        input,
-        classes,
-        &options(ensemble),
-    )
-    .unwrap();
-    vs.double();
-    (vs, model)
+    build_f64(arch, input, classes, &options(ensemble))
 }
 
 fn batch(input: InputShape, b: i64) -> Tensor {

@@ -9,9 +9,9 @@ use std::sync::{Mutex, MutexGuard};
 
 use csam_nn::loss::{CsamLoss, TrainingLoss};
 use csam_nn::mixing::TrainBatch;
-use csam_nn::model::Model;
+use csam_nn::model::{build_model_with, InputShape, Model, ModelOptions};
 use tch::nn::VarStore;
-use tch::Tensor;
+use tch::{Device, Tensor};
 
 /// libtorch's random generator is process-global and the tests of a binary
 /// run on parallel threads: every test that seeds it or draws from it
@@ -22,6 +22,30 @@ pub fn lock_generator() -> MutexGuard<'static, ()> {
     GENERATOR
         .lock()
         .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+/// Images of `channels x height x width`.
+pub fn shape(channels: i64, height: i64, width: i64) -> InputShape {
+    InputShape {
+        channels,
+        height,
+        width,
+    }
+}
+
+/// `arch` with `options` for `input` and `classes`, on a fresh store in
+/// float64 on the CPU: the precision the twins compare in.
+pub fn build_f64(
+    arch: &str,
+    input: InputShape,
+    classes: i64,
+    options: &ModelOptions,
+) -> (VarStore, Model) {
+    let mut vs = VarStore::new(Device::Cpu);
+    let model =
+        build_model_with(arch.parse().unwrap(), &vs.root(), input, classes, options).unwrap();
+    vs.double();
+    (vs, model)
 }
 
 /// The project venv's python (`<workspace>/.venv/bin/python`), or
