@@ -104,9 +104,13 @@ fn in_place<T, E>(slice: Result<&[T], E>, dim: (usize, usize)) -> PyResult<Array
     ArrayView2::from_shape(dim, slice).map_err(|e| calibration_error(e.to_string()))
 }
 
-/// `object` as integer class labels, one per row of a matrix of `n_classes`
-/// columns: a 1-D array of integers in `0..n_classes`.
-pub fn labels(object: &Bound<'_, PyAny>, n_classes: usize, name: &str) -> PyResult<Vec<usize>> {
+/// `object` as integer class labels of a matrix of `(rows, classes)`: a
+/// 1-D array of one integer in `0..classes` per row.
+pub fn labels(
+    object: &Bound<'_, PyAny>,
+    (rows, classes): (usize, usize),
+    name: &str,
+) -> PyResult<Vec<usize>> {
     let array = as_numpy(object, name)?;
     check_ndim(&array, 1, name, "a 1-D array of class indices")?;
     match dtype_of(&array)? {
@@ -119,7 +123,9 @@ pub fn labels(object: &Bound<'_, PyAny>, n_classes: usize, name: &str) -> PyResu
     let values = readonly
         .as_slice()
         .map_err(|_| calibration_error(format!("{name}: numpy could not make it contiguous")))?;
-    csam_calib::scores::labels_from_i64(values, n_classes).map_err(from_calib)
+    let labels = csam_calib::scores::labels_from_i64(values, classes).map_err(from_calib)?;
+    csam_calib::scores::validate_labels(&labels, rows, classes).map_err(from_calib)?;
+    Ok(labels)
 }
 
 /// A float64 matrix as a new numpy array.

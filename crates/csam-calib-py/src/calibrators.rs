@@ -75,7 +75,7 @@ impl Calibrator {
         labels_object: &Bound<'py, PyAny>,
     ) -> PyResult<Bound<'py, Self>> {
         let matrix = Matrix::new(logits, "logits")?;
-        let labels = labels(labels_object, matrix.dim().1, "labels")?;
+        let labels = labels(labels_object, matrix.dim(), "labels")?;
         let view = matrix.view()?;
         let kind = slf.get().kind;
         let fitted = slf

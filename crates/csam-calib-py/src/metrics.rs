@@ -80,7 +80,7 @@ impl Metric {
     }
 }
 
-/// Probabilities and labels read and checked, then `compute` on them with
+/// Probabilities and labels read and checked (labels as they are read), then `compute` on them with
 /// the GIL released.
 fn on_predictions<R: Send>(
     probs: &Bound<'_, PyAny>,
@@ -89,24 +89,15 @@ fn on_predictions<R: Send>(
     compute: impl for<'v> Fn(&View<'v>, &[usize]) -> Result<R, CalibError> + Send + Sync,
 ) -> PyResult<R> {
     let matrix = Matrix::new(probs, "probs")?;
-    let labels = labels(labels_object, matrix.dim().1, "labels")?;
+    let labels = labels(labels_object, matrix.dim(), "labels")?;
     let view = matrix.view()?;
     probs
         .py()
         .detach(|| {
             with_view!(&view, |v| validate_probabilities(v.view(), tolerance))?;
-            csam_calib::scores::validate_labels(&labels, matrix_rows(&view), matrix_cols(&view))?;
             compute(&view, &labels)
         })
         .map_err(from_calib)
-}
-
-fn matrix_rows(view: &View<'_>) -> usize {
-    with_view!(view, |v| v.nrows())
-}
-
-fn matrix_cols(view: &View<'_>) -> usize {
-    with_view!(view, |v| v.ncols())
 }
 
 /// One named metric of `(probs, labels)`.
@@ -249,8 +240,8 @@ fn tce(
     let objective = parse("objective", objective)?;
     let val = Matrix::new(val_logits, "val_logits")?;
     let test = Matrix::new(test_logits, "test_logits")?;
-    let val_labels = labels(val_labels, val.dim().1, "val_labels")?;
-    let test_labels = labels(test_labels, test.dim().1, "test_labels")?;
+    let val_labels = labels(val_labels, val.dim(), "val_labels")?;
+    let test_labels = labels(test_labels, test.dim(), "test_labels")?;
     let (val, test) = (val.view()?, test.view()?);
     py.detach(|| {
         metrics::tce::tce(
