@@ -128,6 +128,23 @@ fn check_artefacts(out: &Path) {
     }
     assert!(table.contains(" ± "), "{table}");
 
+    // The cost table: SGD is the reference and never perturbs; SAM and CSAM
+    // run the second pass on every step.
+    let cost = std::fs::read_to_string(out.join("cost.md")).unwrap();
+    let row = |method: &str| -> Vec<String> {
+        let line = cost
+            .lines()
+            .find(|l| l.starts_with(&format!("| {method} | ")));
+        let line = line.unwrap_or_else(|| panic!("no {method} row in {cost}"));
+        line.split('|')
+            .map(|cell| cell.trim().to_string())
+            .collect()
+    };
+    assert_eq!(row("SGD")[3..5], ["1.00", "0"], "{cost}");
+    for method in ["SAM", "CSAM"] {
+        assert_eq!(row(method)[4], "100", "{cost}");
+    }
+
     for method in METHODS {
         for figure in ["reliability", "confidence"] {
             let svg = out.join(format!("plots/{figure}-{method}-seed0.svg"));

@@ -106,6 +106,7 @@ pub fn run(args: CompareArgs) -> anyhow::Result<()> {
     let mut terminal = Terminal::new(!args.shared.quiet).with_trained_ahead(trained_ahead);
     let outcome = compare::run(&request, &mut terminal).with_context(context)?;
     println!("\n{}", outcome.table);
+    println!("\n{}", outcome.cost_table);
     if let Some(shift_table) = &outcome.shift_table {
         println!("\n{shift_table}");
     }
@@ -114,7 +115,7 @@ pub fn run(args: CompareArgs) -> anyhow::Result<()> {
         None => "",
     };
     println!(
-        "wrote {} (results.json, results.csv, table.md, {shift_file}report.html, plots/, runs/) \
+        "wrote {} (results.json, results.csv, table.md, cost.md, {shift_file}report.html, plots/, runs/) \
          in {:.1}s",
         out.display(),
         outcome.results.wall_time_s

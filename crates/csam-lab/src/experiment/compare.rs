@@ -31,6 +31,7 @@ use crate::shift::report::{evaluate_corruptions, ood_report};
 use csam_data::{self as data, DatasetSpec};
 use csam_train::spec::{OptimizerFamily, RunSpec, Runtime};
 use csam_train::train::atomic::write_atomic;
+use csam_train::train::metrics_log::MetricsLog;
 use csam_train::train::rundir::{RunDir, Split};
 use csam_train::train::{ExperimentObserver, RunSummary, TrainError};
 
@@ -343,6 +344,11 @@ impl CompareDir {
         self.dir.join("table.md")
     }
 
+    /// `cost.md`: training time and second-pass share per method.
+    pub fn cost_table(&self) -> PathBuf {
+        self.dir.join("cost.md")
+    }
+
     /// `shift.md`: the table under shift and against OOD data.
     pub fn shift_table(&self) -> PathBuf {
         self.dir.join("shift.md")
@@ -373,6 +379,9 @@ pub struct CompareOutcome {
     pub results: CompareResults,
     /// The Markdown table (`table.md`).
     pub table: String,
+    /// The training cost per method (`cost.md`): unlike the table, wall
+    /// times differ from one invocation to the next.
+    pub cost_table: String,
     /// The shift table (`shift.md`), when the request asked for shift data.
     pub shift_table: Option<String>,
 }
@@ -421,6 +430,7 @@ pub fn run<O: ExperimentObserver>(
     let dir = &comparison.dir;
     let aggregates = aggregate(&runs, &settings.methods);
     let table = table::markdown(&table::caption(settings), &aggregates);
+    let cost_table = table::cost_markdown(&runs, &settings.methods);
     let shift_table = (!request.shift.is_empty()).then(|| {
         let caption = table::shift_caption(settings, &request.shift);
         let severities = table::severity_markdown(&runs, &settings.methods);
@@ -441,6 +451,7 @@ pub fn run<O: ExperimentObserver>(
     write_json(&dir.results_json(), &results)?;
     write_atomic(&dir.results_csv(), csv(&results.runs).as_bytes())?;
     write_atomic(&dir.table(), table.as_bytes())?;
+    write_atomic(&dir.cost_table(), cost_table.as_bytes())?;
     if let Some(shift_table) = &shift_table {
         write_atomic(&dir.shift_table(), shift_table.as_bytes())?;
     }
@@ -448,6 +459,7 @@ pub fn run<O: ExperimentObserver>(
     Ok(CompareOutcome {
         results,
         table,
+        cost_table,
         shift_table,
     })
 }
@@ -482,6 +494,9 @@ impl MemberRun {
 struct MemberRecord {
     run: MemberRun,
     summary: RunSummary,
+    /// The mean over epochs of the share of steps with a second pass; None
+    /// when an epoch's log lacks it (written before it was logged).
+    second_pass: Option<f64>,
 }
 
 impl Comparison<'_> {
@@ -519,6 +534,7 @@ impl Comparison<'_> {
         let shift = &self.shift;
         let options = &self.settings.shared.metrics;
         let train_wall_time_s = members.iter().map(|m| m.summary.wall_time_s).sum();
+        let second_pass = mean_of(members.iter().map(|m| m.second_pass));
         let dirs: Vec<PathBuf> = members.iter().map(|m| self.dir(m.run)).collect();
         let dirs: Vec<&Path> = dirs.iter().map(PathBuf::as_path).collect();
         let open = || Combination::open(&dirs, method.prediction, seed, device);
@@ -563,6 +579,7 @@ impl Comparison<'_> {
             run_dir,
             best_epoch,
             train_wall_time_s,
+            second_pass,
             temperature: calibration.temperature,
             val,
             test,
@@ -612,7 +629,13 @@ impl Experiment for Comparison<'_> {
     }
 
     fn record(&self, run: MemberRun, summary: RunSummary) -> Result<MemberRecord> {
-        Ok(MemberRecord { run, summary })
+        let epochs = MetricsLog::new(RunDir::new(self.dir(run)).metrics_log()).read()?;
+        let second_pass = mean_of(epochs.iter().map(|epoch| epoch.train.second_pass));
+        Ok(MemberRecord {
+            run,
+            summary,
+            second_pass,
+        })
     }
 
     fn describe(record: &MemberRecord) -> String {
@@ -623,6 +646,12 @@ impl Experiment for Comparison<'_> {
             100.0 * test.ece,
         )
     }
+}
+
+/// The mean of `values`; None when there are none or any is None.
+fn mean_of(values: impl Iterator<Item = Option<f64>>) -> Option<f64> {
+    let values: Vec<f64> = values.collect::<Option<_>>()?;
+    (!values.is_empty()).then(|| values.iter().sum::<f64>() / values.len() as f64)
 }
 
 #[cfg(test)]

@@ -7,7 +7,8 @@
 //! - `schema`, `csam_version`, `settings` (the comparison's settings, as in
 //!   `compare.json`), `wall_time_s` (of the invocation that wrote the file);
 //! - `runs[]`: `method`, `seed`, `run_dir` (relative to the comparison
-//!   directory), `best_epoch` (null for ensembles and MC-Dropout), `train_wall_time_s`, `temperature`, `val` and
+//!   directory), `best_epoch` (null for ensembles and MC-Dropout), `train_wall_time_s`,
+//!   `second_pass` (the share of steps with SAM's second pass), `temperature`, `val` and
 //!   `test` (every metric of the calibration crate's `MetricSummary`; `test.tce`
 //!   set), `posthoc.{temperature,isotonic,histogram}` (test metrics after each
 //!   calibrator fitted on validation);
@@ -44,6 +45,11 @@ pub struct RunRecord {
     /// Training and evaluation time of the run, over all resumes (an
     /// ensemble's: summed over its members).
     pub train_wall_time_s: f64,
+    /// Share of training steps that ran SAM's second (perturbed) pass: the
+    /// mean over epochs (and over an ensemble's members) of `train.second_pass`
+    /// in `metrics.jsonl`; 0 for SGD. None when a log predates that field.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub second_pass: Option<f64>,
     /// Temperature fitted on validation (NLL).
     pub temperature: f64,
     /// Validation metrics of the best checkpoint.
@@ -364,6 +370,7 @@ pub(crate) mod tests {
             run_dir: format!("runs/{method}-seed{seed}"),
             best_epoch: Some(1),
             train_wall_time_s: 1.0,
+            second_pass: None,
             temperature: 1.5,
             val: flat_summary(raw),
             test: MetricSummary {

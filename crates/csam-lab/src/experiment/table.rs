@@ -4,8 +4,9 @@
 
 use super::compare::{CompareSettings, ShiftRequest};
 use super::method::Method;
-use super::results::{MeanStd, MethodAggregate, Metric, RunRecord};
+use super::results::{mean_std, MeanStd, MethodAggregate, Metric, RunRecord};
 use crate::shift::report::SeverityMetrics;
+use csam_train::spec::OptimizerFamily;
 
 /// The caption: data, model, training length, shared hyperparameters, the
 /// number of seeds and how to read the columns.
@@ -147,6 +148,59 @@ pub fn severity_markdown(runs: &[RunRecord], methods: &[Method]) -> String {
     out
 }
 
+/// The cost table: per method, the training time of its runs (mean ± std
+/// over seeds, seconds; an ensemble's summed over its members), that mean
+/// over the reference method's (SGD when the comparison has it, else its
+/// first method) and the share of steps that ran SAM's second pass, in
+/// percent. Wall times are of the machine as it was: runs trained at once
+/// (`--jobs`) share its cores.
+pub fn cost_markdown(runs: &[RunRecord], methods: &[Method]) -> String {
+    let sgd = Method::cross_entropy(OptimizerFamily::Sgd);
+    let Some(&reference) = methods.iter().find(|&&m| m == sgd).or(methods.first()) else {
+        return String::new();
+    };
+    let times_of = |method: Method| -> Vec<f64> {
+        runs.iter()
+            .filter(|run| run.method == method)
+            .map(|run| run.train_wall_time_s)
+            .collect()
+    };
+    let reference_time = mean_std(&times_of(reference)).map(|t| t.mean);
+    let mut out = format!(
+        "Cost: training time per run (every epoch's training and validation, over all \
+         resumes; an ensemble's summed over its members), its mean over {}'s, and the share of \
+         steps that ran SAM's second pass (`train.second_pass` in metrics.jsonl, the mean over \
+         epochs and seeds). Runs trained at once share the machine's cores.\n\n\
+         | Method | Train time (s) | Time / {}'s | Second pass (% of steps) |\n|:--|--:|--:|--:|\n",
+        reference.to_string().to_uppercase(),
+        reference.to_string().to_uppercase(),
+    );
+    for &method in methods {
+        let Some(time) = mean_std(&times_of(method)) else {
+            continue;
+        };
+        let ratio =
+            reference_time.map_or_else(|| "n/a".to_string(), |r| format!("{:.2}", time.mean / r));
+        let passes: Option<Vec<f64>> = runs
+            .iter()
+            .filter(|run| run.method == method)
+            .map(|run| run.second_pass)
+            .collect();
+        let second_pass = passes
+            .and_then(|p| mean_std(&p))
+            .map_or_else(|| "n/a".to_string(), |p| format!("{:.0}", 100.0 * p.mean));
+        let time = match time.std {
+            Some(std) => format!("{:.1} ± {:.1}", time.mean, std),
+            None => format!("{:.1}", time.mean),
+        };
+        out.push_str(&format!(
+            "| {} | {time} | {ratio} | {second_pass} |\n",
+            method.to_string().to_uppercase()
+        ));
+    }
+    out
+}
+
 /// The Markdown table of `metrics` (see [`markdown`]).
 pub fn markdown_of(caption: &str, aggregates: &[MethodAggregate], metrics: &[Metric]) -> String {
     let header: Vec<String> = std::iter::once("Method".to_string())
@@ -177,7 +231,6 @@ mod tests {
     use super::*;
     use crate::experiment::results::{aggregate, tests::record, ShiftRecord};
     use crate::shift::report::{CorruptionReport, ShiftMetrics};
-    use csam_train::spec::OptimizerFamily;
 
     /// A record of `method` whose two severities have accuracy `accuracy`
     /// and ECE `accuracy / 10`.
@@ -226,6 +279,44 @@ mod tests {
         assert_eq!(lines[2], "| SGD | 85.00 / 8.50 | 55.00 / 5.50 |");
         assert_eq!(lines[3], "| CSAM | 70.00 / 7.00 | 40.00 / 4.00 |");
         assert_eq!(severity_markdown(&[record(sgd, 0, 0.9, 0.01)], &[sgd]), "");
+    }
+
+    #[test]
+    fn cost_table_divides_by_sgds_mean_time_and_averages_second_passes() {
+        let (sgd, csam) = (
+            Method::cross_entropy(OptimizerFamily::Sgd),
+            Method::cross_entropy(OptimizerFamily::Csam),
+        );
+        let run = |method, seed, time, second_pass| RunRecord {
+            train_wall_time_s: time,
+            second_pass,
+            ..record(method, seed, 0.9, 0.01)
+        };
+        let runs = vec![
+            run(csam, 0, 30.0, Some(0.5)),
+            run(sgd, 0, 10.0, Some(0.0)),
+            run(csam, 1, 36.0, Some(0.25)),
+            run(sgd, 1, 14.0, Some(0.0)),
+        ];
+        // CSAM first: the reference is still SGD (mean 12 s); CSAM's mean 33 s.
+        let table = cost_markdown(&runs, &[csam, sgd]);
+        let lines: Vec<&str> = table.lines().collect();
+        assert_eq!(
+            lines[2],
+            "| Method | Train time (s) | Time / SGD's | Second pass (% of steps) |"
+        );
+        assert_eq!(lines[4], "| CSAM | 33.0 ± 4.2 | 2.75 | 38 |");
+        assert_eq!(lines[5], "| SGD | 12.0 ± 2.8 | 1.00 | 0 |");
+        // Without SGD the first method is the reference; a log without the
+        // field leaves the share unknown rather than zero.
+        let old = vec![run(csam, 0, 30.0, None), run(csam, 1, 36.0, Some(0.5))];
+        let lines: Vec<String> = cost_markdown(&old, &[csam])
+            .lines()
+            .map(String::from)
+            .collect();
+        assert!(lines[2].contains("Time / CSAM's"), "{}", lines[2]);
+        assert_eq!(lines[4], "| CSAM | 33.0 ± 4.2 | 1.00 | n/a |");
+        assert_eq!(cost_markdown(&[], &[]), "");
     }
 
     #[test]
