@@ -87,7 +87,7 @@ impl FuzzOptions {
 /// Installs cargo-fuzz if missing, builds the targets once, then runs each
 /// for `options.seconds`; prints the time of each step.
 pub fn run(root: &Path, options: &FuzzOptions) -> Result<(), String> {
-    ensure_cargo_fuzz()?;
+    crate::ensure_cargo_tool("fuzz", "cargo-fuzz", None)?;
     let total = Instant::now();
     let started = Instant::now();
     check(
@@ -139,22 +139,6 @@ fn cargo_fuzz(root: &Path, subcommand: &str, sanitizer: &str) -> Command {
         sanitizer,
     ]);
     command
-}
-
-fn ensure_cargo_fuzz() -> Result<(), String> {
-    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-    let installed = Command::new(&cargo)
-        .args(["fuzz", "--version"])
-        .output()
-        .is_ok_and(|output| output.status.success());
-    if installed {
-        return Ok(());
-    }
-    eprintln!("xtask: installing cargo-fuzz");
-    check(
-        Command::new(&cargo).args(["install", "--locked", "cargo-fuzz"]),
-        "cargo install --locked cargo-fuzz",
-    )
 }
 
 #[cfg(test)]

@@ -16,6 +16,8 @@
 //! cargo xtask bench [ARGS]     # setup, then cargo bench --workspace [ARGS]
 //! cargo xtask fuzz [--seconds N] [--sanitizer address|none] [TARGET...]
 //!                              # setup, then run the cargo-fuzz targets N s each
+//! cargo xtask deny             # cargo deny check licenses bans sources (deny.toml),
+//!                              # installing cargo-deny if missing
 //! cargo xtask <csam args>      # setup, then cargo run --release -p csam-cli -- <csam args>
 //! ```
 
@@ -96,6 +98,16 @@ fn run(args: &[String]) -> Result<ExitCode, String> {
             fuzz::run(&root, &options)?;
             Ok(ExitCode::SUCCESS)
         }
+        "deny" => {
+            // Licences, duplicate versions and sources (deny.toml); the
+            // advisories check needs the RustSec database from GitHub.
+            ensure_cargo_tool("deny", "cargo-deny", Some(CARGO_DENY_VERSION))?;
+            cargo(
+                &root,
+                &["deny", "check", "licenses", "bans", "sources"],
+                rest,
+            )
+        }
         "bench" => {
             ensure_libtorch(&root)?;
             cargo(&root, &["bench", "--workspace"], rest)
@@ -111,13 +123,17 @@ fn run(args: &[String]) -> Result<ExitCode, String> {
     }
 }
 
+/// The cargo-deny that `cargo xtask deny` installs (its deny.toml schema).
+const CARGO_DENY_VERSION: &str = "0.20.2";
+
 fn usage() -> &'static str {
-    "usage: cargo xtask setup | test [ARGS] | python | bench [ARGS] | fuzz [ARGS] | <csam subcommand> [ARGS]\n\
+    "usage: cargo xtask setup | test [ARGS] | python | bench [ARGS] | fuzz [ARGS] | deny | <csam subcommand> [ARGS]\n\
      \n\
      setup   create .venv with torch==2.11.0 (libtorch) if it is missing\n\
      test    set up, then run the whole test suite (Rust, then the Python package's)\n\
      python  set up, build the Python package csam_calib into .venv, run its tests\n\
      bench   set up, then run the benchmarks\n\
+     deny    install cargo-deny if missing, check licences, duplicate versions and sources\n\
      fuzz    set up, then run every cargo-fuzz target for a bounded time:\n\
      \x20       [--seconds N (20)] [--sanitizer address|none (address)] [TARGET...]\n\
      other   set up, build csam in release mode and run it with these arguments,\n\
@@ -251,6 +267,27 @@ fn link_libtorch(link: &Path, target: &Path) -> Result<(), String> {
     }
     std::os::unix::fs::symlink(target, link)
         .map_err(|e| format!("linking {} -> {}: {e}", link.display(), target.display()))
+}
+
+/// Makes `cargo <subcommand>` available: installs `package` (at `version`,
+/// else the newest) with `cargo install --locked` when the subcommand does
+/// not answer `--version`.
+fn ensure_cargo_tool(subcommand: &str, package: &str, version: Option<&str>) -> Result<(), String> {
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let installed = Command::new(&cargo)
+        .args([subcommand, "--version"])
+        .output()
+        .is_ok_and(|output| output.status.success());
+    if installed {
+        return Ok(());
+    }
+    eprintln!("xtask: installing {package}");
+    let mut install = Command::new(&cargo);
+    install.args(["install", "--locked", package]);
+    if let Some(version) = version {
+        install.args(["--version", version]);
+    }
+    check(&mut install, &format!("cargo install --locked {package}"))
 }
 
 fn check(command: &mut Command, what: &str) -> Result<(), String> {
