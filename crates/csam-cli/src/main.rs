@@ -10,6 +10,7 @@ mod table;
 
 use std::process::ExitCode;
 
+use clap::error::{ContextKind, ContextValue, ErrorKind};
 use clap::{Command, CommandFactory, FromArgMatches, Parser};
 use csam_nn::torch_message::without_backtrace;
 use csam_train::train::{Remedy, TrainError};
@@ -28,9 +29,16 @@ struct Cli {
 fn main() -> ExitCode {
     // Before libtorch allocates anything (see the function's doc).
     csam_train::train::allocator::tune_allocator();
-    let matches = with_negative_numbers(Cli::command()).get_matches();
+    let command = with_negative_numbers(Cli::command());
+    let args: Vec<String> = std::env::args_os()
+        .map(|arg| arg.to_string_lossy().into_owned())
+        .collect();
+    let matches = command
+        .clone()
+        .try_get_matches_from(&args)
+        .unwrap_or_else(|e| with_switch_tip(e, &args, &command).exit());
     let cli = Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
-    match commands::run(cli.command) {
+    match commands::run(cli.command, Cli::command) {
         Ok(()) => ExitCode::SUCCESS,
         Err(error) => {
             eprintln!("error: {}", one_line(&error));
@@ -51,6 +59,42 @@ fn with_negative_numbers(command: Command) -> Command {
             arg.allow_negative_numbers(takes_values)
         })
     })
+}
+
+/// clap's "unexpected argument 'false'" after a switch, with what to write
+/// instead: switches took a value in earlier releases (`--augment false`),
+/// and now are bare flags with a `--no-` opposite where one is useful.
+fn with_switch_tip(mut error: clap::Error, args: &[String], command: &Command) -> clap::Error {
+    let Some(ContextValue::String(value)) = error.get(ContextKind::InvalidArg).cloned() else {
+        return error;
+    };
+    let switch = args
+        .windows(2)
+        .find(|pair| pair[1] == value && pair[0].starts_with("--"))
+        .map(|pair| pair[0].trim_start_matches("--").to_string());
+    let Some(switch) = switch.filter(|_| error.kind() == ErrorKind::UnknownArgument) else {
+        return error;
+    };
+    if value != "true" && value != "false" {
+        return error;
+    }
+    let name = switch.strip_prefix("no-").unwrap_or(&switch);
+    let off = format!("no-{name}");
+    let has_off = command
+        .get_subcommands()
+        .flat_map(Command::get_arguments)
+        .any(|arg| arg.get_long() == Some(off.as_str()));
+    let tip = match has_off {
+        true => format!("--{switch} takes no value: write --{name} for true, --{off} for false"),
+        false => {
+            format!("--{switch} takes no value: write --{name} for true, leave it out for false")
+        }
+    };
+    error.insert(
+        ContextKind::Suggested,
+        ContextValue::StyledStrs(vec![tip.into()]),
+    );
+    error
 }
 
 /// The error and its causes joined by ": " on one line ("test labels: l.npy: ..."),

@@ -53,6 +53,8 @@ const COMMANDS: &[&str] = &[
     "sweep",
     "grid",
     "report",
+    "completions",
+    "man",
 ];
 
 /// Placeholders (see [`expand`]): `{train}` a valid small training command
@@ -103,6 +105,7 @@ const CASES: &[Case] = &[
     case("train", "--lr", "NaN", &["{train}", "--lr", "NaN"]),
     case("train", "--momentum", "1", &["{train}", "--momentum", "1"]),
     case("train", "--nesterov", "without momentum", &["{train}", "--nesterov", "--momentum", "0"]),
+    case("train", "--no-nesterov", "a value", &["{train}", "--no-nesterov=yes"]),
     case("train", "--weight-decay", "-1", &["{train}", "--weight-decay", "-1"]),
     case("train", "--base-optimizer", "lamb", &["{train}", "--base-optimizer", "lamb"]),
     case("train", "--schedule", "linear", &["{train}", "--schedule", "linear"]),
@@ -114,8 +117,10 @@ const CASES: &[Case] = &[
     case("train", "--rho", "0 with SAM", &["{train}", "--optimizer", "sam", "--rho", "0"]),
     case("train", "--eta", "-1 with ASAM", &["{train}", "--optimizer", "asam", "--eta", "-1"]),
     case("train", "--gamma", "-1 with CSAM", &["{train}", "--optimizer", "csam", "--gamma", "-1"]),
-    case("train", "--csam-detach", "maybe", &["{train}", "--csam-detach", "maybe"]),
-    case("train", "--m", "0", &["{train}", "--optimizer", "sam", "--m", "0"]),
+    case("train", "--csam-detach", "a value (false)", &["{train}", "--csam-detach", "false"]),
+    case("train", "--no-csam-detach", "a value", &["{train}", "--no-csam-detach=yes"]),
+    case("train", "--m-sharpness", "0", &["{train}", "--optimizer", "sam", "--m-sharpness", "0"]),
+    case("train", "--m", "0 (the old name of --m-sharpness)", &["{train}", "--optimizer", "sam", "--m", "0"]),
     case("train", "--sam-every", "0", &["{train}", "--optimizer", "sam", "--sam-every", "0"]),
     case("train", "--sam-policy", "lookahead (SAM)", &["{train}", "--optimizer", "sam", "--sam-policy", "lookahead"]),
     case("train", "--rst-p", "1.5 (RST)", &["{train}", "--optimizer", "sam", "--sam-policy", "rst", "--rst-p", "1.5"]),
@@ -139,7 +144,7 @@ const CASES: &[Case] = &[
     case("train", "--bsam-init-precision", "0 (bSAM)", &["{train}", "--optimizer", "bsam", "--bsam-init-precision", "0"]),
     case("train", "--bsam-data-factor", "-1 (bSAM)", &["{train}", "--optimizer", "bsam", "--bsam-data-factor", "-1"]),
     case("train", "--base-optimizer", "adamw with bSAM", &["{train}", "--optimizer", "bsam", "--base-optimizer", "adamw"]),
-    case("train", "--m", "with bSAM (not read)", &["{train}", "--optimizer", "bsam", "--m", "16"]),
+    case("train", "--m-sharpness", "with bSAM (not read)", &["{train}", "--optimizer", "bsam", "--m-sharpness", "16"]),
     case("train", "--margin", "0 (MbLS)", &["{train}", "--loss", "mbls", "--margin", "0"]),
     case("train", "--margin-weight", "-1 (MbLS)", &["{train}", "--loss", "mbls", "--margin-weight", "-1"]),
     case("train", "--margin", "-1 (ACLS)", &["{train}", "--loss", "acls", "--margin", "-1"]),
@@ -192,18 +197,20 @@ const CASES: &[Case] = &[
     case("train", "--prior-std", "with point estimates (not read)", &["{train}", "--prior-std", "0.1"]),
     case("train", "--posterior-samples", "0 (mean-field)", &["{train}", "--bayesian", "mean-field", "--weight-decay", "0", "--posterior-samples", "0"]),
     case("train", "--kl-annealing-epochs", "-1 (mean-field)", &["{train}", "--bayesian", "mean-field", "--weight-decay", "0", "--kl-annealing-epochs", "-1"]),
-    case("train", "--shuffle", "a word", &["{train}", "--shuffle", "maybe"]),
+    case("train", "--shuffle", "a value (false)", &["{train}", "--shuffle", "false"]),
     case("train", "--bins", "0", &["{train}", "--bins", "0"]),
     case("train", "--edges", "unknown", &["{train}", "--edges", "open"]),
     case("train", "--adaptive", "unknown", &["{train}", "--adaptive", "quantile"]),
     case("train", "--clip", "0", &["{train}", "--clip", "0"]),
-    case("train", "--augment", "maybe", &["{train}", "--augment", "maybe"]),
+    case("train", "--augment", "a value (false)", &["{train}", "--augment", "false"]),
+    case("train", "--no-augment", "a value", &["{train}", "--no-augment=yes"]),
     case("train", "--no-shuffle", "a value", &["{train}", "--no-shuffle=yes"]),
     case("train", "--device", "tpu", &["{train}", "--device", "tpu"]),
     case("train", "--best-metric", "f1", &["{train}", "--best-metric", "f1"]),
     case("train", "--threads", "0", &["{train}", "--threads", "0"]),
     case("train", "--init", "missing file", &["{train}", "--init", "{dir}/missing.safetensors"]),
     case("train", "--init-new-classifier", "without --init", &["{train}", "--init-new-classifier"]),
+    case("train", "--no-init-new-classifier", "a value", &["{train}", "--no-init-new-classifier=yes"]),
     case("train", "--init", "not safetensors", &["{train}", "--init", "{dir}/garbage.safetensors"]),
     case("train", "--model", "torchscript without its file", &["{train}", "--model", "torchscript"]),
     case("train", "--model", "torchscript:FILE, missing file", &["{train}", "--model", "torchscript:{dir}/missing.pt"]),
@@ -212,6 +219,7 @@ const CASES: &[Case] = &[
     case("train", "--script", "besides torchscript:FILE", &["{train}", "--model", "torchscript:{dir}/garbage.safetensors", "--script", "{dir}/garbage.safetensors"]),
     case("train", "--quiet", "a value", &["{train}", "--quiet=yes"]),
     case("train", "--track-theory", "with SGD", &["{train}", "--track-theory"]),
+    case("train", "--no-track-theory", "a value", &["{train}", "--no-track-theory=yes"]),
     case("train", "config: (file)", "unknown key", &["{train}", "config:lrr = 0.1"]),
     case("train", "config: data", "3", &["{train}", "config:data = 3"]),
     case("train", "config: val_size", "0", &["{train}", "config:val_size = 0"]),
@@ -390,13 +398,15 @@ const CASES: &[Case] = &[
     case("compare", "--gamma", "-1", &["{compare}", "--gamma", "-1"]),
     case("compare", "--batch-size", "0", &["{compare}", "--batch-size", "0"]),
     case("compare", "--val-size", "0", &["{compare}", "--val-size", "0"]),
-    case("compare", "--augment", "maybe", &["{compare}", "--augment", "maybe"]),
+    case("compare", "--augment", "a value (false)", &["{compare}", "--augment", "false"]),
+    case("compare", "--no-augment", "a value", &["{compare}", "--no-augment=yes"]),
     case("compare", "--device", "tpu", &["{compare}", "--device", "tpu"]),
     case("compare", "--threads", "0", &["{compare}", "--threads", "0"]),
     case("compare", "--jobs", "0", &["{compare}", "--jobs", "0"]),
     case("compare", "--out", "path below a regular file", &["{compare}", "--out", "{dir}/notes.txt/cmp"]),
     case("compare", "--quiet", "a value", &["{compare}", "--quiet=yes"]),
     case("compare", "--track-theory", "a value", &["{compare}", "--track-theory=yes"]),
+    case("compare", "--track-theory", "a value (false)", &["{compare}", "--track-theory", "false"]),
     case("sharpness", "--run", "missing directory", &["sharpness", "--run", "{dir}/missing"]),
     case("sharpness", "--run", "not a run", &["sharpness", "--run", "{dir}/empty"]),
     case("sharpness", "--checkpoint", "middle", &["{sharpness}", "--checkpoint", "middle"]),
@@ -433,7 +443,8 @@ const CASES: &[Case] = &[
     case("sweep", "--weight-decay", "-1", &["{sweep}", "--weight-decay", "-1"]),
     case("sweep", "--batch-size", "0", &["{sweep}", "--batch-size", "0"]),
     case("sweep", "--val-size", "0", &["{sweep}", "--val-size", "0"]),
-    case("sweep", "--augment", "maybe", &["{sweep}", "--augment", "maybe"]),
+    case("sweep", "--augment", "a value (false)", &["{sweep}", "--augment", "false"]),
+    case("sweep", "--no-augment", "a value", &["{sweep}", "--no-augment=yes"]),
     case("sweep", "--device", "tpu", &["{sweep}", "--device", "tpu"]),
     case("sweep", "--threads", "0", &["{sweep}", "--threads", "0"]),
     case("sweep", "--jobs", "0", &["{sweep}", "--jobs", "0"]),
@@ -455,13 +466,16 @@ const CASES: &[Case] = &[
     case("grid", "--epochs", "0", &["{grid}", "--epochs", "0"]),
     case("grid", "--batch-size", "0", &["{grid}", "--batch-size", "0"]),
     case("grid", "--val-size", "0", &["{grid}", "--val-size", "0"]),
-    case("grid", "--augment", "maybe", &["{grid}", "--augment", "maybe"]),
+    case("grid", "--augment", "a value (false)", &["{grid}", "--augment", "false"]),
+    case("grid", "--no-augment", "a value", &["{grid}", "--no-augment=yes"]),
     case("grid", "--device", "tpu", &["{grid}", "--device", "tpu"]),
     case("grid", "--threads", "0", &["{grid}", "--threads", "0"]),
     case("grid", "--jobs", "0", &["{grid}", "--jobs", "0"]),
     case("grid", "--out", "path below a regular file", &["{grid}", "--out", "{dir}/notes.txt/grid"]),
     case("grid", "--quiet", "a value", &["{grid}", "--quiet=yes"]),
     case("report", "DIR", "missing directory", &["report", "{dir}/missing"]),
+    case("completions", "SHELL", "unknown", &["completions", "tcsh"]),
+    case("man", "--out", "path below a regular file", &["man", "--out", "{dir}/notes.txt/man"]),
     case("report", "DIR", "directory without an experiment", &["report", "{dir}/empty"]),
 ];
 
@@ -875,7 +889,11 @@ fn flags_of(command: &str) -> BTreeSet<String> {
     help.lines()
         .map(str::trim_start)
         .filter_map(|line| {
-            let line = line.strip_prefix("-h, ").unwrap_or(line);
+            // A short name first ("-h, --help", "-b, --batch-size").
+            let line = match line.split_once(", --") {
+                Some((short, _)) if short.len() == 2 && short.starts_with('-') => &line[4..],
+                _ => line,
+            };
             let flag = line.strip_prefix("--")?;
             let name: String = flag
                 .chars()

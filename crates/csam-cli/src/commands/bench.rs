@@ -7,6 +7,8 @@ use csam_nn::model::InputShape;
 use csam_train::bench::{format_table, run_bench, BenchOptions};
 use csam_train::spec::OptimizerFamily;
 
+use super::choices::{self, Choices};
+
 /// Synthetic input shapes.
 #[derive(Debug, Clone, Copy, ValueEnum)]
 enum InputKind {
@@ -24,10 +26,22 @@ enum InputKind {
 #[command(args_override_self = true)]
 pub struct BenchArgs {
     /// Models to time, comma-separated.
-    #[arg(long, value_delimiter = ',', default_value = "mlp,resnet20", action = clap::ArgAction::Set)]
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "mlp,resnet20",
+        value_parser = Choices::of(choices::model_names()),
+        action = clap::ArgAction::Set
+    )]
     models: Vec<String>,
-    /// Update rules to time, comma-separated (sgd, sam, asam, csam).
-    #[arg(long, value_delimiter = ',', default_value = "sgd,sam,csam", action = clap::ArgAction::Set)]
+    /// Update rules to time, comma-separated.
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "sgd,sam,csam",
+        value_parser = Choices::of(choices::rule_names()),
+        action = clap::ArgAction::Set
+    )]
     optimizers: Vec<String>,
     /// Input shape of the synthetic batch.
     #[arg(long, value_enum, default_value = "cifar")]

@@ -12,6 +12,7 @@ use csam_lab::experiment::method_settings::MethodSettings;
 
 use crate::progress::Terminal;
 
+use super::choices::MethodParser;
 use super::experiment_args::SharedArgs;
 use super::file_url::open_line;
 
@@ -22,16 +23,21 @@ use super::file_url::open_line;
 #[derive(Debug, Args)]
 #[command(args_override_self = true)]
 pub struct CompareArgs {
-    /// Methods, comma-separated (default sgd,sam,csam): an update rule (sgd, sam, asam,
-    /// csam, vasso, bsam) with cross entropy, a training loss, mixing, head, ensemble or
-    /// posterior (focal, flsd, adafocal, ls, dual-focal, mbls, acls, cpc, mmce, mdca, crl, mixup,
-    /// mit-l, balcal, batchensemble, mimo, vi, at their authors' defaults: docs/losses.md,
-    /// docs/models.md; vi trains without weight decay) with SGD, or NAME+RULE, e.g. focal+sam,
-    /// acls+csam, mixup+csam, mimo+csam, vi+csam; any of these
-    /// followed by -ensembleN (a deep ensemble of N networks) or -mc-dropoutN (N MC-Dropout
-    /// passes of a network trained with dropout 0.1), e.g. csam-ensemble5; ensemble5 and
-    /// mc-dropout5 alone are SGD's.
-    #[arg(long, value_delimiter = ',', value_name = "LIST", action = clap::ArgAction::Set)]
+    /// Methods, comma-separated (default sgd,sam,csam). Each is an update rule (with cross
+    /// entropy); an objective alone (a training loss, mixing, head, ensemble or posterior at
+    /// its authors' defaults: docs/losses.md, docs/models.md; vi trains without weight decay),
+    /// trained with SGD; or NAME+RULE (focal+sam, acls+csam, mixup+csam, vi+csam), with an
+    /// efficient SAM policy before a SAM-family rule (looksam+csam, focal+rst+sam). Any of
+    /// these may end in -ensembleN (a deep ensemble of N networks) or -mc-dropoutN (N
+    /// MC-Dropout passes of a network trained with dropout 0.1), e.g. csam-ensemble5;
+    /// ensemble5 and mc-dropout5 alone are SGD's. The possible values are these parts.
+    #[arg(
+        long,
+        value_delimiter = ',',
+        value_name = "LIST",
+        value_parser = MethodParser,
+        action = clap::ArgAction::Set
+    )]
     methods: Option<Vec<Method>>,
     /// Perturbation radius of SAM, CSAM and VASSO (default 0.05, the paper's); ASAM has its
     /// own, 0.5 (Kwon et al. 2021), and bSAM its rho 0.01 (Möllenhoff and Khan 2023), unless

@@ -10,6 +10,8 @@ use csam_lab::shift::cifar_c::{write_corruption_set, CorruptionPlan};
 
 use crate::progress::CountBar;
 
+use super::choices::Choices;
+
 /// Which part of the dataset to corrupt.
 #[derive(Debug, Clone, Copy, ValueEnum)]
 enum Part {
@@ -28,11 +30,16 @@ pub struct CorruptArgs {
     #[arg(long, value_enum, default_value = "test")]
     split: Part,
     /// Output directory: DIR/CORRUPTION.npy, DIR/labels.npy, DIR/meta.json.
-    #[arg(long, value_name = "DIR")]
+    #[arg(long, visible_alias = "output", value_name = "DIR")]
     out: PathBuf,
-    /// Comma list of gaussian_noise, shot_noise, impulse_noise, defocus_blur,
-    /// motion_blur, contrast, brightness (default: all seven).
-    #[arg(long, value_delimiter = ',', value_name = "LIST", action = clap::ArgAction::Set)]
+    /// Corruptions, comma-separated (default: all of them).
+    #[arg(
+        long,
+        value_delimiter = ',',
+        value_name = "LIST",
+        value_parser = Choices::of(Corruption::ALL.map(Corruption::name).to_vec()),
+        action = clap::ArgAction::Set
+    )]
     corruptions: Vec<String>,
     /// Severities stacked in each file, in order: a range (1-5), a level or a comma list.
     #[arg(long, default_value = "1-5", value_name = "LEVELS")]

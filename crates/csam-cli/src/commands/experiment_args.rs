@@ -12,6 +12,7 @@ use csam_lab::experiment::settings::SharedSettings;
 use csam_nn::device::parse_device;
 use csam_train::spec::Runtime;
 
+use super::choices::{self, Choices};
 use super::parallel::train_in_processes;
 
 /// Flags every experiment over many runs takes: `csam compare` and `csam
@@ -36,21 +37,24 @@ pub struct RunArgs {
     /// (default fashion-mnist-full).
     #[arg(long, value_name = "SPEC")]
     data: Option<String>,
-    /// Model: mlp, cnn, resnet20, ... (default mlp).
-    #[arg(long)]
+    /// Model: an architecture of the model registry (default mlp).
+    #[arg(long, value_name = "NAME", value_parser = Choices::of(choices::model_names()))]
     model: Option<String>,
     /// Epochs of every run (default 20).
     #[arg(long)]
     epochs: Option<usize>,
     /// Mini-batch size (default 128).
-    #[arg(long)]
+    #[arg(long, short = 'b')]
     batch_size: Option<usize>,
     /// Training examples held out for validation (default: 20% of the training part).
     #[arg(long)]
     val_size: Option<usize>,
-    /// Training augmentation (random crop with padding, flip) on or off (default off).
-    #[arg(long, value_name = "BOOL")]
-    augment: Option<bool>,
+    /// Training augmentation: random crop with padding, flip (default off).
+    #[arg(long, overrides_with = "no_augment")]
+    augment: bool,
+    /// The opposite of --augment.
+    #[arg(long, overrides_with = "augment")]
+    no_augment: bool,
     /// cpu, cuda or cuda:N (default: cuda when available).
     #[arg(long)]
     device: Option<String>,
@@ -65,7 +69,7 @@ pub struct RunArgs {
     jobs: Option<usize>,
     /// Output directory (default runs/KIND-DATA-MODEL); rerunning with the same
     /// settings reuses finished runs and resumes interrupted ones.
-    #[arg(long, value_name = "DIR")]
+    #[arg(long, visible_alias = "output", value_name = "DIR")]
     out: Option<PathBuf>,
 }
 
@@ -157,7 +161,11 @@ impl RunArgs {
             seeds,
             val_size,
             batch_size: self.batch_size.unwrap_or(defaults.batch_size),
-            augment: self.augment.unwrap_or(defaults.augment),
+            augment: match (self.augment, self.no_augment) {
+                (true, _) => true,
+                (_, true) => false,
+                _ => defaults.augment,
+            },
             ..defaults
         })
     }
@@ -214,5 +222,34 @@ impl RunArgs {
         self.out
             .clone()
             .unwrap_or_else(|| default_out(kind, settings))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct Experiment {
+        #[command(flatten)]
+        run: RunArgs,
+    }
+
+    fn augment(args: &[&str]) -> bool {
+        let given = ["csam", "--val-size", "100"].iter().chain(args);
+        let run = Experiment::try_parse_from(given).unwrap().run;
+        run.settings(SharedSettings::default()).unwrap().augment
+    }
+
+    #[test]
+    fn augment_and_no_augment_set_the_runs_augmentation_and_the_last_one_wins() {
+        let default = SharedSettings::default().augment;
+        assert_eq!(augment(&[]), default);
+        assert!(augment(&["--augment"]));
+        assert!(!augment(&["--no-augment"]));
+        assert!(!augment(&["--augment", "--no-augment"]));
+        assert!(augment(&["--no-augment", "--augment"]));
+        assert!(Experiment::try_parse_from(["csam", "--augment", "false"]).is_err());
     }
 }

@@ -12,6 +12,7 @@ use csam_lab::experiment::settings::SharedSettings;
 
 use crate::progress::Terminal;
 
+use super::choices::MethodParser;
 use super::experiment_args::RunArgs;
 
 /// Flags of `csam grid`: the lists, the method, and the settings every run
@@ -27,7 +28,7 @@ pub struct GridArgs {
     #[arg(long, value_name = "LIST", value_parser = list)]
     weight_decays: Option<List>,
     /// The method tuned, as in `csam compare --methods` (default sgd: SGD with cross entropy).
-    #[arg(long)]
+    #[arg(long, value_parser = MethodParser)]
     method: Option<Method>,
     #[command(flatten)]
     run: RunArgs,
@@ -153,14 +154,15 @@ fn compare_line(shared: &SharedSettings, run: &RunArgs, best: GridPoint) -> Stri
             run.val_size_given(),
             shared.val_size.to_string(),
         ),
-        (
-            "--augment",
-            shared.augment != compare.augment,
-            shared.augment.to_string(),
-        ),
     ];
     for (flag, _, value) in flags.iter().filter(|(_, differs, _)| *differs) {
         line.push_str(&format!(" {flag} {value}"));
+    }
+    if shared.augment != compare.augment {
+        line.push_str(match shared.augment {
+            true => " --augment",
+            false => " --no-augment",
+        });
     }
     line
 }

@@ -1,12 +1,15 @@
 //! The subcommands of `csam`, one module each.
 
 pub mod bench;
+mod choices;
 pub mod compare;
+pub mod completions;
 pub mod corrupt;
 pub mod eval;
 mod experiment_args;
 mod file_url;
 pub mod grid;
+pub mod man;
 pub mod metrics;
 mod parallel;
 pub mod report;
@@ -45,10 +48,15 @@ pub enum Command {
     Grid(Box<grid::GridArgs>),
     /// Rewrite report.html and the figures of a compare or sweep directory, without training.
     Report(report::ReportArgs),
+    /// Print the shell completion script (bash, zsh, fish, elvish, powershell).
+    Completions(completions::CompletionsArgs),
+    /// Print the manual page, or write one per subcommand with --out DIR.
+    Man(man::ManArgs),
 }
 
-/// Runs one subcommand.
-pub fn run(command: Command) -> anyhow::Result<()> {
+/// Runs one subcommand; `cli` builds the whole command line, which the
+/// completion script and the manual pages describe.
+pub fn run(command: Command, cli: fn() -> clap::Command) -> anyhow::Result<()> {
     match command {
         Command::Metrics(args) => metrics::run(&args),
         Command::Train(args) => train::run(*args),
@@ -60,6 +68,8 @@ pub fn run(command: Command) -> anyhow::Result<()> {
         Command::Sweep(args) => sweep::run(*args),
         Command::Grid(args) => grid::run(*args),
         Command::Report(args) => report::run(args),
+        Command::Completions(args) => completions::run(&args, cli()),
+        Command::Man(args) => man::run(&args, cli()),
     }
 }
 

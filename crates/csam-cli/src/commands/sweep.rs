@@ -8,6 +8,7 @@ use csam_nn::optim::SamPolicy;
 
 use crate::progress::Terminal;
 
+use super::choices::{self, Choices};
 use super::experiment_args::SharedArgs;
 use super::file_url::open_line;
 
@@ -22,9 +23,9 @@ pub struct SweepArgs {
     /// CSAM gammas, comma-separated; 0 trains SAM (default 0,0.5,1,1.5,2).
     #[arg(long, value_delimiter = ',', value_name = "LIST", action = clap::ArgAction::Set)]
     gamma: Option<Vec<f64>>,
-    /// Efficient SAM policy of every cell, at its defaults: every (the
-    /// second pass on every step), rst, looksam or aesam (default every).
-    #[arg(long, value_name = "POLICY")]
+    /// Efficient SAM policy of every cell, at its defaults (default every: the
+    /// second pass on every step).
+    #[arg(long, value_name = "POLICY", value_parser = Choices::of(choices::policy_names()))]
     sam_policy: Option<String>,
     #[command(flatten)]
     shared: SharedArgs,

@@ -23,16 +23,14 @@ pub struct TrainArgs {
     #[arg(long, value_name = "FILE")]
     config: Option<PathBuf>,
     /// Run directory: config.toml, metrics.jsonl, model.safetensors, logits, summary.json
-    /// (and theory.jsonl with --track-theory).
-    #[arg(long, value_name = "DIR")]
+    /// (and theory.jsonl with --track-theory). timm's --output names the directory
+    /// its runs go under; csam writes into this directory itself.
+    #[arg(long, visible_alias = "output", value_name = "DIR")]
     out: PathBuf,
     /// Continue the unfinished run in --out from its last checkpoint, with its own
     /// config.toml (with --config: settings that must equal it).
     #[arg(long)]
     resume: bool,
-    /// Keep the training set in file order every epoch (--shuffle false).
-    #[arg(long)]
-    no_shuffle: bool,
     #[command(flatten)]
     settings: SpecFlags,
     /// Hide the progress bar (epoch lines are still printed).
@@ -55,9 +53,6 @@ fn spec_error(error: ConfigError) -> anyhow::Error {
 pub fn run(args: TrainArgs) -> anyhow::Result<()> {
     let saved = args.out.join("config.toml");
     let mut flags = args.settings.0.clone();
-    if args.no_shuffle {
-        flags.insert("shuffle".into(), toml::Value::Boolean(false));
-    }
     let layers = if args.resume && saved.exists() {
         let layers = match &args.config {
             // The settings restated (as `csam compare` does for every run): the

@@ -125,6 +125,12 @@ const OBJECTIVES: &[(&str, WithDefaults)] = &[
     }),
 ];
 
+/// The objectives' method names, in declaration order (help texts and shell
+/// completions list them).
+pub fn objective_names() -> impl Iterator<Item = &'static str> {
+    OBJECTIVES.iter().map(|(name, _)| *name)
+}
+
 /// How a method predicts from what it trained.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Prediction {
@@ -345,7 +351,7 @@ impl FromStr for Method {
 }
 
 fn unknown(text: &str) -> String {
-    let losses: Vec<&str> = OBJECTIVES.iter().map(|(name, _)| *name).collect();
+    let losses: Vec<&str> = objective_names().collect();
     let policies: Vec<&str> = SamPolicy::all()[1..].iter().map(SamPolicy::name).collect();
     format!(
         "unknown method {text:?}: a rule (sgd, sam, asam, csam, vasso, bsam), a loss, mixing, \
