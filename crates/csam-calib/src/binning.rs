@@ -294,6 +294,8 @@ impl BinCollector {
 #[derive(Debug, Clone)]
 pub struct EqualWidthIndex {
     convention: EdgeConvention,
+    /// `M` as `f64`.
+    scale: f64,
     /// `k / M` for `k = 0..=M`, computed once.
     edges: Vec<f64>,
 }
@@ -312,6 +314,7 @@ impl EqualWidthIndex {
     fn new(n_bins: usize, convention: EdgeConvention) -> Self {
         EqualWidthIndex {
             convention,
+            scale: n_bins as f64,
             edges: (0..=n_bins).map(|k| k as f64 / n_bins as f64).collect(),
         }
     }
@@ -332,8 +335,22 @@ impl EqualWidthIndex {
 
     /// The bin of a score in `[0, 1]` (in `0..empty_bins().len()`), `None`
     /// when it falls in no bin.
+    ///
+    /// When `score * M` is more than `1e-9` away from an integer, the rounding
+    /// of the product and of the edges (relative `2^-53`) cannot move the score
+    /// across an edge, so the bin is `floor(score * M)` under both conventions
+    /// (computed through `i64`, whose conversions are single instructions,
+    /// unlike `usize`'s). Scores on or next to an edge, 0 and 1 among them,
+    /// go through [`equal_width_index`].
     #[inline]
     pub fn of(&self, score: f64) -> Option<usize> {
+        const CLEAR: f64 = 1e-9;
+        let scaled = score * self.scale;
+        let floor = scaled as i64;
+        let fraction = scaled - floor as f64; // exact
+        if fraction > CLEAR && fraction < 1.0 - CLEAR {
+            return Some(floor as usize); // 0 <= floor < M: score is in [0, 1]
+        }
         equal_width_index(score, &self.edges, self.convention)
     }
 }
@@ -369,8 +386,9 @@ fn pair_of(key: u64) -> (f64, bool) {
 /// The equal-width bin of `score` in `[0, 1]` given the `M + 1` edges `k / M`:
 /// a guess from `score * M`, corrected by one step against the exact edges (the
 /// product's rounding can be off by at most one bin). `None` when the score
-/// falls in no bin.
-#[inline]
+/// falls in no bin. [`EqualWidthIndex::of`] calls it only for scores on or
+/// next to an edge.
+#[inline(never)]
 fn equal_width_index(score: f64, edges: &[f64], convention: EdgeConvention) -> Option<usize> {
     let n_bins = edges.len() - 1;
     let scaled = score * n_bins as f64;
@@ -617,6 +635,24 @@ mod tests {
     }
 
     proptest! {
+        #[test]
+        fn fast_bin_index_equals_the_corrected_guess(
+            n_bins in 1usize..60,
+            k in 0usize..60,
+            ulps in -3i64..=3,
+            u in 0.0..=1.0_f64,
+            left in any::<bool>(),
+        ) {
+            let convention = if left { EdgeConvention::LeftClosedWithOneBin } else { EdgeConvention::RightClosed };
+            let index = EqualWidthIndex::new(n_bins, convention);
+            // Edges, their neighbours a few ulps away, and any score.
+            let edge = k.min(n_bins) as f64 / n_bins as f64;
+            let near = f64::from_bits((edge.to_bits() as i64 + ulps).max(0) as u64).clamp(0.0, 1.0);
+            for score in [edge, near, u, f64::from(u as f32)] {
+                prop_assert_eq!(index.of(score), equal_width_index(score, &index.edges, convention), "score {}", score);
+            }
+        }
+
         #[test]
         fn every_scheme_bins_each_sample_at_most_once_and_within_its_edges(
             pairs in prop::collection::vec((0.0..=1.0_f64, any::<bool>()), 1..200),
