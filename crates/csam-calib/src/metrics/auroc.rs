@@ -51,7 +51,11 @@ fn tie_key(score: f64) -> u64 {
 /// list sorted once, then one merge that counts, for every distinct positive
 /// score, the negatives below it and those tied with it. Undefined (an error
 /// naming `metric`) when either list is empty.
-fn mann_whitney(mut positives: Vec<u64>, mut negatives: Vec<u64>, metric: &'static str) -> Result<f64> {
+fn mann_whitney(
+    mut positives: Vec<u64>,
+    mut negatives: Vec<u64>,
+    metric: &'static str,
+) -> Result<f64> {
     if positives.is_empty() || negatives.is_empty() {
         return Err(CalibError::Undefined {
             metric,

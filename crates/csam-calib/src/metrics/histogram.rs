@@ -40,7 +40,9 @@ pub fn confidence_histogram<T: Real>(
         return Err(CalibError::Empty("probabilities have no classes".into()));
     }
     let mut collector = BinCollector::new(binning)?;
-    for_each_top_class(probs, |_, _, confidence| collector.push(confidence.into(), false))?;
+    for_each_top_class(probs, |_, _, confidence| {
+        collector.push(confidence.into(), false)
+    })?;
     let stats = collector.finish()?;
     let n = stats.n_samples as f64;
     let bars = stats
