@@ -85,32 +85,27 @@ fn classwise_equal_width<T: Real>(
     let mut sums = vec![0.0_f64; k * n_bins];
     let mut hits = vec![0usize; k * n_bins];
     for (row, (values, &label)) in probs.outer_iter().zip(labels).enumerate() {
-        let row_bins = counts
-            .chunks_exact_mut(n_bins)
-            .zip(sums.chunks_exact_mut(n_bins));
-        let mut add =
-            |(class, (&value, (counts, sums))): (usize, (&T, (&mut [usize], &mut [f64])))| {
-                let value: f64 = value.into();
-                if !(0.0..=1.0).contains(&value) {
-                    return Err(probability_error(row, class, value));
-                }
-                if let Some(bin) = index.of(value) {
-                    counts[bin] += 1;
-                    sums[bin] += value;
-                }
-                Ok(())
-            };
+        let mut add = |class: usize, value: f64| {
+            if !(0.0..=1.0).contains(&value) {
+                return Err(probability_error(row, class, value));
+            }
+            if let Some(bin) = index.of(value) {
+                counts[class * n_bins + bin] += 1;
+                sums[class * n_bins + bin] += value;
+            }
+            Ok(())
+        };
         match values.as_slice() {
-            Some(slice) => slice
-                .iter()
-                .zip(row_bins)
-                .enumerate()
-                .try_for_each(&mut add)?,
-            None => values
-                .iter()
-                .zip(row_bins)
-                .enumerate()
-                .try_for_each(&mut add)?,
+            Some(slice) => {
+                for (class, &value) in slice.iter().enumerate() {
+                    add(class, value.into())?;
+                }
+            }
+            None => {
+                for (class, &value) in values.iter().enumerate() {
+                    add(class, value.into())?;
+                }
+            }
         }
         if let Some(bin) = index.of(values[label].into()) {
             hits[label * n_bins + bin] += 1;
