@@ -3,6 +3,7 @@ same arrays in the same process, one thread each: ECE, AdaECE, classwise ECE, mi
 AUROC and a temperature fit, each the best of --repeats runs.
 
     .venv/bin/python crates/csam-calib-py/bench/speed.py [--rows 1000000] [--classes 100]
+        [--libraries csam_calib numpy]
 
 Prints a markdown table of seconds (lower is better); "-" where a library has
 no such metric. Each library is called as its documentation shows; csam_calib
@@ -161,14 +162,25 @@ def main():
     parser.add_argument("--rows", type=int, default=1_000_000)
     parser.add_argument("--classes", type=int, default=100)
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument(
+        "--libraries",
+        nargs="+",
+        default=["csam_calib", "torchmetrics", "netcal", "numpy"],
+        choices=["csam_calib", "torchmetrics", "netcal", "numpy"],
+        help="the rows to time (torchmetrics' LBFGS temperature fit alone takes minutes)",
+    )
     args = parser.parse_args()
     logits, probs, labels = data(args.rows, args.classes)
     columns = ["ECE", "AdaECE", "classwise ECE", "AUROC", "temperature fit"]
     rows = [
-        ("csam_calib", csam_row),
-        ("torchmetrics", torchmetrics_row),
-        ("netcal", netcal_row),
-        ("numpy / scipy", numpy_row),
+        (name, make)
+        for name, key, make in [
+            ("csam_calib", "csam_calib", csam_row),
+            ("torchmetrics", "torchmetrics", torchmetrics_row),
+            ("netcal", "netcal", netcal_row),
+            ("numpy / scipy", "numpy", numpy_row),
+        ]
+        if key in args.libraries
     ]
     print(f"{args.rows:,} x {args.classes} float32, best of {args.repeats}, seconds\n")
     print("| Library | " + " | ".join(columns) + " |")

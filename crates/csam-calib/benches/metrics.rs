@@ -3,7 +3,8 @@
 //! each row so the model is calibrated). Temperature fitting runs on 100,000 x
 //! 100 `f64` logits (its cost is a few passes of exp per Newton step).
 //!
-//! Run: `cargo bench -p csam-calib --bench metrics -- --warm-up-time 1 --measurement-time 3`
+//! Run: `cargo bench -p csam-calib --bench metrics` (add `-- --warm-up-time 1
+//! --measurement-time 3` for a shorter run).
 
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use csam_calib::binning::{AdaptiveVariant, Binning, Norm};

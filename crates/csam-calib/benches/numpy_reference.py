@@ -1,14 +1,17 @@
-"""numpy / scikit-learn timings of the same ECE and misclassification AUROC as
-benches/metrics.rs, on data of the same shape and dtype (1,000,000 x 100
-float32 softmax rows; not the same generator, so values differ).
+"""numpy / scikit-learn / torchmetrics timings of the same ECE and
+misclassification AUROC as benches/metrics.rs, on data of the same shape and
+dtype (1,000,000 x 100 float32 softmax rows; not the same generator, so values
+differ).
 
-Run: /work/main/.venv/bin/python crates/csam-calib/benches/numpy_reference.py
+Run from the repository root (`cargo xtask python` installs scikit-learn and
+torchmetrics into .venv; a library that is missing is reported and skipped):
+
+    .venv/bin/python crates/csam-calib/benches/numpy_reference.py
 """
 
 import time
 
 import numpy as np
-from sklearn.metrics import roc_auc_score
 
 ROWS, CLASSES, BINS = 1_000_000, 100, 15
 
@@ -40,10 +43,35 @@ def ece(probs, labels):
     return np.abs(sum_hit[nz] - sum_conf[nz]).sum() / len(labels)
 
 
-def auroc(probs, labels):
-    conf = probs.max(axis=1)
-    hit = probs.argmax(axis=1) == labels
-    return roc_auc_score(hit, conf)
+def sklearn_auroc():
+    """scikit-learn's `roc_auc_score` on the confidence, or None if it is missing."""
+    try:
+        from sklearn.metrics import roc_auc_score
+    except ImportError:
+        return None
+
+    def auroc(probs, labels):
+        conf = probs.max(axis=1)
+        hit = probs.argmax(axis=1) == labels
+        return roc_auc_score(hit, conf)
+
+    return auroc
+
+
+def torchmetrics_ece():
+    """torchmetrics' 15-bin multiclass ECE on tensors sharing the arrays'
+    memory (all of torch's threads), or None if it is missing."""
+    try:
+        import torch
+        from torchmetrics.functional.classification import multiclass_calibration_error
+    except ImportError:
+        return None
+
+    def ece(probs, labels):
+        p, y = torch.from_numpy(probs), torch.from_numpy(labels)
+        return multiclass_calibration_error(p, y, num_classes=CLASSES, n_bins=BINS)
+
+    return ece
 
 
 def timed(name, f, *args, repeats=5):
@@ -62,7 +90,15 @@ def main():
     probs, labels = data()
     print(f"numpy {np.__version__}, {probs.shape} {probs.dtype}")
     timed("ece equal-width (numpy)", ece, probs, labels)
-    timed("auroc misclassification (sklearn)", auroc, probs, labels)
+    for name, make, package in [
+        ("ece equal-width (torchmetrics)", torchmetrics_ece, "torchmetrics"),
+        ("auroc misclassification (sklearn)", sklearn_auroc, "scikit-learn"),
+    ]:
+        function = make()
+        if function is None:
+            print(f"{name:32s} skipped: {package} is not installed (cargo xtask python installs it)")
+        else:
+            timed(name, function, probs, labels)
 
 
 if __name__ == "__main__":

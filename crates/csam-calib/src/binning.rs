@@ -19,6 +19,7 @@
 use serde::{Deserialize, Serialize};
 
 use crate::error::{CalibError, Result};
+use crate::radix;
 
 /// Which side of an equal-width bin is closed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
@@ -207,46 +208,33 @@ pub struct BinCollector {
 #[derive(Debug, Clone)]
 enum CollectorState {
     EqualWidth {
-        convention: EdgeConvention,
-        /// `k / M` for `k = 0..=M`, computed once.
-        edges: Vec<f64>,
+        index: EqualWidthIndex,
         bins: Vec<Bin>,
     },
     EqualMass {
         n_bins: usize,
         variant: AdaptiveVariant,
-        pairs: Vec<(f64, bool)>,
+        /// The pairs as [`pair_key`]s, sorted at the end.
+        keys: Vec<u64>,
     },
 }
 
 impl BinCollector {
     /// An empty collector; fails if the scheme asks for no bins.
     pub fn new(binning: &Binning) -> Result<Self> {
-        let n_bins = binning.n_bins();
-        if n_bins == 0 {
-            return Err(CalibError::InvalidArgument(
-                "the number of bins must be at least 1".into(),
-            ));
-        }
+        check_n_bins(binning)?;
         let state = match *binning {
-            Binning::EqualWidth {
-                edges: convention, ..
-            } => {
-                let edges: Vec<f64> = (0..=n_bins).map(|k| k as f64 / n_bins as f64).collect();
-                let mut bins: Vec<Bin> = edges.windows(2).map(|w| Bin::empty(w[0], w[1])).collect();
-                if convention == EdgeConvention::LeftClosedWithOneBin {
-                    bins.push(Bin::empty(1.0, 1.0));
-                }
+            Binning::EqualWidth { n_bins, edges } => {
+                let index = EqualWidthIndex::new(n_bins, edges);
                 CollectorState::EqualWidth {
-                    convention,
-                    edges,
-                    bins,
+                    bins: index.empty_bins(),
+                    index,
                 }
             }
-            Binning::EqualMass { variant, .. } => CollectorState::EqualMass {
+            Binning::EqualMass { n_bins, variant } => CollectorState::EqualMass {
                 n_bins,
                 variant,
-                pairs: Vec::new(),
+                keys: Vec::new(),
             },
         };
         Ok(BinCollector { state, offered: 0 })
@@ -263,16 +251,12 @@ impl BinCollector {
         }
         self.offered += 1;
         match &mut self.state {
-            CollectorState::EqualWidth {
-                convention,
-                edges,
-                bins,
-            } => {
-                if let Some(index) = equal_width_index(score, edges, *convention) {
-                    bins[index].add(score, hit);
+            CollectorState::EqualWidth { index, bins } => {
+                if let Some(i) = index.of(score) {
+                    bins[i].add(score, hit);
                 }
             }
-            CollectorState::EqualMass { pairs, .. } => pairs.push((score, hit)),
+            CollectorState::EqualMass { keys, .. } => keys.push(pair_key(score, hit)),
         }
         Ok(())
     }
@@ -287,10 +271,10 @@ impl BinCollector {
             CollectorState::EqualMass {
                 n_bins,
                 variant,
-                mut pairs,
+                mut keys,
             } => {
-                // Scores were checked to be in [0, 1], so total_cmp is the numeric order.
-                pairs.sort_unstable_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
+                radix::sort(&mut keys);
+                let pairs: Vec<(f64, bool)> = keys.into_iter().map(pair_of).collect();
                 match variant {
                     AdaptiveVariant::Interpolated => interpolated_bins(&pairs, n_bins),
                     AdaptiveVariant::Chunked => chunked_bins(&pairs, n_bins),
@@ -304,11 +288,107 @@ impl BinCollector {
     }
 }
 
+/// The equal-width bins of a [`Binning::EqualWidth`]: which bin a score falls
+/// in. Kept apart from [`BinCollector`] for loops that fill many sets of bins
+/// at once (classwise ECE fills one per class).
+#[derive(Debug, Clone)]
+pub struct EqualWidthIndex {
+    convention: EdgeConvention,
+    /// `M` as `f64`.
+    scale: f64,
+    /// `k / M` for `k = 0..=M`, computed once.
+    edges: Vec<f64>,
+}
+
+impl EqualWidthIndex {
+    /// The index of an equal-width scheme, `None` for an equal-mass one;
+    /// fails if the scheme asks for no bins.
+    pub fn of_binning(binning: &Binning) -> Result<Option<Self>> {
+        check_n_bins(binning)?;
+        Ok(match *binning {
+            Binning::EqualWidth { n_bins, edges } => Some(EqualWidthIndex::new(n_bins, edges)),
+            Binning::EqualMass { .. } => None,
+        })
+    }
+
+    fn new(n_bins: usize, convention: EdgeConvention) -> Self {
+        EqualWidthIndex {
+            convention,
+            scale: n_bins as f64,
+            edges: (0..=n_bins).map(|k| k as f64 / n_bins as f64).collect(),
+        }
+    }
+
+    /// The bins, all empty: `M`, plus the bin of 1.0 under
+    /// [`EdgeConvention::LeftClosedWithOneBin`].
+    pub fn empty_bins(&self) -> Vec<Bin> {
+        let mut bins: Vec<Bin> = self
+            .edges
+            .windows(2)
+            .map(|w| Bin::empty(w[0], w[1]))
+            .collect();
+        if self.convention == EdgeConvention::LeftClosedWithOneBin {
+            bins.push(Bin::empty(1.0, 1.0));
+        }
+        bins
+    }
+
+    /// The bin of a score in `[0, 1]` (in `0..empty_bins().len()`), `None`
+    /// when it falls in no bin.
+    ///
+    /// When `score * M` is more than `1e-9` away from an integer, the rounding
+    /// of the product and of the edges (relative `2^-53`) cannot move the score
+    /// across an edge, so the bin is `floor(score * M)` under both conventions
+    /// (computed through `i64`, whose conversions are single instructions,
+    /// unlike `usize`'s). Scores on or next to an edge, 0 and 1 among them,
+    /// go through [`equal_width_index`].
+    #[inline]
+    pub fn of(&self, score: f64) -> Option<usize> {
+        const CLEAR: f64 = 1e-9;
+        let scaled = score * self.scale;
+        let floor = scaled as i64;
+        let fraction = scaled - floor as f64; // exact
+        if fraction > CLEAR && fraction < 1.0 - CLEAR {
+            return Some(floor as usize); // 0 <= floor < M: score is in [0, 1]
+        }
+        equal_width_index(score, &self.edges, self.convention)
+    }
+}
+
+/// Refuses a scheme that asks for no bins.
+fn check_n_bins(binning: &Binning) -> Result<()> {
+    if binning.n_bins() == 0 {
+        return Err(CalibError::InvalidArgument(
+            "the number of bins must be at least 1".into(),
+        ));
+    }
+    Ok(())
+}
+
+/// `(score, hit)` with `score` in `[0, 1]` as one key whose order is by score
+/// ([`f64::total_cmp`], the numeric order there), then misses before hits:
+/// the score's [`radix::order_key`] counted from that of `-0.0` (the least
+/// score in `[0, 1]`, so the difference fits in 62 bits), the hit in bit 0.
+#[inline]
+fn pair_key(score: f64, hit: bool) -> u64 {
+    ((radix::order_key(score) - radix::order_key(-0.0)) << 1) | u64::from(hit)
+}
+
+/// The pair of a [`pair_key`].
+#[inline]
+fn pair_of(key: u64) -> (f64, bool) {
+    (
+        radix::score_of((key >> 1) + radix::order_key(-0.0)),
+        key & 1 == 1,
+    )
+}
+
 /// The equal-width bin of `score` in `[0, 1]` given the `M + 1` edges `k / M`:
 /// a guess from `score * M`, corrected by one step against the exact edges (the
 /// product's rounding can be off by at most one bin). `None` when the score
-/// falls in no bin.
-#[inline]
+/// falls in no bin. [`EqualWidthIndex::of`] calls it only for scores on or
+/// next to an edge.
+#[inline(never)]
 fn equal_width_index(score: f64, edges: &[f64], convention: EdgeConvention) -> Option<usize> {
     let n_bins = edges.len() - 1;
     let scaled = score * n_bins as f64;
@@ -318,7 +398,7 @@ fn equal_width_index(score: f64, edges: &[f64], convention: EdgeConvention) -> O
                 return None;
             }
             // Bin i is (edges[i], edges[i+1]]; ceil(scaled) - 1 in 0..n_bins.
-            let mut i = (scaled.ceil() as usize).clamp(1, n_bins) - 1;
+            let mut i = ceil(scaled).clamp(1, n_bins) - 1;
             if score <= edges[i] {
                 i -= 1; // i > 0 here: edges[0] = 0 < score.
             } else if score > edges[i + 1] {
@@ -331,7 +411,7 @@ fn equal_width_index(score: f64, edges: &[f64], convention: EdgeConvention) -> O
                 return Some(n_bins);
             }
             // Bin i is [edges[i], edges[i+1]); floor(scaled) in 0..n_bins.
-            let mut i = (scaled.floor() as usize).min(n_bins - 1);
+            let mut i = (scaled as usize).min(n_bins - 1); // floor: scaled >= 0
             if score < edges[i] {
                 i -= 1; // i > 0 here: edges[0] = 0 <= score.
             } else if score >= edges[i + 1] {
@@ -340,6 +420,14 @@ fn equal_width_index(score: f64, edges: &[f64], convention: EdgeConvention) -> O
             Some(i)
         }
     }
+}
+
+/// `ceil(x)` of a finite `x >= 0` as an index, by the truncating cast (without
+/// SSE4.1, `f64::ceil` is a call into libm, the slowest step of binning).
+#[inline]
+fn ceil(x: f64) -> usize {
+    let floor = x as usize;
+    floor + usize::from((floor as f64) < x)
 }
 
 /// Lineage (a) equal-mass bins over pairs sorted by score: edges interpolated
@@ -547,6 +635,24 @@ mod tests {
     }
 
     proptest! {
+        #[test]
+        fn fast_bin_index_equals_the_corrected_guess(
+            n_bins in 1usize..60,
+            k in 0usize..60,
+            ulps in -3i64..=3,
+            u in 0.0..=1.0_f64,
+            left in any::<bool>(),
+        ) {
+            let convention = if left { EdgeConvention::LeftClosedWithOneBin } else { EdgeConvention::RightClosed };
+            let index = EqualWidthIndex::new(n_bins, convention);
+            // Edges, their neighbours a few ulps away, and any score.
+            let edge = k.min(n_bins) as f64 / n_bins as f64;
+            let near = f64::from_bits((edge.to_bits() as i64 + ulps).max(0) as u64).clamp(0.0, 1.0);
+            for score in [edge, near, u, f64::from(u as f32)] {
+                prop_assert_eq!(index.of(score), equal_width_index(score, &index.edges, convention), "score {}", score);
+            }
+        }
+
         #[test]
         fn every_scheme_bins_each_sample_at_most_once_and_within_its_edges(
             pairs in prop::collection::vec((0.0..=1.0_f64, any::<bool>()), 1..200),

@@ -58,6 +58,7 @@ pub mod error;
 pub mod io;
 pub mod metrics;
 pub mod plot;
+mod radix;
 pub mod scores;
 
 pub use error::{CalibError, Result};

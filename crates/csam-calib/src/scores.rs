@@ -18,16 +18,20 @@ pub trait Real:
     const ZERO: Self;
     /// 1 in this type.
     const ONE: Self;
+    /// The type's machine epsilon, as `f64`.
+    const EPSILON: f64;
 }
 
 impl Real for f32 {
     const ZERO: Self = 0.0;
     const ONE: Self = 1.0;
+    const EPSILON: f64 = f32::EPSILON as f64;
 }
 
 impl Real for f64 {
     const ZERO: Self = 0.0;
     const ONE: Self = 1.0;
+    const EPSILON: f64 = f64::EPSILON;
 }
 
 /// Row-wise softmax `p_k = exp(z_k - m) / sum_j exp(z_j - m)` with `m = max_j z_j`.
@@ -84,10 +88,20 @@ pub fn log_probabilities(probs: ArrayView2<'_, f64>) -> Array2<f64> {
 /// probability, the confidence. Fails if any entry of the row is NaN or outside
 /// `[0, 1]`; `row_index` names the row in the error.
 pub fn top_class<T: Real>(row: ArrayView1<'_, T>, row_index: usize) -> Result<(usize, f64)> {
-    if let Some(found) = row.as_slice().and_then(scan_valid_row) {
-        return Ok(found);
+    if let Some(values) = row.as_slice().filter(|values| !values.is_empty()) {
+        let mut check = EntryCheck::new();
+        let top = scan_row(values, &mut check);
+        if check.passed() && in_unit_interval(top) {
+            return Ok((first_index_of(values, top), top.into()));
+        }
     }
     // Strided rows, and rows the fast scan refused: find the first bad entry.
+    checked_top_class(row, row_index)
+}
+
+/// [`top_class`] one entry at a time: the reference the fast scan falls back
+/// on to name the first bad entry.
+fn checked_top_class<T: Real>(row: ArrayView1<'_, T>, row_index: usize) -> Result<(usize, f64)> {
     let mut best = (0, f64::NEG_INFINITY);
     for (col, &value) in row.iter().enumerate() {
         let value: f64 = value.into();
@@ -104,46 +118,137 @@ pub fn top_class<T: Real>(row: ArrayView1<'_, T>, row_index: usize) -> Result<(u
     Ok(best)
 }
 
-/// Fast path of [`top_class`] for a contiguous row: lane-wise max, min and sum
-/// in the element type (which the compiler vectorises; a NaN turns the sum
-/// NaN), then the first index of the max. `None` if the row is empty or any
-/// entry is not in `[0, 1]`.
+/// Calls `visit(row, predicted, confidence)` for every row of `probs` in
+/// order, as [`top_class`] would give them, in one pass over the matrix at
+/// memory speed; fails with [`top_class`]'s error at the first bad entry.
+///
+/// Only the row maximum is reduced per row. The checks of the other entries
+/// (none below 0, none NaN) run lane-wise over a block of rows and are reduced
+/// once per block; a block that fails them is scanned again entry by entry to
+/// name the first bad one. `visit` therefore only ever sees confidences in
+/// `[0, 1]`, but may see rows of a block that is refused afterwards.
+pub fn for_each_top_class<T: Real>(
+    probs: ArrayView2<'_, T>,
+    mut visit: impl FnMut(usize, usize, T) -> Result<()>,
+) -> Result<()> {
+    /// Rows per block: a few hundred KB, so a refused block is re-read from cache.
+    const BLOCK_ROWS: usize = 512;
+    let (n_rows, k) = probs.dim();
+    let Some(values) = probs.as_slice().filter(|_| k > 0) else {
+        for (row, values) in probs.outer_iter().enumerate() {
+            let (predicted, _) = checked_top_class(values, row)?;
+            visit(row, predicted, values[predicted])?;
+        }
+        return Ok(());
+    };
+    for (block, rows) in values.chunks(BLOCK_ROWS * k).enumerate() {
+        let first_row = block * BLOCK_ROWS;
+        let mut check = EntryCheck::new();
+        for (offset, row) in rows.chunks_exact(k).enumerate() {
+            let top = scan_row(row, &mut check);
+            if !in_unit_interval(top) {
+                let row_index = first_row + offset;
+                return Err(first_bad_entry(probs, first_row..=row_index)
+                    .unwrap_or_else(|| probability_error(row_index, 0, top.into())));
+            }
+            visit(first_row + offset, first_index_of(row, top), top)?;
+        }
+        if !check.passed() {
+            let last_row = (first_row + BLOCK_ROWS).min(n_rows) - 1;
+            if let Some(error) = first_bad_entry(probs, first_row..=last_row) {
+                return Err(error);
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The first entry of `rows` that is NaN or outside `[0, 1]`, as an error.
+fn first_bad_entry<T: Real>(
+    probs: ArrayView2<'_, T>,
+    rows: std::ops::RangeInclusive<usize>,
+) -> Option<CalibError> {
+    rows.filter_map(|row| checked_top_class(probs.row(row), row).err())
+        .next()
+}
+
+/// `0 <= value <= 1` (false for NaN).
 #[inline]
-fn scan_valid_row<T: Real>(row: &[T]) -> Option<(usize, f64)> {
-    const LANES: usize = 16;
-    let first = *row.first()?;
-    let (mut max, mut min, mut sum) = ([first; LANES], [first; LANES], [T::ZERO; LANES]);
+fn in_unit_interval<T: Real>(value: T) -> bool {
+    value >= T::ZERO && value <= T::ONE
+}
+
+/// Lanes of the row scans: wide enough for the compiler to vectorise them.
+const LANES: usize = 16;
+
+/// Lane-wise running minimum and sum of the entries scanned: an entry below 0
+/// lowers the minimum under 0, a NaN turns the sum NaN (an entry above 1 is
+/// caught by the row maximum). Reduced once per block of rows.
+struct EntryCheck<T> {
+    min: [T; LANES],
+    sum: [T; LANES],
+}
+
+impl<T: Real> EntryCheck<T> {
+    fn new() -> Self {
+        EntryCheck {
+            min: [T::ZERO; LANES],
+            sum: [T::ZERO; LANES],
+        }
+    }
+
+    /// No entry scanned was below 0 or NaN.
+    fn passed(&self) -> bool {
+        let min = self
+            .min
+            .iter()
+            .fold(T::ZERO, |a, &b| if b < a { b } else { a });
+        min >= T::ZERO && !self.sum().is_nan()
+    }
+
+    /// The sum of the entries scanned, in `f64`.
+    fn sum(&self) -> f64 {
+        self.sum.iter().map(|&v| v.into()).sum()
+    }
+}
+
+/// The maximum of a non-empty contiguous row, lane-wise (which the compiler
+/// vectorises); every entry also goes through `check`.
+#[inline]
+fn scan_row<T: Real>(row: &[T], check: &mut EntryCheck<T>) -> T {
+    let first = row[0];
+    let mut max = [first; LANES];
+    let mut add = |lane: usize, v: T, max: &mut [T; LANES]| {
+        max[lane] = if v > max[lane] { v } else { max[lane] };
+        check.min[lane] = if v < check.min[lane] {
+            v
+        } else {
+            check.min[lane]
+        };
+        check.sum[lane] = check.sum[lane] + v;
+    };
     let chunks = row.chunks_exact(LANES);
     let tail = chunks.remainder();
     for chunk in chunks {
-        for lane in 0..LANES {
-            let v = chunk[lane];
-            max[lane] = if v > max[lane] { v } else { max[lane] };
-            min[lane] = if v < min[lane] { v } else { min[lane] };
-            sum[lane] = sum[lane] + v;
+        for (lane, &v) in chunk.iter().enumerate() {
+            add(lane, v, &mut max);
         }
     }
     for (lane, &v) in tail.iter().enumerate() {
-        max[lane] = if v > max[lane] { v } else { max[lane] };
-        min[lane] = if v < min[lane] { v } else { min[lane] };
-        sum[lane] = sum[lane] + v;
+        add(lane, v, &mut max);
     }
-    let top = max.iter().fold(first, |a, &b| if b > a { b } else { a });
-    let bottom = min.iter().fold(first, |a, &b| if b < a { b } else { a });
-    let total: f64 = sum.iter().map(|&v| v.into()).sum();
-    // Every entry is in the sum, so any NaN (also a first one, where max and
-    // min start) makes the total NaN.
-    if bottom < T::ZERO || top > T::ONE || total.is_nan() {
-        return None;
-    }
-    // First index of the max: whole chunks compared without branches, then
-    // the position inside the first chunk that holds it.
-    let (offset, chunk) = row
-        .chunks(LANES)
+    max.iter().fold(first, |a, &b| if b > a { b } else { a })
+}
+
+/// The first index of `top`, a value of `row`: whole chunks compared without
+/// branches, then the position inside the first chunk that holds it.
+#[inline]
+fn first_index_of<T: Real>(row: &[T], top: T) -> usize {
+    row.chunks(LANES)
         .enumerate()
-        .find(|(_, chunk)| chunk.iter().fold(false, |seen, &v| seen | (v == top)))?;
-    let index = offset * LANES + chunk.iter().position(|&v| v == top)?;
-    Some((index, top.into()))
+        .find(|(_, chunk)| chunk.iter().fold(false, |seen, &v| seen | (v == top)))
+        .and_then(|(offset, chunk)| Some(offset * LANES + chunk.iter().position(|&v| v == top)?))
+        .unwrap_or(0)
 }
 
 /// The error for a single entry that is not a probability.
@@ -166,22 +271,43 @@ pub(crate) fn probability_error(row: usize, col: usize, value: f64) -> CalibErro
 /// (absolute). The error names the first offending row.
 pub fn validate_probabilities<T: Real>(probs: ArrayView2<'_, T>, tolerance: f64) -> Result<()> {
     check_not_empty(probs.dim(), "probabilities")?;
+    // Bound on how far the lane-wise sum in `T` and the sequential sum in f64
+    // below can differ (entries in [0, 1]): a row whose lane-wise sum is
+    // nearer the tolerance than this is decided by the sequential sum.
+    let margin = (probs.ncols() as f64 + 2.0) * (T::EPSILON + f64::EPSILON) * 2.0;
     for (row_index, row) in probs.rows().into_iter().enumerate() {
-        let mut sum = 0.0;
-        for (col, &value) in row.iter().enumerate() {
-            let value: f64 = value.into();
-            if !(0.0..=1.0).contains(&value) {
-                return Err(probability_error(row_index, col, value));
+        if let Some(values) = row.as_slice() {
+            let mut check = EntryCheck::new();
+            let top = scan_row(values, &mut check);
+            let sum = check.sum();
+            if in_unit_interval(top)
+                && check.passed()
+                && (sum - 1.0).abs() <= tolerance - margin * sum.max(1.0)
+            {
+                continue;
             }
-            sum += value;
         }
-        if (sum - 1.0).abs() > tolerance {
-            return Err(CalibError::NotNormalised {
-                row: row_index,
-                sum,
-                tolerance,
-            });
+        check_row_sum(row, row_index, tolerance)?;
+    }
+    Ok(())
+}
+
+/// One row of [`validate_probabilities`], entry by entry, the sum in f64.
+fn check_row_sum<T: Real>(row: ArrayView1<'_, T>, row_index: usize, tolerance: f64) -> Result<()> {
+    let mut sum = 0.0;
+    for (col, &value) in row.iter().enumerate() {
+        let value: f64 = value.into();
+        if !(0.0..=1.0).contains(&value) {
+            return Err(probability_error(row_index, col, value));
         }
+        sum += value;
+    }
+    if (sum - 1.0).abs() > tolerance {
+        return Err(CalibError::NotNormalised {
+            row: row_index,
+            sum,
+            tolerance,
+        });
     }
     Ok(())
 }
@@ -248,7 +374,7 @@ fn check_not_empty((rows, cols): (usize, usize), what: &str) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use ndarray::array;
+    use ndarray::{array, ShapeBuilder};
     use proptest::prelude::*;
 
     #[test]
@@ -378,6 +504,47 @@ mod tests {
                 (Ok(a), Ok(b)) => prop_assert_eq!(a, b),
                 (Err(a), Err(b)) => prop_assert_eq!(a.to_string(), b.to_string()),
                 (a, b) => prop_assert!(false, "{:?} vs {:?}", a, b),
+            }
+        }
+
+        #[test]
+        fn block_scan_matches_the_entry_by_entry_scan(
+            rows in 1usize..1200,
+            k in 1usize..40,
+            seed in any::<u64>(),
+            corrupt in prop::collection::vec((any::<prop::sample::Index>(), prop_oneof![Just(-0.1), Just(f64::NAN), Just(1.5), Just(-0.0)]), 0..3),
+        ) {
+            // Ties (values on a grid of 1/8) and edge values 0 and 1; the
+            // corrupt entries (up to two) may sit in any block, also a later one.
+            use rand::{Rng, SeedableRng};
+            let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed);
+            let mut probs = Array2::from_shape_fn((rows, k), |_| f64::from(rng.random_range(0..=8u8)) / 8.0);
+            for (at, bad) in corrupt {
+                let i = at.index(rows * k);
+                probs[[i / k, i % k]] = bad;
+            }
+            // The same matrix in column-major order: strided rows, entry-by-entry path.
+            let mut strided = Array2::zeros((rows, k).f());
+            strided.assign(&probs);
+            let visit_all = |view: ArrayView2<'_, f64>| {
+                let mut seen = Vec::new();
+                for_each_top_class(view, |row, predicted, confidence| {
+                    seen.push((row, predicted, confidence.to_bits()));
+                    Ok(())
+                }).map(|()| seen)
+            };
+            match (visit_all(probs.view()), visit_all(strided.view())) {
+                (Ok(a), Ok(b)) => prop_assert_eq!(a, b),
+                (Err(a), Err(b)) => prop_assert_eq!(a.to_string(), b.to_string()),
+                (a, b) => prop_assert!(false, "{:?} vs {:?}", a.map(|v| v.len()), b.map(|v| v.len())),
+            }
+            let f32_probs = probs.mapv(|v| v as f32);
+            for tolerance in [1e-6, 0.3] {
+                let fast = validate_probabilities(f32_probs.view(), tolerance).map_err(|e| e.to_string());
+                let reference = f32_probs.rows().into_iter().enumerate()
+                    .try_for_each(|(row, values)| check_row_sum(values, row, tolerance))
+                    .map_err(|e| e.to_string());
+                prop_assert_eq!(fast, reference);
             }
         }
 

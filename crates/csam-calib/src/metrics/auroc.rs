@@ -11,9 +11,10 @@
 use ndarray::ArrayView2;
 use serde::{Deserialize, Serialize};
 
-use super::{check_predictions, confidence_hits};
+use super::check_predictions;
 use crate::error::{CalibError, Result};
-use crate::scores::{probability_error, top_class, Real};
+use crate::radix;
+use crate::scores::{for_each_top_class, probability_error, Real};
 
 /// `P(score of a positive > score of a negative) + P(equal) / 2` over all
 /// positive-negative pairs: `O(N log N)`, exact for any ties. Fails on a NaN
@@ -29,32 +30,54 @@ pub fn auroc(scores: &[f64], positive: &[bool]) -> Result<f64> {
     if let Some(i) = scores.iter().position(|s| s.is_nan()) {
         return Err(CalibError::InvalidArgument(format!("score {i} is NaN")));
     }
-    let n_positive = positive.iter().filter(|&&p| p).count();
-    let n_negative = positive.len() - n_positive;
-    if n_positive == 0 || n_negative == 0 {
+    let (mut positives, mut negatives) = (Vec::new(), Vec::new());
+    for (&score, &is_positive) in scores.iter().zip(positive) {
+        match is_positive {
+            true => positives.push(tie_key(score)),
+            false => negatives.push(tie_key(score)),
+        }
+    }
+    mann_whitney(positives, negatives, "AUROC")
+}
+
+/// The sort key of a score: its [`radix::order_key`], with `-0.0` read as
+/// `0.0` (they tie).
+#[inline]
+fn tie_key(score: f64) -> u64 {
+    radix::order_key(score + 0.0)
+}
+
+/// The AUROC of positives and negatives given by their [`tie_key`]s: each
+/// list sorted once, then one merge that counts, for every distinct positive
+/// score, the negatives below it and those tied with it. Undefined (an error
+/// naming `metric`) when either list is empty.
+fn mann_whitney(
+    mut positives: Vec<u64>,
+    mut negatives: Vec<u64>,
+    metric: &'static str,
+) -> Result<f64> {
+    if positives.is_empty() || negatives.is_empty() {
         return Err(CalibError::Undefined {
-            metric: "AUROC",
+            metric,
             reason: format!(
-                "it needs both classes, got {n_positive} positives and {n_negative} negatives"
+                "it needs both classes, got {} positives and {} negatives",
+                positives.len(),
+                negatives.len()
             ),
         });
     }
-    let mut order: Vec<(f64, bool)> = scores
-        .iter()
-        .copied()
-        .zip(positive.iter().copied())
-        .collect();
-    order.sort_unstable_by(|a, b| a.0.total_cmp(&b.0));
+    radix::sort(&mut positives);
+    radix::sort(&mut negatives);
     // Twice the number of (positive, negative) pairs won, ties counting 1: exact in u128.
     let mut doubled_wins: u128 = 0;
-    let mut negatives_below: u128 = 0;
-    for group in order.chunk_by(|a, b| a.0 == b.0) {
-        let group_positives = group.iter().filter(|(_, p)| *p).count() as u128;
-        let group_negatives = group.len() as u128 - group_positives;
-        doubled_wins += group_positives * (2 * negatives_below + group_negatives);
-        negatives_below += group_negatives;
+    let mut below = 0; // negatives with a smaller score than the current group
+    for group in positives.chunk_by(|a, b| a == b) {
+        let score = group[0];
+        below += negatives[below..].partition_point(|&n| n < score);
+        let tied = negatives[below..].partition_point(|&n| n == score);
+        doubled_wins += group.len() as u128 * (2 * below as u128 + tied as u128);
     }
-    Ok(doubled_wins as f64 / (2.0 * n_positive as f64 * n_negative as f64))
+    Ok(doubled_wins as f64 / (2.0 * positives.len() as f64 * negatives.len() as f64))
 }
 
 /// Misclassification detection: positives are the correct predictions, the
@@ -62,11 +85,15 @@ pub fn auroc(scores: &[f64], positive: &[bool]) -> Result<f64> {
 /// prediction is right, or every one wrong.
 pub fn auroc_misclassification<T: Real>(probs: ArrayView2<'_, T>, labels: &[usize]) -> Result<f64> {
     check_predictions(probs, labels)?;
-    let (scores, correct): (Vec<f64>, Vec<bool>) = confidence_hits(probs, labels)
-        .collect::<Result<Vec<_>>>()?
-        .into_iter()
-        .unzip();
-    auroc(&scores, &correct).map_err(|e| rename(e, "misclassification AUROC"))
+    let (mut right, mut wrong) = (Vec::new(), Vec::new());
+    for_each_top_class(probs, |row, predicted, confidence| {
+        match predicted == labels[row] {
+            true => right.push(tie_key(confidence.into())),
+            false => wrong.push(tie_key(confidence.into())),
+        }
+        Ok(())
+    })?;
+    mann_whitney(right, wrong, "misclassification AUROC")
 }
 
 /// The per-sample score used to separate in-distribution from OOD inputs;
@@ -83,14 +110,21 @@ pub enum OodScore {
 
 impl OodScore {
     fn of_rows<T: Real>(self, probs: ArrayView2<'_, T>) -> Result<Vec<f64>> {
-        probs
-            .outer_iter()
-            .enumerate()
-            .map(|(row, values)| match self {
-                OodScore::MaxProbability => Ok(top_class(values, row)?.1),
-                OodScore::NegativeEntropy => Ok(-super::scoring::row_entropy(values, row)?),
-            })
-            .collect()
+        match self {
+            OodScore::MaxProbability => {
+                let mut scores = Vec::with_capacity(probs.nrows());
+                for_each_top_class(probs, |_, _, confidence| {
+                    scores.push(confidence.into());
+                    Ok(())
+                })?;
+                Ok(scores)
+            }
+            OodScore::NegativeEntropy => probs
+                .outer_iter()
+                .enumerate()
+                .map(|(row, values)| Ok(-super::scoring::row_entropy(values, row)?))
+                .collect(),
+        }
     }
 }
 
@@ -225,6 +259,31 @@ mod tests {
     }
 
     proptest! {
+        #[test]
+        fn equals_the_count_over_all_pairs(
+            samples in prop::collection::vec((prop_oneof![
+                (0u8..12).prop_map(|s| f64::from(s) / 4.0 - 1.0),
+                Just(-0.0), Just(0.0), Just(f64::INFINITY), Just(f64::NEG_INFINITY),
+                any::<f64>().prop_filter("not NaN", |s| !s.is_nan()),
+            ], any::<bool>()), 2..400)
+        ) {
+            // The definition, pair by pair: wins count 1, ties 1/2.
+            let mut doubled_wins = 0u64;
+            for &(p, _) in samples.iter().filter(|s| s.1) {
+                for &(n, _) in samples.iter().filter(|s| !s.1) {
+                    doubled_wins += if p > n { 2 } else { u64::from(p == n) };
+                }
+            }
+            let n_positive = samples.iter().filter(|s| s.1).count();
+            let pairs = 2.0 * n_positive as f64 * (samples.len() - n_positive) as f64;
+            let scores: Vec<f64> = samples.iter().map(|s| s.0).collect();
+            let positive: Vec<bool> = samples.iter().map(|s| s.1).collect();
+            match auroc(&scores, &positive) {
+                Ok(a) => prop_assert_eq!(a, doubled_wins as f64 / pairs),
+                Err(_) => prop_assert!(n_positive == 0 || n_positive == samples.len()),
+            }
+        }
+
         #[test]
         fn reversed_scores_give_one_minus_auroc(
             samples in prop::collection::vec((0u8..20, any::<bool>()), 2..200)

@@ -7,7 +7,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::binning::{BinCollector, Binning};
 use crate::error::{CalibError, Result};
-use crate::scores::{top_class, Real};
+use crate::scores::{for_each_top_class, Real};
 
 /// One bar of the confidence histogram.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
@@ -40,9 +40,9 @@ pub fn confidence_histogram<T: Real>(
         return Err(CalibError::Empty("probabilities have no classes".into()));
     }
     let mut collector = BinCollector::new(binning)?;
-    for (row, values) in probs.outer_iter().enumerate() {
-        collector.push(top_class(values, row)?.1, false)?;
-    }
+    for_each_top_class(probs, |_, _, confidence| {
+        collector.push(confidence.into(), false)
+    })?;
     let stats = collector.finish()?;
     let n = stats.n_samples as f64;
     let bars = stats
