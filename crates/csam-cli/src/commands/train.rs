@@ -22,8 +22,8 @@ pub struct TrainArgs {
     /// TOML file of settings: a run's config.toml, or flat keys as the flags.
     #[arg(long, value_name = "FILE")]
     config: Option<PathBuf>,
-    /// Run directory: config.toml, metrics.jsonl, model.safetensors, logits, summary.json
-    /// (and theory.jsonl with --track-theory).
+    /// Run directory: config.toml, metrics.jsonl, model.safetensors, logits, summary.json,
+    /// a TensorBoard event file (and theory.jsonl with --track-theory).
     #[arg(long, value_name = "DIR")]
     out: PathBuf,
     /// Continue the unfinished run in --out from its last checkpoint, with its own
@@ -33,6 +33,11 @@ pub struct TrainArgs {
     /// Keep the training set in file order every epoch (--shuffle false).
     #[arg(long)]
     no_shuffle: bool,
+    /// Write no TensorBoard event file (--tensorboard false). The file is on by default:
+    /// a few kilobytes per epoch, no training time, and `tensorboard --logdir DIR` plots
+    /// the run while it trains.
+    #[arg(long)]
+    no_tensorboard: bool,
     #[command(flatten)]
     settings: SpecFlags,
     /// Hide the progress bar (epoch lines are still printed).
@@ -57,6 +62,9 @@ pub fn run(args: TrainArgs) -> anyhow::Result<()> {
     let mut flags = args.settings.0.clone();
     if args.no_shuffle {
         flags.insert("shuffle".into(), toml::Value::Boolean(false));
+    }
+    if args.no_tensorboard {
+        flags.insert("tensorboard".into(), toml::Value::Boolean(false));
     }
     let layers = if args.resume && saved.exists() {
         let layers = match &args.config {
