@@ -295,7 +295,7 @@ pub static KEYS: &[Key] = &[
     runtime("device", Text, "cpu, cuda or cuda:N (default: cuda when available)"),
     runtime("threads", Count, "CPU threads of libtorch (default: libtorch's)"),
     runtime("tensorboard", Switch,
-        "Write a TensorBoard event file (events.out.tfevents.*) into the run directory: every number of metrics.jsonl per epoch and, with track_theory, of theory.jsonl per step; tensorboard --logdir DIR plots it, also while the run trains. On by default: a few kilobytes per epoch, no training time, and no number of the run changes (default true)"),
+        "Write a TensorBoard event file (events.out.tfevents.*) into the run directory: every number of metrics.jsonl per epoch and, with track_theory, of theory.jsonl per step; tensorboard --logdir DIR plots it, also while the run trains. On by default: under a kilobyte per epoch, one append per epoch, and no number of the run changes (default true)"),
 ];
 
 /// The key named `name`.

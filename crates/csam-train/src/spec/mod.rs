@@ -127,9 +127,9 @@ pub struct Runtime {
     /// Intra-op CPU threads of libtorch (None: libtorch's default).
     pub threads: Option<usize>,
     /// Write the run's TensorBoard event file (see [`crate::tensorboard`]).
-    /// On by default: it costs a few kilobytes per epoch and nothing of the
-    /// run's time, and a run's curves are then one `tensorboard --logdir`
-    /// away, also while it trains. A runtime setting, not part of the run:
+    /// On by default: it costs under a kilobyte and one append per epoch,
+    /// and a run's curves are then one `tensorboard --logdir` away, also
+    /// while it trains. A runtime setting, not part of the run:
     /// the file is another view of `metrics.jsonl` and `theory.jsonl` and
     /// changes no number, so a run resumes, and an experiment reuses it,
     /// whether it is on or off. Absent in older `runtime.toml` files: on.

@@ -66,20 +66,22 @@ pub fn event_files(dir: &Path) -> Result<Vec<PathBuf>> {
 impl EventWriter {
     /// The event file of the run in `run_dir` holding exactly the events of
     /// the `done` epochs and steps: the newest event file there with the
-    /// events of later ones (and a cut record) dropped, or a new one built
-    /// from the run's logs, which hold just those epochs.
+    /// events of later ones (and a cut record) dropped and those of epochs
+    /// it lacks (trained with the file turned off) added from the run's
+    /// logs, or a new one built from the logs, which hold just those epochs.
     pub fn for_run(run_dir: &RunDir, done: Progress) -> Result<EventWriter> {
         let path = match event_files(run_dir.root())?.pop() {
             Some(path) => {
-                keep_committed(&path, done)?;
-                path
+                let last = keep_committed(&path, done)?;
+                let writer = EventWriter { path };
+                if last < done.epochs {
+                    writer.append(&log_events(run_dir, last)?)?;
+                }
+                return Ok(writer);
             }
-            None => {
-                let path = new_file(run_dir.root());
-                write_atomic(&path, &encode(&log_events(run_dir)?))?;
-                path
-            }
+            None => new_file(run_dir.root()),
         };
+        write_atomic(&path, &encode(&with_version(log_events(run_dir, 0)?)))?;
         Ok(EventWriter { path })
     }
 
@@ -94,12 +96,17 @@ impl EventWriter {
         let now = now();
         let mut events: Vec<Event> = theory.iter().map(|t| theory_event(t, now)).collect();
         events.push(epoch_event(record, now));
+        self.append(&events)
+    }
+
+    /// Appends `events` as whole records and syncs them to disk.
+    fn append(&self, events: &[Event]) -> Result<()> {
         let path = &self.path;
         let mut file = OpenOptions::new()
             .append(true)
             .open(path)
             .map_err(TrainError::io("open", path))?;
-        file.write_all(&encode(&events))
+        file.write_all(&encode(events))
             .and_then(|()| file.sync_data())
             .map_err(TrainError::io("append to", path))
     }
@@ -133,7 +140,7 @@ pub fn backfill(dir: &Path, replace: bool) -> Result<PathBuf> {
         ));
     }
     let path = new_file(dir);
-    write_atomic(&path, &encode(&log_events(&run_dir)?))?;
+    write_atomic(&path, &encode(&with_version(log_events(&run_dir, 0)?)))?;
     for old in existing.iter().filter(|old| **old != path) {
         std::fs::remove_file(old).map_err(TrainError::io("remove", old))?;
     }
@@ -190,12 +197,21 @@ fn runs_below(dir: &Path, runs: &mut Vec<PathBuf>) -> Result<()> {
     Ok(())
 }
 
-/// The events of the run's logs: the version event, then each epoch's
-/// theory steps and metrics. The logs keep no clock time, so each epoch's
-/// events get the time its `metrics.jsonl` line was written, counted back
-/// from the file's last change by the `seconds` of the epochs after it
-/// (exact for a run trained in one go, up to the final evaluation).
-fn log_events(run_dir: &RunDir) -> Result<Vec<Event>> {
+/// `events` after the version event a file begins with (dated as the first
+/// of them).
+fn with_version(events: Vec<Event>) -> Vec<Event> {
+    let wall_time = events.first().map_or_else(now, |e| e.wall_time);
+    std::iter::once(Event::file_version(wall_time))
+        .chain(events)
+        .collect()
+}
+
+/// The events of the run's logs of the epochs after `after`: each epoch's
+/// theory steps, then its metrics. The logs keep no clock time, so each
+/// epoch's events get the time its `metrics.jsonl` line was written,
+/// counted back from the file's last change by the `seconds` of the epochs
+/// after it (exact for a run trained in one go, up to the final evaluation).
+fn log_events(run_dir: &RunDir, after: usize) -> Result<Vec<Event>> {
     let metrics = MetricsLog::new(run_dir.metrics_log());
     let records = metrics.read()?;
     let theory = theory_log(run_dir.root());
@@ -207,15 +223,20 @@ fn log_events(run_dir: &RunDir) -> Result<Vec<Event>> {
         .and_then(|m| m.modified())
         .map_or_else(|_| now(), seconds_since_epoch);
     let mut still_to_come: f64 = records.iter().map(|r| r.seconds).sum();
-    let mut events = vec![Event::file_version(last_change - still_to_come)];
+    let mut events = Vec::new();
     let mut steps = steps.iter().peekable();
     for record in &records {
         still_to_come -= record.seconds;
         let wall_time = last_change - still_to_come;
+        let wanted = record.epoch > after;
         while let Some(step) = steps.next_if(|s| s.epoch <= record.epoch) {
-            events.push(theory_event(step, wall_time));
+            if wanted {
+                events.push(theory_event(step, wall_time));
+            }
         }
-        events.push(epoch_event(record, wall_time));
+        if wanted {
+            events.push(epoch_event(record, wall_time));
+        }
     }
     Ok(events)
 }
@@ -223,7 +244,8 @@ fn log_events(run_dir: &RunDir) -> Result<Vec<Event>> {
 /// Drops from the event file at `path` the events of epochs and steps after
 /// `done` and a last record cut short, rewriting it atomically when there
 /// are any (it is left untouched, and open in TensorBoard, otherwise).
-fn keep_committed(path: &Path, done: Progress) -> Result<()> {
+/// Returns the last epoch it keeps (0: none).
+fn keep_committed(path: &Path, done: Progress) -> Result<usize> {
     let corrupt = |message: String| TrainError::Corrupt {
         path: path.to_path_buf(),
         message: format!(
@@ -235,21 +257,25 @@ fn keep_committed(path: &Path, done: Progress) -> Result<()> {
     let read = read_events(&bytes).map_err(|e| corrupt(e.to_string()))?;
     let mut kept = Vec::with_capacity(read.events.len());
     let mut dropped = read.torn_at.is_some();
+    let mut last = 0;
     for event in read.events {
         let committed = match event.what {
             What::FileVersion(_) => true,
             What::Summary(_) if is_theory(&event) => event.step < done.global_step as i64,
             What::Summary(_) => event.step <= done.epochs as i64,
         };
+        if committed && matches!(event.what, What::Summary(_)) && !is_theory(&event) {
+            last = last.max(usize::try_from(event.step).unwrap_or(0));
+        }
         match committed {
             true => kept.push(event),
             false => dropped = true,
         }
     }
-    match dropped {
-        true => write_atomic(path, &encode(&kept)),
-        false => Ok(()),
+    if dropped {
+        write_atomic(path, &encode(&kept))?;
     }
+    Ok(last)
 }
 
 /// The events framed as records, in order.
@@ -384,6 +410,36 @@ mod tests {
         EventWriter::for_run(&run, done).unwrap();
         let after = std::fs::metadata(again.path()).unwrap().modified().unwrap();
         assert_eq!(before, after);
+    }
+
+    #[test]
+    fn epochs_trained_with_the_file_off_are_added_from_the_logs() {
+        let (_dir, run) = run(3);
+        let start = Progress {
+            epochs: 0,
+            global_step: 0,
+        };
+        // Epoch 1 trained with the file on; epochs 2 and 3 with it off.
+        let writer = EventWriter::for_run(&RunDir::new(run.root()), start).unwrap();
+        std::fs::write(writer.path(), encode(&[Event::file_version(0.0)])).unwrap();
+        writer
+            .append_epoch(&record(1), &[step(1, 0), step(1, 1)])
+            .unwrap();
+        let done = Progress {
+            epochs: 3,
+            global_step: 6,
+        };
+        let again = EventWriter::for_run(&run, done).unwrap();
+        let mut expected = vec![(0, true), (1, true), (1, false)];
+        expected.extend([
+            (2, true),
+            (3, true),
+            (2, false),
+            (4, true),
+            (5, true),
+            (3, false),
+        ]);
+        assert_eq!(steps(again.path()), expected);
     }
 
     #[test]
