@@ -34,7 +34,7 @@ pub struct TrainArgs {
     #[arg(long)]
     no_shuffle: bool,
     /// Write no TensorBoard event file (--tensorboard false). The file is on by default:
-    /// a few kilobytes per epoch, no training time, and `tensorboard --logdir DIR` plots
+    /// under a kilobyte and one append per epoch, and `tensorboard --logdir DIR` plots
     /// the run while it trains.
     #[arg(long)]
     no_tensorboard: bool,
