@@ -480,7 +480,10 @@ mod tests {
         let err = backfill(dir.path(), false).unwrap_err().to_string();
         assert!(err.contains("already holds an event file"), "{err}");
         let replaced = backfill(dir.path(), true).unwrap();
-        assert_eq!(event_files(run.root()).unwrap(), [replaced.clone()]);
+        assert_eq!(
+            event_files(run.root()).unwrap(),
+            std::slice::from_ref(&replaced)
+        );
         assert_eq!(steps(&replaced), expected);
     }
 
