@@ -32,12 +32,14 @@ const TORCH_VERSION: &str = "2.11.0";
 /// Python packages the tests use beside torch: the PyTorch-twin and benchmark
 /// scripts read and write safetensors (whose torch flavour needs numpy), and
 /// the twins of torchvision's and timm's models are their own (torchvision's
-/// release paired with torch 2.11.0).
-const TEST_PACKAGES: [(&str, &str); 4] = [
+/// release paired with torch 2.11.0), and TensorBoard's own reader reads back
+/// the event files of the runs (crates/csam-cli/tests/tensorboard_cli.rs).
+const TEST_PACKAGES: [(&str, &str); 5] = [
     ("numpy", "2.4.6"),
     ("safetensors", "0.8.0"),
     ("torchvision", "0.26.0"),
     ("timm", "1.0.31"),
+    ("tensorboard", "2.21.0"),
 ];
 
 /// What the Python package `csam_calib` (crates/csam-calib-py) needs to build

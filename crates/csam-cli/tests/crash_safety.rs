@@ -12,6 +12,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
+use csam_train::tensorboard;
 use csam_train::train::atomic::is_temporary;
 use csam_train::train::lock::LOCK_FILE;
 use support::{assert_one_line_error, text};
@@ -74,6 +75,14 @@ fn parse(path: &Path) -> Result<(), String> {
     let name = path.file_name().unwrap().to_string_lossy().into_owned();
     let bytes = std::fs::read(path).map_err(|e| e.to_string())?;
     let text = || String::from_utf8(bytes.clone()).map_err(|e| e.to_string());
+    if name.starts_with(tensorboard::FILE_PREFIX) {
+        // Appended record by record: a last record cut short is the
+        // format's "not yet written" (the resumed run drops it), a record
+        // that fails its checksum is torn.
+        return tensorboard::read_events(&bytes)
+            .map(drop)
+            .map_err(|e| e.to_string());
+    }
     match name.rsplit_once('.').map(|(_, ext)| ext) {
         Some("json") => serde_json::from_slice::<serde_json::Value>(&bytes)
             .map(drop)
@@ -113,9 +122,21 @@ fn assert_whole(run: &Path, when: &str) -> Vec<PathBuf> {
     temporary
 }
 
-/// Asserts that the finished run `run` ended with the weights of `whole`
-/// and that no temporary file is left.
+/// Asserts that the finished run `run` ended with the weights of `whole`,
+/// that no temporary file is left and that its one event file holds each
+/// epoch once.
 fn assert_same_weights(whole: &Path, run: &Path, when: &str) {
+    let events = tensorboard::event_files(run).unwrap();
+    assert_eq!(events.len(), 1, "{when}: {events:?}");
+    let read = tensorboard::read_events(&std::fs::read(&events[0]).unwrap()).unwrap();
+    let epochs: Vec<i64> = read
+        .events
+        .iter()
+        .filter(|e| e.scalars().iter().any(|s| s.tag == "lr"))
+        .map(|e| e.step)
+        .collect();
+    let all: Vec<i64> = (1..=EPOCHS.parse().unwrap()).collect();
+    assert_eq!(epochs, all, "{when}: the epochs of the event file");
     for file in ["model-last.safetensors", "model.safetensors"] {
         let a = std::fs::read(whole.join(file)).unwrap();
         let b = std::fs::read(run.join(file)).unwrap();

@@ -78,6 +78,7 @@ const CASES: &[Case] = &[
     case("train", "--resume", "corrupt checkpoint/state.json", &["{train}", "--resume", "--epochs", "2", "--out", "{dir}/corrupt-state"]),
     case("train", "--resume", "torn checkpoint weights", &["{train}", "--resume", "--epochs", "2", "--out", "{dir}/torn-weights"]),
     case("train", "--resume", "corrupt metrics.jsonl", &["{train}", "--resume", "--epochs", "2", "--out", "{dir}/corrupt-log"]),
+    case("train", "--resume", "corrupt event file", &["{train}", "--resume", "--epochs", "2", "--out", "{dir}/corrupt-events"]),
     case("train", "--resume", "changed settings", &["{train}", "--resume", "--epochs", "2", "--out", "{dir}/resumable", "--lr", "0.5"]),
     case("train", "--data", "unknown name", &["{train}", "--data", "nonsense"]),
     case("train", "--data", "idx: empty directory", &["{train}", "--data", "idx:{dir}/empty"]),
@@ -205,6 +206,8 @@ const CASES: &[Case] = &[
     case("train", "--augment", "a value (false)", &["{train}", "--augment", "false"]),
     case("train", "--no-augment", "a value", &["{train}", "--no-augment=yes"]),
     case("train", "--no-shuffle", "a value", &["{train}", "--no-shuffle=yes"]),
+    case("train", "--tensorboard", "a value (false)", &["{train}", "--tensorboard", "false"]),
+    case("train", "--no-tensorboard", "a value", &["{train}", "--no-tensorboard=yes"]),
     case("train", "--device", "tpu", &["{train}", "--device", "tpu"]),
     case("train", "--best-metric", "f1", &["{train}", "--best-metric", "f1"]),
     case("train", "--threads", "0", &["{train}", "--threads", "0"]),
@@ -267,6 +270,7 @@ const CASES: &[Case] = &[
     case("train", "config: device", "\"tpu\"", &["{train}", "config:device = \"tpu\""]),
     case("train", "config: best_metric", "\"f1\"", &["{train}", "config:best_metric = \"f1\""]),
     case("train", "config: threads", "0", &["{train}", "config:threads = 0"]),
+    case("train", "config: tensorboard", "\"no\"", &["{train}", "config:tensorboard = \"no\""]),
     case("train", "config: init", "missing file", &["{train}", "config:init = \"/nonexistent/w.safetensors\""]),
     case("train", "config: script", "missing file (torchscript)", &["{train}", "config:model = \"torchscript\"\nscript = \"/nonexistent/net.pt\""]),
     case("train", "config: init_new_classifier", "without init", &["{train}", "config:init_new_classifier = true"]),
@@ -407,6 +411,7 @@ const CASES: &[Case] = &[
     case("compare", "--quiet", "a value", &["{compare}", "--quiet=yes"]),
     case("compare", "--track-theory", "a value", &["{compare}", "--track-theory=yes"]),
     case("compare", "--track-theory", "a value (false)", &["{compare}", "--track-theory", "false"]),
+    case("compare", "--no-tensorboard", "a value", &["{compare}", "--no-tensorboard=yes"]),
     case("sharpness", "--run", "missing directory", &["sharpness", "--run", "{dir}/missing"]),
     case("sharpness", "--run", "not a run", &["sharpness", "--run", "{dir}/empty"]),
     case("sharpness", "--checkpoint", "middle", &["{sharpness}", "--checkpoint", "middle"]),
@@ -450,6 +455,7 @@ const CASES: &[Case] = &[
     case("sweep", "--jobs", "0", &["{sweep}", "--jobs", "0"]),
     case("sweep", "--out", "path below a regular file", &["{sweep}", "--out", "{dir}/notes.txt/sweep"]),
     case("sweep", "--track-theory", "a value", &["{sweep}", "--track-theory=yes"]),
+    case("sweep", "--no-tensorboard", "a value", &["{sweep}", "--no-tensorboard=yes"]),
     case("sweep", "--quiet", "a value", &["{sweep}", "--quiet=yes"]),
     case("grid", "--lrs", "0", &["{grid}", "--lrs", "0"]),
     case("grid", "--lrs", "-1", &["{grid}", "--lrs", "-1"]),
@@ -473,10 +479,15 @@ const CASES: &[Case] = &[
     case("grid", "--jobs", "0", &["{grid}", "--jobs", "0"]),
     case("grid", "--out", "path below a regular file", &["{grid}", "--out", "{dir}/notes.txt/grid"]),
     case("grid", "--quiet", "a value", &["{grid}", "--quiet=yes"]),
+    case("grid", "--no-tensorboard", "a value", &["{grid}", "--no-tensorboard=yes"]),
     case("report", "DIR", "missing directory", &["report", "{dir}/missing"]),
     case("completions", "SHELL", "unknown", &["completions", "tcsh"]),
     case("man", "--out", "path below a regular file", &["man", "--out", "{dir}/notes.txt/man"]),
     case("report", "DIR", "directory without an experiment", &["report", "{dir}/empty"]),
+    case("report", "--tensorboard", "directory without runs", &["report", "--tensorboard", "{dir}/empty"]),
+    case("report", "--tensorboard", "run with an event file", &["report", "--tensorboard", "{trained}"]),
+    case("report", "--tensorboard", "run without metrics.jsonl", &["report", "--tensorboard", "{dir}/no-model"]),
+    case("report", "--force", "without --tensorboard", &["report", "--force", "{trained}"]),
 ];
 
 /// A valid small training run (flags after it override these).
@@ -561,16 +572,33 @@ impl Places {
         ]
     }
 
-    /// `text` with the real paths written as their short names, and this
-    /// process, which holds the lock of `{dir}/busy`, as `$PID` / `$HOST`.
+    /// `text` with the real paths written as their short names, this
+    /// process, which holds the lock of `{dir}/busy`, as `$PID` / `$HOST`,
+    /// and event files as `events.out.tfevents.$STAMP`.
     fn shorten(&self, text: &str) -> String {
-        self.substitutions()
+        let text = self
+            .substitutions()
             .iter()
             .fold(text.to_string(), |t, (_, short, path)| {
                 t.replace(&*path.to_string_lossy(), short)
             })
-            .replace(&LockOwner::current().to_string(), "pid $PID on host $HOST")
+            .replace(&LockOwner::current().to_string(), "pid $PID on host $HOST");
+        unstamped(&text)
     }
+}
+
+/// `text` with the end of each event file's name, the time, host and pid
+/// that wrote it, written `$STAMP`.
+fn unstamped(text: &str) -> String {
+    const PREFIX: &str = csam_train::tensorboard::FILE_PREFIX;
+    let (mut out, mut rest) = (String::new(), text);
+    while let Some(at) = rest.find(PREFIX) {
+        out.push_str(&rest[..at + PREFIX.len()]);
+        out.push_str("$STAMP");
+        rest = &rest[at + PREFIX.len()..];
+        rest = &rest[rest.find([':', ' ']).unwrap_or(rest.len())..];
+    }
+    out + rest
 }
 
 /// The arguments of case number `index`, placeholders replaced.
@@ -702,6 +730,13 @@ fn prepare(dir: &Path, trained: &Path) -> RunLock {
         copy_run(&stopped, &dir.join(name));
         std::fs::write(dir.join(name).join(file), content).unwrap();
     }
+    // An event file whose last record fails its checksum.
+    copy_run(&stopped, &dir.join("corrupt-events"));
+    let events = csam_train::tensorboard::event_files(&dir.join("corrupt-events")).unwrap();
+    let mut bytes = std::fs::read(&events[0]).unwrap();
+    let last = bytes.len() - 1;
+    bytes[last] ^= 1;
+    std::fs::write(&events[0], bytes).unwrap();
     copy_run(&stopped, &dir.join("busy"));
     RunLock::acquire(&dir.join("busy")).unwrap()
 }
@@ -795,6 +830,7 @@ same error. Paths: `$TMP` the test's directory of bad files, `$OUT` a fresh run 
 `$CONFIG` the row's config file (a valid small run plus the key shown) or methods file, `$RUN` a finished run,
 `$FIXTURES` `crates/csam-cli/tests/fixtures`, `$CALIB_FIXTURES` `crates/csam-calib/fixtures/io`.
 `$PID` / `$HOST`: the process (the test) that holds the lock of a run directory.
+`$STAMP`: the time, host and pid in the name of an event file.
 
 Crash safety is tested separately (`crates/csam-cli/tests/crash_safety.rs`): SIGKILL at seeded
 random moments and inside every kind of checkpoint write, then `--resume`, ends bit-identical to

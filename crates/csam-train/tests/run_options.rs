@@ -48,6 +48,7 @@ fn train(spec: &RunSpec, out: &Path, resume: bool, stop: Option<usize>) -> RunOu
         runtime: Runtime {
             device: Some("cpu".into()),
             threads: Some(1),
+            ..Runtime::default()
         },
         out: out.to_path_buf(),
         resume,

@@ -58,6 +58,7 @@ fn sample_value(name: &str, kind: ValueKind) -> toml::Value {
         "warmup_epochs" => V::Integer(2),
         "step_size" => V::Integer(3),
         "device" => V::String("cpu".into()),
+        "tensorboard" => V::Boolean(false),
         _ => match kind {
             ValueKind::Text => unreachable!("every text key is listed: {name}"),
             ValueKind::Count => V::Integer(3),
@@ -120,6 +121,7 @@ fn every_key_round_trips_through_the_spec_and_its_toml() {
             Scope::Runtime => {
                 let got = match key.name {
                     "device" => runtime.device.map(toml::Value::String),
+                    "tensorboard" => Some(toml::Value::Boolean(runtime.tensorboard)),
                     _ => runtime.threads.map(|t| toml::Value::Integer(t as i64)),
                 };
                 assert_eq!(got, Some(value), "{}", key.name);

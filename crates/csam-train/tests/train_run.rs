@@ -44,6 +44,7 @@ fn request(spec: RunSpec, out: &Path) -> TrainRequest {
         runtime: Runtime {
             device: Some("cpu".into()),
             threads: Some(1),
+            ..Runtime::default()
         },
         out: out.to_path_buf(),
         resume: false,

@@ -62,6 +62,10 @@ pub struct RunArgs {
     /// shared machine libtorch's threads wait on each other (measured 9x slower with 2).
     #[arg(long, default_value_t = 1)]
     threads: usize,
+    /// Write no TensorBoard event files into the run directories (on by default:
+    /// `tensorboard --logdir DIR` then plots every run of the experiment side by side).
+    #[arg(long)]
+    no_tensorboard: bool,
     /// Runs trained at once, each by its own `csam train` process with --threads threads
     /// (default: on the CPU, the machine's cores divided by --threads; on a GPU, 1). Every
     /// run gives the same numbers as when the runs train one after the other.
@@ -175,11 +179,13 @@ impl RunArgs {
         self.val_size.is_some()
     }
 
-    /// How one process runs each run: `--device` and `--threads`.
+    /// How one process runs each run: `--device`, `--threads` and
+    /// `--no-tensorboard`.
     pub fn runtime(&self) -> Runtime {
         Runtime {
             device: self.device.clone(),
             threads: Some(self.threads),
+            tensorboard: !self.no_tensorboard,
         }
     }
 

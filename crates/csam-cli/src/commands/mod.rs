@@ -46,7 +46,8 @@ pub enum Command {
     Sweep(Box<sweep::SweepArgs>),
     /// Train SGD over an lr x weight decay grid and choose the pair by validation accuracy.
     Grid(Box<grid::GridArgs>),
-    /// Rewrite report.html and the figures of a compare or sweep directory, without training.
+    /// Rewrite report.html and the figures of a compare or sweep directory, without training
+    /// (--tensorboard: the TensorBoard event files of its runs).
     Report(report::ReportArgs),
     /// Print the shell completion script (bash, zsh, fish, elvish, powershell).
     Completions(completions::CompletionsArgs),

@@ -60,6 +60,7 @@ impl Job {
         if let Some(device) = &runtime.device {
             command.args(["--device", device]);
         }
+        command.args(["--tensorboard", &runtime.tensorboard.to_string()]);
         let child = command
             .spawn()
             .with_context(|| format!("starting csam train for {}", run.label))?;

@@ -22,9 +22,9 @@ pub struct TrainArgs {
     /// TOML file of settings: a run's config.toml, or flat keys as the flags.
     #[arg(long, value_name = "FILE")]
     config: Option<PathBuf>,
-    /// Run directory: config.toml, metrics.jsonl, model.safetensors, logits, summary.json
-    /// (and theory.jsonl with --track-theory). timm's --output names the directory
-    /// its runs go under; csam writes into this directory itself.
+    /// Run directory: config.toml, metrics.jsonl, model.safetensors, logits, summary.json,
+    /// a TensorBoard event file (and theory.jsonl with --track-theory). timm's --output
+    /// names the directory its runs go under; csam writes into this directory itself.
     #[arg(long, visible_alias = "output", value_name = "DIR")]
     out: PathBuf,
     /// Continue the unfinished run in --out from its last checkpoint, with its own

@@ -294,6 +294,8 @@ pub static KEYS: &[Key] = &[
         "Log the paper's per-step diagnostics to theory.jsonl (SAM and CSAM only)"),
     runtime("device", Text, "cpu, cuda or cuda:N (default: cuda when available)"),
     runtime("threads", Count, "CPU threads of libtorch (default: libtorch's)"),
+    runtime("tensorboard", Switch,
+        "Write a TensorBoard event file (events.out.tfevents.*) into the run directory: every number of metrics.jsonl per epoch and, with track_theory, of theory.jsonl per step; tensorboard --logdir DIR plots it, also while the run trains. On by default: under a kilobyte per epoch, one append per epoch, and no number of the run changes (default true)"),
 ];
 
 /// The key named `name`.

@@ -119,13 +119,36 @@ fn default_selection() -> BestMetric {
 /// How one process runs a spec; not part of the run's identity. A run
 /// directory keeps the last one in `runtime.toml` (flat keys), which a resume
 /// starts from, so it replays on the same thread count unless told otherwise.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Runtime {
     /// `cpu`, `cuda` or `cuda:N` (None: CUDA when available, else CPU).
     pub device: Option<String>,
     /// Intra-op CPU threads of libtorch (None: libtorch's default).
     pub threads: Option<usize>,
+    /// Write the run's TensorBoard event file (see [`crate::tensorboard`]).
+    /// On by default: it costs under a kilobyte and one append per epoch,
+    /// and a run's curves are then one `tensorboard --logdir` away, also
+    /// while it trains. A runtime setting, not part of the run:
+    /// the file is another view of `metrics.jsonl` and `theory.jsonl` and
+    /// changes no number, so a run resumes, and an experiment reuses it,
+    /// whether it is on or off. Absent in older `runtime.toml` files: on.
+    #[serde(default = "default_tensorboard")]
+    pub tensorboard: bool,
+}
+
+fn default_tensorboard() -> bool {
+    true
+}
+
+impl Default for Runtime {
+    fn default() -> Self {
+        Runtime {
+            device: None,
+            threads: None,
+            tensorboard: default_tensorboard(),
+        }
+    }
 }
 
 impl Runtime {

@@ -140,7 +140,7 @@ fn write_owner(file: &mut File, owner: &LockOwner) -> std::io::Result<()> {
 }
 
 /// This machine's host name ("unknown" if the system does not say).
-fn hostname() -> String {
+pub(crate) fn hostname() -> String {
     let mut name = [0u8; 256];
     // SAFETY: gethostname writes at most `name.len()` bytes into `name`.
     if unsafe { libc::gethostname(name.as_mut_ptr().cast(), name.len()) } != 0 {

@@ -8,6 +8,8 @@
 //!   validation metrics, test metrics with the TCE of that epoch);
 //! - `theory.jsonl` (with `track_theory`): one JSON object per perturbed step,
 //!   and its figures `theory-*.{svg,png}` (see [`crate::theory`]);
+//! - `events.out.tfevents.*` (unless the runtime turns it off): the
+//!   TensorBoard event file of both logs (see [`crate::tensorboard`]);
 //! - `sharpness.json`: the report of `csam sharpness`;
 //! - `model.safetensors` (best by the chosen validation metric) and
 //!   `model-last.safetensors` (after the last epoch);

@@ -17,6 +17,7 @@ use super::rundir::{Plan, RunDir, Split};
 use super::session::Session;
 use super::summary::RunSummary;
 use crate::spec::{BestMetric, RunSpec, Runtime};
+use crate::tensorboard::{EventWriter, Progress};
 use crate::theory::{self, TheoryLog, TheoryRecord, TheorySummary};
 use csam_calib::metrics::summary::MetricSummary;
 use csam_nn::device::{device_name, parse_device};
@@ -187,6 +188,7 @@ fn train(training: Training, observer: &mut dyn RunObserver) -> Result<RunOutcom
         _claim,
     } = training;
     let spec = session.spec.clone();
+    let tensorboard = runtime.tensorboard;
     run_dir.remove_temporaries()?;
     super::atomic::write_atomic(&run_dir.config(), spec.to_toml().as_bytes())?;
     let runtime = toml::to_string(&runtime).unwrap_or_default();
@@ -211,6 +213,14 @@ fn train(training: Training, observer: &mut dyn RunObserver) -> Result<RunOutcom
     if let Some(theory_log) = &theory_log {
         theory_log.truncate_after(state.epochs_done)?;
     }
+    let done = Progress {
+        epochs: state.epochs_done,
+        global_step: state.global_step,
+    };
+    let events = match tensorboard {
+        true => Some(EventWriter::for_run(&run_dir, done)?),
+        false => None,
+    };
 
     for epoch in state.epochs_done + 1..=spec.epochs {
         let started = Instant::now();
@@ -255,14 +265,18 @@ fn train(training: Training, observer: &mut dyn RunObserver) -> Result<RunOutcom
         };
         state.epochs_done = epoch;
         state.elapsed_s += seconds;
-        let theory = theory_log.as_ref().map(|l| (l, theory_records.as_slice()));
-        save_epoch(&run_dir, &log, theory, &session, &state, &record).map_err(|cause| {
-            TrainError::SaveFailed {
+        let logs = EpochLogs {
+            metrics: &log,
+            theory: theory_log.as_ref(),
+            events: events.as_ref(),
+        };
+        save_epoch(&run_dir, logs, &theory_records, &session, &state, &record).map_err(
+            |cause| TrainError::SaveFailed {
                 epoch,
                 last_good_epoch,
                 cause: Box::new(cause),
-            }
-        })?;
+            },
+        )?;
         observer.epoch_finished(&record, spec.epochs);
         if stop_after_epoch == Some(epoch) && epoch < spec.epochs {
             return Ok(RunOutcome::Stopped { epoch });
@@ -271,14 +285,23 @@ fn train(training: Training, observer: &mut dyn RunObserver) -> Result<RunOutcom
     finish(&mut session, &run_dir, &state, observer).map(|s| RunOutcome::Finished(Box::new(s)))
 }
 
-/// Writes an epoch's results: the best weights when it improved, its log
-/// line and, when tracked, its theory records, then its checkpoint, which
-/// commits the epoch (a run killed before that repeats it on resume, see
-/// [`checkpoint`]).
+/// The logs an epoch's results go to: `metrics.jsonl`, and when the run
+/// keeps them `theory.jsonl` and the TensorBoard event file.
+#[derive(Clone, Copy)]
+struct EpochLogs<'a> {
+    metrics: &'a MetricsLog,
+    theory: Option<&'a TheoryLog>,
+    events: Option<&'a EventWriter>,
+}
+
+/// Writes an epoch's results: the best weights when it improved, its
+/// theory records when tracked, its log line, its events, then its
+/// checkpoint, which commits the epoch (a run killed before that repeats it
+/// on resume, see [`checkpoint`]).
 fn save_epoch(
     run_dir: &RunDir,
-    log: &MetricsLog,
-    theory: Option<(&TheoryLog, &[TheoryRecord])>,
+    logs: EpochLogs<'_>,
+    theory: &[TheoryRecord],
     session: &Session,
     state: &TrainState,
     record: &EpochRecord,
@@ -287,10 +310,13 @@ fn save_epoch(
     if record.best {
         checkpoint::save_weights(weights, &run_dir.best_model())?;
     }
-    if let Some((theory_log, records)) = theory {
-        theory_log.append_all(records)?;
+    if let Some(theory_log) = logs.theory {
+        theory_log.append_all(theory)?;
     }
-    log.append(record)?;
+    logs.metrics.append(record)?;
+    if let Some(events) = logs.events {
+        events.append_epoch(record, theory)?;
+    }
     checkpoint::save(run_dir, state, weights, &session.trainer.optimizer_state())
 }
 
