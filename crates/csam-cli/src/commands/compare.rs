@@ -25,9 +25,9 @@ pub struct CompareArgs {
     /// Methods, comma-separated (default sgd,sam,csam): an update rule (sgd, sam, asam,
     /// csam, vasso, bsam) with cross entropy, a training loss, mixing, head, ensemble or
     /// posterior (focal, flsd, adafocal, ls, dual-focal, mbls, acls, cpc, mmce, mdca, crl, mixup,
-    /// mit-l, balcal, batchensemble, mimo, vi, at their authors' defaults: docs/losses.md,
-    /// docs/models.md; vi trains without weight decay) with SGD, or NAME+RULE, e.g. focal+sam,
-    /// acls+csam, mixup+csam, mimo+csam, vi+csam; any of these
+    /// mit-l, balcal, batchensemble, mimo, vi, rank1, at their authors' defaults:
+    /// docs/losses.md, docs/models.md; vi and rank1 train without weight decay) with SGD, or
+    /// NAME+RULE, e.g. focal+sam, acls+csam, mixup+csam, mimo+csam, vi+csam, rank1+csam; any of these
     /// followed by -ensembleN (a deep ensemble of N networks) or -mc-dropoutN (N MC-Dropout
     /// passes of a network trained with dropout 0.1), e.g. csam-ensemble5; ensemble5 and
     /// mc-dropout5 alone are SGD's.
