@@ -20,7 +20,6 @@ use csam_nn::model::flipout::flipout_noise;
 use csam_nn::model::{
     mixture_logits, Bayesian, Ensemble, Head, InputShape, Mode, Model, ModelOptions, TrainingPass,
 };
-use csam_nn::optim::{plain_step, Perturbation, SamConfig, SamStep, Sgd, SgdConfig};
 use support::{build_f64, close, lock_generator, python, refusal, run_twin, shape, with_gradients};
 use tch::{nn::VarStore, Device, Kind, Tensor};
 
@@ -209,53 +208,7 @@ fn prediction_is_the_mean_of_the_samples_probabilities() {
 
 #[test]
 fn a_seed_is_one_sampled_network_and_a_sam_step_perturbs_it() {
-    let _generator = lock_generator();
-    let x = Tensor::randn([6, 1, 2, 3], F64_CPU);
-    let y = Tensor::from_slice(&[0i64, 1, 2, 3, 0, 1]);
-    // Two identical models: one takes a SAM step of radius 0, the other a
-    // plain step. Both passes of the SAM step at the same weights give the
-    // plain step's gradient only if they sample the same network.
-    let twins: Vec<(VarStore, Model)> = (0..2)
-        .map(|_| {
-            tch::manual_seed(4);
-            build("mlp", shape(1, 2, 3), Bayesian::mean_field())
-        })
-        .collect();
-    let [(sam_vs, sam_model), (plain_vs, plain_model)] = twins.as_slice() else {
-        unreachable!()
-    };
-    for model in [sam_model, plain_model] {
-        model.set_noise_seed(5);
-        let a = tch::no_grad(|| model.forward_mode(&x, Mode::Train));
-        let b = tch::no_grad(|| model.forward_mode(&x, Mode::Train));
-        assert!(a.equal(&b), "one seed, one network");
-        model.set_noise_seed(6);
-        let c = tch::no_grad(|| model.forward_mode(&x, Mode::Train));
-        assert!(!a.equal(&c), "another seed, another network");
-        model.set_noise_seed(5);
-    }
-    let sgd = SgdConfig {
-        lr: 1.0,
-        momentum: 0.0,
-        nesterov: false,
-        weight_decay: 0.0,
-    };
-    let batch = TrainBatch::plain(&x, &y).with_kl_weight(0.1);
-    let config = SamConfig {
-        rho: 0.0,
-        perturbation: Perturbation::Sam,
-        ..SamConfig::default()
-    };
-    let mut sam = SamStep::new(config, sam_vs).unwrap();
-    let mut optimizer = Sgd::new(sam_vs, sgd).unwrap();
-    sam.step_batch(sam_model, &batch, &mut optimizer).unwrap();
-    let mut optimizer = Sgd::new(plain_vs, sgd).unwrap();
-    let ce = TrainingLoss::default();
-    plain_step(plain_model, &batch, &mut optimizer, &ce, None).unwrap();
-    let plain = plain_vs.variables();
-    for (name, value) in sam_vs.variables() {
-        assert!(value.equal(&plain[&name]), "{name} after the step");
-    }
+    support::sam_at_radius_zero_is_the_plain_step(&options(Bayesian::mean_field()));
 }
 
 #[test]

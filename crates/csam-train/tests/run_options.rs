@@ -251,6 +251,16 @@ fn every_option_trains_changes_the_run_and_resumes_bit_identically() {
              optimizer = \"csam\"\nm = 16\n",
             "weight_decay = 0.0\noptimizer = \"csam\"\nm = 16\n",
         ),
+        // Rank-1 BNN: the factors' rho are trained, saved and read back;
+        // each step's per-example factor noise follows from the seed and
+        // the step, as VI's.
+        (
+            "rank1-csam-m",
+            "ensemble = \"batch-ensemble\"\nensemble_size = 2\nbayesian = \"rank1\"\n\
+             kl_annealing_epochs = 2\nweight_decay = 0.0\noptimizer = \"csam\"\nm = 16\n",
+            "ensemble = \"batch-ensemble\"\nensemble_size = 2\nweight_decay = 0.0\n\
+             optimizer = \"csam\"\nm = 16\n",
+        ),
         // Mixed batches: the seeded draws replay on resume; m-sharpness
         // splits the mixed batch.
         ("mixup", "mixing = \"mixup\"\nmixup_alpha = 0.4\n", ""),
@@ -333,6 +343,33 @@ fn vi_checkpoints_hold_the_posterior_and_resume_bit_identically() {
             ("3.weight", &[10, 32]),
             ("3.weight_rho", &[10, 32]),
             ("3.bias", &[10]),
+        ],
+    );
+}
+
+#[test]
+fn rank1_checkpoints_hold_the_factors_posterior_and_resume_bit_identically() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let dir = tempfile::tempdir().unwrap();
+    let option = spec(
+        "ensemble = \"batch-ensemble\"\nbayesian = \"rank1\"\nweight_decay = 0.0\n\
+         optimizer = \"sam\"\n",
+    );
+    let whole = trains_and_resumes_bit_identically(&option, dir.path(), "rank-1 BNN");
+    // Digits: 64 features, 10 classes; hidden width 32; 4 members; the
+    // shared weights are point estimates.
+    assert_last_weights_have(
+        &whole,
+        &[
+            ("1.weight", &[32, 64]),
+            ("1.r", &[4, 64]),
+            ("1.r_rho", &[4, 64]),
+            ("1.s", &[4, 32]),
+            ("1.s_rho", &[4, 32]),
+            ("1.bias", &[4, 32]),
+            ("3.weight", &[10, 32]),
+            ("3.r_rho", &[4, 32]),
+            ("3.s_rho", &[4, 10]),
         ],
     );
 }

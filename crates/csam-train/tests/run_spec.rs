@@ -163,7 +163,7 @@ fn every_key_on_a_branch_that_does_not_read_it_is_refused() {
                 "head" => ["linear", "balcal"].as_slice(),
                 "ensemble" => ["single", "batch-ensemble", "mimo"].as_slice(),
                 "sam_policy" => ["every", "rst", "looksam", "aesam"].as_slice(),
-                "bayesian" => ["none", "mean-field"].as_slice(),
+                "bayesian" => ["none", "mean-field", "rank1"].as_slice(),
                 other => panic!("selector {other} has no branch list here"),
             })
             .unwrap();

@@ -25,8 +25,8 @@ use super::file_url::open_line;
 pub struct CompareArgs {
     /// Methods, comma-separated (default sgd,sam,csam). Each is an update rule (with cross
     /// entropy); an objective alone (a training loss, mixing, head, ensemble or posterior at
-    /// its authors' defaults: docs/losses.md, docs/models.md; vi trains without weight decay),
-    /// trained with SGD; or NAME+RULE (focal+sam, acls+csam, mixup+csam, vi+csam), with an
+    /// its authors' defaults: docs/losses.md, docs/models.md; vi and rank1 train without weight decay),
+    /// trained with SGD; or NAME+RULE (focal+sam, acls+csam, mixup+csam, vi+csam, rank1+csam), with an
     /// efficient SAM policy before a SAM-family rule (looksam+csam, focal+rst+sam). Any of
     /// these may end in -ensembleN (a deep ensemble of N networks) or -mc-dropoutN (N
     /// MC-Dropout passes of a network trained with dropout 0.1), e.g. csam-ensemble5;

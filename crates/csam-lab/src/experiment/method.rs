@@ -1,7 +1,7 @@
 //! A method of a comparison: a training objective (a loss, how batches are
 //! fed: as they are, mixed up, MIT-L, the classifier: linear or BalCAL's
 //! two, the members: one network, a BatchEnsemble or a MIMO, and the weights:
-//! point estimates or a mean-field posterior) under an update
+//! point estimates, a mean-field posterior or a rank-1 BNN's) under an update
 //! rule, named as on the command line, and how it predicts: one network, a
 //! deep ensemble of N, or N MC-Dropout passes.
 //! `sgd`, `sam`, `asam`, `csam`, `vasso` and `bsam` train cross entropy with
@@ -121,6 +121,11 @@ const OBJECTIVES: &[(&str, WithDefaults)] = &[
     }),
     ("vi", || Objective {
         bayesian: Bayesian::mean_field(),
+        ..Objective::default()
+    }),
+    ("rank1", || Objective {
+        ensemble: Ensemble::batch_ensemble(),
+        bayesian: Bayesian::rank1(),
         ..Objective::default()
     }),
 ];
@@ -526,6 +531,11 @@ mod tests {
         assert_eq!(
             "vi+csam".parse::<Method>().unwrap().objective().bayesian,
             Bayesian::mean_field()
+        );
+        let rank1 = "rank1+csam".parse::<Method>().unwrap().objective();
+        assert_eq!(
+            (rank1.ensemble, rank1.bayesian),
+            (Ensemble::batch_ensemble(), Bayesian::rank1())
         );
         assert!("balcal"
             .parse::<Method>()

@@ -19,6 +19,9 @@
 //! where the plain layer has a bias, `bias` `[M, d_out]`. They are ordinary
 //! variables of the `VarStore`: trained, saved in checkpoints and loaded by
 //! `--init` as the others.
+//!
+//! In a rank-1 Bayesian network ([`super::Bayesian::Rank1`]) `r` and `s` are
+//! the means of random factors, sampled per example ([`super::rank1`]).
 
 use std::sync::Arc;
 
@@ -26,24 +29,51 @@ use super::bayesian::Posterior;
 use super::ensemble::Ensemble;
 use super::flipout::Flipout;
 use super::layers::{self, Conv2d, Linear};
+use super::rank1::Rank1Scales;
 use tch::nn::{self, Init};
 use tch::Tensor;
 
 /// One layer's per-member fast weights `r` `[M, d_in]`, `s` `[M, d_out]` and
-/// bias `b` `[M, d_out]`.
+/// bias `b` `[M, d_out]`; with scales, `r` and `s` are the means of a
+/// rank-1 posterior.
 #[derive(Debug)]
 pub(crate) struct FastWeights {
     r: Tensor,
     s: Tensor,
     bias: Option<Tensor>,
+    scales: Option<Rank1Scales>,
 }
 
 impl FastWeights {
+    /// The fast weights `r` `[size, d_in]` and `s` `[size, d_out]` of the
+    /// layer under `p`, drawn as `init` says ([`fast_weight`]), with `bias`,
+    /// and with scales registered with `posterior` when there is one.
+    fn new(
+        p: &nn::Path,
+        (size, d_in, d_out): (i64, i64, i64),
+        init: f64,
+        bias: Option<Tensor>,
+        posterior: Option<&Arc<Posterior>>,
+    ) -> Self {
+        let r = fast_weight(p, "r", [size, d_in], init);
+        let s = fast_weight(p, "s", [size, d_out], init);
+        let scales = posterior.map(|posterior| Rank1Scales::new(p, &r, &s, posterior));
+        FastWeights { r, s, bias, scales }
+    }
+
     /// `y_m = shared(x_m * r_m) * s_m + b_m` for `xs` `[M B, d_in, ...]`,
-    /// member `m`'s rows `m B .. (m + 1) B`.
+    /// member `m`'s rows `m B .. (m + 1) B`; with scales, `r_m` and `s_m`
+    /// are this pass's samples, one per row.
     pub(crate) fn forward(&self, xs: &Tensor, shared: impl FnOnce(&Tensor) -> Tensor) -> Tensor {
-        let inputs = per_member(xs, &self.r);
-        let outputs = per_member(&shared(&inputs), &self.s);
+        let (r, s) = match &self.scales {
+            None => (self.r.shallow_clone(), self.s.shallow_clone()),
+            Some(scales) => {
+                let batch = xs.size()[0] / self.r.size()[0];
+                scales.sample((&self.r, &self.s), batch, (xs.kind(), xs.device()))
+            }
+        };
+        let inputs = per_member(xs, &r);
+        let outputs = per_member(&shared(&inputs), &s);
         match &self.bias {
             None => outputs,
             Some(bias) => {
@@ -55,7 +85,8 @@ impl FastWeights {
 }
 
 /// `xs` `[M B, d, ...]` with member `m`'s rows multiplied by `factors[m]`
-/// `[d]` along the second dimension.
+/// `[d]` (or row `i` of them by `factors[m, i]`, for factors `[M, B, d]`)
+/// along the second dimension.
 fn per_member(xs: &Tensor, factors: &Tensor) -> Tensor {
     let shape = xs.size();
     let m = factors.size()[0];
@@ -77,19 +108,24 @@ fn per_member_shift(ys: &Tensor, bias: &Tensor) -> Tensor {
         .reshape(shape.as_slice())
 }
 
-/// `[M, 1, d, 1, ..]` for per-member values `[M, d]` against a batch of
-/// `dim` dimensions `[M B, d, ..]`.
+/// `[M, 1, d, 1, ..]` for per-member values `[M, d]` (`[M, B, d, 1, ..]`
+/// for per-row values `[M, B, d]`) against a batch of `dim` dimensions
+/// `[M B, d, ..]`.
 fn broadcast_shape(values: &Tensor, dim: usize) -> Vec<i64> {
-    let size = values.size();
-    let mut shape = vec![size[0], 1, size[1]];
+    let mut shape = values.size();
+    if shape.len() == 2 {
+        shape.insert(1, 1);
+    }
     shape.resize(dim + 1, 1);
     shape
 }
 
 /// How a network's convolutions and linear layers are built: plain, as
 /// BatchEnsemble layers of `size` members whose fast weights start as
-/// `random_sign_init` says ([`Ensemble::BatchEnsemble`]), or as mean-field
-/// Gaussian layers of a posterior ([`super::flipout`]).
+/// `random_sign_init` says ([`Ensemble::BatchEnsemble`]), as mean-field
+/// Gaussian layers of a posterior ([`super::flipout`]), or, members with a
+/// posterior, as BatchEnsemble layers whose fast weights are random
+/// ([`super::rank1`]).
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Members<'a>(Option<(i64, f64)>, Option<&'a Arc<Posterior>>);
 
@@ -110,16 +146,18 @@ impl<'a> Members<'a> {
         }
     }
 
-    /// The same layers as Gaussian ones of `posterior`, when there is one
-    /// (the model refuses it together with members).
+    /// The same layers as Gaussian ones of `posterior`, when there is one:
+    /// over the weights of one network, over the fast weights of members
+    /// (the model refuses every other pairing,
+    /// [`super::Bayesian::ensemble_conflict`]).
     pub(crate) fn with_posterior(self, posterior: Option<&'a Arc<Posterior>>) -> Self {
         Members(self.0, posterior)
     }
 
     /// A bias-free convolution under `p` as [`layers::conv_no_bias`],
     /// with fast weights `r` `[M, c_in]` and `s` `[M, c_out]` when this
-    /// builds members, its weight the mean of a Gaussian one with a
-    /// posterior.
+    /// builds members (random ones with a posterior), its weight the mean of
+    /// a Gaussian one with a posterior alone.
     pub(crate) fn conv_no_bias(
         &self,
         p: &nn::Path,
@@ -127,26 +165,28 @@ impl<'a> Members<'a> {
         init: Init,
     ) -> Conv2d {
         let conv = layers::conv_no_bias(p, c_in, c_out, kernel, stride, init);
-        if let Some(posterior) = self.1 {
-            let flipout = Flipout::new(p, conv.weight(), posterior, Some((stride, kernel / 2)));
-            return conv.with_flipout(flipout);
+        match (self.0, self.1) {
+            (None, None) => conv,
+            (None, Some(posterior)) => {
+                let flipout = Flipout::new(p, conv.weight(), posterior, Some((stride, kernel / 2)));
+                conv.with_flipout(flipout)
+            }
+            (Some((size, fast_init)), posterior) => conv.with_fast_weights(FastWeights::new(
+                p,
+                (size, c_in, c_out),
+                fast_init,
+                None,
+                posterior,
+            )),
         }
-        let Some((size, fast_init)) = self.0 else {
-            return conv;
-        };
-        conv.with_fast_weights(FastWeights {
-            r: fast_weight(p, "r", [size, c_in], fast_init),
-            s: fast_weight(p, "s", [size, c_out], fast_init),
-            bias: None,
-        })
     }
 
     /// A linear layer under `p` as [`layers::linear`] (PyTorch's default
     /// bias, uniform in +-1/sqrt(d_in)); with members, its weight is shared,
     /// its bias is one per member, `bias` `[M, d_out]`, each drawn as the
     /// plain layer's, and it has fast weights `r` `[M, d_in]` and `s`
-    /// `[M, d_out]`; with a posterior, its weight is the mean of a Gaussian
-    /// one.
+    /// `[M, d_out]` (random ones with a posterior); with a posterior alone,
+    /// its weight is the mean of a Gaussian one.
     pub(crate) fn linear(&self, p: &nn::Path, d_in: i64, d_out: i64, ws_init: Init) -> Linear {
         let Some((size, fast_init)) = self.0 else {
             let linear = layers::linear(p, d_in, d_out, ws_init);
@@ -171,11 +211,8 @@ impl<'a> Members<'a> {
                 up: bound,
             },
         );
-        shared.with_fast_weights(FastWeights {
-            r: fast_weight(p, "r", [size, d_in], fast_init),
-            s: fast_weight(p, "s", [size, d_out], fast_init),
-            bias: Some(bias),
-        })
+        let fast = FastWeights::new(p, (size, d_in, d_out), fast_init, Some(bias), self.1);
+        shared.with_fast_weights(fast)
     }
 }
 

@@ -2,10 +2,12 @@
 //! model learns, its KL term, the annealing of that term, and how its
 //! predictions average weight samples.
 //!
-//! A model with a [`Bayesian`] posterior other than `None` learns, for each
-//! weight `w` of its convolutions and linear layers, a Gaussian
-//! `q(w) = N(mu, softplus(rho)^2)` against a prior `p(w) = N(0, sigma_p^2)`
-//! ([`super::flipout`] says how a forward pass samples it). Then:
+//! A model with a [`Bayesian`] posterior other than `None` learns Gaussians
+//! `q = N(mu, softplus(rho)^2)` against a prior `p = N(m_p, sigma_p^2)`:
+//! mean-field, over each weight of its convolutions and linear layers
+//! (`m_p = 0`, [`super::flipout`] says how a pass samples them); rank-1,
+//! over each factor of a BatchEnsemble's rank-1 fast weights (`m_p = 1`,
+//! [`super::rank1`]). Then:
 //!
 //! - **training**: the objective is the loss on the batch plus
 //!   `kl_weight(t) KL(q || p) / N` (the negative evidence lower bound per
@@ -27,6 +29,7 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 
+use super::Ensemble;
 use crate::loss::{Fields, LossError};
 use tch::Tensor;
 
@@ -64,13 +67,65 @@ pub enum Bayesian {
         #[serde(default)]
         kl_annealing_epochs: usize,
     },
+    /// Rank-1 Bayesian neural network (Dusenberry, Jerfel, Wen, Ma, Snoek,
+    /// Heller, Lakshminarayanan and Tran 2020, "Efficient and scalable
+    /// Bayesian neural nets with rank-1 factors", ICML): a BatchEnsemble
+    /// ([`super::Ensemble::BatchEnsemble`], which it needs) whose rank-1
+    /// factors are random, the shared weights `W` point estimates. Member
+    /// `m`'s layer is `W * (s r^T)` with `r ~ N(mu_r_m, softplus(rho_r_m)^2)`
+    /// and `s` likewise, one sample per example ([`super::rank1`]): the
+    /// posterior a mixture of `M` Gaussians, one per member; each factor's
+    /// prior is `N(1, prior_std^2)` (uncertainty-baselines'
+    /// `baselines/cifar/rank1_bnn.py`, `prior_mean = 1`). The means start
+    /// as BatchEnsemble's fast weights (its `random_sign_init`, default
+    /// `N(1, 0.5^2)`; `rank1_bnn.py` draws random signs, `random_sign_init
+    /// = 0.5`), `rho` from `N(ln(expm1(sqrt(p / (1 - p)))), 0.1^2)` with
+    /// `p = 10^-3` ([`rank1_rho_init_mean`]). Defaults as that script: prior standard
+    /// deviation 0.1 (`prior_stddev`), 1 prediction sample
+    /// (`num_eval_samples`); its KL annealing over 200 of 250 epochs is
+    /// `kl_annealing_epochs = 200`, here 0 by default as for mean-field.
+    Rank1 {
+        /// The factors' prior standard deviation `sigma_p > 0` (default
+        /// 0.1, `prior_stddev` of `rank1_bnn.py`).
+        #[serde(default = "Bayesian::default_rank1_prior_std")]
+        prior_std: f64,
+        /// The factor samples `S >= 1` a prediction averages over, each
+        /// of the `M` members' (default 1, `num_eval_samples` of
+        /// `rank1_bnn.py`).
+        #[serde(default = "Bayesian::default_rank1_samples")]
+        samples: i64,
+        /// As [`Bayesian::MeanField`]'s (`rank1_bnn.py`: 200 of its 250
+        /// epochs; 0 by default here).
+        #[serde(default)]
+        kl_annealing_epochs: usize,
+    },
 }
 
 /// How `rho` starts: `N(RHO_INIT_MEAN, RHO_INIT_STD^2)`, TFP's
 /// `untransformed_scale_initializer`.
 pub(crate) const RHO_INIT_MEAN: f64 = -3.0;
-/// See [`RHO_INIT_MEAN`].
+/// See [`RHO_INIT_MEAN`]; also the standard deviation of rank-1 factors'
+/// `rho` (uncertainty-baselines' `make_initializer('trainable_normal', ..)`,
+/// `TruncatedNormal(stddev = 0.1)`, here untruncated).
 pub(crate) const RHO_INIT_STD: f64 = 0.1;
+
+/// The mean of a rank-1 factor's starting `rho`, `N(mean, RHO_INIT_STD^2)`:
+/// `ln(expm1(sqrt(p / (1 - p))))`, `p = 10^-3` (uncertainty-baselines'
+/// `models/rank1_bnn_utils.py`, `make_initializer('trainable_normal', ..)`
+/// with `rank1_bnn.py`'s `dropout_rate = 1e-3`): `softplus(rho)` starts
+/// near `sqrt(p / (1 - p)) = 0.0316`, the standard deviation of Gaussian
+/// dropout of rate `p`.
+pub(crate) fn rank1_rho_init_mean() -> f64 {
+    let p = RANK1_INIT_DROPOUT_RATE;
+    (p / (1.0 - p)).sqrt().exp_m1().ln()
+}
+
+/// See [`rank1_rho_init_mean`].
+const RANK1_INIT_DROPOUT_RATE: f64 = 1e-3;
+
+/// The prior mean of every rank-1 factor (`prior_mean` of
+/// uncertainty-baselines' `rank1_bnn.py`): a factor of 1 leaves `W` as it is.
+pub(crate) const RANK1_PRIOR_MEAN: f64 = 1.0;
 
 impl Bayesian {
     fn default_prior_std() -> f64 {
@@ -79,6 +134,14 @@ impl Bayesian {
 
     fn default_samples() -> i64 {
         5
+    }
+
+    fn default_rank1_prior_std() -> f64 {
+        0.1
+    }
+
+    fn default_rank1_samples() -> i64 {
+        1
     }
 
     /// Mean-field VI with Flipout at its defaults (prior `N(0, 1)`, 5
@@ -91,11 +154,42 @@ impl Bayesian {
         }
     }
 
-    /// The name of the branch (`none`, `mean-field`).
+    /// The rank-1 BNN at its defaults (prior `N(1, 0.1^2)`, 1 prediction
+    /// sample per member, no annealing).
+    pub fn rank1() -> Bayesian {
+        Bayesian::Rank1 {
+            prior_std: Bayesian::default_rank1_prior_std(),
+            samples: Bayesian::default_rank1_samples(),
+            kl_annealing_epochs: 0,
+        }
+    }
+
+    /// The name of the branch (`none`, `mean-field`, `rank1`).
     pub fn name(&self) -> &'static str {
         match self {
             Bayesian::None => "none",
             Bayesian::MeanField { .. } => "mean-field",
+            Bayesian::Rank1 { .. } => "rank1",
+        }
+    }
+
+    /// Why the posterior cannot apply to a network of `ensemble`'s members,
+    /// if it cannot: mean-field is over one network's weights, rank-1 over a
+    /// BatchEnsemble's fast weights.
+    pub fn ensemble_conflict(&self, ensemble: &Ensemble) -> Option<String> {
+        match (self, ensemble) {
+            (Bayesian::None, _)
+            | (Bayesian::MeanField { .. }, Ensemble::Single)
+            | (Bayesian::Rank1 { .. }, Ensemble::BatchEnsemble { .. }) => None,
+            (Bayesian::MeanField { .. }, _) => Some(format!(
+                "is a posterior over one network's weights; ensemble {} cannot apply to it",
+                ensemble.name()
+            )),
+            (Bayesian::Rank1 { .. }, _) => Some(format!(
+                "is a posterior over BatchEnsemble's rank-1 factors: it needs ensemble \
+                 batch-ensemble, not {}",
+                ensemble.name()
+            )),
         }
     }
 
@@ -111,15 +205,22 @@ impl Bayesian {
             Bayesian::MeanField {
                 kl_annealing_epochs,
                 ..
+            }
+            | Bayesian::Rank1 {
+                kl_annealing_epochs,
+                ..
             } => kl_annealing_epochs,
         }
     }
 
     /// Refuses parameters outside the method's definition.
     pub fn validate(&self) -> Result<(), LossError> {
-        let Bayesian::MeanField {
+        let (Bayesian::MeanField {
             prior_std, samples, ..
-        } = *self
+        }
+        | Bayesian::Rank1 {
+            prior_std, samples, ..
+        }) = *self
         else {
             return Ok(());
         };
@@ -188,6 +289,9 @@ impl Posterior {
         match *bayesian {
             Bayesian::None => None,
             Bayesian::MeanField {
+                prior_std, samples, ..
+            }
+            | Bayesian::Rank1 {
                 prior_std, samples, ..
             } => Some(Posterior {
                 prior_std,
@@ -281,5 +385,35 @@ mod tests {
         assert!(mf(0.0, 5).validate().is_err());
         assert!(mf(f64::NAN, 5).validate().is_err());
         assert!(mf(1.0, 0).validate().is_err());
+        let rank1 = |prior_std, samples| Bayesian::Rank1 {
+            prior_std,
+            samples,
+            kl_annealing_epochs: 0,
+        };
+        assert!(Bayesian::rank1().validate().is_ok());
+        assert!(rank1(-0.1, 1).validate().is_err());
+        assert!(rank1(f64::INFINITY, 1).validate().is_err());
+        assert!(rank1(0.1, 0).validate().is_err());
+    }
+
+    #[test]
+    fn rank1_needs_batch_ensemble_and_mean_field_one_network() {
+        let be = Ensemble::batch_ensemble();
+        assert!(Bayesian::rank1().ensemble_conflict(&be).is_none());
+        for other in [Ensemble::Single, Ensemble::mimo()] {
+            let why = Bayesian::rank1().ensemble_conflict(&other).unwrap();
+            assert!(why.contains("needs ensemble batch-ensemble"), "{why}");
+        }
+        assert!(Bayesian::mean_field()
+            .ensemble_conflict(&Ensemble::Single)
+            .is_none());
+        assert!(Bayesian::mean_field().ensemble_conflict(&be).is_some());
+    }
+
+    #[test]
+    fn rank1_rho_starts_at_the_scale_of_gaussian_dropout_of_rate_one_in_a_thousand() {
+        let sigma = Tensor::from_slice(&[rank1_rho_init_mean()]).softplus();
+        let expected = (1e-3f64 / 0.999).sqrt();
+        assert!((sigma.double_value(&[0]) - expected).abs() < 1e-15);
     }
 }

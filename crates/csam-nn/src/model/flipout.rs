@@ -15,8 +15,9 @@
 //! a sample of `q(W)` (the perturbation is symmetric).
 //!
 //! The noise of a pass is a function of the model's current seed and the
-//! layer's name ([`flipout_noise`]), so passes with one seed see one sampled
-//! network, and a resumed run draws what the interrupted one drew.
+//! layer's name ([`flipout_noise`], [`super::noise`]), so passes with one
+//! seed see one sampled network, and a resumed run draws what the
+//! interrupted one drew.
 //!
 //! Variables, under the layer's own name (`fc`, `layer1.0.conv1`, `1`):
 //! `weight`, the mean `mu` (initialised as the plain layer's weight), and
@@ -25,13 +26,12 @@
 
 use std::sync::Arc;
 
-use rand::{Rng, SeedableRng};
-use rand_chacha::ChaCha8Rng;
-use rand_distr::StandardNormal;
+use rand::Rng;
 use tch::nn::{self, Init};
 use tch::{Device, Kind, Tensor};
 
 use super::bayesian::{Posterior, RHO_INIT_MEAN, RHO_INIT_STD};
+use super::noise::{layer_name, layer_rng, standard_normal};
 
 /// One pass's Flipout noise for one layer.
 #[derive(Debug)]
@@ -47,9 +47,9 @@ pub struct FlipoutNoise {
 
 /// The Flipout noise of the layer named `layer` (its variables' path,
 /// `layer1.0.conv1`) of weight shape `weight` for a batch of `batch`
-/// examples, drawn from seed `seed`: a ChaCha8 generator seeded with `seed`,
-/// on the stream of the 64-bit FNV-1a hash of `layer`, draws `eps` (the
-/// weight's elements in row-major order, standard normal), then `s` and `r`
+/// examples, drawn from seed `seed`: the layer's generator
+/// ([`super::noise`]) draws `eps` (the weight's elements in row-major order,
+/// standard normal), then `s` and `r`
 /// (row-major, `+1` for a `true` bit, `-1` otherwise); as `options`' kind
 /// and device.
 pub fn flipout_noise(
@@ -59,10 +59,8 @@ pub fn flipout_noise(
     batch: i64,
     options: (Kind, Device),
 ) -> FlipoutNoise {
-    let mut rng = ChaCha8Rng::seed_from_u64(seed);
-    rng.set_stream(fnv1a(layer));
-    let count = weight.iter().product::<i64>() as usize;
-    let eps: Vec<f64> = (0..count).map(|_| rng.sample(StandardNormal)).collect();
+    let mut rng = layer_rng(seed, layer);
+    let eps = standard_normal(&mut rng, weight, options);
     let mut signs = |width: i64| -> Tensor {
         let values: Vec<f64> = (0..(batch * width) as usize)
             .map(|_| if rng.random::<bool>() { 1.0 } else { -1.0 })
@@ -75,20 +73,10 @@ pub fn flipout_noise(
     let input_signs = signs(weight[1]);
     let output_signs = signs(weight[0]);
     FlipoutNoise {
-        eps: Tensor::from_slice(&eps)
-            .reshape(weight)
-            .to_kind(options.0)
-            .to_device(options.1),
+        eps,
         input_signs,
         output_signs,
     }
-}
-
-/// The 64-bit FNV-1a hash of `text`.
-fn fnv1a(text: &str) -> u64 {
-    text.bytes().fold(0xcbf2_9ce4_8422_2325, |hash, byte| {
-        (hash ^ u64::from(byte)).wrapping_mul(0x0000_0100_0000_01b3)
-    })
 }
 
 /// A layer's variational scale and what its perturbation needs: its name
@@ -122,7 +110,7 @@ impl Flipout {
         );
         posterior.register(mu, &rho, 0.0);
         Flipout {
-            name: p.components().collect::<Vec<_>>().join("."),
+            name: layer_name(p),
             rho,
             posterior: Arc::clone(posterior),
             conv,

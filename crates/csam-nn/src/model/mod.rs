@@ -20,9 +20,11 @@
 //! of their mean probabilities ([`ensemble`] says where each happens).
 //!
 //! A model may learn a posterior over its weights ([`Bayesian`]; the same
-//! architectures, mean-field with Flipout): its training objective adds the
-//! KL term the model gives ([`TrainingPass::kl_divergence`]) and it predicts
-//! with the mean probabilities of weight samples ([`bayesian`] says how).
+//! architectures, mean-field with Flipout, or rank-1 over a BatchEnsemble's
+//! fast weights): its training objective adds the KL term the model gives
+//! ([`TrainingPass::kl_divergence`]) and it predicts with the mean
+//! probabilities of weight samples ([`bayesian`] says how), each the mean of
+//! its members' for a rank-1 network.
 
 pub mod balcal;
 mod batch_ensemble;
@@ -36,7 +38,9 @@ mod layers;
 mod macs;
 mod mimo;
 mod mlp;
+mod noise;
 mod pyramidnet;
+pub mod rank1;
 pub mod registry;
 mod resnet;
 mod torchscript;
@@ -278,17 +282,24 @@ impl Model {
     ///
     /// With a posterior, a train-mode pass samples the weights of the seed
     /// [`Model::set_noise_seed`] set; the other modes give the log of the
-    /// mean probabilities of its prediction samples ([`bayesian`]).
+    /// mean probabilities of its prediction samples ([`bayesian`]), each
+    /// the members' mean for a rank-1 network: the mean over samples and
+    /// members alike, `log((1 / S M) sum_s sum_m softmax(z_sm))`.
     pub fn outputs(&self, xs: &Tensor, mode: Mode) -> Outputs {
         if let (Some(posterior), false) = (&self.posterior, mode == Mode::Train) {
-            let samples = posterior
-                .predictive_samples(|| self.network.classify(&self.network.features(xs, mode)));
+            let samples = posterior.predictive_samples(|| self.sampled_outputs(xs, mode).logits);
             return Outputs {
                 logits: mixture_logits(&samples),
                 heads: None,
                 members: None,
             };
         }
+        self.sampled_outputs(xs, mode)
+    }
+
+    /// The forward pass in `mode` of the network as it is (with a
+    /// posterior, the weights of the current seed).
+    fn sampled_outputs(&self, xs: &Tensor, mode: Mode) -> Outputs {
         if !self.ensemble.is_single() {
             let m = self.ensemble.members();
             return self.member_outputs(&ensemble::tile_members(xs, m), mode);
@@ -366,7 +377,8 @@ impl Model {
     /// one network once, whose first layer reads `M` times the channels and
     /// whose classifier gives `M` times the classes; a Bayesian model runs
     /// it once per prediction sample, each with the mean's and the Flipout
-    /// perturbation's products.
+    /// perturbation's products (mean-field) or as its BatchEnsemble
+    /// (rank-1).
     pub fn forward_macs(&self, (kind, device): (tch::Kind, tch::Device)) -> Option<u64> {
         if !self.network.counts_macs() {
             return None;

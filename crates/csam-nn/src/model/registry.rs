@@ -41,8 +41,9 @@ pub struct ModelOptions {
     #[serde(default)]
     pub ensemble: Ensemble,
     /// Whether the weights are point estimates, or a posterior learnt by
-    /// variational inference (mean-field with Flipout: the same
-    /// architectures as BatchEnsemble).
+    /// variational inference (mean-field with Flipout, or rank-1 over a
+    /// BatchEnsemble's fast weights: the same architectures as
+    /// BatchEnsemble).
     #[serde(default)]
     pub bayesian: Bayesian,
 }
@@ -586,8 +587,8 @@ fn member_models() -> String {
 }
 
 /// Refuses a posterior outside its definition, on an architecture that does
-/// not build Gaussian layers, or with members or a head it does not
-/// combine with.
+/// not build Gaussian layers, or with members (or without them) or a head
+/// it does not combine with.
 fn check_bayesian(kind: ModelKind, options: &ModelOptions) -> Result<(), ModelError> {
     let bayesian = options.bayesian;
     if bayesian.is_none() {
@@ -605,11 +606,8 @@ fn check_bayesian(kind: ModelKind, options: &ModelOptions) -> Result<(), ModelEr
     if !kind.takes_members() {
         return refuse(format!("applies to models {}, not {kind}", member_models()));
     }
-    if !options.ensemble.is_single() {
-        return refuse(format!(
-            "is a posterior over one network's weights; ensemble {} cannot apply to it",
-            options.ensemble.name()
-        ));
+    if let Some(why) = bayesian.ensemble_conflict(&options.ensemble) {
+        return refuse(why);
     }
     if !options.head.is_linear() {
         return refuse(format!(

@@ -180,3 +180,56 @@ pub fn refusal(arch: &str, options: &csam_nn::model::ModelOptions) -> String {
     assert!(!message.contains('\n'), "{message}");
     message
 }
+
+/// Asserts that a Bayesian MLP (`1x2x3` inputs, 4 classes) with `options`
+/// samples one network per seed and that a SAM step of radius 0 on it is the
+/// plain step exactly: both passes of the SAM step at the same weights give
+/// the plain step's gradient only if they sample the same network.
+pub fn sam_at_radius_zero_is_the_plain_step(options: &ModelOptions) {
+    use csam_nn::model::Mode;
+    use csam_nn::optim::{plain_step, Perturbation, SamConfig, SamStep, Sgd, SgdConfig};
+    let _generator = lock_generator();
+    let x = Tensor::randn([6, 1, 2, 3], (tch::Kind::Double, Device::Cpu));
+    let y = Tensor::from_slice(&[0i64, 1, 2, 3, 0, 1]);
+    let twins: Vec<(VarStore, Model)> = (0..2)
+        .map(|_| {
+            tch::manual_seed(4);
+            build_f64("mlp", shape(1, 2, 3), 4, options)
+        })
+        .collect();
+    let [(sam_vs, sam_model), (plain_vs, plain_model)] = twins.as_slice() else {
+        unreachable!()
+    };
+    for model in [sam_model, plain_model] {
+        model.set_noise_seed(5);
+        let a = tch::no_grad(|| model.forward_mode(&x, Mode::Train));
+        let b = tch::no_grad(|| model.forward_mode(&x, Mode::Train));
+        assert!(a.equal(&b), "one seed, one network");
+        model.set_noise_seed(6);
+        let c = tch::no_grad(|| model.forward_mode(&x, Mode::Train));
+        assert!(!a.equal(&c), "another seed, another network");
+        model.set_noise_seed(5);
+    }
+    let sgd = SgdConfig {
+        lr: 1.0,
+        momentum: 0.0,
+        nesterov: false,
+        weight_decay: 0.0,
+    };
+    let batch = TrainBatch::plain(&x, &y).with_kl_weight(0.1);
+    let config = SamConfig {
+        rho: 0.0,
+        perturbation: Perturbation::Sam,
+        ..SamConfig::default()
+    };
+    let mut sam = SamStep::new(config, sam_vs).unwrap();
+    let mut optimizer = Sgd::new(sam_vs, sgd).unwrap();
+    sam.step_batch(sam_model, &batch, &mut optimizer).unwrap();
+    let mut optimizer = Sgd::new(plain_vs, sgd).unwrap();
+    let ce = TrainingLoss::default();
+    plain_step(plain_model, &batch, &mut optimizer, &ce, None).unwrap();
+    let plain = plain_vs.variables();
+    for (name, value) in sam_vs.variables() {
+        assert!(value.equal(&plain[&name]), "{name} after the step");
+    }
+}

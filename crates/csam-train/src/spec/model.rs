@@ -70,8 +70,9 @@ pub struct ModelSpec {
     #[serde(default)]
     pub ensemble: Ensemble,
     /// Point estimates of the weights, or a posterior over them (the branch
-    /// `[model.bayesian]`, tagged by `kind`: `none`, or `mean-field` with
-    /// `prior_std`, `samples` and `kl_annealing_epochs`; point estimates in
+    /// `[model.bayesian]`, tagged by `kind`: `none`, or `mean-field` or
+    /// `rank1` with `prior_std`, `samples` and `kl_annealing_epochs`; point
+    /// estimates in
     /// the `config.toml` of runs written before it existed). Always written,
     /// as `[model.ensemble]`, so that a refusal names the chosen branch.
     #[serde(default)]
@@ -294,8 +295,9 @@ impl ModelSpec {
     }
 
     /// Refuses a posterior's parameters outside its definition, on an
-    /// architecture that does not build Gaussian layers, with members or with
-    /// a head other than linear.
+    /// architecture that does not build Gaussian layers, with members it
+    /// does not apply to (or without those it needs) or with a head other
+    /// than linear.
     fn validate_bayesian(&self) -> Result<(), ConfigError> {
         if self.bayesian.is_none() {
             return Ok(());
@@ -303,11 +305,7 @@ impl ModelSpec {
         let name = self.bayesian.name();
         keyed(&["model", "bayesian"], name, self.bayesian.validate())?;
         self.read_by_arch("bayesian", name)?;
-        if !self.ensemble.is_single() {
-            let reason = format!(
-                "is a posterior over one network's weights; ensemble {} cannot apply to it",
-                self.ensemble.name()
-            );
+        if let Some(reason) = self.bayesian.ensemble_conflict(&self.ensemble) {
             return Err(invalid("bayesian", name, &reason));
         }
         if !self.head.is_linear() {

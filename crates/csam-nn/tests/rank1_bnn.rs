@@ -1,0 +1,305 @@
+//! The rank-1 Bayesian neural network (Dusenberry et al. 2020) against a
+//! PyTorch float64 implementation written from the paper's formula
+//! (tests/fixtures/rank1_reference.py): an MLP's and a small CNN's per-member
+//! train-mode logits for given factor noise, the factors' KL to the prior
+//! (torch.distributions), the objective `mean_m CE_m + w KL` and its
+//! gradients, and the prediction (the mean probabilities over samples and
+//! members). Then: with one member and zero posterior scale it is
+//! BatchEnsemble of one member; the prediction averages probabilities, not
+//! logits; a SAM step of radius 0 is the plain step (its two passes see one
+//! sampled network); the refusals are one line each.
+//!
+//! The twin needs the project venv's python (`<workspace>/.venv/bin/python`,
+//! or `CSAM_PYTHON`); it is skipped with a notice when that is absent.
+
+mod support;
+
+use csam_nn::loss::TrainingLoss;
+use csam_nn::mixing::TrainBatch;
+use csam_nn::model::bayesian::prediction_seed;
+use csam_nn::model::rank1::rank1_noise;
+use csam_nn::model::{
+    Bayesian, Ensemble, Head, InputShape, Mode, Model, ModelOptions, TrainingPass,
+};
+use support::{build_f64, close, lock_generator, python, refusal, run_twin, shape, with_gradients};
+use tch::{nn::VarStore, Device, Kind, Tensor};
+
+const CLASSES: i64 = 4;
+const F64_CPU: (Kind, Device) = (Kind::Double, Device::Cpu);
+
+fn rank1(prior_std: f64, samples: i64) -> Bayesian {
+    Bayesian::Rank1 {
+        prior_std,
+        samples,
+        kl_annealing_epochs: 0,
+    }
+}
+
+fn batch_ensemble(size: i64) -> Ensemble {
+    Ensemble::BatchEnsemble {
+        size,
+        random_sign_init: -0.5,
+    }
+}
+
+fn options(members: i64, bayesian: Bayesian) -> ModelOptions {
+    ModelOptions {
+        mlp_hidden: vec![6],
+        ensemble: batch_ensemble(members),
+        bayesian,
+        ..ModelOptions::default()
+    }
+}
+
+/// `arch` in float64 with `members` and `bayesian`, built on a fresh store.
+fn build(arch: &str, input: InputShape, members: i64, bayesian: Bayesian) -> (VarStore, Model) {
+    build_f64(arch, input, CLASSES, &options(members, bayesian))
+}
+
+/// Sets every factor's `rho` to `value(rho)` (the posterior scales).
+fn set_rho(vs: &VarStore, value: impl Fn(&Tensor) -> Tensor) {
+    tch::no_grad(|| {
+        for (name, mut var) in vs.variables() {
+            if name.ends_with("_rho") {
+                var.copy_(&value(&var));
+            }
+        }
+    });
+}
+
+#[test]
+fn mlp_and_cnn_match_the_papers_formula_in_pytorch_float64() {
+    let Some(python) = python() else {
+        eprintln!("SKIPPED: no python at <workspace>/.venv/bin/python (set CSAM_PYTHON)");
+        return;
+    };
+    let _generator = lock_generator();
+    tch::manual_seed(7);
+    let (samples, train_seed, kl_weight, batch) = (2, 11u64, 0.25, 5);
+    let models = [
+        ("mlp", shape(1, 2, 3), 3, vec!["1", "3"], 0.5),
+        (
+            "cnn",
+            shape(2, 6, 6),
+            2,
+            vec!["conv1", "conv2", "conv3", "fc"],
+            0.1,
+        ),
+    ];
+    let y = Tensor::from_slice(&[0i64, 1, 0, 3, 2]);
+    let mut inputs = vec![("y".to_string(), y.shallow_clone())];
+    let mut cases = Vec::new();
+    let mut built = Vec::new();
+    for (arch, input, members, layers, prior_std) in models {
+        let (vs, model) = build(arch, input, members, rank1(prior_std, samples));
+        // Posterior scales well above their start (0.03), so that the
+        // sampled factors weigh in the logits, and running statistics away
+        // from their initial values, so that the prediction reads them.
+        set_rho(&vs, |rho| rho.randn_like() * 0.5 - 1.0);
+        let dims = [8, input.channels, input.height, input.width];
+        let _ =
+            tch::no_grad(|| model.forward_mode(&(Tensor::randn(dims, F64_CPU) + 0.5), Mode::Train));
+        let x = Tensor::randn([batch, input.channels, input.height, input.width], F64_CPU);
+        let variables = vs.variables();
+        for (name, t) in &variables {
+            inputs.push((format!("{arch}/{name}"), t.detach()));
+        }
+        inputs.push((format!("{arch}/x"), x.shallow_clone()));
+        let seeds = std::iter::once(("train".to_string(), train_seed))
+            .chain((0..samples as u64).map(|s| (format!("sample{s}"), prediction_seed(s))));
+        for (tag, seed) in seeds {
+            for layer in &layers {
+                let d_in = variables[&format!("{layer}.r")].size()[1];
+                let d_out = variables[&format!("{layer}.s")].size()[1];
+                let noise = rank1_noise(seed, layer, (members, batch), (d_in, d_out), F64_CPU);
+                let key = |part: &str| format!("{arch}/noise/{tag}/{layer}/{part}");
+                inputs.push((key("r"), noise.r));
+                inputs.push((key("s"), noise.s));
+            }
+        }
+        cases.push(serde_json::json!({
+            "arch": arch,
+            "members": members,
+            "prior_std": prior_std,
+            "kl_weight": kl_weight,
+            "layers": layers,
+            "train": "train",
+            "samples": (0..samples).map(|s| format!("sample{s}")).collect::<Vec<_>>(),
+        }));
+        built.push((vs, model, x));
+    }
+    let named: Vec<(&str, &Tensor)> = inputs.iter().map(|(n, t)| (n.as_str(), t)).collect();
+    let dir = tempfile::tempdir().unwrap();
+    let reference = run_twin(
+        &python,
+        "rank1_reference.py",
+        dir.path(),
+        &named,
+        serde_json::Value::Array(cases.clone()),
+    );
+    for (i, case) in cases.iter().enumerate() {
+        let (vs, model, x) = &built[i];
+        let what = case["arch"].to_string();
+        model.set_noise_seed(train_seed);
+        let eval = tch::no_grad(|| model.forward_mode(x, Mode::Eval));
+        close(&eval, &reference[&format!("eval_logits_{i}")], &what);
+        let train = tch::no_grad(|| model.outputs(x, Mode::Train))
+            .members
+            .unwrap();
+        close(&train, &reference[&format!("members_{i}")], &what);
+        let kl = model.kl_divergence().unwrap();
+        close(&kl, &reference[&format!("kl_{i}")], &format!("{what} KL"));
+        let pass = TrainBatch::plain(x, &y)
+            .with_kl_weight(kl_weight)
+            .forward(model)
+            .unwrap();
+        let loss = TrainingLoss::default();
+        let value = pass.objective(|s, t| loss.mean_of(s, t)).unwrap();
+        let (value, grads) = with_gradients(value, vs);
+        close(&value, &reference[&format!("value_{i}")], &what);
+        assert!(
+            grads.iter().any(|(name, _)| name.ends_with("r_rho")),
+            "{what}: the factors' scales are trained"
+        );
+        for (name, grad) in grads {
+            let expected = &reference[&format!("grad_{i}_{name}")];
+            close(&grad, expected, &format!("{what} d/d{name}"));
+        }
+    }
+}
+
+#[test]
+fn one_member_of_zero_posterior_scale_is_batch_ensemble_of_one() {
+    let _generator = lock_generator();
+    tch::manual_seed(2);
+    let input = shape(2, 6, 6);
+    let (be_vs, be) = build_f64("cnn", input, CLASSES, &{
+        let mut o = options(1, Bayesian::None);
+        o.ensemble = batch_ensemble(1);
+        o
+    });
+    let (vs, model) = build("cnn", input, 1, rank1(0.1, 3));
+    // softplus(-1000) is 0 in float64: every sample is the mean.
+    set_rho(&vs, |rho| rho.full_like(-1000.0));
+    let mut variables = vs.variables();
+    tch::no_grad(|| {
+        for (name, value) in be_vs.variables() {
+            variables.get_mut(&name).unwrap().copy_(&value);
+        }
+    });
+    let x = Tensor::randn([5, 2, 6, 6], F64_CPU);
+    model.set_noise_seed(5);
+    for mode in [Mode::Train, Mode::Eval] {
+        let ours = tch::no_grad(|| model.forward_mode(&x, mode));
+        let theirs = tch::no_grad(|| be.forward_mode(&x, mode));
+        close(
+            &ours.softmax(-1, None),
+            &theirs.softmax(-1, None),
+            &format!("{mode:?}"),
+        );
+    }
+    let train = tch::no_grad(|| model.forward_mode(&x, Mode::Train));
+    let be_train = tch::no_grad(|| be.forward_mode(&x, Mode::Train));
+    assert!(
+        train.equal(&be_train),
+        "a train pass is BatchEnsemble's exactly"
+    );
+}
+
+#[test]
+fn prediction_is_the_mean_of_the_probabilities_over_samples_and_members() {
+    let _generator = lock_generator();
+    tch::manual_seed(3);
+    let (members, samples) = (2, 3);
+    let (vs, model) = build("mlp", shape(1, 2, 3), members, rank1(0.1, samples));
+    set_rho(&vs, |rho| rho.full_like(0.0));
+    let x = Tensor::randn([6, 1, 2, 3], F64_CPU);
+    model.set_noise_seed(99);
+    let predicted = tch::no_grad(|| model.forward_mode(&x, Mode::Eval));
+    // The MLP has no BatchNorm nor dropout: a train-mode pass of prediction
+    // sample s's seed is that sample, each member's logits.
+    let each: Vec<Tensor> = (0..samples as u64)
+        .map(|s| {
+            model.set_noise_seed(prediction_seed(s));
+            tch::no_grad(|| model.outputs(&x, Mode::Train))
+                .members
+                .unwrap()
+        })
+        .collect();
+    let each = Tensor::cat(&each, 0);
+    assert_eq!(each.size()[0], samples * members);
+    let mean = each.softmax(-1, None).mean_dim(0, false, None);
+    close(
+        &predicted.softmax(-1, None),
+        &mean,
+        "mean of the probabilities",
+    );
+    let of_mean_logits = each.mean_dim(0, false, None).softmax(-1, None);
+    let gap = (predicted.softmax(-1, None) - of_mean_logits)
+        .abs()
+        .max()
+        .double_value(&[]);
+    assert!(gap > 1e-3, "averaging logits would differ: {gap}");
+    // Predicting left the training seed as it was.
+    model.set_noise_seed(99);
+    let before = tch::no_grad(|| model.forward_mode(&x, Mode::Train));
+    let _ = tch::no_grad(|| model.forward_mode(&x, Mode::Eval));
+    let after = tch::no_grad(|| model.forward_mode(&x, Mode::Train));
+    assert!(before.equal(&after));
+}
+
+#[test]
+fn a_seed_is_one_sampled_network_and_a_sam_step_perturbs_it() {
+    support::sam_at_radius_zero_is_the_plain_step(&options(2, Bayesian::rank1()));
+}
+
+#[test]
+fn refusals_are_one_line() {
+    let _generator = lock_generator();
+    let rank1_be = options(4, Bayesian::rank1());
+    for arch in ["vit-ti16", "wrn-16-4", "resnet18"] {
+        let message = refusal(arch, &rank1_be);
+        assert!(message.contains(&format!("not {arch}")), "{message}");
+    }
+    for ensemble in [Ensemble::Single, Ensemble::mimo()] {
+        let without = ModelOptions {
+            ensemble,
+            ..rank1_be.clone()
+        };
+        let message = refusal("resnet20", &without);
+        assert!(
+            message.contains("needs ensemble batch-ensemble"),
+            "{message}"
+        );
+    }
+    let balcal = ModelOptions {
+        head: Head::balcal(),
+        ..rank1_be.clone()
+    };
+    assert!(refusal("resnet20", &balcal).contains("head balcal"));
+    assert!(refusal("mlp", &options(4, rank1(0.0, 1))).contains("prior_std"));
+    assert!(refusal("mlp", &options(4, rank1(0.1, 0))).contains("samples"));
+}
+
+#[test]
+fn resnet20_has_random_factors_on_every_convolution_and_the_classifier() {
+    let _generator = lock_generator();
+    tch::manual_seed(1);
+    let (vs, model) = build("resnet20", shape(3, 8, 8), 4, Bayesian::rank1());
+    let variables = vs.variables();
+    let scales: Vec<&String> = variables
+        .keys()
+        .filter(|name| name.ends_with("_rho"))
+        .collect();
+    // conv1, 9 blocks of two convolutions, fc: r_rho and s_rho each.
+    assert_eq!(scales.len(), 40, "{scales:?}");
+    for name in scales {
+        let mean = name.trim_end_matches("_rho");
+        assert_eq!(variables[name].size(), variables[mean].size(), "{name}");
+    }
+    let kl = model.kl_divergence().unwrap().double_value(&[]);
+    assert!(kl > 0.0 && kl.is_finite(), "{kl}");
+    let x = Tensor::randn([2, 3, 8, 8], F64_CPU);
+    let logits = tch::no_grad(|| model.forward_mode(&x, Mode::Eval));
+    assert_eq!(logits.size(), [2, CLASSES]);
+}
