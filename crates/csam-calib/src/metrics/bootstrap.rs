@@ -239,7 +239,10 @@ mod tests {
         let calls = std::cell::Cell::new(0);
         let intervals = bootstrap_each(probs.view(), &labels, &options, |p, l| {
             calls.set(calls.get() + 1);
-            Ok(vec![Some(accuracy(p, l)?), (calls.get() <= 11).then_some(1.0)])
+            Ok(vec![
+                Some(accuracy(p, l)?),
+                (calls.get() <= 11).then_some(1.0),
+            ])
         })
         .unwrap();
         assert!(intervals[0].is_some());

@@ -350,7 +350,13 @@ mod tests {
         // Means of per-row values are unbiased under resampling, so their
         // percentile interval holds the estimate; binned errors (MCE above
         // all) are biased upwards on resamples and need not.
-        let means = ["accuracy", "nll", "brier", "mean_confidence", "mean_entropy"];
+        let means = [
+            "accuracy",
+            "nll",
+            "brier",
+            "mean_confidence",
+            "mean_entropy",
+        ];
         for (name, value) in s.values() {
             let Some(value) = value else { continue };
             let ci = intervals[name].unwrap_or_else(|| panic!("{name} has no interval"));
