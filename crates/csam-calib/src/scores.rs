@@ -89,8 +89,8 @@ fn shifted_log_sum_exp<T: Real>(row: ArrayView1<'_, T>) -> (f64, f64) {
 /// probability of exactly 0 gives about -708.4 instead of `-inf`. Softmax of the
 /// result gives back `p` (up to the clamp): this is how a model that saved only
 /// probabilities is fed to a calibrator that wants logits.
-pub fn log_probabilities(probs: ArrayView2<'_, f64>) -> Array2<f64> {
-    probs.mapv(|p| p.max(f64::MIN_POSITIVE).ln())
+pub fn log_probabilities<T: Real>(probs: ArrayView2<'_, T>) -> Array2<f64> {
+    probs.mapv(|p| p.into().max(f64::MIN_POSITIVE).ln())
 }
 
 /// The predicted class (first index of the maximum, as numpy's `argmax`) and its
