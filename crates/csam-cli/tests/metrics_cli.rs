@@ -199,7 +199,9 @@ fn json_schema_and_values_match_scikit_learn() {
     assert!(report["temperature"]["tce"].is_null());
 
     // Raw metrics: the same float32 logits through scikit-learn / NumPy.
-    assert_column_matches(&report, &e, "raw", 1e-9);
+    // The float32 logits are softmaxed in float32 (each probability within
+    // 6e-8 relative of the float64 reference's).
+    assert_column_matches(&report, &e, "raw", 1e-6);
     // Temperature scaling: T fitted by SciPy's bounded minimiser on the validation NLL.
     assert_column_matches(&report, &e, "temperature", 1e-5);
     // Isotonic: scikit-learn's IsotonicRegression per class on the validation softmax.

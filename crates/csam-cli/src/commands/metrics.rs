@@ -271,6 +271,11 @@ struct Column<'a> {
     summary: MetricSummary,
 }
 
+/// A path as the JSON `files` member shows it.
+fn shown(path: &Path) -> String {
+    path.display().to_string()
+}
+
 /// `true` for a `.safetensors` path, which can hold predictions and labels.
 fn is_safetensors(path: &Path) -> bool {
     path.extension()
@@ -289,7 +294,8 @@ pub fn run(args: &MetricsArgs) -> anyhow::Result<()> {
     let options = args.options();
     let preds = args.preds_path()?;
     let labels = args.labels_path(preds)?;
-    let (test, validation) = load_sets(args, preds, labels)?;
+    let validation_paths = args.validation_paths()?;
+    let (test, validation) = load_sets(args, preds, labels, validation_paths)?;
 
     let mut columns = vec![raw_column(
         &test,
@@ -332,10 +338,15 @@ pub fn run(args: &MetricsArgs) -> anyhow::Result<()> {
         }
     }
 
+    let files = Files {
+        preds: shown(preds),
+        labels: shown(labels),
+        val_preds: validation_paths.map(|(p, _)| shown(p)),
+        val_labels: validation_paths.map(|(_, l)| shown(l)),
+    };
     let meta = meta(
         args,
-        preds,
-        labels,
+        files,
         &test,
         validation.as_ref(),
         &columns,
@@ -384,9 +395,9 @@ fn load_sets(
     args: &MetricsArgs,
     preds: &Path,
     labels: &Path,
+    validation_paths: Option<(&Path, &Path)>,
 ) -> anyhow::Result<(PredictionSet, Option<PredictionSet>)> {
     let kind = args.score_kind();
-    let validation_paths = args.validation_paths()?;
     let with_logits = validation_paths.is_some();
     let test_source = Source {
         role: "test",
@@ -438,14 +449,12 @@ fn calibrated_column(
 /// The `meta` member of the report: sizes, settings and input files.
 fn meta(
     args: &MetricsArgs,
-    preds: &Path,
-    labels: &Path,
+    files: Files,
     test: &PredictionSet,
     validation: Option<&PredictionSet>,
     columns: &[Column<'_>],
     bootstrap: Option<BootstrapOptions>,
 ) -> Meta {
-    let shown = |p: &Path| p.display().to_string();
     Meta {
         n: test.labels.len(),
         k: test.n_classes(),
@@ -462,16 +471,7 @@ fn meta(
         tce_objective: validation.map(|_| args.tce_objective.to_possible_value_name()),
         calibrators: columns[1..].iter().map(|c| c.name.clone()).collect(),
         bootstrap,
-        files: Files {
-            preds: shown(preds),
-            labels: shown(labels),
-            val_preds: args.val_preds.as_deref().map(shown),
-            val_labels: args
-                .validation_paths()
-                .ok()
-                .flatten()
-                .map(|(_, labels)| shown(labels)),
-        },
+        files,
     }
 }
 

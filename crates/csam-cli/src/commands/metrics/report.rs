@@ -20,7 +20,7 @@ JSON OUTPUT (--json), one object:
   csam_version: the csam that wrote it
   meta:  { n, k, n_val (null without validation data), bins, edges, adaptive,
            tolerance, input (\"logits\" | \"probs\"), dtype (\"float32\" | \"float64\":
-           the type the metrics were computed in), tce_objective (or null),
+           the type the raw metrics were computed in), tce_objective (or null),
            calibrators: [names], bootstrap ({ resamples, level, seed } or null),
            files: { preds, labels, val_preds, val_labels } }
   raw:   metrics of the test predictions as given
