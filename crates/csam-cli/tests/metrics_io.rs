@@ -16,24 +16,20 @@ use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
 use csam_calib::io::{load_scores, Scores};
+use csam_calib::metrics::summary::MetricSummary;
 use serde_json::Value;
 use support::{assert_one_line_error, csam, text};
 
-/// The metrics compared between paths (every number of a column but `tce`).
-const METRICS: &[&str] = &[
-    "accuracy",
-    "ece",
-    "ece_l2",
-    "mce",
-    "adaece",
-    "classwise_ece",
-    "nll",
-    "brier",
-    "auroc_misclassification",
-    "auroc_ovr",
-    "mean_confidence",
-    "mean_entropy",
-];
+/// The metrics compared between paths: every number of a column but `tce`,
+/// named as in the JSON.
+fn metrics() -> Vec<&'static str> {
+    MetricSummary::default()
+        .values()
+        .iter()
+        .map(|(name, _)| *name)
+        .filter(|name| *name != "tce")
+        .collect()
+}
 
 fn python() -> Option<PathBuf> {
     if let Some(p) = std::env::var_os("CSAM_PYTHON") {
@@ -158,7 +154,7 @@ fn safetensors_float32_matches_float64_npy_within_float32_rounding() {
         "--logits",
     ]);
     assert_eq!(wide["meta"]["dtype"], "float64");
-    for metric in METRICS {
+    for metric in metrics() {
         let (a, b) = (ours["raw"][metric].as_f64(), wide["raw"][metric].as_f64());
         let (a, b) = (a.unwrap(), b.unwrap());
         // float32 probabilities are within 6e-8 relative of float64 ones; a
@@ -238,7 +234,7 @@ fn bootstrap_intervals_bracket_reproduce_and_match_the_package() {
         serde_json::json!({"resamples": 300, "level": 0.9, "seed": 5})
     );
     let ci = &a["raw"]["ci"];
-    for metric in METRICS {
+    for metric in metrics() {
         let value = a["raw"][metric].as_f64().unwrap();
         let interval = &ci[metric];
         assert_eq!(interval["estimate"].as_f64(), Some(value), "{metric}");
@@ -256,7 +252,7 @@ fn bootstrap_intervals_bracket_reproduce_and_match_the_package() {
             "mean_confidence",
             "mean_entropy",
         ]
-        .contains(metric)
+        .contains(&metric)
         {
             assert!(lower <= value && value <= upper, "{metric}: {interval}");
         }
