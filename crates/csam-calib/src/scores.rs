@@ -20,27 +20,40 @@ pub trait Real:
     const ONE: Self;
     /// The type's machine epsilon, as `f64`.
     const EPSILON: f64;
+    /// `value` rounded to this type (to nearest, as `as` does).
+    fn from_f64(value: f64) -> Self;
 }
 
 impl Real for f32 {
     const ZERO: Self = 0.0;
     const ONE: Self = 1.0;
     const EPSILON: f64 = f32::EPSILON as f64;
+    fn from_f64(value: f64) -> Self {
+        value as f32
+    }
 }
 
 impl Real for f64 {
     const ZERO: Self = 0.0;
     const ONE: Self = 1.0;
     const EPSILON: f64 = f64::EPSILON;
+    fn from_f64(value: f64) -> Self {
+        value
+    }
 }
 
 /// Row-wise softmax `p_k = exp(z_k - m) / sum_j exp(z_j - m)` with `m = max_j z_j`.
 ///
 /// Logits must be finite (see [`validate_logits`]); then every row is finite and
-/// sums to 1 up to rounding, however large the logits.
-pub fn softmax(logits: ArrayView2<'_, f64>) -> Array2<f64> {
-    let mut out = log_softmax(logits);
-    out.mapv_inplace(f64::exp);
+/// sums to 1 up to rounding, however large the logits. The result has the
+/// logits' element type: each entry is computed in `f64` and rounded once, so
+/// `f32` logits give `f32` probabilities without an `f64` copy of the matrix.
+pub fn softmax<T: Real>(logits: ArrayView2<'_, T>) -> Array2<T> {
+    let mut out = logits.to_owned();
+    for mut row in out.rows_mut() {
+        let (m, ln_sum) = shifted_log_sum_exp(row.view());
+        row.mapv_inplace(|z| T::from_f64(((z.into() - m) - ln_sum).exp()));
+    }
     out
 }
 
@@ -71,17 +84,17 @@ pub fn log_sum_exp(row: ArrayView1<'_, f64>) -> f64 {
 
 /// `(m, ln sum_k exp(z_k - m))` with `m = max_k z_k`: `logsumexp(z)` is their sum,
 /// kept apart so that callers subtract `m` from logits before adding `ln sum`.
-fn shifted_log_sum_exp(row: ArrayView1<'_, f64>) -> (f64, f64) {
-    let m = row.fold(f64::NEG_INFINITY, |acc, &z| acc.max(z));
-    (m, row.fold(0.0, |acc, &z| acc + (z - m).exp()).ln())
+fn shifted_log_sum_exp<T: Real>(row: ArrayView1<'_, T>) -> (f64, f64) {
+    let m = row.fold(f64::NEG_INFINITY, |acc, &z| acc.max(z.into()));
+    (m, row.fold(0.0, |acc, &z| acc + (z.into() - m).exp()).ln())
 }
 
 /// `ln p` elementwise with `p` clamped below at `f64::MIN_POSITIVE`, so a
 /// probability of exactly 0 gives about -708.4 instead of `-inf`. Softmax of the
 /// result gives back `p` (up to the clamp): this is how a model that saved only
 /// probabilities is fed to a calibrator that wants logits.
-pub fn log_probabilities(probs: ArrayView2<'_, f64>) -> Array2<f64> {
-    probs.mapv(|p| p.max(f64::MIN_POSITIVE).ln())
+pub fn log_probabilities<T: Real>(probs: ArrayView2<'_, T>) -> Array2<f64> {
+    probs.mapv(|p| p.into().max(f64::MIN_POSITIVE).ln())
 }
 
 /// The predicted class (first index of the maximum, as numpy's `argmax`) and its
@@ -383,6 +396,14 @@ mod tests {
         let p = softmax(array![[0.0, 3.0_f64.ln()]].view());
         assert!((p[[0, 0]] - 0.25).abs() < 1e-15);
         assert!((p[[0, 1]] - 0.75).abs() < 1e-15);
+    }
+
+    #[test]
+    fn float32_softmax_is_the_float64_one_rounded_once() {
+        let logits = array![[0.5_f32, -1.25, 3.0], [1e30, -1e30, 0.0]];
+        let narrow = softmax(logits.view());
+        let wide = softmax(logits.mapv(f64::from).view());
+        assert_eq!(narrow, wide.mapv(|p| p as f32));
     }
 
     #[test]

@@ -107,7 +107,7 @@ fn read_labels(input: NpyInput<impl Read>) -> Result<(Vec<usize>, LabelLocation)
     let dtype = input.header().dtype;
     let values = match input.read_elements().map_err(refused)?.elements {
         Elements::Integer(values) => values,
-        Elements::Float(_) => {
+        Elements::Float(_) | Elements::Float32(_) => {
             return Err(bad_labels(format!(
                 "labels must be integers, found dtype '{dtype}'"
             )))

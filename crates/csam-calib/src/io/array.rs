@@ -7,12 +7,16 @@ use ndarray::Array2;
 
 use crate::error::{CalibError, Result};
 
-/// The element values of a decoded array, kept in the widest type of their kind
-/// so that nothing is rounded before the caller decides what the array is.
+/// The element values of a decoded array, in a type that holds each of them
+/// exactly, so that nothing is rounded before the caller decides what the
+/// array is.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Elements {
-    /// `f4` / `f8` values (and non-integer CSV values).
+    /// float64 values (and non-integer CSV values).
     Float(Vec<f64>),
+    /// float32 values, and float16 / bfloat16 ones widened (exactly) to float32:
+    /// kept at half the size of float64.
+    Float32(Vec<f32>),
     /// Signed and unsigned integers up to 8 bytes and booleans (0 / 1).
     /// Unsigned values above `i64::MAX` cannot be represented and are refused
     /// when the file is decoded.
@@ -24,6 +28,7 @@ impl Elements {
     pub fn len(&self) -> usize {
         match self {
             Elements::Float(v) => v.len(),
+            Elements::Float32(v) => v.len(),
             Elements::Integer(v) => v.len(),
         }
     }
@@ -43,10 +48,38 @@ pub struct LoadedArray {
     pub elements: Elements,
 }
 
+/// An `N x K` prediction matrix in the type it was stored in: float32 (and
+/// float16 / bfloat16, widened once) as `f32`, float64 and integers as `f64`.
+/// The metrics are generic over both, so a float32 matrix is never copied to
+/// float64 unless a caller asks ([`Scores::into_f64`]).
+#[derive(Debug, Clone, PartialEq)]
+pub enum Scores {
+    F32(Array2<f32>),
+    F64(Array2<f64>),
+}
+
+impl Scores {
+    /// `(N, K)`.
+    pub fn dim(&self) -> (usize, usize) {
+        match self {
+            Scores::F32(m) => m.dim(),
+            Scores::F64(m) => m.dim(),
+        }
+    }
+
+    /// The matrix as `f64` (widening a float32 one, which is exact).
+    pub fn into_f64(self) -> Array2<f64> {
+        match self {
+            Scores::F32(m) => m.mapv(f64::from),
+            Scores::F64(m) => m,
+        }
+    }
+}
+
 impl LoadedArray {
     /// Interprets the array as an `N x K` prediction matrix (logits or
     /// probabilities). Requires a 2-D array with at least one row and one column.
-    pub fn into_matrix(self, source: &Path) -> Result<Array2<f64>> {
+    pub fn into_scores(self, source: &Path) -> Result<Scores> {
         let (rows, cols) = match self.shape[..] {
             [rows, cols] => (rows, cols),
             _ => {
@@ -68,12 +101,19 @@ impl LoadedArray {
                 ),
             ));
         }
-        let values = match self.elements {
-            Elements::Float(v) => v,
-            Elements::Integer(v) => v.into_iter().map(|x| x as f64).collect(),
-        };
-        Array2::from_shape_vec((rows, cols), values)
-            .map_err(|e| format_error(source, e.to_string()))
+        let shape_error = |e: ndarray::ShapeError| format_error(source, e.to_string());
+        Ok(match self.elements {
+            Elements::Float32(v) => {
+                Scores::F32(Array2::from_shape_vec((rows, cols), v).map_err(shape_error)?)
+            }
+            Elements::Float(v) => {
+                Scores::F64(Array2::from_shape_vec((rows, cols), v).map_err(shape_error)?)
+            }
+            Elements::Integer(v) => Scores::F64(
+                Array2::from_shape_vec((rows, cols), v.into_iter().map(|x| x as f64).collect())
+                    .map_err(shape_error)?,
+            ),
+        })
     }
 
     /// Interprets the array as `N` integer class labels. Accepts shape `(N,)` or
@@ -100,7 +140,7 @@ impl LoadedArray {
         }
         match self.elements {
             Elements::Integer(v) => Ok(v),
-            Elements::Float(_) => Err(format_error(
+            Elements::Float(_) | Elements::Float32(_) => Err(format_error(
                 source,
                 "labels must be integers, found floating-point values \
                  (save them with labels.astype(numpy.int64))"
@@ -170,7 +210,7 @@ mod tests {
             shape: vec![2, 3],
             elements: Elements::Integer(vec![0, 1, 2, 3, 4, 5]),
         };
-        let m = a.into_matrix(path()).unwrap();
+        let m = a.into_scores(path()).unwrap().into_f64();
         assert_eq!(m[[1, 0]], 3.0);
         assert_eq!(m[[0, 2]], 2.0);
     }
@@ -181,17 +221,29 @@ mod tests {
             shape: vec![3],
             elements: Elements::Float(vec![0.1, 0.2, 0.7]),
         };
-        let err = one_d.into_matrix(path()).unwrap_err().to_string();
+        let err = one_d.into_scores(path()).unwrap_err().to_string();
         assert!(err.contains("x.npy") && err.contains("(3,)"), "{err}");
         let empty = LoadedArray {
             shape: vec![0, 4],
             elements: Elements::Float(vec![]),
         };
         assert!(empty
-            .into_matrix(path())
+            .into_scores(path())
             .unwrap_err()
             .to_string()
             .contains("empty"));
+    }
+
+    #[test]
+    fn float32_stays_float32() {
+        let a = LoadedArray {
+            shape: vec![1, 2],
+            elements: Elements::Float32(vec![0.25, 0.75]),
+        };
+        assert_eq!(
+            a.into_scores(path()).unwrap(),
+            Scores::F32(ndarray::array![[0.25, 0.75]])
+        );
     }
 
     #[test]

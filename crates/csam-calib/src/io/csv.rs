@@ -132,7 +132,7 @@ mod tests {
         let a = parse("# nothing\n\n").unwrap();
         assert_eq!(a.shape, vec![0, 0]);
         assert!(a
-            .into_matrix(Path::new("e.csv"))
+            .into_scores(Path::new("e.csv"))
             .unwrap_err()
             .to_string()
             .contains("empty"));

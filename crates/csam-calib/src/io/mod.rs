@@ -1,7 +1,9 @@
 //! Readers for predictions and labels saved by other tools, and an `.npy` writer.
 //!
 //! The format follows the file extension: `.npy` ([`npy`]), `.npz` ([`npz`]),
-//! `.csv` / `.tsv` / `.txt` ([`csv`]). The readers are strict and small (they
+//! `.safetensors` ([`safetensors`](mod@safetensors)), `.csv` / `.tsv` / `.txt`
+//! ([`csv`]). float32 predictions stay float32 ([`Scores`]); float16 and
+//! bfloat16 ones are widened to float32 once, exactly. The readers are strict and small (they
 //! are fuzzed): every refusal is a [`CalibError::Io`] or [`CalibError::Format`]
 //! naming the file and, where it applies, the byte offset or line. The `.npy`
 //! reader also offers its refusals as an [`NpyError`] that keeps the offsets
@@ -18,12 +20,13 @@ pub mod npy;
 mod npy_error;
 mod npy_header;
 pub mod npz;
+pub mod safetensors;
 
 use std::path::Path;
 
 use ndarray::Array2;
 
-pub use array::{Elements, LoadedArray};
+pub use array::{Elements, LoadedArray, Scores};
 pub use atomic::{is_temporary_name, write_atomically, write_atomically_with, AtomicWriteError};
 pub use npy_error::{NpyError, NpyProblem};
 pub use npy_header::{ByteOrder, Dtype, Header as NpyHeader, Kind};
@@ -35,21 +38,28 @@ use crate::error::Result;
 const MATRIX_NAMES: &[&str] = &["logits", "probs"];
 const LABEL_NAMES: &[&str] = &["labels"];
 
-/// Reads an `N x K` prediction matrix (logits or probabilities) as `f64`.
+/// Reads an `N x K` prediction matrix (logits or probabilities) in the type
+/// it was stored in (see [`Scores`]).
 ///
-/// `array_name` picks the array inside an `.npz` (see [`npz::read`]; by default
-/// the only array, or the one named `logits` or `probs`); it is refused for
-/// other formats. Values are not validated here beyond their shape (finite,
-/// normalised: see the `scores` validators).
-pub fn load_matrix(path: impl AsRef<Path>, array_name: Option<&str>) -> Result<Array2<f64>> {
+/// `array_name` picks the array inside an `.npz` or the tensor inside a
+/// `.safetensors` file (see [`npz::read`]; by default the only one, or the one
+/// named `logits` or `probs`); it is refused for other formats. Values are not
+/// validated here beyond their shape (finite, normalised: see the `scores`
+/// validators).
+pub fn load_scores(path: impl AsRef<Path>, array_name: Option<&str>) -> Result<Scores> {
     let path = path.as_ref();
-    load(path, array_name, MATRIX_NAMES)?.into_matrix(path)
+    load(path, array_name, MATRIX_NAMES)?.into_scores(path)
+}
+
+/// [`load_scores`] as `f64`.
+pub fn load_matrix(path: impl AsRef<Path>, array_name: Option<&str>) -> Result<Array2<f64>> {
+    load_scores(path, array_name).map(Scores::into_f64)
 }
 
 /// Reads `N` integer labels (shape `(N,)` or `(N, 1)`, integer or bool dtype).
 ///
-/// `array_name` picks the array inside an `.npz` (by default the only array,
-/// or the one named `labels`). The range `0..K` is checked by the caller, who
+/// `array_name` picks the array inside an `.npz` or `.safetensors` file (by
+/// default the only one, or the one named `labels`). The range `0..K` is checked by the caller, who
 /// knows `K`.
 pub fn load_labels(path: impl AsRef<Path>, array_name: Option<&str>) -> Result<Vec<i64>> {
     let path = path.as_ref();
@@ -61,6 +71,7 @@ pub fn load_labels(path: impl AsRef<Path>, array_name: Option<&str>) -> Result<V
 enum Format {
     Npy,
     Npz,
+    Safetensors,
     Delimited,
 }
 
@@ -72,25 +83,28 @@ fn format_of(path: &Path) -> Result<Format> {
     match ext.as_deref() {
         Some("npy") => Ok(Format::Npy),
         Some("npz") => Ok(Format::Npz),
+        Some("safetensors") => Ok(Format::Safetensors),
         Some("csv" | "tsv" | "txt") => Ok(Format::Delimited),
         _ => Err(array::format_error(
             path,
-            "unknown file type; expected the extension .npy, .npz, .csv, .tsv or .txt".into(),
+            "unknown file type; expected the extension .npy, .npz, .safetensors, .csv, .tsv or .txt"
+                .into(),
         )),
     }
 }
 
 fn load(path: &Path, array_name: Option<&str>, preferred: &[&str]) -> Result<LoadedArray> {
     let format = format_of(path)?;
-    if array_name.is_some() && format != Format::Npz {
+    if array_name.is_some() && !matches!(format, Format::Npz | Format::Safetensors) {
         return Err(array::format_error(
             path,
-            "an array name only applies to .npz archives".into(),
+            "an array name only applies to .npz and .safetensors files".into(),
         ));
     }
     match format {
         Format::Npy => npy::read(path),
         Format::Npz => npz::read(path, array_name, preferred),
+        Format::Safetensors => safetensors::read(path, array_name, preferred),
         Format::Delimited => csv::read(path),
     }
 }

@@ -19,6 +19,7 @@ use std::fs::File;
 use std::io::{BufReader, Read};
 use std::path::{Path, PathBuf};
 
+use half::f16;
 use ndarray::ArrayView2;
 
 use super::array::{format_error, regular_file, shape_text, Elements, LoadedArray};
@@ -160,8 +161,8 @@ impl<R: Read> NpyInput<R> {
         self.data_start
     }
 
-    /// Reads the elements, widened to `f64` (floats) or `i64` (integers and
-    /// booleans); a `uint64` above `i64::MAX` is refused.
+    /// Reads the elements: float16 and float32 as `f32`, float64 as `f64`,
+    /// integers and booleans as `i64`; a `uint64` above `i64::MAX` is refused.
     pub fn read_elements(self) -> std::result::Result<LoadedArray, NpyError> {
         let (dtype, data_start, source) = (self.header.dtype, self.data_start, self.source.clone());
         let (shape, data) = self.read_data()?;
@@ -420,7 +421,11 @@ fn decode_elements(data: &[u8], dtype: Dtype) -> std::result::Result<Elements, S
         };
     }
     Ok(match (dtype.kind, dtype.size) {
-        (Kind::Float, 4) => Elements::Float(num!(f32, 4).map(f64::from).collect()),
+        // float16 is widened to float32 once, exactly; float32 stays float32.
+        (Kind::Float, 2) => {
+            Elements::Float32(num!(u16, 2).map(|b| f16::from_bits(b).to_f32()).collect())
+        }
+        (Kind::Float, 4) => Elements::Float32(num!(f32, 4).collect()),
         (Kind::Float, 8) => Elements::Float(num!(f64, 8).collect()),
         (Kind::Signed, 1) => Elements::Integer(num!(i8, 1).map(i64::from).collect()),
         (Kind::Signed, 2) => Elements::Integer(num!(i16, 2).map(i64::from).collect()),
@@ -506,6 +511,7 @@ fn write_npy(path: &Path, descr: &str, shape: &[usize], data: &[u8]) -> Result<(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::io::Scores;
     use ndarray::array;
 
     fn npy_bytes(major: u8, header: &str, data: &[u8]) -> Vec<u8> {
@@ -540,7 +546,7 @@ mod tests {
         for major in [1, 2, 3] {
             let a = parse(&npy_bytes(major, F4_2X2, &data)).unwrap();
             assert_eq!(a.shape, vec![2, 2]);
-            assert_eq!(a.elements, Elements::Float(vec![1.0, 2.0, 3.0, 4.5]));
+            assert_eq!(a.elements, Elements::Float32(vec![1.0, 2.0, 3.0, 4.5]));
         }
     }
 
@@ -746,13 +752,13 @@ mod tests {
             0,
             "data starts on a 64-byte boundary"
         );
-        let back = read(&path).unwrap().into_matrix(&path).unwrap();
-        assert_eq!(back, m.mapv(f64::from));
+        let back = read(&path).unwrap().into_scores(&path).unwrap();
+        assert_eq!(back, Scores::F32(m.clone()));
         // A transposed (non-contiguous) view is written in its logical order.
         write_f32(&path, &m.t()).unwrap();
         assert_eq!(
-            read(&path).unwrap().into_matrix(&path).unwrap(),
-            m.t().mapv(f64::from)
+            read(&path).unwrap().into_scores(&path).unwrap(),
+            Scores::F32(m.t().to_owned())
         );
 
         let labels = [0i64, 9, -1, i64::MAX];
@@ -799,8 +805,8 @@ mod tests {
             let dir = tempfile::tempdir().unwrap();
             let path = dir.path().join("r.npy");
             write_f32(&path, &m.view()).unwrap();
-            let back = read(&path).unwrap().into_matrix(&path).unwrap();
-            proptest::prop_assert_eq!(back, m.mapv(f64::from));
+            let back = read(&path).unwrap().into_scores(&path).unwrap();
+            proptest::prop_assert_eq!(back, Scores::F32(m));
         }
     }
 }

@@ -31,7 +31,7 @@ pub struct Dtype {
 }
 
 impl Dtype {
-    /// Parses a NumPy type string. Supported: `f4 f8 i1 i2 i4 i8 u1 u2 u4 u8 b1`
+    /// Parses a NumPy type string. Supported: `f2 f4 f8 i1 i2 i4 i8 u1 u2 u4 u8 b1`
     /// with byte order `<`, `>`, `|` (single-byte types) or `=` (native).
     pub fn parse(descr: &str) -> Result<Self, String> {
         let mut chars = descr.chars();
@@ -44,6 +44,7 @@ impl Dtype {
         };
         let code = &descr[1..];
         let (kind, size) = match code {
+            "f2" => (Kind::Float, 2),
             "f4" => (Kind::Float, 4),
             "f8" => (Kind::Float, 8),
             "i1" => (Kind::Signed, 1),
@@ -57,7 +58,7 @@ impl Dtype {
             "b1" => (Kind::Bool, 1),
             _ => {
                 return Err(format!(
-                    "unsupported dtype '{descr}'; supported: float32/64, int8..int64, \
+                    "unsupported dtype '{descr}'; supported: float16/32/64, int8..int64, \
                      uint8..uint64, bool (convert with .astype(numpy.float32))"
                 ))
             }
@@ -414,7 +415,8 @@ mod tests {
     fn dtype_table() {
         assert_eq!(Dtype::parse("|b1").unwrap().kind, Kind::Bool);
         assert_eq!(Dtype::parse("<u2").unwrap().size, 2);
-        assert!(Dtype::parse("<f2").unwrap_err().contains("unsupported"));
+        assert_eq!(Dtype::parse("<f2").unwrap().size, 2);
+        assert!(Dtype::parse("<c8").unwrap_err().contains("unsupported"));
         assert!(Dtype::parse("<i3").unwrap_err().contains("unsupported"));
         assert!(Dtype::parse("f4").is_err());
         assert!(Dtype::parse("").is_err());
@@ -422,7 +424,9 @@ mod tests {
 
     #[test]
     fn dtype_prints_as_numpy_writes_it() {
-        for descr in ["<f4", ">f8", "|i1", "<i2", ">u4", "<u8", "|u1", "|b1"] {
+        for descr in [
+            "<f2", "<f4", ">f8", "|i1", "<i2", ">u4", "<u8", "|u1", "|b1",
+        ] {
             assert_eq!(Dtype::parse(descr).unwrap().to_string(), descr);
         }
         assert_eq!(Dtype::parse("<u1").unwrap().to_string(), "|u1");

@@ -37,7 +37,8 @@ pub fn read_from<R: Read + Seek>(
     let mut archive = ZipArchive::new(reader)
         .map_err(|e| format_error(source, format!("not a valid .npz (zip) archive: {e}")))?;
     let names = array_names(&archive);
-    let chosen = choose(&names, name, preferred).map_err(|detail| format_error(source, detail))?;
+    let chosen = choose(&names, name, preferred, "the archive holds no .npy arrays")
+        .map_err(|detail| format_error(source, detail))?;
     let entry = archive
         .by_name(&format!("{chosen}.npy"))
         .map_err(|e| format_error(source, format!("array '{chosen}': {e}")))?;
@@ -56,14 +57,18 @@ fn array_names<R: Read + Seek>(archive: &ZipArchive<R>) -> Vec<String> {
     names
 }
 
-fn choose(
+/// The array to read of `names` (sorted): `name` when given (a `.npy` suffix
+/// ignored), else the only one, else the one that is in `preferred`. The
+/// error lists the names, or says `empty` when there are none.
+pub(super) fn choose(
     names: &[String],
     name: Option<&str>,
     preferred: &[&str],
+    empty: &str,
 ) -> std::result::Result<String, String> {
     let listing = || {
         if names.is_empty() {
-            "the archive holds no .npy arrays".to_string()
+            empty.to_string()
         } else {
             format!("available arrays: {}", names.join(", "))
         }
@@ -146,7 +151,7 @@ mod tests {
         let by_default = read(f.path(), None, &["logits", "probs"]).unwrap();
         assert_eq!(
             by_default.elements,
-            super::super::Elements::Float(vec![1.0, 2.0])
+            super::super::Elements::Float32(vec![1.0, 2.0])
         );
         let by_name = read(f.path(), Some("other"), &[]).unwrap();
         assert_eq!(by_name.shape, vec![1, 1]);

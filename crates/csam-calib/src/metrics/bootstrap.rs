@@ -62,6 +62,31 @@ where
     T: Real,
     F: Fn(ArrayView2<'_, T>, &[usize]) -> Result<f64>,
 {
+    let intervals = bootstrap_each(probs, labels, options, |p, l| Ok(vec![Some(metric(p, l)?)]))?;
+    // One value that is always defined gives exactly one interval.
+    intervals.into_iter().flatten().next().ok_or_else(|| {
+        CalibError::InvalidArgument("bootstrap: the metric gave no value".to_string())
+    })
+}
+
+/// [`bootstrap`] for several metrics at once, on the same resamples (each
+/// resample is drawn and copied once, however many metrics read it).
+///
+/// `metrics` gives one value per metric, the same number every time, and
+/// `None` where a metric is undefined on its input (an AUROC with a single
+/// class, say). A metric's interval is `None` when it is undefined on the
+/// data or on any resample: an interval over the resamples where it happens
+/// to be defined would be biased. An error of `metrics` fails the call.
+pub fn bootstrap_each<T, F>(
+    probs: ArrayView2<'_, T>,
+    labels: &[usize],
+    options: &BootstrapOptions,
+    metrics: F,
+) -> Result<Vec<Option<ConfidenceInterval>>>
+where
+    T: Real,
+    F: Fn(ArrayView2<'_, T>, &[usize]) -> Result<Vec<Option<f64>>>,
+{
     if options.resamples < 2 {
         return Err(CalibError::InvalidArgument(format!(
             "bootstrap needs at least 2 resamples, got {}",
@@ -81,9 +106,12 @@ where
             probs.nrows()
         )));
     }
-    let estimate = metric(probs, labels)?;
+    let estimates = metrics(probs, labels)?;
+    let mut draws: Vec<Option<Vec<f64>>> = estimates
+        .iter()
+        .map(|e| e.map(|_| Vec::with_capacity(options.resamples)))
+        .collect();
     let mut rng = ChaCha8Rng::seed_from_u64(options.seed);
-    let mut values = Vec::with_capacity(options.resamples);
     let mut rows = vec![0usize; n];
     for resample in 0..options.resamples {
         // Draws as u64 so the sequence does not depend on the pointer width.
@@ -91,19 +119,38 @@ where
             .for_each(|r| *r = rng.random_range(0..n as u64) as usize);
         let sample_probs = probs.select(Axis(0), &rows);
         let sample_labels: Vec<usize> = rows.iter().map(|&r| labels[r]).collect();
-        let value = metric(sample_probs.view(), &sample_labels).map_err(|e| {
+        let values = metrics(sample_probs.view(), &sample_labels).map_err(|e| {
             CalibError::InvalidArgument(format!("bootstrap resample {resample}: {e}"))
         })?;
-        values.push(value);
+        if values.len() != draws.len() {
+            return Err(CalibError::InvalidArgument(format!(
+                "bootstrap resample {resample}: {} metric values, {} on the data",
+                values.len(),
+                draws.len()
+            )));
+        }
+        for (slot, value) in draws.iter_mut().zip(values) {
+            match (slot.as_mut(), value) {
+                (Some(values), Some(value)) => values.push(value),
+                _ => *slot = None,
+            }
+        }
     }
-    values.sort_unstable_by(f64::total_cmp);
     let tail = (1.0 - options.level) / 2.0;
-    Ok(ConfidenceInterval {
-        estimate,
-        lower: quantile(&values, tail),
-        upper: quantile(&values, 1.0 - tail),
-        level: options.level,
-    })
+    Ok(estimates
+        .into_iter()
+        .zip(draws)
+        .map(|(estimate, values)| {
+            let (estimate, mut values) = (estimate?, values?);
+            values.sort_unstable_by(f64::total_cmp);
+            Some(ConfidenceInterval {
+                estimate,
+                lower: quantile(&values, tail),
+                upper: quantile(&values, 1.0 - tail),
+                level: options.level,
+            })
+        })
+        .collect())
 }
 
 /// The `q` quantile of sorted values, linear interpolation between order
@@ -118,7 +165,7 @@ fn quantile(sorted: &[f64], q: f64) -> f64 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::metrics::scoring::accuracy;
+    use crate::metrics::scoring::{accuracy, brier};
     use ndarray::Array2;
 
     fn data() -> (Array2<f64>, Vec<usize>) {
@@ -160,6 +207,46 @@ mod tests {
         let other_seed = BootstrapOptions { seed: 8, ..options };
         let c = bootstrap(probs.view(), &labels, &other_seed, accuracy).unwrap();
         assert_ne!(a, c);
+    }
+
+    #[test]
+    fn several_metrics_share_the_resamples_of_single_ones() {
+        let (probs, labels) = data();
+        let options = BootstrapOptions {
+            resamples: 50,
+            level: 0.8,
+            seed: 3,
+        };
+        let both = bootstrap_each(probs.view(), &labels, &options, |p, l| {
+            Ok(vec![Some(accuracy(p, l)?), Some(brier(p, l)?)])
+        })
+        .unwrap();
+        let alone = [
+            bootstrap(probs.view(), &labels, &options, accuracy).unwrap(),
+            bootstrap(probs.view(), &labels, &options, brier).unwrap(),
+        ];
+        assert_eq!(both, alone.map(Some));
+    }
+
+    #[test]
+    fn a_metric_undefined_on_one_resample_has_no_interval() {
+        let (probs, labels) = data();
+        let options = BootstrapOptions {
+            resamples: 20,
+            ..Default::default()
+        };
+        // The second metric is defined on the data and the first 10 resamples only.
+        let calls = std::cell::Cell::new(0);
+        let intervals = bootstrap_each(probs.view(), &labels, &options, |p, l| {
+            calls.set(calls.get() + 1);
+            Ok(vec![
+                Some(accuracy(p, l)?),
+                (calls.get() <= 11).then_some(1.0),
+            ])
+        })
+        .unwrap();
+        assert!(intervals[0].is_some());
+        assert_eq!(intervals[1], None);
     }
 
     #[test]

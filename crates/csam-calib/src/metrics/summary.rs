@@ -5,13 +5,16 @@
 use ndarray::ArrayView2;
 use serde::{Deserialize, Serialize};
 
+use std::collections::BTreeMap;
+
+use super::bootstrap::{bootstrap_each, BootstrapOptions, ConfidenceInterval};
 use super::{
     accuracy, auroc_misclassification, auroc_ovr, brier, classwise_ece, ece, mean_confidence,
     mean_entropy, nll,
 };
 use crate::binning::{AdaptiveVariant, Binning, EdgeConvention, Norm};
 use crate::error::{CalibError, Result};
-use crate::scores::{validate_labels, validate_probabilities};
+use crate::scores::{validate_labels, validate_probabilities, Real};
 
 /// The binning and input checks a summary uses.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
@@ -59,7 +62,7 @@ impl MetricOptions {
 }
 
 /// All metrics of one prediction set, as fractions.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
 pub struct MetricSummary {
     /// Fraction of correct predictions.
     pub accuracy: f64,
@@ -92,17 +95,78 @@ pub struct MetricSummary {
     pub tce: Option<f64>,
 }
 
+impl MetricSummary {
+    /// Every metric with its JSON name, in the order of the struct; `None`
+    /// where it is undefined or was not computed.
+    pub fn values(&self) -> [(&'static str, Option<f64>); 13] {
+        [
+            ("accuracy", Some(self.accuracy)),
+            ("ece", Some(self.ece)),
+            ("ece_l2", Some(self.ece_l2)),
+            ("mce", Some(self.mce)),
+            ("adaece", Some(self.adaece)),
+            ("classwise_ece", Some(self.classwise_ece)),
+            ("nll", Some(self.nll)),
+            ("brier", Some(self.brier)),
+            ("auroc_misclassification", self.auroc_misclassification),
+            ("auroc_ovr", self.auroc_ovr),
+            ("mean_confidence", Some(self.mean_confidence)),
+            ("mean_entropy", Some(self.mean_entropy)),
+            ("tce", self.tce),
+        ]
+    }
+}
+
 /// Checks `probs` (row sums within `options.tolerance`) and `labels`, then
 /// computes every metric. The AUROCs are `None` where they are undefined (a
 /// perfect or a hopeless model, a single class), so a small or easy test set
 /// still gets its summary; every other failure is an error.
-pub fn summarize(
-    probs: ArrayView2<'_, f64>,
+///
+/// `f32` probabilities are read as `f32` (no `f64` copy of the matrix); the
+/// sums are accumulated in `f64` either way.
+pub fn summarize<T: Real>(
+    probs: ArrayView2<'_, T>,
     labels: &[usize],
     options: &MetricOptions,
 ) -> Result<MetricSummary> {
     validate_probabilities(probs, options.tolerance)?;
     validate_labels(labels, probs.nrows(), probs.ncols())?;
+    summarize_checked(probs, labels, options)
+}
+
+/// Bootstrap percentile intervals of every metric of [`summarize`], keyed by
+/// the names of [`MetricSummary::values`], from the same resamples (see
+/// [`bootstrap_each`]). A metric undefined on the data or on any resample
+/// (an AUROC, say) has no interval, nor has `tce` (its temperature is fitted
+/// on validation data, which the resampling does not see).
+///
+/// The intervals are percentile intervals (Efron & Tibshirani, 1993, ch. 13).
+/// Binned errors are biased upwards on resamples (a resample's duplicated rows
+/// make its bins emptier and noisier), so on a small set the interval of the
+/// MCE, and sometimes of the ECE, can lie above the estimate.
+pub fn bootstrap_summary<T: Real>(
+    probs: ArrayView2<'_, T>,
+    labels: &[usize],
+    options: &MetricOptions,
+    resampling: &BootstrapOptions,
+) -> Result<BTreeMap<&'static str, Option<ConfidenceInterval>>> {
+    validate_probabilities(probs, options.tolerance)?;
+    validate_labels(labels, probs.nrows(), probs.ncols())?;
+    let intervals = bootstrap_each(probs, labels, resampling, |p, l| {
+        let summary = summarize_checked(p, l, options)?;
+        Ok(summary.values().map(|(_, value)| value).to_vec())
+    })?;
+    let names = MetricSummary::values(&MetricSummary::default()).map(|(name, _)| name);
+    Ok(names.into_iter().zip(intervals).collect())
+}
+
+/// [`summarize`] of probabilities and labels already checked (a resample of
+/// checked rows needs no second check).
+fn summarize_checked<T: Real>(
+    probs: ArrayView2<'_, T>,
+    labels: &[usize],
+    options: &MetricOptions,
+) -> Result<MetricSummary> {
     let width = options.equal_width();
     let stats = super::reliability_diagram(probs, labels, &width)?;
     Ok(MetricSummary {
@@ -135,7 +199,7 @@ fn defined(result: Result<f64>) -> Result<Option<f64>> {
 mod tests {
     use super::*;
     use crate::metrics::test_support::two_class;
-    use ndarray::array;
+    use ndarray::{array, Array2};
 
     #[test]
     fn summary_agrees_with_the_single_metrics() {
@@ -219,6 +283,87 @@ mod tests {
                     !(value == 0.0 && value.is_sign_negative()),
                     "{} is -0.0 for {:?}", key, cases
                 );
+            }
+        }
+    }
+
+    #[test]
+    fn values_are_named_as_in_the_json() {
+        let (probs, labels) = two_class(&[(0.8, false), (0.85, true), (0.6, true)]);
+        let s = summarize(probs.view(), &labels, &MetricOptions::default()).unwrap();
+        let json = serde_json::to_value(s).unwrap();
+        let keys: Vec<&String> = json.as_object().unwrap().keys().collect();
+        let mut names: Vec<&str> = s.values().iter().map(|(name, _)| *name).collect();
+        names.sort_unstable();
+        assert_eq!(keys, names);
+        for (name, value) in s.values() {
+            assert_eq!(json[name].as_f64(), value, "{name}");
+        }
+    }
+
+    /// Probabilities of 3 classes in float32 and the same values widened.
+    fn float32_and_widened() -> (Array2<f32>, Array2<f64>, Vec<usize>) {
+        let probs = Array2::from_shape_fn((40, 3), |(i, k)| {
+            let top = 0.4 + 0.6 * ((i * 7919) % 40) as f32 / 40.0;
+            if k == i % 3 {
+                top
+            } else {
+                (1.0 - top) / 2.0
+            }
+        });
+        let labels = (0..40).map(|i| (i * i) % 3).collect();
+        let widened = probs.mapv(f64::from);
+        (probs, widened, labels)
+    }
+
+    #[test]
+    fn float32_gives_the_numbers_of_its_values_in_float64() {
+        // Values are read through Into<f64>, so widening first changes nothing.
+        let (narrow, wide, labels) = float32_and_widened();
+        let options = MetricOptions::default();
+        let a = summarize(narrow.view(), &labels, &options).unwrap();
+        let b = summarize(wide.view(), &labels, &options).unwrap();
+        assert_eq!(a, b);
+        assert_eq!(a.accuracy, accuracy(narrow.view(), &labels).unwrap());
+        let resampling = BootstrapOptions {
+            resamples: 30,
+            ..Default::default()
+        };
+        let ia = bootstrap_summary(narrow.view(), &labels, &options, &resampling).unwrap();
+        let ib = bootstrap_summary(wide.view(), &labels, &options, &resampling).unwrap();
+        assert_eq!(ia, ib);
+    }
+
+    #[test]
+    fn bootstrap_summary_brackets_each_estimate() {
+        let (_, probs, labels) = float32_and_widened();
+        let options = MetricOptions::default();
+        let s = summarize(probs.view(), &labels, &options).unwrap();
+        let resampling = BootstrapOptions {
+            resamples: 200,
+            level: 0.9,
+            seed: 11,
+        };
+        let intervals = bootstrap_summary(probs.view(), &labels, &options, &resampling).unwrap();
+        assert_eq!(intervals.len(), 13);
+        assert_eq!(intervals["tce"], None);
+        // Means of per-row values are unbiased under resampling, so their
+        // percentile interval holds the estimate; binned errors (MCE above
+        // all) are biased upwards on resamples and need not.
+        let means = [
+            "accuracy",
+            "nll",
+            "brier",
+            "mean_confidence",
+            "mean_entropy",
+        ];
+        for (name, value) in s.values() {
+            let Some(value) = value else { continue };
+            let ci = intervals[name].unwrap_or_else(|| panic!("{name} has no interval"));
+            assert_eq!(ci.estimate, value, "{name}");
+            assert!(ci.lower < ci.upper, "{name}: {ci:?}");
+            if means.contains(&name) {
+                assert!(ci.lower <= value && value <= ci.upper, "{name}: {ci:?}");
             }
         }
     }

@@ -6,6 +6,7 @@ mod inputs;
 mod outputs;
 mod report;
 
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
@@ -14,11 +15,13 @@ use clap::{Args, ValueEnum};
 use csam_calib::binning::{AdaptiveVariant, EdgeConvention};
 use csam_calib::calibrators::registry::{self, CalibratorKind, FittedCalibrator};
 use csam_calib::calibrators::temperature::TemperatureObjective;
-use csam_calib::metrics::summary::{summarize, MetricOptions, MetricSummary};
+use csam_calib::io::Scores;
+use csam_calib::metrics::summary::{bootstrap_summary, summarize, MetricOptions, MetricSummary};
 use csam_calib::metrics::tce::tce;
+use csam_calib::metrics::BootstrapOptions;
 
-use inputs::{PredictionSet, ScoreKind, Source};
-use report::{Files, Meta, Report, JSON_SCHEMA};
+use inputs::{with_scores, PredictionSet, ScoreKind, Source};
+use report::{ColumnReport, Files, Meta, Report, JSON_SCHEMA, SCHEMA};
 
 /// Calibrators fitted when validation data is given and `--calibrate` is not.
 const DEFAULT_CALIBRATORS: &[CalibratorKind] = &[
@@ -32,34 +35,41 @@ const DEFAULT_CALIBRATORS: &[CalibratorKind] = &[
 #[command(
     about = "Calibration metrics of saved predictions; with validation predictions, also after post-hoc calibration",
     long_about = "Reads test predictions (an N x K matrix of logits or probabilities) and N integer \
-labels from .npy, .npz or .csv/.tsv/.txt files and prints accuracy, ECE (l1, l2, max), AdaECE, \
-classwise ECE, NLL, Brier and AUROCs. With --val-preds/--val-labels it also reports TCE (ECE after \
-temperature scaling fitted on the validation set) and fits the --calibrate methods on the \
-validation set, reporting the test metrics after each.",
+labels from .npy, .npz, .safetensors or .csv/.tsv/.txt files and prints accuracy, ECE (l1, l2, \
+max), AdaECE, classwise ECE, NLL, Brier and AUROCs. One .safetensors file can hold both: the \
+tensor `logits` or `probs` (or --array NAME) and the tensor `labels` (or --labels-array NAME); \
+--labels may then be left out. float16 (.npy <f2, safetensors F16) and bfloat16 (safetensors \
+BF16) predictions are widened to float32 once; float32 predictions are measured in float32 \
+(logits softmaxed in float32), float64 ones in float64. With --val-preds/--val-labels it also \
+reports TCE (ECE after temperature scaling fitted on the validation set) and fits the \
+--calibrate methods on the validation set (in float64), reporting the test metrics after each. \
+--bootstrap N adds a percentile confidence interval to every metric.",
     after_long_help = JSON_SCHEMA
 )]
 pub struct MetricsArgs {
-    /// Test predictions (N x K): .npy, .npz, .csv/.tsv/.txt
+    /// Test predictions (N x K): .npy, .npz, .safetensors, .csv/.tsv/.txt
     #[arg(value_name = "PREDS", required_unless_present = "preds_flag")]
     preds: Option<PathBuf>,
     /// Test predictions, as a flag (instead of the positional PREDS)
     #[arg(long = "preds", value_name = "FILE", conflicts_with = "preds")]
     preds_flag: Option<PathBuf>,
-    /// Test labels (N integers in 0..K)
+    /// Test labels (N integers in 0..K) [default for a .safetensors PREDS: PREDS itself]
     #[arg(long, value_name = "FILE")]
-    labels: PathBuf,
+    labels: Option<PathBuf>,
     #[command(flatten)]
     kind: KindArgs,
-    /// Array holding the predictions inside .npz files (default: the only array, or `logits` / `probs`)
+    /// Array (tensor) holding the predictions inside .npz and .safetensors files
+    /// (default: the only one, or `logits` / `probs`)
     #[arg(long, value_name = "NAME")]
     array: Option<String>,
-    /// Array holding the labels inside .npz files (default: the only array, or `labels`)
+    /// Array (tensor) holding the labels inside .npz and .safetensors files
+    /// (default: the only one, or `labels`)
     #[arg(long, value_name = "NAME")]
     labels_array: Option<String>,
     /// Validation predictions: enables TCE and --calibrate
-    #[arg(long, value_name = "FILE", requires = "val_labels")]
+    #[arg(long, value_name = "FILE")]
     val_preds: Option<PathBuf>,
-    /// Validation labels
+    /// Validation labels [default for a .safetensors --val-preds: that file]
     #[arg(long, value_name = "FILE", requires = "val_preds")]
     val_labels: Option<PathBuf>,
     /// Calibrators to fit on the validation set, comma-separated, or `none`
@@ -82,6 +92,16 @@ pub struct MetricsArgs {
     /// Largest accepted |row sum - 1| of --probs input
     #[arg(long, value_name = "TOL", default_value_t = MetricOptions::default().tolerance)]
     tolerance: f64,
+    /// Add a bootstrap percentile interval to every metric, from N resamples
+    /// of the test rows (at least 2; 1000 is usual)
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(2..=10_000_000))]
+    bootstrap: Option<u64>,
+    /// Coverage of the --bootstrap intervals, in (0, 1)
+    #[arg(long, value_name = "LEVEL", default_value_t = BootstrapOptions::default().level, requires = "bootstrap")]
+    confidence: f64,
+    /// Seed of the --bootstrap resampling: the same seed gives the same intervals
+    #[arg(long, value_name = "SEED", default_value_t = BootstrapOptions::default().seed, requires = "bootstrap")]
+    seed: u64,
     /// Print the results as JSON (schema below) instead of a table
     #[arg(long)]
     json: bool,
@@ -189,6 +209,52 @@ impl MetricsArgs {
             .context("no test predictions given (PREDS or --preds FILE)")
     }
 
+    /// The test labels: `--labels`, else a `.safetensors` PREDS itself.
+    fn labels_path<'a>(&'a self, preds: &'a Path) -> anyhow::Result<&'a Path> {
+        match &self.labels {
+            Some(labels) => Ok(labels),
+            None if is_safetensors(preds) => Ok(preds),
+            None => bail!(
+                "--labels FILE is required: the test labels (only a .safetensors PREDS holds its own)"
+            ),
+        }
+    }
+
+    /// The validation files: `--val-labels`, else a `.safetensors`
+    /// `--val-preds` itself.
+    fn validation_paths(&self) -> anyhow::Result<Option<(&Path, &Path)>> {
+        let Some(preds) = &self.val_preds else {
+            return Ok(None);
+        };
+        match &self.val_labels {
+            Some(labels) => Ok(Some((preds, labels))),
+            None if is_safetensors(preds) => Ok(Some((preds, preds))),
+            None => bail!(
+                "--val-preds needs --val-labels FILE (only a .safetensors file holds its own labels)"
+            ),
+        }
+    }
+
+    /// `--bootstrap`, `--confidence` and `--seed`, checked.
+    fn bootstrap(&self) -> anyhow::Result<Option<BootstrapOptions>> {
+        let Some(resamples) = self.bootstrap else {
+            return Ok(None);
+        };
+        if !(self.confidence > 0.0 && self.confidence < 1.0) {
+            bail!(
+                "--confidence must be in (0, 1), e.g. 0.95 for a 95 % interval; got {}",
+                self.confidence
+            );
+        }
+        let resamples =
+            usize::try_from(resamples).context("--bootstrap is too large for this machine")?;
+        Ok(Some(BootstrapOptions {
+            resamples,
+            level: self.confidence,
+            seed: self.seed,
+        }))
+    }
+
     fn calibrators(&self) -> Vec<CalibratorKind> {
         match (&self.calibrate, &self.val_preds) {
             (Some(list), _) => list.0.clone(),
@@ -199,10 +265,21 @@ impl MetricsArgs {
 }
 
 /// One column of results: `raw` or a calibrator, with its test probabilities.
-struct Column {
+struct Column<'a> {
     name: String,
-    probs: ndarray::Array2<f64>,
+    probs: Cow<'a, Scores>,
     summary: MetricSummary,
+}
+
+/// A path as the JSON `files` member shows it.
+fn shown(path: &Path) -> String {
+    path.display().to_string()
+}
+
+/// `true` for a `.safetensors` path, which can hold predictions and labels.
+fn is_safetensors(path: &Path) -> bool {
+    path.extension()
+        .is_some_and(|e| e.eq_ignore_ascii_case("safetensors"))
 }
 
 /// Runs `csam metrics`.
@@ -213,9 +290,12 @@ pub fn run(args: &MetricsArgs) -> anyhow::Result<()> {
             args.tolerance
         );
     }
+    let resampling = args.bootstrap()?;
     let options = args.options();
     let preds = args.preds_path()?;
-    let (test, validation) = load_sets(args, preds)?;
+    let labels = args.labels_path(preds)?;
+    let validation_paths = args.validation_paths()?;
+    let (test, validation) = load_sets(args, preds, labels, validation_paths)?;
 
     let mut columns = vec![raw_column(
         &test,
@@ -237,10 +317,16 @@ pub fn run(args: &MetricsArgs) -> anyhow::Result<()> {
         let mut count = 0;
         for column in &columns {
             let binning = options.equal_width();
-            let ece = column.summary.ece;
-            let probs = column.probs.view();
-            count +=
-                outputs::write_plots(dir, &column.name, probs, &test.labels, &binning, ece)?.len();
+            let (name, ece) = (&column.name, column.summary.ece);
+            count += with_scores!(column.probs.as_ref(), |m| outputs::write_plots(
+                dir,
+                name,
+                m.view(),
+                &test.labels,
+                &binning,
+                ece
+            ))?
+            .len();
         }
         eprintln!("wrote {count} plots to {}", dir.display());
     }
@@ -252,21 +338,51 @@ pub fn run(args: &MetricsArgs) -> anyhow::Result<()> {
         }
     }
 
-    let meta = meta(args, preds, &test, validation.as_ref(), &columns);
+    let files = Files {
+        preds: shown(preds),
+        labels: shown(labels),
+        val_preds: validation_paths.map(|(p, _)| shown(p)),
+        val_labels: validation_paths.map(|(_, l)| shown(l)),
+    };
+    let meta = meta(
+        args,
+        files,
+        &test,
+        validation.as_ref(),
+        &columns,
+        resampling,
+    );
     let order: Vec<String> = columns.iter().map(|c| c.name.clone()).collect();
-    let summaries: BTreeMap<String, MetricSummary> =
-        columns.into_iter().map(|c| (c.name, c.summary)).collect();
+    let mut reports = BTreeMap::new();
+    for column in columns {
+        let ci = match &resampling {
+            Some(resampling) => Some(
+                with_scores!(column.probs.as_ref(), |m| bootstrap_summary(
+                    m.view(),
+                    &test.labels,
+                    &options,
+                    resampling
+                ))
+                .with_context(|| format!("bootstrap intervals of the {} metrics", column.name))?,
+            ),
+            None => None,
+        };
+        let summary = column.summary;
+        reports.insert(column.name, ColumnReport { summary, ci });
+    }
     let output = if args.json {
         let report = Report {
+            schema: SCHEMA,
+            csam_version: env!("CARGO_PKG_VERSION"),
             meta,
-            columns: summaries,
+            columns: reports,
         };
         serde_json::to_string_pretty(&report)? + "\n"
     } else {
         format!(
             "{}\n{}",
             report::table_caption(&meta),
-            report::table(&summaries, &order)
+            report::table(&reports, &order)
         )
     };
     super::print_stdout(&output)?;
@@ -274,22 +390,26 @@ pub fn run(args: &MetricsArgs) -> anyhow::Result<()> {
 }
 
 /// Loads the test set and, when given, the validation set (same `K` as test).
+/// The float64 logits are kept only when validation data will fit calibrators.
 fn load_sets(
     args: &MetricsArgs,
     preds: &Path,
+    labels: &Path,
+    validation_paths: Option<(&Path, &Path)>,
 ) -> anyhow::Result<(PredictionSet, Option<PredictionSet>)> {
     let kind = args.score_kind();
+    let with_logits = validation_paths.is_some();
     let test_source = Source {
         role: "test",
         preds,
-        labels: &args.labels,
+        labels,
         preds_array: args.array.as_deref(),
         labels_array: args.labels_array.as_deref(),
         same_classes_as: None,
     };
-    let test = inputs::load(&test_source, kind, args.tolerance)?;
-    let validation = match (&args.val_preds, &args.val_labels) {
-        (Some(val_preds), Some(val_labels)) => {
+    let test = inputs::load(&test_source, kind, args.tolerance, with_logits)?;
+    let validation = match validation_paths {
+        Some((val_preds, val_labels)) => {
             let val_source = Source {
                 role: "validation",
                 preds: val_preds,
@@ -297,9 +417,9 @@ fn load_sets(
                 same_classes_as: Some((test.n_classes(), preds)),
                 ..test_source
             };
-            Some(inputs::load(&val_source, kind, args.tolerance)?)
+            Some(inputs::load(&val_source, kind, args.tolerance, true)?)
         }
-        _ => None,
+        None => None,
     };
     Ok((test, validation))
 }
@@ -310,17 +430,17 @@ fn calibrated_column(
     val: &PredictionSet,
     test: &PredictionSet,
     options: &MetricOptions,
-) -> anyhow::Result<(Column, FittedCalibrator)> {
-    let model = registry::fit(kind, val.logits.view(), &val.labels)
+) -> anyhow::Result<(Column<'static>, FittedCalibrator)> {
+    let model = registry::fit(kind, val.logits()?.view(), &val.labels)
         .with_context(|| format!("fitting {kind} on the validation set"))?;
     let probs = model
-        .transform(test.logits.view())
+        .transform(test.logits()?.view())
         .with_context(|| format!("applying {kind} to the test predictions"))?;
     let summary = summarize(probs.view(), &test.labels, options)
         .with_context(|| format!("metrics after {kind}"))?;
     let column = Column {
         name: kind.name().to_string(),
-        probs,
+        probs: Cow::Owned(Scores::F64(probs)),
         summary,
     };
     Ok((column, model))
@@ -329,12 +449,12 @@ fn calibrated_column(
 /// The `meta` member of the report: sizes, settings and input files.
 fn meta(
     args: &MetricsArgs,
-    preds: &Path,
+    files: Files,
     test: &PredictionSet,
     validation: Option<&PredictionSet>,
-    columns: &[Column],
+    columns: &[Column<'_>],
+    bootstrap: Option<BootstrapOptions>,
 ) -> Meta {
-    let shown = |p: &Path| p.display().to_string();
     Meta {
         n: test.labels.len(),
         k: test.n_classes(),
@@ -344,32 +464,32 @@ fn meta(
         adaptive: args.adaptive.to_possible_value_name(),
         tolerance: args.tolerance,
         input: args.score_kind().name(),
+        dtype: match test.probs {
+            Scores::F32(_) => "float32",
+            Scores::F64(_) => "float64",
+        },
         tce_objective: validation.map(|_| args.tce_objective.to_possible_value_name()),
         calibrators: columns[1..].iter().map(|c| c.name.clone()).collect(),
-        files: Files {
-            preds: shown(preds),
-            labels: shown(&args.labels),
-            val_preds: args.val_preds.as_deref().map(shown),
-            val_labels: args.val_labels.as_deref().map(shown),
-        },
+        bootstrap,
+        files,
     }
 }
 
 /// Metrics of the test predictions as given, with TCE when validation data exists.
-fn raw_column(
-    test: &PredictionSet,
+fn raw_column<'a>(
+    test: &'a PredictionSet,
     validation: Option<&PredictionSet>,
     options: &MetricOptions,
     objective: TemperatureObjective,
-) -> anyhow::Result<Column> {
-    let mut summary = summarize(test.probs.view(), &test.labels, options)
+) -> anyhow::Result<Column<'a>> {
+    let mut summary = with_scores!(&test.probs, |m| summarize(m.view(), &test.labels, options))
         .context("metrics of the test predictions")?;
     if let Some(val) = validation {
         summary.tce = Some(
             tce(
-                val.logits.view(),
+                val.logits()?.view(),
                 &val.labels,
-                test.logits.view(),
+                test.logits()?.view(),
                 &test.labels,
                 options,
                 objective,
@@ -379,7 +499,7 @@ fn raw_column(
     }
     Ok(Column {
         name: "raw".to_string(),
-        probs: test.probs.clone(),
+        probs: Cow::Borrowed(&test.probs),
         summary,
     })
 }

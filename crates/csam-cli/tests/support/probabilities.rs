@@ -8,7 +8,11 @@ use ndarray::{Array2, Axis};
 
 /// The matrix of a `.npy` file of logits, as `f64`.
 pub fn read_logits(path: &Path) -> Array2<f64> {
-    npy::read(path).unwrap().into_matrix(path).unwrap()
+    npy::read(path)
+        .unwrap()
+        .into_scores(path)
+        .unwrap()
+        .into_f64()
 }
 
 /// Row-wise softmax of `logits`, in `f64`.

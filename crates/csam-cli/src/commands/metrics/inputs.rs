@@ -1,13 +1,32 @@
 //! Loading and checking one prediction set (predictions + labels) for `csam metrics`.
+//!
+//! Predictions keep the element type they were stored in: float32 (and
+//! float16 / bfloat16, widened once) are checked, softmaxed and measured as
+//! float32, with no float64 copy of the matrix. Only the calibrators and TCE,
+//! which fit in float64, get a float64 copy of the logits, and only when
+//! validation data asks for them.
 
 use std::path::Path;
 
 use anyhow::{bail, Context};
-use csam_calib::io::{load_labels, load_matrix};
+use csam_calib::io::{load_labels, load_scores, Scores};
 use csam_calib::scores::{
     labels_from_i64, log_probabilities, softmax, validate_logits, validate_probabilities,
 };
 use ndarray::Array2;
+
+/// Runs `$body` with `$m` bound to the matrix inside a [`Scores`] (by
+/// reference), whichever its element type: csam-calib's checks and metrics are
+/// generic over it.
+macro_rules! with_scores {
+    ($scores:expr, |$m:ident| $body:expr) => {
+        match $scores {
+            csam_calib::io::Scores::F32($m) => $body,
+            csam_calib::io::Scores::F64($m) => $body,
+        }
+    };
+}
+pub(crate) use with_scores;
 
 /// What the prediction files hold.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -34,21 +53,23 @@ pub struct Source<'a> {
     pub role: &'static str,
     pub preds: &'a Path,
     pub labels: &'a Path,
-    /// Array of the predictions inside an `.npz`.
+    /// Array of the predictions inside an `.npz` or `.safetensors` file.
     pub preds_array: Option<&'a str>,
-    /// Array of the labels inside an `.npz`.
+    /// Array of the labels inside an `.npz` or `.safetensors` file.
     pub labels_array: Option<&'a str>,
     /// The number of classes another set already has (validation must match
     /// test), with the file it came from.
     pub same_classes_as: Option<(usize, &'a Path)>,
 }
 
-/// A checked prediction set: both forms of the scores and labels in `0..K`.
+/// A checked prediction set: probabilities, labels in `0..K` and, when asked
+/// for, the float64 logits of the calibrators.
 pub struct PredictionSet {
-    /// Logits (or `ln p` for probability input), `N x K`, finite.
-    pub logits: Array2<f64>,
-    /// Probabilities, `N x K`, rows summing to 1.
-    pub probs: Array2<f64>,
+    /// Probabilities, `N x K`, rows summing to 1, in the stored element type.
+    pub probs: Scores,
+    /// Logits (or `ln p` for probability input), `N x K`, finite, float64;
+    /// `None` unless [`load`] was asked for them.
+    pub logits: Option<Array2<f64>>,
     /// `N` labels in `0..K`.
     pub labels: Vec<usize>,
 }
@@ -56,59 +77,74 @@ pub struct PredictionSet {
 impl PredictionSet {
     /// Number of classes `K`.
     pub fn n_classes(&self) -> usize {
-        self.probs.ncols()
+        self.probs.dim().1
+    }
+
+    /// The float64 logits, for a calibrator or TCE.
+    pub fn logits(&self) -> anyhow::Result<&Array2<f64>> {
+        // load() keeps them whenever validation data is given, the only
+        // case that fits anything.
+        self.logits
+            .as_ref()
+            .context("internal: the logits were not kept for the calibrators")
     }
 }
 
 /// Loads the files of `source` and checks them: the number of classes, one
 /// label per row, labels in `0..K`, finite logits or valid probabilities
-/// (within `tolerance`).
-pub fn load(source: &Source<'_>, kind: ScoreKind, tolerance: f64) -> anyhow::Result<PredictionSet> {
+/// (within `tolerance`). `with_logits` keeps float64 logits for calibrators.
+pub fn load(
+    source: &Source<'_>,
+    kind: ScoreKind,
+    tolerance: f64,
+    with_logits: bool,
+) -> anyhow::Result<PredictionSet> {
     let role = source.role;
     let preds_name = source.preds.display();
     let labels_name = source.labels.display();
-    let matrix = load_matrix(source.preds, source.preds_array)
+    let scores = load_scores(source.preds, source.preds_array)
         .with_context(|| format!("{role} predictions"))?;
-    if let Some((k, other)) = source.same_classes_as {
-        if matrix.ncols() != k {
+    let (rows, k) = scores.dim();
+    if let Some((expected, other)) = source.same_classes_as {
+        if k != expected {
             bail!(
-                "{role} predictions {preds_name} have K = {} classes but {} has K = {k}",
-                matrix.ncols(),
+                "{role} predictions {preds_name} have K = {k} classes but {} has K = {expected}",
                 other.display()
             );
         }
     }
     let raw_labels = load_labels(source.labels, source.labels_array)
         .with_context(|| format!("{role} labels"))?;
-    if raw_labels.len() != matrix.nrows() {
+    if raw_labels.len() != rows {
         bail!(
-            "{role} labels {labels_name} hold {} labels but {role} predictions {preds_name} have {} rows",
+            "{role} labels {labels_name} hold {} labels but {role} predictions {preds_name} have {rows} rows",
             raw_labels.len(),
-            matrix.nrows()
         );
     }
-    let labels = labels_from_i64(&raw_labels, matrix.ncols()).with_context(|| {
-        format!(
-            "{role} labels {labels_name} (the predictions have K = {} classes)",
-            matrix.ncols()
-        )
+    let labels = labels_from_i64(&raw_labels, k).with_context(|| {
+        format!("{role} labels {labels_name} (the predictions have K = {k} classes)")
     })?;
-    let (logits, probs) = match kind {
+    let (probs, logits) = match kind {
         ScoreKind::Logits => {
-            validate_logits(matrix.view())
+            with_scores!(&scores, |m| validate_logits(m.view()))
                 .with_context(|| format!("{role} predictions {preds_name} (--logits)"))?;
-            let probs = softmax(matrix.view());
-            (matrix, probs)
+            let probs = match &scores {
+                Scores::F32(m) => Scores::F32(softmax(m.view())),
+                Scores::F64(m) => Scores::F64(softmax(m.view())),
+            };
+            (probs, with_logits.then(|| scores.into_f64()))
         }
         ScoreKind::Probs => {
-            validate_probabilities(matrix.view(), tolerance)
+            with_scores!(&scores, |m| validate_probabilities(m.view(), tolerance))
                 .with_context(|| format!("{role} predictions {preds_name} (--probs)"))?;
-            (log_probabilities(matrix.view()), matrix)
+            let logits =
+                with_logits.then(|| with_scores!(&scores, |m| log_probabilities(m.view())));
+            (scores, logits)
         }
     };
     Ok(PredictionSet {
-        logits,
         probs,
+        logits,
         labels,
     })
 }

@@ -9,14 +9,15 @@ use csam_calib::calibrators::registry::FittedCalibrator;
 use csam_calib::io::write_atomically;
 use csam_calib::metrics::reliability_diagram;
 use csam_calib::plot::{write_confidence_histogram, write_reliability_diagram};
+use csam_calib::scores::Real;
 use ndarray::ArrayView2;
 
 /// Writes `DIR/NAME-reliability.{svg,png}` and `DIR/NAME-confidence.{svg,png}`
 /// for one column (`raw` or a calibrator), binned with `binning`. Returns the paths.
-pub fn write_plots(
+pub fn write_plots<T: Real>(
     dir: &Path,
     name: &str,
-    probs: ArrayView2<'_, f64>,
+    probs: ArrayView2<'_, T>,
     labels: &[usize],
     binning: &Binning,
     ece: f64,
