@@ -23,7 +23,8 @@ pub struct SweepArgs {
     #[arg(long, value_delimiter = ',', value_name = "LIST", action = clap::ArgAction::Set)]
     gamma: Option<Vec<f64>>,
     /// Efficient SAM policy of every cell, at its defaults: every (the
-    /// second pass on every step), rst, looksam or aesam (default every).
+    /// second pass on every step), rst, looksam, aesam or esam (default
+    /// every).
     #[arg(long, value_name = "POLICY")]
     sam_policy: Option<String>,
     #[command(flatten)]
