@@ -113,9 +113,7 @@ fn publishable_crates_carry_crates_io_metadata_and_versioned_path_dependencies()
         .filter(|member| member["publish"] != serde_json::json!([]))
         .collect();
     assert!(
-        publishable
-            .iter()
-            .any(|member| name(member) == "csam-calib"),
+        publishable.iter().any(|member| name(member) == "csam-calib"),
         "csam-calib, the crate without libtorch, is publishable"
     );
     for member in publishable {
@@ -128,9 +126,7 @@ fn publishable_crates_carry_crates_io_metadata_and_versioned_path_dependencies()
         }
         for field in ["keywords", "categories"] {
             assert!(
-                member[field]
-                    .as_array()
-                    .is_some_and(|list| !list.is_empty()),
+                member[field].as_array().is_some_and(|list| !list.is_empty()),
                 "{} has no {field}",
                 name(member)
             );
