@@ -337,6 +337,24 @@ impl TrainBatch {
             .collect())
     }
 
+    /// The examples `rows` (int64 indices on the batch's device) of a batch
+    /// read as it is, with its correctness histories and its KL weight
+    /// (the whole term, as [`TrainBatch::split`]); `None` for a mixed
+    /// batch or one drawn per member, whose rows are not examples.
+    pub fn select_rows(&self, rows: &Tensor) -> Result<Option<TrainBatch>, LossError> {
+        if self.rows.is_some() || self.coefficients != Coefficients::None {
+            return Ok(None);
+        }
+        let pick = |t: &Tensor| t.f_index_select(0, rows);
+        Ok(Some(TrainBatch {
+            inputs: vec![pick(&self.inputs[0])?],
+            targets: pick(&self.targets)?,
+            correctness: self.correctness.as_ref().map(pick).transpose()?,
+            kl_weight: self.kl_weight,
+            ..TrainBatch::plain(&self.inputs[0], &self.targets)
+        }))
+    }
+
     /// One forward pass (train mode) over the batch: the terms of the
     /// objective, and the model's weighted KL term when the batch has a
     /// weight for it.

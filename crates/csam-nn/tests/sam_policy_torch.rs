@@ -1,10 +1,12 @@
-//! The efficient SAM policies (RST, LookSAM, AE-SAM) around SAM and CSAM on
-//! ResNet-20 (BatchNorm) against a PyTorch float64 twin written from each
-//! paper's formula (tests/fixtures/sam_policy_reference.py): eight steps with
-//! SGD momentum and weight decay cover every branch (SAM steps and plain
-//! ones, LookSAM's reuse steps, AE-SAM's threshold both ways); the weights,
-//! the BatchNorm statistics (to 1e-10 relative) and the steps that ran a
-//! second pass agree.
+//! The efficient SAM policies (RST, LookSAM, AE-SAM, ESAM) around SAM and
+//! CSAM on ResNet-20 (BatchNorm) against a PyTorch float64 twin written from
+//! each paper's formula (tests/fixtures/sam_policy_reference.py): eight steps
+//! with SGD momentum and weight decay cover every branch (SAM steps and plain
+//! ones, LookSAM's reuse steps, AE-SAM's threshold both ways, ESAM with and
+//! without its weight mask and its data selection); the weights, the
+//! BatchNorm statistics (to 1e-10 relative) and the steps that ran a second
+//! pass agree. ESAM's masks are csam's (their rate is tested beside them),
+//! handed to the twin.
 //!
 //! Needs the project venv's python (`<workspace>/.venv/bin/python`, or
 //! `CSAM_PYTHON`); skipped with a notice when it is absent.
@@ -13,7 +15,8 @@ mod support;
 
 use csam_nn::model::{build_model, InputShape};
 use csam_nn::optim::{
-    AeSam, Horizon, LookSam, Rst, SamConfig, SamPolicy, SamStep, SecondLoss, Sgd, SgdConfig,
+    AeSam, BaseOptimizer, Esam, Horizon, LookSam, Rst, SamConfig, SamPolicy, SamStep, SecondLoss,
+    Sgd, SgdConfig,
 };
 use std::path::Path;
 use support::{python, run_twin, write_step_batches};
@@ -46,8 +49,31 @@ fn describe(policy: SamPolicy, horizon: &Horizon) -> serde_json::Value {
             "kind": "aesam", "delta": delta, "lambda1": lambda1, "lambda2": lambda2,
             "total": horizon.total_steps,
         }),
+        SamPolicy::Esam(Esam { beta, gamma }) => {
+            serde_json::json!({ "kind": "esam", "beta": beta, "gamma": gamma })
+        }
         SamPolicy::Every => unreachable!("the every-k-th policy has its own twin test"),
     }
+}
+
+/// ESAM's mask of every step, by parameter name (`mask{t}.{name}`, shaped as
+/// the parameter), as csam draws it over the flattened weights in `opt`'s order.
+fn esam_masks(esam: Esam, opt: &Sgd) -> Vec<(String, Tensor)> {
+    let params = opt.params();
+    let sizes: Vec<i64> = params.tensors().iter().map(|t| t.numel() as i64).collect();
+    (0..STEPS)
+        .flat_map(|t| {
+            let flat = esam.mask(SEED, t, sizes.iter().sum(), Device::Cpu).unwrap();
+            let parts = flat.split_with_sizes(&sizes, 0);
+            params
+                .names()
+                .iter()
+                .zip(params.tensors())
+                .zip(parts)
+                .map(move |((name, p), m)| (format!("mask{t}.{name}"), m.view_as(p)))
+                .collect::<Vec<_>>()
+        })
+        .collect()
 }
 
 /// Runs one case in Rust, then its twin, and compares.
@@ -68,7 +94,7 @@ fn check_case(python: &Path, dir: &Path, second_loss: SecondLoss, policy: SamPol
     let (vs, model) = vs;
     let weights = dir.join("weights.safetensors");
     vs.save(&weights).unwrap();
-    let batches = write_step_batches(STEPS as i64, &dir.join("batches.safetensors"));
+    let mut batches = write_step_batches(STEPS as i64, &dir.join("batches.safetensors"));
     let sgd = SgdConfig {
         lr: 0.2,
         momentum: 0.9,
@@ -81,6 +107,9 @@ fn check_case(python: &Path, dir: &Path, second_loss: SecondLoss, policy: SamPol
     };
     let rho = 0.3;
     let mut opt = Sgd::new(&vs, sgd).unwrap();
+    if let SamPolicy::Esam(esam) = policy {
+        batches.extend(esam_masks(esam, &opt));
+    }
     let config = SamConfig {
         rho,
         second_loss,
@@ -97,8 +126,9 @@ fn check_case(python: &Path, dir: &Path, second_loss: SecondLoss, policy: SamPol
             f64::from(u8::from(stats.perturbed.is_some()))
         })
         .collect();
+    let esam = matches!(policy, SamPolicy::Esam(_));
     assert!(
-        taken.contains(&0.0) && taken.contains(&1.0),
+        (taken.contains(&0.0) || esam) && taken.contains(&1.0),
         "{label}: the case must take both branches, took {taken:?}"
     );
     let (gamma, detach) = match second_loss {
@@ -159,6 +189,31 @@ fn efficient_policies_match_pytorch_on_resnet20() {
                 lambda2: 1.0,
             }),
         ),
+        // beta = gamma = 1: the SAM step.
+        (
+            SecondLoss::Plain,
+            SamPolicy::Esam(Esam {
+                beta: 1.0,
+                gamma: 1.0,
+            }),
+        ),
+        // The weight mask alone.
+        (
+            CSAM,
+            SamPolicy::Esam(Esam {
+                beta: 0.5,
+                gamma: 1.0,
+            }),
+        ),
+        // The data selection alone: ceil(0.3 * 8) = 3 of 8 rows.
+        (
+            SecondLoss::Plain,
+            SamPolicy::Esam(Esam {
+                beta: 1.0,
+                gamma: 0.3,
+            }),
+        ),
+        (CSAM, SamPolicy::Esam(Esam::default())),
     ];
     for (second_loss, policy) in cases {
         let dir = tempfile::tempdir().unwrap();

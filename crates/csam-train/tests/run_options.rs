@@ -625,5 +625,10 @@ fn efficient_sam_policies_change_the_run_resume_bit_identically_and_log_their_sh
             // Steps 0, 5, ..., 35 of 2 x 18: four in each epoch.
             assert_eq!(shares, [4.0 / 18.0, 4.0 / 18.0], "{name}");
         }
-    }
+    } // ESAM's masks are a function of the seed, the step and the weight; it
+      // runs the second pass on every step (on a share of the batch).
+    let esam = spec("optimizer = \"csam\"\nsam_policy = \"esam\"\n");
+    let whole = trains_and_resumes_bit_identically(&esam, &dir.path().join("esam"), "esam");
+    assert_ne!(last_weights(&whole), last_weights(&full), "esam");
+    assert_eq!(second_pass_shares(&whole), [1.0, 1.0], "esam");
 }

@@ -162,7 +162,7 @@ fn every_key_on_a_branch_that_does_not_read_it_is_refused() {
                 "mixing" => ["none", "mixup", "mit-l"].as_slice(),
                 "head" => ["linear", "balcal"].as_slice(),
                 "ensemble" => ["single", "batch-ensemble", "mimo"].as_slice(),
-                "sam_policy" => ["every", "rst", "looksam", "aesam"].as_slice(),
+                "sam_policy" => ["every", "rst", "looksam", "aesam", "esam"].as_slice(),
                 "bayesian" => ["none", "mean-field", "rank1"].as_slice(),
                 other => panic!("selector {other} has no branch list here"),
             })
@@ -736,6 +736,38 @@ fn bad_values_are_refused_naming_the_key() {
                 ("sam_every", V::Integer(2)),
             ],
             "sam_every",
+        ),
+        (
+            vec![
+                ("optimizer", "csam".into()),
+                ("sam_policy", "esam".into()),
+                ("esam_beta", V::Float(0.0)),
+            ],
+            "esam_beta",
+        ),
+        (
+            vec![
+                ("optimizer", "sam".into()),
+                ("sam_policy", "esam".into()),
+                ("esam_gamma", V::Float(1.5)),
+            ],
+            "esam_gamma",
+        ),
+        (
+            vec![
+                ("optimizer", "sam".into()),
+                ("sam_policy", "esam".into()),
+                ("mixing", "mixup".into()),
+            ],
+            "mixing",
+        ),
+        (
+            vec![
+                ("optimizer", "csam".into()),
+                ("sam_policy", "esam".into()),
+                ("m", V::Integer(16)),
+            ],
+            "m",
         ),
         (
             vec![

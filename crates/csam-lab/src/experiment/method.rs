@@ -433,6 +433,8 @@ mod tests {
             ),
             ("rst+sam", "cross-entropy", "rst", OptimizerFamily::Sam),
             ("focal+aesam+csam", "focal", "aesam", OptimizerFamily::Csam),
+            ("esam+csam", "cross-entropy", "esam", OptimizerFamily::Csam),
+            ("esam+sam", "cross-entropy", "esam", OptimizerFamily::Sam),
             (
                 "looksam+asam-ensemble2",
                 "cross-entropy",

@@ -24,7 +24,7 @@ pub use bsam::{BsamConfig, BsamStep};
 pub use buffers::BufferSnapshot;
 pub use params::Params;
 pub use perturbation::Perturbation;
-pub use policy::{AeSam, Horizon, LookSam, Rst, SamPolicy};
+pub use policy::{AeSam, Esam, Horizon, LookSam, Rst, SamPolicy};
 pub use sam::{plain_step, SamConfig, SamStep, SecondLoss};
 pub use schedule::LrSchedule;
 pub use sgd::{Sgd, SgdConfig};

@@ -17,12 +17,14 @@
 //! With m-sharpness the batch is split into sub-batches of `m` examples, each
 //! perturbed with its own gradient; their g' are averaged (weighted by size).
 //! A [`SamPolicy`] says on which steps the second pass runs and what the
-//! others do (plain steps, or LookSAM's reuse of its last SAM direction).
+//! others do (plain steps, or LookSAM's reuse of its last SAM direction);
+//! ESAM's masks the perturbation in step 2 and runs pass 2 on the batch's
+//! most sharpness-sensitive rows only ([`Esam`]).
 
 use super::buffers::BufferSnapshot;
 use super::flat::{chunk_views, flatten, scatter, FlatCopy};
 use super::params::global_norm;
-use super::policy::{AeSam, GradStatistics, Horizon, LookSam, SamPolicy};
+use super::policy::{AeSam, Esam, GradStatistics, Horizon, LookSam, SamPolicy};
 use super::stats::StatsAccumulator;
 use super::{BaseOptimizer, OptimError, Perturbation, StepStats};
 use crate::loss::{cross_entropy_from_log_probs, gather_true, CsamLoss, Scores, TrainingLoss};
@@ -175,8 +177,10 @@ impl SamStep {
                  pass itself"
             ));
         }
-        if matches!(config.policy, SamPolicy::LookSam(_) | SamPolicy::AeSam(_))
-            && config.m.is_some()
+        if matches!(
+            config.policy,
+            SamPolicy::LookSam(_) | SamPolicy::AeSam(_) | SamPolicy::Esam(_)
+        ) && config.m.is_some()
         {
             return bad(format!(
                 "{policy} works with whole-batch gradients: m-sharpness does not apply"
@@ -313,6 +317,7 @@ impl SamStep {
             }
             SamPolicy::LookSam(look) => self.look_sam_step(look, step, model, batch, optimizer),
             SamPolicy::AeSam(ae) => self.ae_sam_step(ae, step, model, batch, optimizer),
+            SamPolicy::Esam(_) => self.full_step(model, batch, optimizer),
         }
     }
 
@@ -403,7 +408,8 @@ impl SamStep {
 
     /// The second-pass gradient `g'` of a batch (averaged over its
     /// m-sharpness parts) with the step's statistics; `first` is the first
-    /// pass on the whole batch when the policy already ran it.
+    /// pass on the whole batch when the policy already ran it. The step is
+    /// the one [`SamStep::step_batch`] counted last.
     fn sharpness_gradient<M>(
         &mut self,
         model: &M,
@@ -415,6 +421,7 @@ impl SamStep {
         M: TrainingPass + ?Sized,
     {
         let size = check_batch(batch)?;
+        let step = self.steps_taken.saturating_sub(1);
         let split;
         let parts = match self.config.m {
             Some(m) if (m as i64) < size => {
@@ -452,6 +459,7 @@ impl SamStep {
                         params,
                         first: i == 0,
                         share,
+                        step,
                     },
                     pass,
                     &mut stats,
@@ -486,6 +494,8 @@ struct Part<'a, M: ?Sized> {
     first: bool,
     /// Fraction of the batch in this part.
     share: f64,
+    /// The step's 0-based index in the run (ESAM's masks read it).
+    step: u64,
 }
 
 /// The first pass at theta: the training loss's gradient `g` and what the
@@ -547,6 +557,7 @@ fn perturbed_gradient<M: TrainingPass + ?Sized>(
         params,
         first,
         share,
+        step,
     } = part;
     let FirstPass {
         pass,
@@ -564,10 +575,29 @@ fn perturbed_gradient<M: TrainingPass + ?Sized>(
         config
             .perturbation
             .perturb(saved.values(), &flat_grad, config.rho, memory);
+    let esam = match config.policy {
+        SamPolicy::Esam(esam) => Some(esam),
+        _ => None,
+    };
+    let theta_tilde = match esam {
+        Some(esam) => esam.masked(saved.values(), theta_tilde, config.horizon.seed, step)?,
+        None => theta_tilde,
+    };
     scatter(&theta_tilde, params)?;
     drop((flat_grad, theta_tilde));
-    // Pass 2 at theta_tilde, same part, with the second-pass loss.
-    let pass_tilde = batch.forward(model)?;
+    // Pass 2 at theta_tilde, with the second-pass loss: on the same part, or
+    // on ESAM's selected rows of it.
+    let selected = match esam {
+        Some(esam) if esam.selects() => Some(sharpness_sensitive_rows(
+            esam,
+            &config.loss,
+            model,
+            batch,
+            (scores, y),
+        )?),
+        _ => None,
+    };
+    let pass_tilde = selected.as_ref().unwrap_or(batch).forward(model)?;
     let objective =
         pass_tilde.objective(|scores, y| second_loss.objective(&config.loss, scores, y))?;
     let (scores_tilde, y_tilde) = pass_tilde.primary();
@@ -589,6 +619,32 @@ fn perturbed_gradient<M: TrainingPass + ?Sized>(
     );
     stats.add_heads(pass.heads(), y);
     Ok(grads_tilde)
+}
+
+/// ESAM's SDS ([`Esam`]): the rows of `batch` whose training loss rises
+/// most from theta (`at_theta`, pass 1's scores and targets) to the weights
+/// now in the model, judged by a no-grad forward on the whole batch.
+fn sharpness_sensitive_rows<M: TrainingPass + ?Sized>(
+    esam: Esam,
+    loss: &TrainingLoss,
+    model: &M,
+    batch: &TrainBatch,
+    at_theta: (&Scores, &Tensor),
+) -> Result<TrainBatch, OptimError> {
+    let increase = tch::no_grad(|| -> Result<Tensor, OptimError> {
+        let pass = batch.forward(model)?;
+        let (scores, y) = pass.primary();
+        let (scores_theta, y_theta) = at_theta;
+        Ok(loss.per_example(scores, y)? - loss.per_example(scores_theta, y_theta)?)
+    })?;
+    let rows = esam.select(&increase)?;
+    batch.select_rows(&rows)?.ok_or_else(|| {
+        OptimError::Config(
+            "ESAM's data selection (gamma < 1) picks examples of the batch: a mixed batch or \
+             one drawn per member (MIMO) has none; set gamma to 1 or train without mixing"
+                .into(),
+        )
+    })
 }
 
 /// Clips `update`, takes the base optimiser's step with it and reads the

@@ -58,6 +58,7 @@ pub use selection::BestMetric;
 use crate::train::ConfigError;
 use csam_calib::metrics::summary::MetricOptions;
 use csam_nn::model::Ensemble;
+use csam_nn::optim::SamPolicy;
 
 /// The version of the nested `config.toml` layout this release writes.
 /// Files without a `schema` key are the flat layout of earlier releases.
@@ -270,6 +271,7 @@ impl RunSpec {
                 ),
             ));
         }
+        self.validate_data_selection()?;
         if self.track_theory && !self.mixing.is_none() {
             return Err(check::invalid(
                 "track_theory",
@@ -319,6 +321,31 @@ impl RunSpec {
     /// weight decay (the KL term regularises the weights; decay would also
     /// pull `rho`, the posterior scale's parameter, to 0) and bSAM (a
     /// variational method with its own posterior).
+    /// ESAM's data selection trains on some of the batch's own examples,
+    /// which a mixed batch and MIMO's per-member shuffles do not have.
+    fn validate_data_selection(&self) -> Result<(), ConfigError> {
+        let SamPolicy::Esam(esam) = self.optim.policy else {
+            return Ok(());
+        };
+        let mimo = matches!(self.model.ensemble, Ensemble::Mimo { .. });
+        let clash = match (esam.selects(), self.mixing.is_none(), mimo) {
+            (false, _, _) => None,
+            (true, false, _) => Some(("mixing", self.mixing.name())),
+            (true, true, true) => Some(("ensemble", "mimo")),
+            (true, true, false) => None,
+        };
+        match clash {
+            Some((key, value)) => Err(check::invalid(
+                key,
+                value,
+                "ESAM's data selection (esam_gamma < 1) runs the second pass on the batch's own \
+                 examples whose loss rises most; this batch has none to select (set esam_gamma \
+                 = 1)",
+            )),
+            None => Ok(()),
+        }
+    }
+
     fn validate_bayesian(&self) -> Result<(), ConfigError> {
         let bayesian = self.model.bayesian;
         if bayesian.is_none() {

@@ -130,7 +130,10 @@ impl OptimSpec {
                 ),
             ));
         }
-        let whole_batch = matches!(self.policy, SamPolicy::LookSam(_) | SamPolicy::AeSam(_));
+        let whole_batch = matches!(
+            self.policy,
+            SamPolicy::LookSam(_) | SamPolicy::AeSam(_) | SamPolicy::Esam(_)
+        );
         match (whole_batch, sharpness.m) {
             (true, Some(m)) => Err(invalid(
                 "m",

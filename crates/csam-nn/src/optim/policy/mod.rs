@@ -3,15 +3,19 @@
 //! them wraps the same two-pass step ([`super::SamStep`]), so each composes
 //! with every perturbation rule it allows and with CSAM's second-pass loss
 //! (CSAM is SAM with another pass-2 loss, so `looksam` with the CSAM loss is
-//! LookSAM-CSAM).
+//! LookSAM-CSAM). ESAM runs both passes on every step and saves work
+//! inside them instead.
 
 use crate::loss::{Fields, LossError};
+use tch::{Device, Kind, Tensor};
 
 mod aesam;
+mod esam;
 mod looksam;
 mod rst;
 
 pub use aesam::{AeSam, GradStatistics};
+pub use esam::Esam;
 pub use looksam::LookSam;
 pub use rst::Rst;
 
@@ -30,6 +34,8 @@ pub enum SamPolicy {
     /// AE-SAM ([`AeSam`]).
     #[serde(rename = "aesam")]
     AeSam(AeSam),
+    /// ESAM ([`Esam`]).
+    Esam(Esam),
 }
 
 /// Where a step stands in its run: what [`Rst`]'s draws and schedule and
@@ -61,16 +67,18 @@ impl SamPolicy {
             SamPolicy::Rst(_) => "rst",
             SamPolicy::LookSam(_) => "looksam",
             SamPolicy::AeSam(_) => "aesam",
+            SamPolicy::Esam(_) => "esam",
         }
     }
 
     /// Every policy, the efficient ones at their defaults.
-    pub fn all() -> [SamPolicy; 4] {
+    pub fn all() -> [SamPolicy; 5] {
         [
             SamPolicy::Every,
             SamPolicy::Rst(Rst::default()),
             SamPolicy::LookSam(LookSam::default()),
             SamPolicy::AeSam(AeSam::default()),
+            SamPolicy::Esam(Esam::default()),
         ]
     }
 
@@ -87,6 +95,7 @@ impl SamPolicy {
             SamPolicy::Rst(rst) => rst.validate(&fields),
             SamPolicy::LookSam(look) => look.validate(&fields),
             SamPolicy::AeSam(ae) => ae.validate(&fields),
+            SamPolicy::Esam(esam) => esam.validate(&fields),
         }
     }
 
@@ -95,7 +104,7 @@ impl SamPolicy {
         match self {
             SamPolicy::Rst(rst) => rst.p_end.is_some(),
             SamPolicy::AeSam(_) => true,
-            SamPolicy::Every | SamPolicy::LookSam(_) => false,
+            SamPolicy::Every | SamPolicy::LookSam(_) | SamPolicy::Esam(_) => false,
         }
     }
 
@@ -103,13 +112,16 @@ impl SamPolicy {
     /// scheduling runs: `p` averaged over the run for RST, `1/k` for
     /// LookSAM; AE-SAM's depends on the gradients: one half, what its
     /// default schedule gives for normally distributed `||g||^2` (the
-    /// threshold's `P(Z >= c)` averaged over `c` from -1 to 1).
+    /// threshold's `P(Z >= c)` averaged over `c` from -1 to 1). ESAM runs
+    /// the second pass on every step (on `gamma B` rows: its saving is
+    /// inside the pass, not counted here).
     pub fn expected_second_pass_share(&self, sam_every: u64) -> f64 {
         match self {
             SamPolicy::Every => 1.0 / sam_every.max(1) as f64,
             SamPolicy::Rst(rst) => rst.mean_probability(),
             SamPolicy::LookSam(look) => 1.0 / look.k.max(1) as f64,
             SamPolicy::AeSam(_) => 0.5,
+            SamPolicy::Esam(_) => 1.0,
         }
     }
 }
@@ -118,9 +130,44 @@ impl SamPolicy {
 /// (SplitMix64 of the pair, the top 53 bits), so a resumed run draws what
 /// the uninterrupted one drew.
 pub(crate) fn uniform(seed: u64, step: u64) -> f64 {
-    let mut z = seed ^ step.wrapping_add(1).wrapping_mul(0x9E37_79B9_7F4A_7C15);
-    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-    z ^= z >> 31;
-    (z >> 11) as f64 / (1u64 << 53) as f64
+    (word(seed, step) >> 11) as f64 / (1u64 << 53) as f64
+}
+
+const GOLDEN: u64 = 0x9E37_79B9_7F4A_7C15;
+const MIX1: u64 = 0xBF58_476D_1CE4_E5B9;
+const MIX2: u64 = 0x94D0_49BB_1331_11EB;
+
+/// The SplitMix64 word of `(seed, step)` that [`uniform`] reads.
+pub(crate) fn word(seed: u64, step: u64) -> u64 {
+    let mut z = seed ^ step.wrapping_add(1).wrapping_mul(GOLDEN);
+    z = (z ^ (z >> 30)).wrapping_mul(MIX1);
+    z = (z ^ (z >> 27)).wrapping_mul(MIX2);
+    z ^ (z >> 31)
+}
+
+/// `[uniform(seed, j) for j in 0..n]` (float64) computed on `device` in
+/// int64 arithmetic (wrapping products, logical shifts by masking the
+/// arithmetic ones), so a mask over millions of weights is drawn where
+/// they live.
+pub(crate) fn uniform_tensor(seed: u64, n: i64, device: Device) -> Result<Tensor, LossError> {
+    let _guard = tch::no_grad_guard();
+    let shr = |z: &Tensor, s: i64| -> Result<Tensor, LossError> {
+        let low = (1i64 << (64 - s)) - 1;
+        Ok(z.f_bitwise_right_shift_tensor_scalar(s)?
+            .f_bitwise_and(low)?)
+    };
+    let mix = |z: Tensor, s: i64, c: u64| -> Result<Tensor, LossError> {
+        Ok(z.f_bitwise_xor_tensor(&shr(&z, s)?)?
+            .f_mul_scalar(c as i64)?)
+    };
+    let j = Tensor::f_arange(n, (Kind::Int64, device))?;
+    let z = j
+        .f_add_scalar(1)?
+        .f_mul_scalar(GOLDEN as i64)?
+        .f_bitwise_xor(seed as i64)?;
+    let z = mix(mix(z, 30, MIX1)?, 27, MIX2)?;
+    let z = z.f_bitwise_xor_tensor(&shr(&z, 31)?)?;
+    Ok(shr(&z, 11)?
+        .f_to_kind(Kind::Double)?
+        .f_div_scalar((1u64 << 53) as f64)?)
 }
