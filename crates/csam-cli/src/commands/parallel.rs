@@ -60,7 +60,10 @@ impl Job {
         if let Some(device) = &runtime.device {
             command.args(["--device", device]);
         }
-        command.args(["--tensorboard", &runtime.tensorboard.to_string()]);
+        command.arg(match runtime.tensorboard {
+            true => "--tensorboard",
+            false => "--no-tensorboard",
+        });
         let child = command
             .spawn()
             .with_context(|| format!("starting csam train for {}", run.label))?;
