@@ -212,13 +212,19 @@ pub fn explain(error: &ConfigError) -> String {
             selector,
             chosen,
             applies_to,
-        } => format!(
-            "{} applies only with {} {} (this run has {} {chosen})",
-            flag(key),
-            flag(selector),
-            applies_to.join("|"),
-            flag(selector),
-        ),
+        } => {
+            // A selector the run does not set is absent from the specification.
+            let this_run = match chosen.as_str() {
+                "" => format!("leaves {} at its default", flag(selector)),
+                chosen => format!("has {} {chosen}", flag(selector)),
+            };
+            format!(
+                "{} applies only with {} {} (this run {this_run})",
+                flag(key),
+                flag(selector),
+                applies_to.join("|"),
+            )
+        }
         other => other.to_string(),
     }
 }
