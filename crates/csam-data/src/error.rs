@@ -108,6 +108,14 @@ pub enum DataError {
         found: String,
     },
 
+    /// A streamed source ([`crate::streaming`]) asked for as a whole in
+    /// memory.
+    #[error(
+        "{spec} is streamed from disk batch by batch and has no in-memory form; \
+             this use of it needs an in-memory data set"
+    )]
+    Streamed { spec: String },
+
     /// An image file the `image` crate cannot decode.
     #[error("cannot decode image {path}: {source}")]
     Decode {

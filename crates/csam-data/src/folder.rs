@@ -136,7 +136,8 @@ fn sorted_entries(dir: &Path, keep: impl Fn(&Path) -> bool) -> Result<Vec<PathBu
     Ok(entries)
 }
 
-fn class_dirs(dir: &Path) -> Result<Vec<PathBuf>> {
+/// The class folders of `dir`, sorted by name (hidden ones skipped).
+pub(crate) fn class_dirs(dir: &Path) -> Result<Vec<PathBuf>> {
     if !dir.is_dir() {
         return Err(DataError::Missing {
             path: dir.to_path_buf(),
@@ -151,6 +152,11 @@ fn class_dirs(dir: &Path) -> Result<Vec<PathBuf>> {
         });
     }
     Ok(classes)
+}
+
+/// The image files of one class folder, sorted by name.
+pub(crate) fn image_files(class_dir: &Path) -> Result<Vec<PathBuf>> {
+    sorted_entries(class_dir, is_image_file)
 }
 
 fn is_image_file(path: &Path) -> bool {
@@ -183,7 +189,7 @@ fn read_part(dir: &Path, classes: &[PathBuf]) -> Result<Part> {
     let mut files = Vec::new();
     let mut labels = Vec::new();
     for (label, class_dir) in classes.iter().enumerate() {
-        for path in sorted_entries(class_dir, is_image_file)? {
+        for path in image_files(class_dir)? {
             files.push(path);
             labels.push(label);
         }

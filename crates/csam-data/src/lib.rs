@@ -50,6 +50,7 @@ pub(crate) mod rng;
 mod spec;
 mod split;
 mod stream;
+pub mod streaming;
 
 pub use augment::Augmentation;
 pub use bundled::{BundledFile, BUNDLED_FILES};

@@ -19,6 +19,18 @@ pub struct Normalization {
 }
 
 impl Normalization {
+    /// The normalisation of torchvision's ImageNet reference recipe and of
+    /// every pretrained ImageNet model in torchvision and timm: mean
+    /// `(0.485, 0.456, 0.406)`, std `(0.229, 0.224, 0.225)`, RGB. Streamed
+    /// ImageNet-sized sets use it instead of a fit over every training pixel,
+    /// which would read the whole set once more.
+    pub fn imagenet() -> Self {
+        Normalization {
+            mean: vec![0.485, 0.456, 0.406],
+            std: vec![0.229, 0.224, 0.225],
+        }
+    }
+
     /// Fits mean and population std per channel on `train` (see the module
     /// doc). Sums are exact integers (u128), so the result does not depend on
     /// the sample order. A channel with a single value (std 0) is an error,

@@ -25,6 +25,7 @@ pub const DEFAULT_DATA: &str = "fashion-mnist-full";
 /// | `cifar100:DIR`                | CIFAR-100 binary files, fine labels                       |
 /// | `npy:IMAGES,LABELS[,CLASSES]` | `.npy` uint8 images (N,H,W,C) + integer labels, test only; classes default to largest label + 1 |
 /// | `folder:DIR`                  | `DIR/<class>/*.png` (split 80/20) or `DIR/train/<class>` + `DIR/test/<class>` |
+/// | `imagenet:DIR`                | `DIR/train/<class>/*.JPEG` + `DIR/val/<class>/*.JPEG`, streamed from disk at 224x224 ([`crate::streaming`]); 20% of `val/` held out for validation, the rest the test set |
 ///
 /// A CIFAR-10-C corruption file stacks its 5 severities, 10,000 images each,
 /// in order: severity `s` is `test.select(&((s - 1) * 10_000..s * 10_000).collect::<Vec<_>>())`.
@@ -46,6 +47,8 @@ pub enum DatasetSpec {
         n_classes: Option<usize>,
     },
     Folder(PathBuf),
+    /// An ImageNet-layout folder, streamed ([`crate::streaming`]).
+    ImageNet(PathBuf),
 }
 
 impl FromStr for DatasetSpec {
@@ -76,6 +79,7 @@ impl FromStr for DatasetSpec {
             ("cifar10", _) => Ok(DatasetSpec::Cifar10(path()?)),
             ("cifar100", _) => Ok(DatasetSpec::Cifar100(path()?)),
             ("folder", _) => Ok(DatasetSpec::Folder(path()?)),
+            ("imagenet", _) => Ok(DatasetSpec::ImageNet(path()?)),
             ("npy", Some(argument)) => {
                 let parts: Vec<&str> = argument.split(',').collect();
                 let (images, labels, n_classes) = match parts[..] {
@@ -102,7 +106,7 @@ impl FromStr for DatasetSpec {
             ("npy", None) => Err(bad("expected npy:IMAGES.npy,LABELS.npy[,CLASSES]")),
             _ => Err(bad(
                 "unknown dataset; expected fashion-mnist, digits, mnist, fashion-mnist-full, \
-                 idx:DIR, cifar10:DIR, cifar100:DIR, npy:IMAGES,LABELS or folder:DIR",
+                 idx:DIR, cifar10:DIR, cifar100:DIR, npy:IMAGES,LABELS, folder:DIR or imagenet:DIR",
             )),
         }
     }
@@ -130,6 +134,7 @@ impl fmt::Display for DatasetSpec {
                 }
             }
             DatasetSpec::Folder(dir) => write!(f, "folder:{}", dir.display()),
+            DatasetSpec::ImageNet(dir) => write!(f, "imagenet:{}", dir.display()),
         }
     }
 }
@@ -146,7 +151,14 @@ impl DatasetSpec {
                 | DatasetSpec::FashionMnistFull
                 | DatasetSpec::Cifar10(_)
                 | DatasetSpec::Cifar100(_)
+                | DatasetSpec::ImageNet(_)
         )
+    }
+
+    /// Whether the source is read from disk batch by batch
+    /// ([`crate::streaming`]) rather than loaded into memory.
+    pub fn is_streamed(&self) -> bool {
+        matches!(self, DatasetSpec::ImageNet(_))
     }
 
     /// [`Augmentation::standard`] for images of `height x width`, with the
@@ -184,6 +196,7 @@ pub fn load(spec: &DatasetSpec) -> Result<DataSource> {
             into_source(&name, None, part, classes)
         }
         DatasetSpec::Folder(dir) => folder::load(dir, &name),
+        DatasetSpec::ImageNet(_) => Err(DataError::Streamed { spec: name }),
     }
 }
 
@@ -204,6 +217,7 @@ mod tests {
             "npy:a.npy,b.npy",
             "npy:a.npy,b.npy,10",
             "folder:imgs",
+            "imagenet:/data/imagenet",
         ] {
             let spec: DatasetSpec = text.parse().unwrap();
             assert_eq!(spec.to_string(), text);
@@ -239,6 +253,7 @@ mod tests {
             "npy:a.npy,b.npy,0",
             "npy:a.npy,b.npy,ten",
             "npy:,b.npy",
+            "imagenet:",
             "",
         ] {
             assert!(

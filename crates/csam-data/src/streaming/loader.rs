@@ -1,0 +1,366 @@
+//! Batches decoded from image files by worker threads while the consumer
+//! trains: the streamed counterpart of [`crate::BatchLoader`].
+//!
+//! Epoch `e` visits the files in the permutation drawn from `(seed, Order,
+//! e)` (or in file order without shuffling), as the in-memory loader does.
+//! The sample at position `p` of the epoch draws its crop and flip from its
+//! own ChaCha8 stream, `(seed, Augment, e)` with stream number `p`, and each
+//! batch is built whole by one worker: batch `k` by worker `k mod N`. So the
+//! batches depend on the seed and the epoch only, never on the worker count
+//! or on timing.
+//!
+//! Memory: worker `w` hands its batches over a channel holding at most
+//! `ceil(prefetch / N)` of them and blocks when it is full, so at most
+//! `prefetch + N` batches (the queued ones and one being built per worker)
+//! exist at a time, whatever the size of the data set.
+
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::{sync_channel, Receiver, SyncSender};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+
+use rand::seq::SliceRandom;
+use tch::{Device, Tensor};
+use zune_core::bytestream::ZCursor;
+use zune_core::colorspace::ColorSpace;
+use zune_core::options::DecoderOptions;
+use zune_jpeg::JpegDecoder;
+
+use super::index::ImageFiles;
+use super::resample::Pixels;
+use super::transform::ImageTransform;
+use crate::error::{DataError, Result};
+use crate::normalize::Normalization;
+use crate::rng::{stream, Purpose};
+
+/// How a [`StreamingLoader`] walks its files.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct StreamOptions {
+    pub batch_size: usize,
+    /// Visit the files in a seeded random order per epoch (off: file order).
+    pub shuffle: bool,
+    /// Drop the last batch when smaller than `batch_size`.
+    pub drop_last: bool,
+    pub transform: ImageTransform,
+    pub seed: u64,
+    /// Decoding threads (at least 1).
+    pub workers: usize,
+    /// Finished batches waiting for the consumer, at most (at least 1).
+    pub prefetch: usize,
+    pub device: Device,
+}
+
+impl StreamOptions {
+    /// Training: shuffled, last partial batch kept, `workers` threads with
+    /// two batches each in the queue (PyTorch's `prefetch_factor=2`).
+    pub fn training(
+        batch_size: usize,
+        transform: ImageTransform,
+        seed: u64,
+        workers: usize,
+        device: Device,
+    ) -> StreamOptions {
+        StreamOptions {
+            batch_size,
+            shuffle: true,
+            drop_last: false,
+            transform,
+            seed,
+            workers,
+            prefetch: 2 * workers.max(1),
+            device,
+        }
+    }
+
+    /// Evaluation: file order, every file once.
+    pub fn evaluation(
+        batch_size: usize,
+        transform: ImageTransform,
+        workers: usize,
+        device: Device,
+    ) -> StreamOptions {
+        StreamOptions {
+            shuffle: false,
+            seed: 0,
+            ..StreamOptions::training(batch_size, transform, 0, workers, device)
+        }
+    }
+}
+
+/// Yields normalised `(xs: f32 [B, 3, S, S], ys: i64 [B])` batches of image
+/// files, decoded and transformed in worker threads (see the module doc).
+#[derive(Debug, Clone)]
+pub struct StreamingLoader {
+    files: Arc<ImageFiles>,
+    tables: Arc<Vec<[f32; 256]>>,
+    options: StreamOptions,
+}
+
+/// One batch as built by a worker, before it becomes tensors.
+struct HostBatch {
+    pixels: Vec<f32>,
+    labels: Vec<i64>,
+}
+
+impl StreamingLoader {
+    /// Checks the options and that `normalization` has 3 channels (images
+    /// are decoded to RGB, greyscale ones included, as torchvision's
+    /// `ImageFolder` does).
+    pub fn new(
+        files: Arc<ImageFiles>,
+        normalization: &Normalization,
+        options: StreamOptions,
+    ) -> Result<StreamingLoader> {
+        normalization.validate(3)?;
+        let invalid = |what: &str| Err(DataError::Invalid(format!("{what} must be positive")));
+        if options.batch_size == 0 {
+            return invalid("batch size");
+        }
+        if options.workers == 0 {
+            return invalid("the number of data workers");
+        }
+        if options.prefetch == 0 {
+            return invalid("the prefetch depth");
+        }
+        if options.transform.size() == 0 {
+            return invalid("the image size");
+        }
+        Ok(StreamingLoader {
+            files,
+            tables: Arc::new(normalization.lookup_tables()),
+            options,
+        })
+    }
+
+    /// The files this loader reads.
+    pub fn files(&self) -> &ImageFiles {
+        &self.files
+    }
+
+    /// Batches per epoch.
+    pub fn n_batches(&self) -> usize {
+        let (n, b) = (self.files.len(), self.options.batch_size);
+        if self.options.drop_last {
+            n / b
+        } else {
+            n.div_ceil(b)
+        }
+    }
+
+    /// The file indices of `epoch` in visiting order.
+    pub fn order(&self, epoch: u64) -> Vec<usize> {
+        let mut order: Vec<usize> = (0..self.files.len()).collect();
+        if self.options.shuffle {
+            order.shuffle(&mut stream(self.options.seed, Purpose::Order, epoch));
+        }
+        order
+    }
+
+    /// Starts the workers of `epoch`; they stop when the batches are
+    /// consumed or the iterator is dropped.
+    pub fn epoch(&self, epoch: u64) -> StreamingBatches {
+        let order = Arc::new(self.order(epoch));
+        let n_batches = self.n_batches();
+        let workers = self.options.workers.min(n_batches.max(1));
+        let capacity = self.options.prefetch.div_ceil(workers);
+        let stop = Arc::new(AtomicBool::new(false));
+        let mut receivers = Vec::with_capacity(workers);
+        let mut handles = Vec::with_capacity(workers);
+        for worker in 0..workers {
+            let (sender, receiver) = sync_channel(capacity);
+            let job = WorkerJob {
+                loader: self.clone(),
+                order: Arc::clone(&order),
+                epoch,
+                first: worker,
+                step: workers,
+                n_batches,
+                stop: Arc::clone(&stop),
+            };
+            handles.push(std::thread::spawn(move || job.run(sender)));
+            receivers.push(receiver);
+        }
+        StreamingBatches {
+            receivers,
+            handles,
+            stop,
+            next: 0,
+            n_batches,
+            side: self.options.transform.size() as i64,
+            device: self.options.device,
+            failed: false,
+        }
+    }
+
+    /// The normalised pixels of the files at visiting positions
+    /// `positions` of `epoch`'s `order`.
+    fn build(
+        &self,
+        order: &[usize],
+        positions: std::ops::Range<usize>,
+        epoch: u64,
+    ) -> Result<HostBatch> {
+        let size = self.options.transform.size();
+        let plane = size * size;
+        let mut pixels = vec![0f32; positions.len() * 3 * plane];
+        let mut labels = Vec::with_capacity(positions.len());
+        for (position, out) in positions.zip(pixels.chunks_exact_mut(3 * plane)) {
+            let index = order[position];
+            let mut rng = stream(self.options.seed, Purpose::Augment, epoch);
+            rng.set_stream(position as u64);
+            let image = decode_rgb(&self.files.files[index])?;
+            let sample = self.options.transform.apply(&image, &mut rng);
+            for (i, rgb) in sample.data.chunks_exact(3).enumerate() {
+                for c in 0..3 {
+                    out[c * plane + i] = self.tables[c][usize::from(rgb[c])];
+                }
+            }
+            labels.push(self.files.labels[index] as i64);
+        }
+        Ok(HostBatch { pixels, labels })
+    }
+}
+
+/// Decodes an image file (format from its bytes) to 8-bit RGB; greyscale
+/// and CMYK images are converted, as Pillow's `convert("RGB")` does.
+///
+/// JPEGs go to zune-jpeg (the decoder inside the `image` crate) in strict
+/// mode, so that a truncated or corrupt file is an error rather than an
+/// image padded with grey; other formats to the `image` crate.
+pub fn decode_rgb(path: &Path) -> Result<Pixels> {
+    let bytes = std::fs::read(path).map_err(|e| DataError::io(path, e))?;
+    let decode_error = |source| DataError::Decode {
+        path: path.to_path_buf(),
+        source,
+    };
+    if bytes.starts_with(&[0xff, 0xd8]) {
+        let options = DecoderOptions::default()
+            .set_strict_mode(true)
+            .jpeg_set_out_colorspace(ColorSpace::RGB);
+        let mut decoder = JpegDecoder::new_with_options(ZCursor::new(&bytes), options);
+        let jpeg_error = |e: zune_jpeg::errors::DecodeErrors| {
+            decode_error(image::ImageError::Decoding(
+                image::error::DecodingError::new(image::ImageFormat::Jpeg.into(), e.to_string()),
+            ))
+        };
+        let data = decoder.decode().map_err(jpeg_error)?;
+        // Invariant: a successful decode has read the header.
+        let (width, height) = decoder.dimensions().expect("dimensions after decoding");
+        return Ok(Pixels {
+            data,
+            width,
+            height,
+            channels: 3,
+        });
+    }
+    let decoded = image::ImageReader::new(std::io::Cursor::new(&bytes))
+        .with_guessed_format()
+        .map_err(|e| DataError::io(path, e))?
+        .decode()
+        .map_err(decode_error)?
+        .into_rgb8();
+    let (width, height) = (decoded.width() as usize, decoded.height() as usize);
+    Ok(Pixels {
+        data: decoded.into_raw(),
+        width,
+        height,
+        channels: 3,
+    })
+}
+
+/// What one worker does in an epoch: batches `first`, `first + step`, ...
+struct WorkerJob {
+    loader: StreamingLoader,
+    order: Arc<Vec<usize>>,
+    epoch: u64,
+    first: usize,
+    step: usize,
+    n_batches: usize,
+    stop: Arc<AtomicBool>,
+}
+
+impl WorkerJob {
+    fn run(self, sender: SyncSender<Result<HostBatch>>) {
+        let b = self.loader.options.batch_size;
+        for k in (self.first..self.n_batches).step_by(self.step) {
+            if self.stop.load(Ordering::Relaxed) {
+                return;
+            }
+            let positions = k * b..((k + 1) * b).min(self.order.len());
+            let batch = self.loader.build(&self.order, positions, self.epoch);
+            let failed = batch.is_err();
+            // A closed channel means the consumer is gone: nothing to do.
+            if sender.send(batch).is_err() || failed {
+                return;
+            }
+        }
+    }
+}
+
+/// The batches of one epoch of a [`StreamingLoader`], in order; an
+/// unreadable file ends the epoch with its error.
+pub struct StreamingBatches {
+    receivers: Vec<Receiver<Result<HostBatch>>>,
+    handles: Vec<JoinHandle<()>>,
+    stop: Arc<AtomicBool>,
+    next: usize,
+    n_batches: usize,
+    /// Side of the square samples.
+    side: i64,
+    device: Device,
+    failed: bool,
+}
+
+impl Iterator for StreamingBatches {
+    type Item = Result<(Tensor, Tensor)>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        if self.failed || self.next == self.n_batches {
+            return None;
+        }
+        let receiver = &self.receivers[self.next % self.receivers.len()];
+        self.next += 1;
+        let batch = match receiver.recv() {
+            Ok(batch) => batch,
+            Err(_) => Err(DataError::Invalid(
+                "a data worker thread stopped without a batch or an error".into(),
+            )),
+        };
+        match batch {
+            Ok(HostBatch { pixels, labels }) => {
+                let b = labels.len() as i64;
+                let xs = Tensor::from_slice(&pixels)
+                    .view([b, 3, self.side, self.side])
+                    .to_device(self.device);
+                let ys = Tensor::from_slice(&labels).to_device(self.device);
+                Some(Ok((xs, ys)))
+            }
+            Err(e) => {
+                self.failed = true;
+                Some(Err(e))
+            }
+        }
+    }
+
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        let left = if self.failed {
+            0
+        } else {
+            self.n_batches - self.next
+        };
+        (0, Some(left))
+    }
+}
+
+impl Drop for StreamingBatches {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        // Dropping the receivers unblocks workers waiting on a full channel.
+        self.receivers.clear();
+        for handle in self.handles.drain(..) {
+            // A worker that panicked has nothing left to clean up.
+            let _ = handle.join();
+        }
+    }
+}

@@ -1,0 +1,256 @@
+//! Bilinear resampling of 8-bit images exactly as Pillow does it
+//! (`Image.resize(size, Image.BILINEAR)`, `libImaging/Resample.c`), which is
+//! what torchvision's `Resize` and `RandomResizedCrop` call on PIL images.
+//!
+//! Pillow's bilinear filter is antialiased: when shrinking by a factor
+//! `s > 1` the triangle kernel `max(0, 1 - |x|)` is stretched to support `s`,
+//! so every input pixel contributes. Per output coordinate `o` of an axis of
+//! `in` pixels resized to `out`, with `scale = in / out`,
+//! `filterscale = max(scale, 1)` and `support = filterscale`:
+//!
+//! - `center = (o + 0.5) * scale`,
+//! - inputs `xmin = max(0, trunc(center - support + 0.5))` up to
+//!   `xmax = min(in, trunc(center + support + 0.5))` (exclusive),
+//! - weight of input `x`: `tri((x - center + 0.5) / filterscale)`, normalised
+//!   to sum 1, then rounded to a fixed-point integer with 22 fraction bits.
+//!
+//! Each pass accumulates `2^21 + sum(weight * pixel)` in integers and keeps
+//! `clamp(acc >> 22, 0, 255)`, and the second pass reads the first one's
+//! 8-bit result. The horizontal pass runs first, then the vertical one; an
+//! axis whose size does not change is not resampled. That is Pillow's
+//! `ImagingResampleInner` up to release 12, byte for byte. Pillow 13 runs
+//! the vertical pass first for some sizes (always when the image grows
+//! wider and shrinks in height, sometimes when it shrinks both ways); the
+//! intermediate rounding then differs, so a pixel may differ from Pillow
+//! 13's by one level.
+
+/// Fraction bits of the fixed-point weights (Pillow's `PRECISION_BITS`).
+const PRECISION_BITS: u32 = 32 - 8 - 2;
+
+/// The weights of one axis: for output `o`, inputs `start[o]..start[o] +
+/// len[o]` with weights `weights[o * kernel_size..][..len[o]]`.
+struct AxisWeights {
+    kernel_size: usize,
+    start: Vec<usize>,
+    len: Vec<usize>,
+    weights: Vec<i32>,
+}
+
+impl AxisWeights {
+    /// Pillow's `precompute_coeffs` for the bilinear filter and
+    /// `normalize_coeffs_8bpc` (see the module doc).
+    fn bilinear(in_size: usize, out_size: usize) -> AxisWeights {
+        let scale = in_size as f64 / out_size as f64;
+        let filterscale = scale.max(1.0);
+        let support = filterscale;
+        let kernel_size = support.ceil() as usize * 2 + 1;
+        let mut start = Vec::with_capacity(out_size);
+        let mut len = Vec::with_capacity(out_size);
+        let mut weights = vec![0i32; out_size * kernel_size];
+        let mut row = vec![0f64; kernel_size];
+        // Pillow multiplies by the reciprocal; dividing rounds differently.
+        let reciprocal = 1.0 / filterscale;
+        for o in 0..out_size {
+            let center = (o as f64 + 0.5) * scale;
+            // `as` truncates toward zero, as C's `(int)` cast does.
+            let xmin = ((center - support + 0.5) as i64).max(0) as usize;
+            let xmax = ((center + support + 0.5) as i64).min(in_size as i64) as usize;
+            let n = xmax.saturating_sub(xmin).min(kernel_size);
+            let mut total = 0.0;
+            for (x, w) in row.iter_mut().enumerate().take(n) {
+                let t = ((x + xmin) as f64 - center + 0.5) * reciprocal;
+                *w = (1.0 - t.abs()).max(0.0);
+                total += *w;
+            }
+            for (x, &w) in row.iter().enumerate().take(n) {
+                let w = if total != 0.0 { w / total } else { w };
+                let fixed = w * f64::from(1u32 << PRECISION_BITS);
+                weights[o * kernel_size + x] = if fixed < 0.0 {
+                    (fixed - 0.5) as i32
+                } else {
+                    (fixed + 0.5) as i32
+                };
+            }
+            start.push(xmin);
+            len.push(n);
+        }
+        AxisWeights {
+            kernel_size,
+            start,
+            len,
+            weights,
+        }
+    }
+
+    /// `clamp((2^21 + sum w_k * v_k) >> 22, 0, 255)` over output `o`'s
+    /// inputs, read through `pixel(input index)`.
+    #[inline]
+    fn apply(&self, o: usize, pixel: impl Fn(usize) -> u8) -> u8 {
+        let start = self.start[o];
+        let weights = &self.weights[o * self.kernel_size..][..self.len[o]];
+        let mut acc: i32 = 1 << (PRECISION_BITS - 1);
+        for (k, &w) in weights.iter().enumerate() {
+            acc += i32::from(pixel(start + k)) * w;
+        }
+        (acc >> PRECISION_BITS).clamp(0, 255) as u8
+    }
+}
+
+/// An 8-bit image with interleaved channels (`H x W x C`, as decoders
+/// produce it).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Pixels {
+    pub data: Vec<u8>,
+    pub width: usize,
+    pub height: usize,
+    pub channels: usize,
+}
+
+impl Pixels {
+    /// The rectangle `left..left + width`, `top..top + height` (inside the
+    /// image) as a new image: Pillow's `Image.crop` for a box inside.
+    pub fn crop(&self, left: usize, top: usize, width: usize, height: usize) -> Pixels {
+        let c = self.channels;
+        let mut data = Vec::with_capacity(width * height * c);
+        for y in top..top + height {
+            let row = (y * self.width + left) * c;
+            data.extend_from_slice(&self.data[row..row + width * c]);
+        }
+        Pixels {
+            data,
+            width,
+            height,
+            channels: c,
+        }
+    }
+
+    /// Resized to `width x height` with Pillow's bilinear filter (see the
+    /// module doc). Both target sides must be positive.
+    pub fn resize_bilinear(&self, width: usize, height: usize) -> Pixels {
+        let horizontal = match width != self.width {
+            true => self.resize_horizontal(width),
+            false => self.clone(),
+        };
+        match height != horizontal.height {
+            true => horizontal.resize_vertical(height),
+            false => horizontal,
+        }
+    }
+
+    fn resize_horizontal(&self, width: usize) -> Pixels {
+        let c = self.channels;
+        let axis = AxisWeights::bilinear(self.width, width);
+        let mut data = vec![0u8; width * self.height * c];
+        for y in 0..self.height {
+            let row = &self.data[y * self.width * c..][..self.width * c];
+            let out = &mut data[y * width * c..][..width * c];
+            for x in 0..width {
+                for ch in 0..c {
+                    out[x * c + ch] = axis.apply(x, |i| row[i * c + ch]);
+                }
+            }
+        }
+        Pixels {
+            data,
+            width,
+            height: self.height,
+            channels: c,
+        }
+    }
+
+    fn resize_vertical(&self, height: usize) -> Pixels {
+        let stride = self.width * self.channels;
+        let axis = AxisWeights::bilinear(self.height, height);
+        let mut data = vec![0u8; stride * height];
+        for y in 0..height {
+            let out = &mut data[y * stride..][..stride];
+            for (i, byte) in out.iter_mut().enumerate() {
+                *byte = axis.apply(y, |row| self.data[row * stride + i]);
+            }
+        }
+        Pixels {
+            data,
+            width: self.width,
+            height,
+            channels: self.channels,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn image(width: usize, height: usize, channels: usize) -> Pixels {
+        let data = (0..width * height * channels)
+            .map(|i| (i * 37 % 251) as u8)
+            .collect();
+        Pixels {
+            data,
+            width,
+            height,
+            channels,
+        }
+    }
+
+    #[test]
+    fn weights_sum_to_one_in_fixed_point() {
+        for (i, o) in [(500, 224), (224, 500), (7, 3), (3, 7), (256, 256)] {
+            let axis = AxisWeights::bilinear(i, o);
+            for k in 0..o {
+                let sum: i64 = axis.weights[k * axis.kernel_size..][..axis.len[k]]
+                    .iter()
+                    .map(|&w| i64::from(w))
+                    .sum();
+                assert!(
+                    (sum - (1 << PRECISION_BITS)).abs() <= axis.len[k] as i64,
+                    "{i}->{o}"
+                );
+                assert!(axis.start[k] + axis.len[k] <= i);
+            }
+        }
+    }
+
+    #[test]
+    fn a_constant_image_stays_constant_and_same_size_is_identity() {
+        let flat = Pixels {
+            data: vec![173; 40 * 30 * 3],
+            width: 40,
+            height: 30,
+            channels: 3,
+        };
+        let small = flat.resize_bilinear(13, 9);
+        assert!(small.data.iter().all(|&v| v == 173));
+        let big = flat.resize_bilinear(97, 61);
+        assert!(big.data.iter().all(|&v| v == 173));
+        let same = image(20, 10, 3);
+        assert_eq!(same.resize_bilinear(20, 10), same);
+    }
+
+    #[test]
+    fn halving_averages_pixel_pairs_in_the_interior() {
+        // Scale 2: center (o + 0.5) * 2 = 2o + 1, support 2, weights of
+        // inputs 2o - 1 .. 2o + 2 are tri((x - 2o - 0.5) / 2) = 1/8, 3/8, 3/8, 1/8.
+        let row = Pixels {
+            data: vec![0, 80, 160, 240, 40, 120, 200, 8],
+            width: 8,
+            height: 1,
+            channels: 1,
+        };
+        let half = row.resize_bilinear(4, 1);
+        let expected: f64 = 0.125 * 80.0 + 0.375 * 160.0 + 0.375 * 240.0 + 0.125 * 40.0;
+        assert_eq!(half.data[1], expected.round() as u8);
+    }
+
+    #[test]
+    fn crop_takes_the_box() {
+        let img = image(5, 4, 2);
+        let c = img.crop(1, 2, 3, 2);
+        assert_eq!((c.width, c.height), (3, 2));
+        assert_eq!(&c.data[..2], &img.data[(2 * 5 + 1) * 2..][..2]);
+        assert_eq!(
+            &c.data[c.data.len() - 2..],
+            &img.data[(3 * 5 + 3) * 2..][..2]
+        );
+    }
+}
