@@ -1,11 +1,21 @@
 //! `csam bench`: ms/step, images/s, peak memory and GFLOP/s of SGD, SAM and
-//! CSAM steps on synthetic batches (compare with bench/torch_reference.py).
+//! CSAM steps on synthetic batches (compare with bench/torch_reference.py);
+//! with `--data DIR`, images/s of the streamed image pipeline (compare with
+//! bench/data_reference.py).
 
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Instant;
+
+use anyhow::Context;
 use clap::{Args, ValueEnum};
+use csam_data::streaming::{ImageFiles, ImageTransform, StreamOptions, StreamingLoader};
+use csam_data::Normalization;
 use csam_nn::device::parse_device;
 use csam_nn::model::InputShape;
 use csam_train::bench::{format_table, run_bench, BenchOptions};
 use csam_train::spec::OptimizerFamily;
+use serde::Serialize;
 
 use super::choices::{self, Choices};
 
@@ -64,6 +74,21 @@ pub struct BenchArgs {
     /// Print the rows as JSON instead of a table.
     #[arg(long)]
     json: bool,
+    /// Time the streamed image pipeline instead of training steps: decode
+    /// the JPEG/PNG files of DIR/<class>/ and apply the ImageNet training
+    /// transforms (random resized crop, flip, normalisation) into batches of
+    /// --batch-size, as `bench/data_reference.py` times torchvision.
+    #[arg(long, value_name = "DIR", conflicts_with_all = ["models", "optimizers", "input", "warmup", "steps"])]
+    data: Option<PathBuf>,
+    /// Decoding threads of --data.
+    #[arg(long, default_value_t = 2, requires = "data")]
+    workers: usize,
+    /// Images timed with --data: the first N of the folder (default: all).
+    #[arg(long, requires = "data")]
+    images: Option<usize>,
+    /// Side of the square crops of --data.
+    #[arg(long, default_value_t = 224, requires = "data")]
+    size: usize,
 }
 
 /// Runs `csam bench`.
@@ -71,6 +96,9 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
     if let Some(threads) = args.threads {
         anyhow::ensure!(threads > 0, "--threads must be at least 1");
         tch::set_num_threads(threads as i32);
+    }
+    if let Some(dir) = &args.data {
+        return run_data_pipeline(dir, &args);
     }
     let optimizers = args
         .optimizers
@@ -104,6 +132,65 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
         println!("{}", serde_json::to_string_pretty(&rows)?);
     } else {
         print!("{}", format_table(&rows, &options));
+    }
+    Ok(())
+}
+
+/// One timing of the streamed image pipeline (`csam bench --data`).
+#[derive(Debug, Serialize)]
+struct PipelineTiming {
+    images: usize,
+    seconds: f64,
+    images_per_s: f64,
+    workers: usize,
+    batch_size: usize,
+    size: usize,
+}
+
+/// Times one shuffled epoch of the streamed training pipeline over `dir`,
+/// from the start of its workers to the last batch.
+fn run_data_pipeline(dir: &Path, args: &BenchArgs) -> anyhow::Result<()> {
+    let files = ImageFiles::list(dir, &dir.display().to_string(), None)
+        .with_context(|| format!("--data {}", dir.display()))?;
+    let files = Arc::new(match args.images {
+        Some(n) => files.first(n),
+        None => files,
+    });
+    let options = StreamOptions::training(
+        args.batch_size,
+        ImageTransform::training(args.size),
+        0,
+        args.workers,
+        tch::Device::Cpu,
+    );
+    let loader = StreamingLoader::new(Arc::clone(&files), &Normalization::imagenet(), options)?;
+    let started = Instant::now();
+    let mut images = 0;
+    for batch in loader.epoch(0) {
+        let (_, ys) = batch?;
+        images += ys.size()[0] as usize;
+    }
+    let seconds = started.elapsed().as_secs_f64();
+    let timing = PipelineTiming {
+        images,
+        seconds,
+        images_per_s: images as f64 / seconds,
+        workers: args.workers,
+        batch_size: args.batch_size,
+        size: args.size,
+    };
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&timing)?);
+    } else {
+        println!(
+            "| pipeline ({} workers, batch {}, {}x{}) | images | s | images/s |",
+            timing.workers, timing.batch_size, timing.size, timing.size
+        );
+        println!("|---|--:|--:|--:|");
+        println!(
+            "| csam (streamed) | {} | {:.2} | {:.0} |",
+            timing.images, timing.seconds, timing.images_per_s
+        );
     }
     Ok(())
 }

@@ -94,6 +94,12 @@ impl ImageFiles {
         self.classes.len()
     }
 
+    /// The first `n` images (all of them when there are fewer).
+    pub fn first(&self, n: usize) -> ImageFiles {
+        let indices: Vec<usize> = (0..n.min(self.len())).collect();
+        self.select(&indices, self.name.clone())
+    }
+
     /// The images at `indices`, in that order, named `name`.
     fn select(&self, indices: &[usize], name: String) -> ImageFiles {
         ImageFiles {

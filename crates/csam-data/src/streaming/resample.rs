@@ -82,18 +82,23 @@ impl AxisWeights {
         }
     }
 
-    /// `clamp((2^21 + sum w_k * v_k) >> 22, 0, 255)` over output `o`'s
-    /// inputs, read through `pixel(input index)`.
+    /// Output `o`'s first input and weights.
     #[inline]
-    fn apply(&self, o: usize, pixel: impl Fn(usize) -> u8) -> u8 {
-        let start = self.start[o];
-        let weights = &self.weights[o * self.kernel_size..][..self.len[o]];
-        let mut acc: i32 = 1 << (PRECISION_BITS - 1);
-        for (k, &w) in weights.iter().enumerate() {
-            acc += i32::from(pixel(start + k)) * w;
-        }
-        (acc >> PRECISION_BITS).clamp(0, 255) as u8
+    fn taps(&self, o: usize) -> (usize, &[i32]) {
+        (
+            self.start[o],
+            &self.weights[o * self.kernel_size..][..self.len[o]],
+        )
     }
+}
+
+/// The rounding offset every accumulator starts from, `2^21`.
+const HALF: i32 = 1 << (PRECISION_BITS - 1);
+
+/// `clamp(acc >> 22, 0, 255)`: Pillow's `clip8`.
+#[inline]
+fn clip8(acc: i32) -> u8 {
+    (acc >> PRECISION_BITS).clamp(0, 255) as u8
 }
 
 /// An 8-bit image with interleaved channels (`H x W x C`, as decoders
@@ -137,35 +142,93 @@ impl Pixels {
         }
     }
 
+    /// Each row resampled on its own; every output pixel accumulates all
+    /// its channels in one walk over its inputs.
     fn resize_horizontal(&self, width: usize) -> Pixels {
-        let c = self.channels;
         let axis = AxisWeights::bilinear(self.width, width);
-        let mut data = vec![0u8; width * self.height * c];
-        for y in 0..self.height {
-            let row = &self.data[y * self.width * c..][..self.width * c];
-            let out = &mut data[y * width * c..][..width * c];
-            for x in 0..width {
-                for ch in 0..c {
-                    out[x * c + ch] = axis.apply(x, |i| row[i * c + ch]);
-                }
+        let data = match self.channels {
+            3 => self.horizontal_pass::<3>(&axis, width),
+            1 => self.horizontal_pass::<1>(&axis, width),
+            c => {
+                // Any other channel count: one channel at a time.
+                let planes: Vec<Pixels> = (0..c).map(|ch| self.channel(ch)).collect();
+                let resized: Vec<Vec<u8>> = planes
+                    .iter()
+                    .map(|p| p.horizontal_pass::<1>(&axis, width))
+                    .collect();
+                (0..width * self.height)
+                    .flat_map(|i| resized.iter().map(move |plane| plane[i]))
+                    .collect()
             }
-        }
+        };
         Pixels {
             data,
             width,
             height: self.height,
-            channels: c,
+            channels: self.channels,
         }
     }
 
+    /// The horizontal pass for `C` interleaved channels.
+    fn horizontal_pass<const C: usize>(&self, axis: &AxisWeights, width: usize) -> Vec<u8> {
+        let mut data = vec![0u8; width * self.height * C];
+        for (row, out) in self
+            .data
+            .chunks_exact(self.width * C)
+            .zip(data.chunks_exact_mut(width * C))
+        {
+            for (x, pixel) in out.chunks_exact_mut(C).enumerate() {
+                let (start, weights) = axis.taps(x);
+                let mut acc = [HALF; C];
+                for (input, &w) in row[start * C..].chunks_exact(C).zip(weights) {
+                    for k in 0..C {
+                        acc[k] += i32::from(input[k]) * w;
+                    }
+                }
+                for k in 0..C {
+                    pixel[k] = clip8(acc[k]);
+                }
+            }
+        }
+        data
+    }
+
+    /// Channel `ch` alone, as a one-channel image.
+    fn channel(&self, ch: usize) -> Pixels {
+        Pixels {
+            data: self
+                .data
+                .iter()
+                .skip(ch)
+                .step_by(self.channels)
+                .copied()
+                .collect(),
+            width: self.width,
+            height: self.height,
+            channels: 1,
+        }
+    }
+
+    /// Each output row accumulates whole input rows, one weight at a time
+    /// (a loop the compiler vectorises).
     fn resize_vertical(&self, height: usize) -> Pixels {
         let stride = self.width * self.channels;
         let axis = AxisWeights::bilinear(self.height, height);
         let mut data = vec![0u8; stride * height];
-        for y in 0..height {
-            let out = &mut data[y * stride..][..stride];
-            for (i, byte) in out.iter_mut().enumerate() {
-                *byte = axis.apply(y, |row| self.data[row * stride + i]);
+        let mut acc = vec![0i32; stride];
+        for (y, out) in data.chunks_exact_mut(stride).enumerate() {
+            let (start, weights) = axis.taps(y);
+            acc.fill(HALF);
+            for (input, &w) in self.data[start * stride..]
+                .chunks_exact(stride)
+                .zip(weights)
+            {
+                for (a, &v) in acc.iter_mut().zip(input) {
+                    *a += i32::from(v) * w;
+                }
+            }
+            for (p, &a) in out.iter_mut().zip(&acc) {
+                *p = clip8(a);
             }
         }
         Pixels {
@@ -240,6 +303,19 @@ mod tests {
         let half = row.resize_bilinear(4, 1);
         let expected: f64 = 0.125 * 80.0 + 0.375 * 160.0 + 0.375 * 240.0 + 0.125 * 40.0;
         assert_eq!(half.data[1], expected.round() as u8);
+    }
+
+    #[test]
+    fn channels_are_resampled_independently() {
+        let two = image(31, 17, 2);
+        let both = two.resize_bilinear(12, 40);
+        for ch in 0..2 {
+            let alone = two.channel(ch).resize_bilinear(12, 40);
+            assert_eq!(both.channel(ch), alone, "channel {ch}");
+        }
+        let three = image(31, 17, 3);
+        let rgb = three.resize_bilinear(50, 9);
+        assert_eq!(rgb.channel(1), three.channel(1).resize_bilinear(50, 9));
     }
 
     #[test]
