@@ -64,7 +64,7 @@ impl LoaderOptions {
 
 /// Yields normalised `(xs: f32 [B, C, H, W], ys: i64 [B])` batches of a
 /// dataset, epoch by epoch (see the module doc for the order).
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub struct BatchLoader<'a> {
     dataset: &'a Dataset,
     tables: Vec<[f32; 256]>,
@@ -115,10 +115,10 @@ impl<'a> BatchLoader<'a> {
         order
     }
 
-    /// The batches of `epoch`.
-    pub fn epoch(&self, epoch: u64) -> Batches<'_> {
+    /// The batches of `epoch`; they borrow the dataset, not the loader.
+    pub fn epoch(&self, epoch: u64) -> Batches<'a> {
         Batches {
-            loader: self,
+            loader: self.clone(),
             order: self.order(epoch),
             next: 0,
             rng: stream(self.options.seed, Purpose::Augment, epoch),
@@ -161,8 +161,8 @@ impl<'a> BatchLoader<'a> {
 }
 
 /// The batches of one epoch; see [`BatchLoader::epoch`].
-pub struct Batches<'l> {
-    loader: &'l BatchLoader<'l>,
+pub struct Batches<'a> {
+    loader: BatchLoader<'a>,
     order: Vec<usize>,
     next: usize,
     rng: rand_chacha::ChaCha8Rng,

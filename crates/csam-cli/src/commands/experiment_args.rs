@@ -186,6 +186,9 @@ impl RunArgs {
             device: self.device.clone(),
             threads: Some(self.threads),
             tensorboard: !self.no_tensorboard,
+            // Experiments train in-memory data sets, which have no decoding
+            // threads.
+            workers: None,
         }
     }
 

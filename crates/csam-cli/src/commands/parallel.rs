@@ -57,6 +57,9 @@ impl Job {
         if let Some(threads) = runtime.threads {
             command.args(["--threads", &threads.to_string()]);
         }
+        if let Some(workers) = runtime.workers {
+            command.args(["--workers", &workers.to_string()]);
+        }
         if let Some(device) = &runtime.device {
             command.args(["--device", device]);
         }

@@ -298,6 +298,8 @@ pub static KEYS: &[Key] = &[
         "Log the paper's per-step diagnostics to theory.jsonl (SAM and CSAM only)"),
     runtime("device", Text, "cpu, cuda or cuda:N (default: cuda when available)"),
     runtime("threads", Count, "CPU threads of libtorch (default: libtorch's)"),
+    runtime("workers", Count,
+        "Threads that decode a streamed data set's images (imagenet:DIR); the batches do not depend on it (default: one per core)"),
     runtime("tensorboard", Switch,
         "Write a TensorBoard event file (events.out.tfevents.*) into the run directory: every number of metrics.jsonl per epoch and, with track_theory, of theory.jsonl per step; tensorboard --logdir DIR plots it, also while the run trains. On by default: under a kilobyte per epoch, one append per epoch, and no number of the run changes (default true)"),
 ];

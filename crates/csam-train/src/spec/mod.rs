@@ -136,6 +136,11 @@ pub struct Runtime {
     /// whether it is on or off. Absent in older `runtime.toml` files: on.
     #[serde(default = "default_tensorboard")]
     pub tensorboard: bool,
+    /// Threads that decode a streamed data set's images (`imagenet:`;
+    /// None: one per available core). A runtime setting: the batches do
+    /// not depend on it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub workers: Option<usize>,
 }
 
 fn default_tensorboard() -> bool {
@@ -148,6 +153,7 @@ impl Default for Runtime {
             device: None,
             threads: None,
             tensorboard: default_tensorboard(),
+            workers: None,
         }
     }
 }
@@ -167,10 +173,20 @@ impl Runtime {
         }
     }
 
-    /// Refuses zero threads (the device is checked where it is opened).
+    /// The threads that decode a streamed data set: `workers`, or one per
+    /// core this process may use.
+    pub fn data_workers(&self) -> usize {
+        self.workers.unwrap_or_else(|| {
+            std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get)
+        })
+    }
+
+    /// Refuses zero threads or workers (the device is checked where it is
+    /// opened).
     pub fn validate(&self) -> Result<(), ConfigError> {
-        match self.threads {
-            Some(0) => Err(check::invalid("threads", 0, "must be at least 1")),
+        match (self.threads, self.workers) {
+            (Some(0), _) => Err(check::invalid("threads", 0, "must be at least 1")),
+            (_, Some(0)) => Err(check::invalid("workers", 0, "must be at least 1")),
             _ => Ok(()),
         }
     }

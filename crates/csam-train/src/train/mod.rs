@@ -22,6 +22,7 @@ pub mod metrics_log;
 pub mod notice;
 pub mod observer;
 pub mod preflight;
+pub mod run_data;
 pub mod rundir;
 mod runner;
 pub mod session;

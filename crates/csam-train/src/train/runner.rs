@@ -13,6 +13,7 @@ use super::metrics_log::{EpochRecord, MetricsLog, TrainStats};
 use super::notice::{self, RunNotice};
 use super::observer::RunObserver;
 use super::preflight;
+use super::run_data::TrainEpoch;
 use super::rundir::{Plan, RunDir, Split};
 use super::session::Session;
 use super::summary::RunSummary;
@@ -127,7 +128,7 @@ pub fn prepare(request: &TrainRequest) -> Result<PreparedRun> {
     };
     preflight::check_writable(run_dir.root())?;
     request.runtime.apply_threads();
-    let session = Session::prepare(spec, device)?;
+    let session = Session::prepare(spec, device, request.runtime.data_workers())?;
     notices.extend(notice::full_batch(spec.batch_size, session.data.n_train()));
     let run_bytes = session.estimated_output_bytes();
     let needed = match resuming {
@@ -365,13 +366,13 @@ fn train_epoch(
     let (mut loss_sum, mut correct, mut seen) = (0.0f64, 0.0f64, 0.0f64);
     let (mut second_passes, mut steps_taken) = (0usize, 0usize);
     let mut lr = 0.0;
-    let loader = session.data.train_loader(spec, session.device)?;
-    let order = loader.order(epoch as u64);
+    let TrainEpoch { order, batches } =
+        session
+            .data
+            .train_epoch(spec, session.device, epoch as u64)?;
     let trainer = &mut session.trainer;
-    let batches = loader
-        .epoch(epoch as u64)
-        .zip(order.chunks(spec.batch_size));
-    for (step, ((xs, ys), examples)) in batches.enumerate() {
+    for (step, (batch, examples)) in batches.zip(order.chunks(spec.batch_size)).enumerate() {
+        let (xs, ys) = batch?;
         lr = trainer.set_learning_rate(state.global_step);
         let stats = match trainer.step((&xs, &ys), state.global_step, examples)? {
             Ok(stats) => stats,

@@ -1,5 +1,5 @@
 //! A run's live objects, built from its configuration: the data splits with
-//! their normalisation ([`RunData`]) and the model with its optimizer, SAM
+//! their normalisation ([`RunData`], in memory or streamed) and the model with its optimizer, SAM
 //! family step and learning-rate schedule ([`Trainer`]). This is the one
 //! place where the training loop meets the `data`, `model` and `optim`
 //! modules. The two halves are separate so that a batch loader can borrow
@@ -12,11 +12,12 @@ use tch::{nn::VarStore, Device, Tensor};
 use super::checkpoint::{self, epoch_seed, TrainState};
 use super::error::{ConfigError, Result, TrainError};
 use super::evaluate::{predict_mode, Predictions};
+use super::run_data::RunData;
 use super::rundir::{RunDir, Split};
 use crate::spec::{
     BaseSpec, LossSpec, MixingSpec, ModelSpec, OptimSpec, RunSpec, Schedule, UpdateRule,
 };
-use csam_data::{Augmentation, BatchLoader, Dataset, LoaderOptions, Normalization, Splits};
+use csam_data::{BatchLoader, Dataset, LoaderOptions, Normalization};
 use csam_nn::loss::{AdaFocal, AdaFocalBins, CorrectnessHistory, TrainingLoss};
 use csam_nn::mixing::TrainBatch;
 use csam_nn::model::balcal::HeadLogits;
@@ -27,13 +28,6 @@ use csam_nn::optim::{
     plain_step, AdamW, AdamWConfig, BaseOptimizer, BsamConfig, BsamStep, Horizon, LrSchedule,
     OptimError, SamConfig, SamStep, Sgd, SgdConfig, StepStats,
 };
-
-/// The data of a run: train / val / test splits and the normalisation
-/// fitted on the training split.
-pub struct RunData {
-    splits: Splits,
-    normalization: Normalization,
-}
 
 /// What a run's steps minimise: the training loss on each batch, fed to the
 /// model as its mixing says, with the mixing's draws derived from the run's
@@ -117,10 +111,11 @@ impl Session {
     /// split and builds the model (initialised from the run's seed, or from
     /// the spec's init weights) and the optimizer. A resumed run then
     /// overwrites the weights with its checkpoint's.
-    pub fn prepare(spec: &RunSpec, device: Device) -> Result<Session> {
+    pub fn prepare(spec: &RunSpec, device: Device, workers: usize) -> Result<Session> {
+        RunData::check_spec(spec)?;
         // A source without a training part is refused by the split, which names it.
-        let splits = spec.data.splits(spec.seed)?;
-        let (classes, needed) = (splits.train.n_classes, spec.loss.min_classes());
+        let data = RunData::load(spec, workers)?;
+        let (classes, needed) = (data.n_classes(), spec.loss.min_classes());
         if classes < needed {
             return Err(ConfigError::invalid(
                 "loss",
@@ -129,20 +124,19 @@ impl Session {
             )
             .into());
         }
-        let normalization = Normalization::fit(&splits.train)?;
         tch::manual_seed(epoch_seed(spec.seed, 0));
-        let steps_per_epoch = splits.train.n.div_ceil(spec.batch_size);
+        let n_train = data.n_train();
         let mut trainer = Trainer::new(
             &spec.model,
             Objective::of(spec),
             &spec.optim,
             spec.epochs,
-            (input_shape(&splits.train), splits.train.n_classes),
+            (data.input_shape(), classes),
             device,
-            (steps_per_epoch, splits.train.n),
+            (n_train.div_ceil(spec.batch_size), n_train),
         )?;
         if spec.loss.needs_correctness_history() {
-            trainer.history = Some(CorrectnessHistory::new(splits.train.n));
+            trainer.history = Some(CorrectnessHistory::new(n_train));
         }
         if let Some(init) = &spec.model.init {
             let kept = match spec.model.init_new_classifier {
@@ -168,82 +162,37 @@ impl Session {
         Ok(Session {
             spec: spec.clone(),
             device,
-            data: RunData {
-                splits,
-                normalization,
-            },
+            data,
             trainer,
         })
     }
 
     /// Optimizer steps per epoch (the last batch may be smaller).
     pub fn steps_per_epoch(&self) -> usize {
-        self.data.splits.train.n.div_ceil(self.spec.batch_size)
+        self.data.n_train().div_ceil(self.spec.batch_size)
     }
 
     /// An upper estimate of the bytes the run writes into its directory
     /// (see [`super::preflight::estimate_run_bytes`]).
     pub fn estimated_output_bytes(&self) -> u64 {
-        let splits = &self.data.splits;
-        let predictions = (splits.val.n + splits.test.n) as u64;
+        let predictions =
+            (self.data.split_len(Split::Val) + self.data.split_len(Split::Test)) as u64;
         super::preflight::estimate_run_bytes(
             super::preflight::weight_bytes(self.trainer.var_store()),
-            predictions * splits.train.n_classes as u64,
+            predictions * self.data.n_classes() as u64,
             predictions,
         )
     }
 
     /// The model's predictions on a split, in eval mode.
     pub fn predict_split(&self, split: Split) -> Result<Predictions> {
-        predict_dataset(
+        self.data.predict(
             &self.trainer.model,
-            self.data.split(split),
-            &self.data.normalization,
+            split,
             self.spec.batch_size,
             self.device,
             Mode::Eval,
         )
-    }
-}
-
-impl RunData {
-    /// The dataset of a split.
-    pub fn split(&self, split: Split) -> &Dataset {
-        match split {
-            Split::Val => &self.splits.val,
-            Split::Test => &self.splits.test,
-        }
-    }
-
-    /// The loader of the training split: order and augmentation of epoch e
-    /// are a pure function of (seed, e).
-    pub fn train_loader(&self, spec: &RunSpec, device: Device) -> Result<BatchLoader<'_>> {
-        let train = &self.splits.train;
-        let augmentation = if spec.data.augment {
-            Augmentation::standard(train.height, train.width)
-        } else {
-            Augmentation::NONE
-        };
-        let options = LoaderOptions {
-            shuffle: spec.data.shuffle,
-            ..LoaderOptions::training(spec.batch_size, augmentation, spec.seed, device)
-        };
-        Ok(BatchLoader::new(train, &self.normalization, options)?)
-    }
-
-    /// Number of training examples.
-    pub fn n_train(&self) -> usize {
-        self.splits.train.n
-    }
-
-    /// Writes the training split's normalisation as JSON (for `csam eval`).
-    pub fn save_normalization(&self, path: &Path) -> Result<()> {
-        let json =
-            serde_json::to_vec_pretty(&self.normalization).map_err(|e| TrainError::Corrupt {
-                path: path.to_path_buf(),
-                message: e.to_string(),
-            })?;
-        super::atomic::write_atomic(path, &json)
     }
 }
 
