@@ -15,6 +15,7 @@ import struct
 from pathlib import Path
 
 import numpy as np
+import scipy.io
 import torch
 from safetensors.torch import save
 
@@ -80,6 +81,21 @@ def npy_seeds():
     (CORPUS / "npy" / "seed_images_u1_nhwc.npy").write_bytes(npy(images))
 
 
+def mat(arrays, compress):
+    buffer = io.BytesIO()
+    scipy.io.savemat(buffer, arrays, format="5", do_compression=compress, oned_as="column")
+    return buffer.getvalue()
+
+
+def svhn_mat_seeds():
+    # Two 32x32x3 images: a whole file is a few kB the fuzzer can mutate.
+    x = (np.arange(2 * 3072) % 251).astype(np.uint8).reshape(32, 32, 3, 2, order="F")
+    write("svhn_mat", "u8_labels_compressed", mat({"X": x, "y": np.array([[10], [3]], np.uint8)}, True))
+    write("svhn_mat", "double_labels_plain", mat({"X": x, "y": np.array([[1.0], [10.0]])}, False))
+    write("svhn_mat", "bad_label_zero", mat({"X": x, "y": np.array([[0], [3]], np.uint8)}, False))
+    write("svhn_mat", "bad_no_labels", mat({"X": x}, True))
+
+
 def safetensors_seeds():
     # The fuzz target's model: MLP 4 -> 3 -> 2 (keys as in tests/fixtures/twins.py).
     torch.manual_seed(0)
@@ -96,4 +112,5 @@ if __name__ == "__main__":
     cifar_seeds()
     npy_images_seeds()
     npy_seeds()
+    svhn_mat_seeds()
     safetensors_seeds()

@@ -15,13 +15,14 @@ use crate::check;
 
 /// Every target, in the order they run: the csam-calib readers, then the
 /// csam-train ones (which link libtorch, `--features train`).
-pub const TARGETS: [&str; 8] = [
+pub const TARGETS: [&str; 9] = [
     "npy",
     "npz",
     "csv",
     "idx",
     "cifar",
     "npy_images",
+    "svhn_mat",
     "safetensors",
     "config",
 ];

@@ -8,8 +8,9 @@ pub type Result<T> = std::result::Result<T, DataError>;
 
 /// What went wrong while locating, reading, splitting or batching a dataset.
 ///
-/// Offsets are byte offsets into the file as stored, except for gzipped files,
-/// where they count bytes of the *decompressed* stream (said in the message).
+/// Offsets are byte offsets into the file as stored, except for gzipped files
+/// and compressed MAT-file elements, where they count bytes of the
+/// *decompressed* stream (said in the message).
 #[derive(Debug, thiserror::Error)]
 pub enum DataError {
     /// The dataset spec string could not be parsed.
@@ -46,11 +47,14 @@ pub enum DataError {
         reason: String,
     },
 
-    /// A gzip stream that ends early or is corrupt.
-    #[error("{path}: gzip stream broken after {offset} decompressed bytes: {source}")]
-    Gzip {
+    /// A gzip stream (or a zlib stream inside a file) that ends early or is
+    /// corrupt.
+    #[error("{path}: {format} stream broken after {offset} decompressed bytes: {source}")]
+    Compressed {
         path: PathBuf,
         offset: u64,
+        /// `gzip` or `zlib`.
+        format: &'static str,
         #[source]
         source: std::io::Error,
     },
@@ -89,6 +93,16 @@ pub enum DataError {
         path: PathBuf,
         offset: u64,
         label: i128,
+    },
+
+    /// A stored label value that does not name a class of its format (an
+    /// SVHN `y` outside 1..10).
+    #[error("{path}: label {value} at byte {offset} is not {expected}")]
+    BadLabel {
+        path: PathBuf,
+        offset: u64,
+        value: String,
+        expected: String,
     },
 
     /// Images and labels disagree on the number of samples.

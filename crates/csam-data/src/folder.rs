@@ -123,8 +123,9 @@ fn is_hidden(path: &Path) -> bool {
         .is_some_and(|n| n.to_string_lossy().starts_with('.'))
 }
 
-/// Entries of `dir` passing `keep`, sorted by file name.
-fn sorted_entries(dir: &Path, keep: impl Fn(&Path) -> bool) -> Result<Vec<PathBuf>> {
+/// Entries of `dir` passing `keep`, sorted by file name, hidden ones
+/// (`.name`) left out.
+pub(crate) fn sorted_entries(dir: &Path, keep: impl Fn(&Path) -> bool) -> Result<Vec<PathBuf>> {
     let mut entries = Vec::new();
     for entry in std::fs::read_dir(dir).map_err(|e| DataError::io(dir, e))? {
         let path = entry.map_err(|e| DataError::io(dir, e))?.path();
@@ -159,7 +160,8 @@ pub(crate) fn image_files(class_dir: &Path) -> Result<Vec<PathBuf>> {
     sorted_entries(class_dir, is_image_file)
 }
 
-fn is_image_file(path: &Path) -> bool {
+/// A file with an image extension (png, jpg, jpeg, any case).
+pub(crate) fn is_image_file(path: &Path) -> bool {
     path.is_file()
         && path
             .extension()
@@ -180,6 +182,25 @@ fn probe(path: &Path) -> Result<((u32, u32), bool)> {
         .into_decoder()
         .map_err(decode_error)?;
     Ok((decoder.dimensions(), decoder.color_type().has_color()))
+}
+
+/// Decodes an image file, which must be `width x height` pixels.
+pub(crate) fn decode_image(
+    path: &Path,
+    (width, height): (usize, usize),
+) -> Result<image::DynamicImage> {
+    let image = image::open(path).map_err(|source| DataError::Decode {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    if (image.width() as usize, image.height() as usize) != (width, height) {
+        return Err(DataError::ShapeMismatch {
+            path: path.to_path_buf(),
+            expected: format!("{width}x{height} pixels"),
+            found: format!("{}x{} pixels", image.width(), image.height()),
+        });
+    }
+    Ok(image)
 }
 
 /// Reads every image of every class folder (label = folder index): a first
@@ -220,21 +241,7 @@ fn read_part(dir: &Path, classes: &[PathBuf]) -> Result<Part> {
     let channels = if has_colour { 3 } else { 1 };
     let mut images = Vec::with_capacity(files.len() * channels * width * height);
     for path in &files {
-        let image = image::open(path).map_err(|source| DataError::Decode {
-            path: path.clone(),
-            source,
-        })?;
-        if (image.width() as usize, image.height() as usize) != (width, height) {
-            return Err(DataError::ShapeMismatch {
-                path: path.clone(),
-                expected: format!("{width}x{height} pixels"),
-                found: format!(
-                    "{}x{} pixels (header said otherwise)",
-                    image.width(),
-                    image.height()
-                ),
-            });
-        }
+        let image = decode_image(path, (width, height))?;
         if has_colour {
             images.extend(hwc_to_chw(image.to_rgb8().as_raw(), 3, height, width));
         } else {

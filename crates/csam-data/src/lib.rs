@@ -8,8 +8,9 @@
 //! training, augmented) `tch` tensors, deterministically per (seed, epoch).
 //!
 //! Formats: IDX (MNIST family), CIFAR-10 / CIFAR-100 binary, `.npy` image
-//! arrays (CIFAR-10-C), image folders, and the bundled datasets compiled into
-//! the library ([`bundled`]). Every malformed file gives a [`DataError`] that
+//! arrays (CIFAR-10-C), image folders, SVHN's MAT-files, Tiny-ImageNet-200's
+//! JPEG tree, and the bundled datasets compiled into the library
+//! ([`bundled`]). Every malformed file gives a [`DataError`] that
 //! names the file and the byte offset.
 //!
 //! ```
@@ -42,6 +43,7 @@ mod error;
 mod folder;
 mod idx;
 mod loader;
+mod mat;
 mod normalize;
 mod npy;
 pub mod parse;
@@ -51,6 +53,8 @@ mod spec;
 mod split;
 mod stream;
 pub mod streaming;
+mod svhn;
+mod tiny_imagenet;
 
 pub use augment::Augmentation;
 pub use bundled::{BundledFile, BUNDLED_FILES};

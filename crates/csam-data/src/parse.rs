@@ -35,7 +35,7 @@ use std::path::Path;
 use super::error::Result;
 use super::part::{into_source, Classes};
 use super::stream::ByteStream;
-use super::{cifar, idx, npy, DataSource};
+use super::{cifar, idx, npy, svhn, DataSource};
 
 /// One file's bytes and the name that stands for it in error messages.
 #[derive(Debug, Clone, Copy)]
@@ -84,4 +84,10 @@ pub fn cifar10_batch(batch: InMemory<'_>) -> Result<DataSource> {
 /// One CIFAR-100 binary file (`train.bin`, `test.bin`), fine labels.
 pub fn cifar100_batch(batch: InMemory<'_>) -> Result<DataSource> {
     cifar::read_cifar100_batch(batch.stream())
+}
+
+/// One SVHN MAT-file (`train_32x32.mat`, `test_32x32.mat`): level 5,
+/// little-endian, its `X` and `y` read as `svhn:DIR` reads them.
+pub fn svhn_mat(file: InMemory<'_>) -> Result<DataSource> {
+    svhn::read_source(file.stream())
 }

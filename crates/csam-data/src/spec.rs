@@ -6,7 +6,7 @@ use std::str::FromStr;
 
 use super::error::{DataError, Result};
 use super::part::{into_source, Classes};
-use super::{bundled, cifar, folder, idx, npy, Augmentation, DataSource};
+use super::{bundled, cifar, folder, idx, npy, svhn, tiny_imagenet, Augmentation, DataSource};
 
 /// The data set `csam compare` and `csam sweep` use when none is named: the
 /// whole of Fashion-MNIST, bundled.
@@ -25,6 +25,8 @@ pub const DEFAULT_DATA: &str = "fashion-mnist-full";
 /// | `cifar100:DIR`                | CIFAR-100 binary files, fine labels                       |
 /// | `npy:IMAGES,LABELS[,CLASSES]` | `.npy` uint8 images (N,H,W,C) + integer labels, test only; classes default to largest label + 1 |
 /// | `folder:DIR`                  | `DIR/<class>/*.png` (split 80/20) or `DIR/train/<class>` + `DIR/test/<class>` |
+/// | `svhn:DIR`                    | SVHN cropped digits, `DIR/{train,test}_32x32.mat` (MAT-files; train optional), 3x32x32, 10 classes (`10` read as digit 0) |
+/// | `tiny-imagenet:DIR`           | Tiny-ImageNet-200's archive layout: `train/<wnid>/images/` (optional) and `val/` (the test part), 3x64x64, classes in `wnids.txt` order |
 /// | `imagenet:DIR`                | `DIR/train/<class>/*.JPEG` + `DIR/val/<class>/*.JPEG`, streamed from disk at 224x224 ([`crate::streaming`]); 20% of `val/` held out for validation, the rest the test set |
 ///
 /// A CIFAR-10-C corruption file stacks its 5 severities, 10,000 images each,
@@ -47,6 +49,8 @@ pub enum DatasetSpec {
         n_classes: Option<usize>,
     },
     Folder(PathBuf),
+    Svhn(PathBuf),
+    TinyImagenet(PathBuf),
     /// An ImageNet-layout folder, streamed ([`crate::streaming`]).
     ImageNet(PathBuf),
 }
@@ -79,6 +83,8 @@ impl FromStr for DatasetSpec {
             ("cifar10", _) => Ok(DatasetSpec::Cifar10(path()?)),
             ("cifar100", _) => Ok(DatasetSpec::Cifar100(path()?)),
             ("folder", _) => Ok(DatasetSpec::Folder(path()?)),
+            ("svhn", _) => Ok(DatasetSpec::Svhn(path()?)),
+            ("tiny-imagenet", _) => Ok(DatasetSpec::TinyImagenet(path()?)),
             ("imagenet", _) => Ok(DatasetSpec::ImageNet(path()?)),
             ("npy", Some(argument)) => {
                 let parts: Vec<&str> = argument.split(',').collect();
@@ -106,7 +112,8 @@ impl FromStr for DatasetSpec {
             ("npy", None) => Err(bad("expected npy:IMAGES.npy,LABELS.npy[,CLASSES]")),
             _ => Err(bad(
                 "unknown dataset; expected fashion-mnist, digits, mnist, fashion-mnist-full, \
-                 idx:DIR, cifar10:DIR, cifar100:DIR, npy:IMAGES,LABELS, folder:DIR or imagenet:DIR",
+                 idx:DIR, cifar10:DIR, cifar100:DIR, npy:IMAGES,LABELS, folder:DIR, svhn:DIR, \
+                 tiny-imagenet:DIR or imagenet:DIR",
             )),
         }
     }
@@ -134,6 +141,8 @@ impl fmt::Display for DatasetSpec {
                 }
             }
             DatasetSpec::Folder(dir) => write!(f, "folder:{}", dir.display()),
+            DatasetSpec::Svhn(dir) => write!(f, "svhn:{}", dir.display()),
+            DatasetSpec::TinyImagenet(dir) => write!(f, "tiny-imagenet:{}", dir.display()),
             DatasetSpec::ImageNet(dir) => write!(f, "imagenet:{}", dir.display()),
         }
     }
@@ -141,9 +150,9 @@ impl fmt::Display for DatasetSpec {
 
 impl DatasetSpec {
     /// Whether a left-right mirror keeps every label: true for clothing
-    /// (Fashion-MNIST) and natural images (CIFAR), false for digits and the
-    /// MNIST family in general (`idx:`), and, not knowing the content, for
-    /// `npy:` and `folder:` sources.
+    /// (Fashion-MNIST) and natural images (CIFAR, Tiny-ImageNet), false for
+    /// digits (`digits`, SVHN) and the MNIST family in general (`idx:`),
+    /// and, not knowing the content, for `npy:` and `folder:` sources.
     pub fn mirror_invariant(&self) -> bool {
         matches!(
             self,
@@ -151,6 +160,7 @@ impl DatasetSpec {
                 | DatasetSpec::FashionMnistFull
                 | DatasetSpec::Cifar10(_)
                 | DatasetSpec::Cifar100(_)
+                | DatasetSpec::TinyImagenet(_)
                 | DatasetSpec::ImageNet(_)
         )
     }
@@ -196,6 +206,8 @@ pub fn load(spec: &DatasetSpec) -> Result<DataSource> {
             into_source(&name, None, part, classes)
         }
         DatasetSpec::Folder(dir) => folder::load(dir, &name),
+        DatasetSpec::Svhn(dir) => svhn::load(dir, &name),
+        DatasetSpec::TinyImagenet(dir) => tiny_imagenet::load(dir, &name),
         DatasetSpec::ImageNet(_) => Err(DataError::Streamed { spec: name }),
     }
 }
@@ -217,6 +229,8 @@ mod tests {
             "npy:a.npy,b.npy",
             "npy:a.npy,b.npy,10",
             "folder:imgs",
+            "svhn:/data/svhn",
+            "tiny-imagenet:tiny-imagenet-200",
             "imagenet:/data/imagenet",
         ] {
             let spec: DatasetSpec = text.parse().unwrap();
@@ -240,6 +254,8 @@ mod tests {
         assert_eq!((cifar.crop_padding, cifar.horizontal_flip), (4, true));
         assert!(DatasetSpec::FashionMnist.mirror_invariant());
         assert!(!DatasetSpec::Idx("m".into()).mirror_invariant());
+        assert!(!DatasetSpec::Svhn("s".into()).mirror_invariant());
+        assert!(DatasetSpec::TinyImagenet("t".into()).mirror_invariant());
     }
 
     #[test]
@@ -253,6 +269,10 @@ mod tests {
             "npy:a.npy,b.npy,0",
             "npy:a.npy,b.npy,ten",
             "npy:,b.npy",
+            "svhn",
+            "svhn:",
+            "tiny-imagenet",
+            "tinyimagenet:x",
             "imagenet:",
             "",
         ] {

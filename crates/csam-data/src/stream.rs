@@ -3,13 +3,15 @@
 //! name the file and the offset.
 //!
 //! Gzip is recognised by its magic bytes `1f 8b`, not by the file name.
-//! Offsets then count bytes of the decompressed stream.
+//! Offsets then count bytes of the decompressed stream. A zlib stream
+//! embedded in a file (a MAT-file's `miCOMPRESSED` element) is read through
+//! [`ByteStream::zlib`] the same way.
 
 use std::fs::File;
 use std::io::{BufRead, BufReader, Read};
 use std::path::{Path, PathBuf};
 
-use flate2::read::GzDecoder;
+use flate2::read::{GzDecoder, ZlibDecoder};
 
 use super::error::{DataError, Result};
 
@@ -29,6 +31,8 @@ pub(crate) struct ByteStream<'a> {
     inner: Box<dyn Read + 'a>,
     offset: u64,
     decompressed: bool,
+    /// The compression format, named in errors of a broken stream.
+    format: &'static str,
     /// Upper bound on the bytes the whole stream can hold.
     max_len: u64,
 }
@@ -45,9 +49,9 @@ impl<'a> ByteStream<'a> {
             .map_err(|e| DataError::io(path, e))?
             .starts_with(&[0x1f, 0x8b]);
         Ok(if is_gzip {
-            ByteStream::new(path, Box::new(GzDecoder::new(reader)), true, len)
+            ByteStream::new(path, Box::new(GzDecoder::new(reader)), Some("gzip"), len)
         } else {
-            ByteStream::new(path, Box::new(reader), false, len)
+            ByteStream::new(path, Box::new(reader), None, len)
         })
     }
 
@@ -56,13 +60,32 @@ impl<'a> ByteStream<'a> {
     pub(crate) fn from_bytes(path: &Path, bytes: &'a [u8]) -> ByteStream<'a> {
         let len = bytes.len() as u64;
         if bytes.starts_with(&[0x1f, 0x8b]) {
-            ByteStream::new(path, Box::new(GzDecoder::new(bytes)), true, len)
+            ByteStream::new(path, Box::new(GzDecoder::new(bytes)), Some("gzip"), len)
         } else {
-            ByteStream::new(path, Box::new(bytes), false, len)
+            ByteStream::new(path, Box::new(bytes), None, len)
         }
     }
 
-    fn new(path: &Path, inner: Box<dyn Read + 'a>, decompressed: bool, stored_len: u64) -> Self {
+    /// A stream over the zlib-decompressed contents of `compressed`; `path`
+    /// names the compressed data in error messages, offsets count
+    /// decompressed bytes.
+    pub(crate) fn zlib(path: &Path, compressed: &'a [u8]) -> ByteStream<'a> {
+        let len = compressed.len() as u64;
+        ByteStream::new(
+            path,
+            Box::new(ZlibDecoder::new(compressed)),
+            Some("zlib"),
+            len,
+        )
+    }
+
+    fn new(
+        path: &Path,
+        inner: Box<dyn Read + 'a>,
+        format: Option<&'static str>,
+        stored_len: u64,
+    ) -> Self {
+        let decompressed = format.is_some();
         let max_len = if decompressed {
             stored_len.saturating_mul(MAX_DEFLATE_RATIO)
         } else {
@@ -73,6 +96,7 @@ impl<'a> ByteStream<'a> {
             inner,
             offset: 0,
             decompressed,
+            format: format.unwrap_or("plain"),
             max_len,
         }
     }
@@ -91,6 +115,29 @@ impl<'a> ByteStream<'a> {
         let bytes = self.read_vec(N as u64, "header")?;
         // Invariant: read_vec returns exactly the requested length or an error.
         Ok(bytes.try_into().expect("read_vec returned N bytes"))
+    }
+
+    /// Reads `N` bytes, or None at the end of the stream (for formats made
+    /// of records up to the end, like a MAT-file's data elements); a stream
+    /// that ends within the `N` bytes is `Truncated`.
+    pub(crate) fn read_array_or_end<const N: usize>(&mut self) -> Result<Option<[u8; N]>> {
+        let mut buffer = Vec::with_capacity(N);
+        let start = self.offset;
+        let result = (&mut self.inner).take(N as u64).read_to_end(&mut buffer);
+        self.offset += buffer.len() as u64;
+        result.map_err(|e| self.read_error(e))?;
+        match buffer.len() {
+            0 => Ok(None),
+            // Invariant: the length is N here.
+            n if n == N => Ok(Some(buffer.try_into().expect("N bytes"))),
+            _ => Err(DataError::Truncated {
+                path: self.path.clone(),
+                offset: self.offset,
+                expected: start + N as u64,
+                found: self.offset,
+                decompressed: self.decompressed,
+            }),
+        }
     }
 
     /// Reads exactly `len` bytes whose count a header claimed. A claim larger
@@ -116,7 +163,8 @@ impl<'a> ByteStream<'a> {
                 offset: self.offset,
                 reason: format!(
                     "{what} needs {len} bytes from here but the file can hold at most \
-                     {available} (gzip expands at most 1032:1)"
+                     {available} ({} expands at most 1032:1)",
+                    self.format
                 ),
             });
         }
@@ -147,13 +195,14 @@ impl<'a> ByteStream<'a> {
         Ok(buffer)
     }
 
-    /// A failed read at the current offset: a broken gzip stream (truncated
-    /// or corrupt) when decompressing, else an I/O error.
+    /// A failed read at the current offset: a broken gzip or zlib stream
+    /// (truncated or corrupt) when decompressing, else an I/O error.
     fn read_error(&self, source: std::io::Error) -> DataError {
         if self.decompressed {
-            DataError::Gzip {
+            DataError::Compressed {
                 path: self.path.clone(),
                 offset: self.offset,
+                format: self.format,
                 source,
             }
         } else {
@@ -274,10 +323,10 @@ mod tests {
         let cut = &gz[..gz.len() / 2];
         let mut stream = ByteStream::from_bytes(Path::new("x.gz"), cut);
         match stream.read_vec(payload.len() as u64, "data") {
-            Err(DataError::Gzip { offset, .. }) => {
+            Err(DataError::Compressed { offset, .. }) => {
                 assert!(offset > 0 && offset < payload.len() as u64, "{offset}")
             }
-            other => panic!("expected Gzip, got {other:?}"),
+            other => panic!("expected Compressed, got {other:?}"),
         }
     }
 

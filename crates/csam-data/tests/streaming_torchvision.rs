@@ -83,7 +83,6 @@ fn read(path: &Path) -> Vec<u8> {
 #[test]
 fn crops_evaluation_batches_and_jpeg_decoding_match_torchvision() {
     let Some(python) = support::python() else {
-        eprintln!("skipped: no project venv (.venv/bin/python) and no CSAM_PYTHON");
         return;
     };
     let f = fixture();
@@ -147,7 +146,7 @@ fn crops_evaluation_batches_and_jpeg_decoding_match_torchvision() {
     });
     let cases_file = f.root.join("cases.json");
     std::fs::write(&cases_file, cases.to_string()).unwrap();
-    support::run_script(&python, "torchvision_transforms.py", &[&cases_file]);
+    support::run_fixture_script(&python, "torchvision_transforms.py", &[&cases_file]);
 
     // Pillow's fixed-point resampling, reproduced: the same bytes where
     // Pillow runs the horizontal pass first, at most one level apart where

@@ -1,5 +1,5 @@
 //! Replays the committed fuzz corpus of the csam-train targets
-//! (`fuzz/corpus/{idx,npy_images,cifar,safetensors,config}/`) through the
+//! (`fuzz/corpus/{idx,npy_images,cifar,svhn_mat,safetensors,config}/`) through the
 //! entry points the cargo-fuzz targets call, so plain `cargo test` runs every
 //! seed and regression input without libFuzzer.
 //!
@@ -61,6 +61,13 @@ fn cifar_corpus_replays() {
         let batch = named("batch.bin", bytes);
         let (ten, hundred) = (parse::cifar10_batch(batch), parse::cifar100_batch(batch));
         ten.or(hundred)
+    });
+}
+
+#[test]
+fn svhn_mat_corpus_replays() {
+    replay("svhn_mat", |bytes| {
+        parse::svhn_mat(named("test_32x32.mat", bytes))
     });
 }
 

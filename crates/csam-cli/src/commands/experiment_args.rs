@@ -33,7 +33,7 @@ pub struct RunArgs {
     #[arg(long, value_name = "N")]
     n_seeds: Option<u64>,
     /// Data set: fashion-mnist-full (the whole of Fashion-MNIST, bundled), fashion-mnist
-    /// (its bundled 10,000-image subset), digits, idx:DIR, cifar10:DIR, folder:DIR, ...
+    /// (its bundled 10,000-image subset), digits, idx:DIR, cifar10:DIR, svhn:DIR, folder:DIR, ...
     /// (default fashion-mnist-full).
     #[arg(long, value_name = "SPEC")]
     data: Option<String>,

@@ -1,36 +1,57 @@
-//! What the data tests share: the project venv's python for the tests that
-//! check against a Python reference, and generated image files.
+//! What the tests of csam-data share: the project venv's python, running a
+//! fixture script, comparing a loaded part with the `.npy` pair a script
+//! computed independently, and generated image files.
 
 #![allow(dead_code)] // each test binary uses its own share of these helpers
 
 use std::path::{Path, PathBuf};
 
+use csam_data::{load, Dataset, DatasetSpec};
+
 /// The project venv's python (`<workspace>/.venv/bin/python`), or
-/// `CSAM_PYTHON`; None when neither exists (the reference tests then skip
-/// with a notice).
+/// `CSAM_PYTHON`; None, with a notice, when neither exists (the test then
+/// skips).
 pub fn python() -> Option<PathBuf> {
-    if let Some(p) = std::env::var_os("CSAM_PYTHON") {
-        return Some(PathBuf::from(p));
+    let python = match std::env::var_os("CSAM_PYTHON") {
+        Some(p) => PathBuf::from(p),
+        None => Path::new(env!("CARGO_MANIFEST_DIR")).join("../../.venv/bin/python"),
+    };
+    if python.exists() {
+        Some(python)
+    } else {
+        eprintln!("SKIPPED: no python at <workspace>/.venv/bin/python (set CSAM_PYTHON)");
+        None
     }
-    let venv = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../.venv/bin/python");
-    venv.exists().then_some(venv)
 }
 
-/// Runs `tests/twins/<script>` with `args`, asserting success.
-pub fn run_script(python: &Path, script: &str, args: &[&Path]) {
+/// Runs `tests/data_fixtures/<script> <args>` with `python`; panics with its
+/// stderr if it fails.
+pub fn run_fixture_script(python: &Path, script: &str, args: &[&Path]) {
     let script = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/twins")
+        .join("tests/data_fixtures")
         .join(script);
     let output = std::process::Command::new(python)
-        .arg(script)
+        .arg(&script)
         .args(args)
         .output()
         .unwrap();
     assert!(
         output.status.success(),
-        "{}",
+        "{}: {}",
+        script.display(),
         String::from_utf8_lossy(&output.stderr)
     );
+}
+
+/// The test part of `npy:<dir>/expected_<part>_images.npy,<dir>/expected_<part>_labels.npy,<classes>`:
+/// what a fixture script computed (images NHWC, read as CHW like any `npy:` source).
+pub fn expected(dir: &Path, part: &str, classes: usize) -> Dataset {
+    let spec = DatasetSpec::Npy {
+        images: dir.join(format!("expected_{part}_images.npy")),
+        labels: dir.join(format!("expected_{part}_labels.npy")),
+        n_classes: Some(classes),
+    };
+    load(&spec).unwrap().test
 }
 
 /// A `width x height` test image with `channels` (1 or 3) bytes per

@@ -129,7 +129,7 @@ use ValueKind::*;
 /// Every key, in the order of help texts.
 pub static KEYS: &[Key] = &[
     key("data", &["data", "source"], Text,
-        "Data set: fashion-mnist, digits, mnist, fashion-mnist-full, idx:DIR, cifar10:DIR, cifar100:DIR, npy:IMAGES,LABELS, folder:DIR"),
+        "Data set: fashion-mnist, digits, mnist, fashion-mnist-full, idx:DIR, cifar10:DIR, cifar100:DIR, npy:IMAGES,LABELS, folder:DIR, svhn:DIR, tiny-imagenet:DIR"),
     key("val_size", &["data", "val_size"], CountOrFraction,
         "Validation hold-out of the training part: a count (5000) or a fraction (0.1), stratified (default 0.1)"),
     key("split_seed", &["data", "split_seed"], Count,
