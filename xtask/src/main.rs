@@ -32,14 +32,19 @@ const TORCH_VERSION: &str = "2.11.0";
 /// Python packages the tests use beside torch: the PyTorch-twin and benchmark
 /// scripts read and write safetensors (whose torch flavour needs numpy), and
 /// the twins of torchvision's and timm's models are their own (torchvision's
-/// release paired with torch 2.11.0), and TensorBoard's own reader reads back
-/// the event files of the runs (crates/csam-cli/tests/tensorboard_cli.rs).
-const TEST_PACKAGES: [(&str, &str); 5] = [
+/// release paired with torch 2.11.0), TensorBoard's own reader reads back
+/// the event files of the runs (crates/csam-cli/tests/tensorboard_cli.rs),
+/// and the image corruptions are checked against the scipy.ndimage and
+/// Pillow calls of the CIFAR-10-C reference code
+/// (crates/csam-data/tests/shift_corrupt_twins.rs).
+const TEST_PACKAGES: [(&str, &str); 7] = [
     ("numpy", "2.4.6"),
     ("safetensors", "0.8.0"),
     ("torchvision", "0.26.0"),
     ("timm", "1.0.31"),
     ("tensorboard", "2.21.0"),
+    ("scipy", "1.17.1"),
+    ("pillow", "13.0.0"),
 ];
 
 /// What the Python package `csam_calib` (crates/csam-calib-py) needs to build

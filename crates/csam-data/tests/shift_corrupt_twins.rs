@@ -1,0 +1,272 @@
+//! The corruptions' building blocks against the libraries the reference
+//! code calls: Pillow (pixelate, JPEG) and scipy.ndimage (the bilinear
+//! sampler of the elastic transform, the zoom of zoom blur and snow, the
+//! Gaussian filter of glass blur and the elastic transform), run by
+//! `tests/shift_fixtures/corrupt_twins.py` in the project venv.
+//!
+//! Needs the project venv's python with numpy, scipy and Pillow (`cargo xtask
+//! setup`), or `CSAM_PYTHON`; each twin is skipped with a notice when python
+//! is absent.
+
+mod support;
+
+use csam_data::corrupt::border::Border;
+use csam_data::corrupt::digital::{jpeg_compression, pixelate, JPEG_QUALITY, PIXELATE};
+use csam_data::corrupt::filter::gaussian_filter;
+use csam_data::corrupt::resample::{bilinear, clipped_zoom};
+use csam_data::corrupt::Image;
+use csam_data::{load, DatasetSpec};
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use support::{f64_bytes, f64_values, python, run_reference};
+
+const SCRIPT: &str = "corrupt_twins.py";
+
+fn skip() {
+    eprintln!("SKIPPED: no python at <workspace>/.venv/bin/python (set CSAM_PYTHON)");
+}
+
+/// Real images: CIFAR-10 samples (3 channels) and Fashion-MNIST (1 channel).
+fn real_images() -> Vec<Image> {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../data/cifar10-samples");
+    let cifar = load(&DatasetSpec::Folder(dir)).unwrap().train.unwrap();
+    let fashion = load(&DatasetSpec::FashionMnist).unwrap().test;
+    (0..4)
+        .map(|i| Image::from_bytes(cifar.image(i), 3, 32, 32))
+        .chain((0..2).map(|i| Image::from_bytes(fashion.image(i), 1, 28, 28)))
+        .collect()
+}
+
+/// Random bytes at odd sizes, 1 and 3 channels.
+fn random_images() -> Vec<Image> {
+    let mut rng = ChaCha8Rng::seed_from_u64(17);
+    [(3, 5, 7), (1, 13, 20), (3, 40, 33)]
+        .map(|(c, h, w)| {
+            let bytes: Vec<u8> = (0..c * h * w).map(|_| rng.random()).collect();
+            Image::from_bytes(&bytes, c, h, w)
+        })
+        .to_vec()
+}
+
+/// `image`'s bytes interleaved (`H x W x C`), as PIL and numpy hold them.
+fn hwc(image: &Image) -> Vec<u8> {
+    let (bytes, plane) = (image.to_bytes(), image.plane_len());
+    (0..plane)
+        .flat_map(|i| (0..image.channels).map(move |c| (c, i)))
+        .map(|(c, i)| bytes[c * plane + i])
+        .collect()
+}
+
+/// `H W` then `extra`, the reference's arguments.
+fn args(height: usize, width: usize, extra: impl IntoIterator<Item = String>) -> Vec<String> {
+    [height.to_string(), width.to_string()]
+        .into_iter()
+        .chain(extra)
+        .collect()
+}
+
+#[test]
+fn pixelate_is_pillows_box_resize_byte_for_byte() {
+    let Some(python) = python() else {
+        return skip();
+    };
+    let dir = tempfile::tempdir().unwrap();
+    for image in real_images().iter().chain(&random_images()) {
+        let extra = [image.channels.to_string()]
+            .into_iter()
+            .chain(PIXELATE.map(|keep| format!("{keep:?}")));
+        let want = run_reference(
+            &python,
+            SCRIPT,
+            dir.path(),
+            "pixelate",
+            &hwc(image),
+            &args(image.height, image.width, extra),
+        );
+        for (keep, want) in PIXELATE.iter().zip(want.chunks_exact(image.data.len())) {
+            assert_eq!(
+                hwc(&pixelate(image, *keep)),
+                want,
+                "{}x{}x{} at {keep}",
+                image.channels,
+                image.height,
+                image.width
+            );
+        }
+    }
+}
+
+/// Mean absolute byte difference.
+fn byte_gap(a: &[u8], b: &[u8]) -> f64 {
+    let total: f64 = a
+        .iter()
+        .zip(b)
+        .map(|(x, y)| f64::from(x.abs_diff(*y)))
+        .sum();
+    total / a.len() as f64
+}
+
+/// JPEG against Pillow at the same quality, on the real images (random
+/// noise is every codec's worst case and says little). The two encoders
+/// share libjpeg's quality-scaled tables but not their DCT round-off, so a
+/// coefficient near the middle between two quantisation steps can land on
+/// the other step: bytes differ by 0.1 to 1.4 on average (up to about 20 in
+/// single pixels) at 4:4:4, against 2 to 9 between the clean image and
+/// Pillow's JPEG. So the test asks for a mean gap of at most 1.5 and under
+/// 40% of the JPEG's own change. Pillow's default, which the reference
+/// uses, subsamples colour chroma 4:2:0 where the `image` crate keeps it
+/// whole: there colour images differ by 3 to 6.5 on average (one channel is
+/// the same either way), so that gap is only bounded by 7.5.
+#[test]
+fn jpeg_is_close_to_pillows_at_the_same_quality() {
+    let Some(python) = python() else {
+        return skip();
+    };
+    let dir = tempfile::tempdir().unwrap();
+    for image in real_images() {
+        let clean = hwc(&image);
+        let reference = |subsampling: i32| {
+            let extra = [image.channels.to_string(), subsampling.to_string()]
+                .into_iter()
+                .chain(JPEG_QUALITY.map(|q| q.to_string()));
+            let all = run_reference(
+                &python,
+                SCRIPT,
+                dir.path(),
+                "jpeg",
+                &clean,
+                &args(image.height, image.width, extra),
+            );
+            all.chunks_exact(clean.len())
+                .map(<[u8]>::to_vec)
+                .collect::<Vec<_>>()
+        };
+        let (full_chroma, default) = (reference(0), reference(-1));
+        for (k, quality) in JPEG_QUALITY.into_iter().enumerate() {
+            let got = hwc(&jpeg_compression(&image, quality).unwrap());
+            let context = format!(
+                "{}x{}x{} at quality {quality}",
+                image.channels, image.height, image.width
+            );
+            let gap = byte_gap(&got, &full_chroma[k]);
+            let change = byte_gap(&clean, &full_chroma[k]);
+            assert!(
+                gap <= 1.5 && gap < 0.4 * change,
+                "{context}: {gap} against {change}"
+            );
+            let gap_default = byte_gap(&got, &default[k]);
+            assert!(gap_default <= 7.5, "{context}: {gap_default}");
+        }
+    }
+}
+
+#[test]
+fn the_bilinear_sampler_is_scipys_map_coordinates_with_reflect() {
+    let Some(python) = python() else {
+        return skip();
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let mut rng = ChaCha8Rng::seed_from_u64(3);
+    for (h, w) in [(8, 9), (1, 5), (32, 32)] {
+        let plane: Vec<f64> = (0..h * w).map(|_| rng.random()).collect();
+        // Points inside, near and far outside (several folds away).
+        let points: Vec<(f64, f64)> = (0..600)
+            .map(|_| {
+                let y = rng.random_range(-3.0 * h as f64 - 2.0..4.0 * h as f64 + 2.0);
+                (y, rng.random_range(-3.0 * w as f64..4.0 * w as f64))
+            })
+            .chain([(0.0, 0.0), (h as f64 - 1.0, w as f64 - 1.0), (-0.5, -0.5)])
+            .collect();
+        let mut input = plane.clone();
+        input.extend(points.iter().flat_map(|&(y, x)| [y, x]));
+        let want = f64_values(&run_reference(
+            &python,
+            SCRIPT,
+            dir.path(),
+            "map_coordinates",
+            &f64_bytes(&input),
+            &args(h, w, []),
+        ));
+        assert_eq!(want.len(), points.len());
+        for (&(y, x), want) in points.iter().zip(want) {
+            let got = bilinear(&plane, (h, w), (y, x), Border::Reflect);
+            assert!(
+                (got - want).abs() < 1e-12,
+                "{h}x{w} at ({y}, {x}): {got} vs {want}"
+            );
+        }
+    }
+}
+
+#[test]
+fn the_clipped_zoom_is_scipys_zoom_of_the_central_crop() {
+    let Some(python) = python() else {
+        return skip();
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let mut rng = ChaCha8Rng::seed_from_u64(4);
+    // Zoom blur's factors 1 + i / 100 and snow's 1.75, 2.25 (and 1.25).
+    let factors: Vec<f64> = (0..=25)
+        .map(|i| 1.0 + i as f64 * 0.01)
+        .chain([1.75, 2.25])
+        .collect();
+    for (h, w) in [(32, 32), (28, 28), (5, 7), (13, 20)] {
+        let plane: Vec<f64> = (0..h * w).map(|_| rng.random()).collect();
+        let extra = factors.iter().map(|f| format!("{f:?}"));
+        let want = f64_values(&run_reference(
+            &python,
+            SCRIPT,
+            dir.path(),
+            "clipped_zoom",
+            &f64_bytes(&plane),
+            &args(h, w, extra),
+        ));
+        assert_eq!(want.len(), factors.len() * h * w);
+        for (&factor, want) in factors.iter().zip(want.chunks_exact(h * w)) {
+            let got = clipped_zoom(&plane, (h, w), factor);
+            for (a, b) in got.iter().zip(want) {
+                assert!((a - b).abs() < 1e-12, "{h}x{w} by {factor}: {a} vs {b}");
+            }
+        }
+    }
+}
+
+#[test]
+fn the_gaussian_filter_is_scipys() {
+    let Some(python) = python() else {
+        return skip();
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let mut rng = ChaCha8Rng::seed_from_u64(5);
+    // Glass blur: truncate 4, nearest; the elastic field: truncate 3, reflect
+    // (sigma 6.4 on 32 pixels, 19 taps a side: they reach beyond small
+    // planes and fold more than once).
+    let cases = [
+        (0.25, 4.0, Border::Nearest, "nearest"),
+        (0.4, 4.0, Border::Nearest, "nearest"),
+        (0.96, 3.0, Border::Reflect, "reflect"),
+        (6.4, 3.0, Border::Reflect, "reflect"),
+    ];
+    for (h, w) in [(32, 32), (5, 7)] {
+        let plane: Vec<f64> = (0..h * w).map(|_| rng.random_range(-1.0..1.0)).collect();
+        let extra = cases.map(|(s, t, _, mode)| format!("{s:?}:{t:?}:{mode}"));
+        let want = f64_values(&run_reference(
+            &python,
+            SCRIPT,
+            dir.path(),
+            "gaussian",
+            &f64_bytes(&plane),
+            &args(h, w, extra),
+        ));
+        assert_eq!(want.len(), cases.len() * h * w);
+        for ((sigma, truncate, border, mode), want) in cases.iter().zip(want.chunks_exact(h * w)) {
+            let got = gaussian_filter(&plane, (h, w), *sigma, *truncate, *border);
+            for (a, b) in got.iter().zip(want) {
+                assert!(
+                    (a - b).abs() < 1e-12,
+                    "{h}x{w} sigma {sigma} {mode}: {a} vs {b}"
+                );
+            }
+        }
+    }
+}

@@ -1,0 +1,90 @@
+#!/usr/bin/env python3
+"""The references of tests/shift_corrupt_twins.rs: the library calls that
+Hendrycks & Dietterich's make_cifar_c.py makes, run on inputs the Rust test
+wrote, their outputs written back for it to compare.
+
+    corrupt_twins.py KIND IN OUT H W ARGS...
+
+IN and OUT are raw little-endian arrays (uint8 for images, float64
+otherwise) of an H x W image or plane. One call runs every case listed in
+ARGS, their outputs concatenated in that order. Kinds:
+
+- pixelate C KEEP...: PIL's two BOX resizes of the H x W x C uint8 image,
+  to (int(W * KEEP), int(H * KEEP)) and back.
+- jpeg C SUBSAMPLING QUALITY...: PIL's JPEG save at QUALITY with
+  SUBSAMPLING (-1: PIL's default, 4:2:0 for colour; 0: 4:4:4), reopened.
+- map_coordinates: scipy.ndimage.map_coordinates(order=1, mode='reflect')
+  of the H x W plane at the (y, x) points that follow it in IN.
+- clipped_zoom FACTOR...: the central ceil(H / FACTOR) x ceil(W / FACTOR)
+  crop, scipy.ndimage.zoom(order=1) by FACTOR, its central H x W.
+- gaussian SIGMA:TRUNCATE:MODE...: scipy.ndimage.gaussian_filter.
+"""
+import io
+import math
+import sys
+
+import numpy as np
+import scipy.ndimage as ndi
+from PIL import Image
+
+
+def pil_image(raw, h, w, c):
+    pixels = np.frombuffer(raw, np.uint8).reshape(h, w, c)
+    return Image.fromarray(pixels[:, :, 0] if c == 1 else pixels)
+
+
+def pixelate(raw, h, w, c, *keeps):
+    image = pil_image(raw, h, w, int(c))
+    for keep in map(float, keeps):
+        small = image.resize((int(w * keep), int(h * keep)), Image.BOX)
+        yield np.asarray(small.resize((w, h), Image.BOX), np.uint8).tobytes()
+
+
+def jpeg(raw, h, w, c, subsampling, *qualities):
+    image = pil_image(raw, h, w, int(c))
+    for quality in map(int, qualities):
+        buffer = io.BytesIO()
+        image.save(buffer, "JPEG", quality=quality, subsampling=int(subsampling))
+        yield np.asarray(Image.open(buffer), np.uint8).tobytes()
+
+
+def map_coordinates(raw, h, w):
+    values = np.frombuffer(raw, np.float64)
+    plane = values[: h * w].reshape(h, w)
+    points = values[h * w:].reshape(-1, 2).T
+    yield ndi.map_coordinates(plane, points, order=1, mode="reflect").tobytes()
+
+
+def clipped_zoom(raw, h, w, *factors):
+    plane = np.frombuffer(raw, np.float64).reshape(h, w)
+    for factor in map(float, factors):
+        ch, cw = math.ceil(h / factor), math.ceil(w / factor)
+        top, left = (h - ch) // 2, (w - cw) // 2
+        zoomed = ndi.zoom(plane[top:top + ch, left:left + cw], factor, order=1)
+        trim_top, trim_left = (zoomed.shape[0] - h) // 2, (zoomed.shape[1] - w) // 2
+        yield np.ascontiguousarray(zoomed[trim_top:trim_top + h, trim_left:trim_left + w]).tobytes()
+
+
+def gaussian(raw, h, w, *cases):
+    plane = np.frombuffer(raw, np.float64).reshape(h, w)
+    for case in cases:
+        sigma, truncate, mode = case.split(":")
+        yield ndi.gaussian_filter(plane, float(sigma), mode=mode, truncate=float(truncate)).tobytes()
+
+
+KINDS = {"pixelate": pixelate, "jpeg": jpeg, "map_coordinates": map_coordinates,
+         "clipped_zoom": clipped_zoom, "gaussian": gaussian}
+
+
+def main():
+    kind, source, target = sys.argv[1:4]
+    h, w = int(sys.argv[4]), int(sys.argv[5])
+    with open(source, "rb") as f:
+        raw = f.read()
+    with open(target, "wb") as f:
+        for output in KINDS[kind](raw, h, w, *sys.argv[6:]):
+            f.write(output)
+
+
+if __name__ == "__main__":
+    main()
