@@ -1,19 +1,24 @@
 //! The corruptions' building blocks against the libraries the reference
-//! code calls: Pillow (pixelate, JPEG) and scipy.ndimage (the bilinear
+//! code calls: Pillow (pixelate, JPEG), scipy.ndimage (the bilinear
 //! sampler of the elastic transform, the zoom of zoom blur and snow, the
-//! Gaussian filter of glass blur and the elastic transform), run by
-//! `tests/shift_fixtures/corrupt_twins.py` in the project venv.
+//! Gaussian filter of glass blur and the elastic transform) and OpenCV (the
+//! elastic transform's affine warp, frost's shrinking of its photographs),
+//! run by `tests/shift_fixtures/corrupt_twins.py` in the project venv.
 //!
-//! Needs the project venv's python with numpy, scipy and Pillow (`cargo xtask
-//! setup`), or `CSAM_PYTHON`; each twin is skipped with a notice when python
-//! is absent.
+//! Needs the project venv's python with numpy, scipy, Pillow and OpenCV
+//! (`cargo xtask setup`), or `CSAM_PYTHON`; each twin is skipped with a
+//! notice when python is absent.
 
 mod support;
 
 use csam_data::corrupt::border::Border;
-use csam_data::corrupt::digital::{jpeg_compression, pixelate, JPEG_QUALITY, PIXELATE};
+use csam_data::corrupt::digital::{
+    affine_warp, jpeg_compression, pixelate, JPEG_QUALITY, PIXELATE,
+};
 use csam_data::corrupt::filter::gaussian_filter;
+use csam_data::corrupt::frost_textures::FROST_FILES;
 use csam_data::corrupt::resample::{bilinear, clipped_zoom};
+use csam_data::corrupt::FrostTextures;
 use csam_data::corrupt::Image;
 use csam_data::{load, DatasetSpec};
 use rand::{Rng, SeedableRng};
@@ -268,5 +273,83 @@ fn the_gaussian_filter_is_scipys() {
                 );
             }
         }
+    }
+}
+
+/// The elastic transform's warp against OpenCV's. OpenCV reads each output
+/// pixel at its position rounded to 1/32 pixel; a bilinear read of values in
+/// `[0, 1]` moves by at most 1 per pixel along each axis, so the two agree
+/// to `2 / 64` at worst, and far closer on average. The anchors move by
+/// multiples of 1/64, which OpenCV's `float32` points hold exactly.
+#[test]
+fn the_affine_warp_is_opencvs_up_to_its_position_grid() {
+    let Some(python) = python() else {
+        return skip();
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let mut rng = ChaCha8Rng::seed_from_u64(6);
+    for (h, w) in [(32, 32), (28, 28), (13, 20)] {
+        let plane: Vec<f64> = (0..h * w).map(|_| rng.random()).collect();
+        let (cx, cy, d) = ((w / 2) as f64, (h / 2) as f64, (h.min(w) / 3) as f64);
+        let anchors = [(cx + d, cy + d), (cx + d, cy - d), (cx - d, cy - d)];
+        for reach in [0.5, 2.5, 8.0] {
+            let mut step = || f64::from(rng.random_range(-64..=64)) / 64.0 * reach;
+            let moved = anchors.map(|(x, y)| (x + step(), y + step()));
+            let mut input = plane.clone();
+            input.extend(anchors.iter().chain(&moved).flat_map(|&(x, y)| [x, y]));
+            let want = f64_values(&run_reference(
+                &python,
+                SCRIPT,
+                dir.path(),
+                "warp_affine",
+                &f64_bytes(&input),
+                &args(h, w, []),
+            ));
+            let image = Image {
+                data: plane.clone(),
+                channels: 1,
+                height: h,
+                width: w,
+            };
+            let got = affine_warp(&image, &anchors, &moved).data;
+            let gaps: Vec<f64> = got.iter().zip(&want).map(|(a, b)| (a - b).abs()).collect();
+            let mean = gaps.iter().sum::<f64>() / gaps.len() as f64;
+            let max = gaps.iter().copied().fold(0.0, f64::max);
+            assert!(
+                max <= 2.0 / 64.0 + 1e-9 && mean < 0.01,
+                "{h}x{w}, moves up to {reach}: mean {mean}, max {max}"
+            );
+        }
+    }
+}
+
+/// Frost's photographs shrink as OpenCV's `resize(fx=0.2, fy=0.2)`, byte
+/// for byte, on the pixels the `image` crate decodes (sizes that are not
+/// multiples of 5, PNG and JPEG as the reference's files).
+#[test]
+fn frost_photographs_shrink_as_opencvs_resize() {
+    let Some(python) = python() else {
+        return skip();
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let mut rng = ChaCha8Rng::seed_from_u64(7);
+    let sizes = [(243, 201), (200, 200), (57, 88), (104, 61), (33, 47)];
+    for (name, (w, h)) in FROST_FILES.iter().zip(sizes) {
+        let photo = image::RgbImage::from_fn(w, h, |_, _| image::Rgb(rng.random()));
+        photo.save(dir.path().join(name)).unwrap();
+    }
+    let textures = FrostTextures::load(dir.path()).unwrap();
+    for (name, texture) in FROST_FILES.iter().zip(textures.textures()) {
+        let decoded = image::open(dir.path().join(name)).unwrap().to_rgb8();
+        let (w, h) = (decoded.width() as usize, decoded.height() as usize);
+        let want = run_reference(
+            &python,
+            SCRIPT,
+            dir.path(),
+            "resize_fifth",
+            decoded.as_raw(),
+            &args(h, w, []),
+        );
+        assert_eq!(hwc(texture), want, "{name} ({h}x{w})");
     }
 }

@@ -41,13 +41,8 @@ pub const JPEG_QUALITY: [u8; 5] = [80, 65, 58, 50, 40];
 /// 1. Affine warp: the anchor points `(cx + d, cy + d)`, `(cx + d, cy -
 ///    d)`, `(cx - d, cy - d)` (`cx = width / 2`, `cy = height / 2`, `d = s /
 ///    3`, integer divisions; `(x, y)` order) each move by `x` then `y` drawn
-///    uniform in `+-affine * s`; each channel is resampled through the
-///    affine map that takes the anchors to the moved points (OpenCV's
-///    `getAffineTransform` and `warpAffine`: output pixel `p` reads input
-///    position `M^-1 p` bilinearly, borders reflected without repeating the
-///    edge). OpenCV rounds those positions to 1/32 pixel; this reads them
-///    exactly. Images under 3 pixels a side (anchors that coincide) skip the
-///    warp.
+///    uniform in `+-affine * s`; [`affine_warp`] takes the anchors to the
+///    moved points.
 /// 2. Displacement: fields `dx` then `dy` of values drawn uniform in `[-1,
 ///    1)`, each smoothed by a Gaussian of deviation `sigma * s` (scipy's
 ///    filter, truncated at 3 deviations, `reflect` borders) and scaled by
@@ -72,10 +67,7 @@ pub fn elastic_transform(
         let x = x + uniform(affine);
         (x, y + uniform(affine))
     });
-    let warped = match affine_map(&moved, &anchors) {
-        Some(inverse) => warp(image, &inverse),
-        None => image.clone(),
-    };
+    let warped = affine_warp(image, &anchors, &moved);
     let mut field = || {
         let noise: Vec<f64> = (0..h * w).map(|_| uniform(1.0)).collect();
         gaussian_filter(&noise, (h, w), sigma, 3.0, Border::Reflect)
@@ -117,9 +109,16 @@ pub fn affine_map(from: &[(f64, f64); 3], to: &[(f64, f64); 3]) -> Option<[[f64;
     Some([solve(to.map(|p| p.0)), solve(to.map(|p| p.1))])
 }
 
-/// Every channel resampled so that output pixel `(x, y)` reads the input
-/// at `inverse * (x, y, 1)`, bilinearly with reflect-101 borders.
-fn warp(image: &Image, inverse: &[[f64; 3]; 2]) -> Image {
+/// OpenCV's `warpAffine(image, getAffineTransform(anchors, moved),
+/// borderMode=BORDER_REFLECT_101)`: every channel resampled so that output
+/// pixel `p = (x, y)` reads the input at `M^-1 p`, `M` the affine map taking
+/// `anchors` to `moved` ([`affine_map`]), bilinearly with reflect-101
+/// borders, at exact positions (OpenCV rounds them to 1/32 pixel). Collinear
+/// anchors (images under 3 pixels a side) leave the image as it is.
+pub fn affine_warp(image: &Image, anchors: &[(f64, f64); 3], moved: &[(f64, f64); 3]) -> Image {
+    let Some(inverse) = affine_map(moved, anchors) else {
+        return image.clone();
+    };
     let position = |y: usize, x: usize| {
         let (x, y) = (x as f64, y as f64);
         (

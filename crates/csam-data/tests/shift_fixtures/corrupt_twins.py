@@ -18,11 +18,17 @@ ARGS, their outputs concatenated in that order. Kinds:
 - clipped_zoom FACTOR...: the central ceil(H / FACTOR) x ceil(W / FACTOR)
   crop, scipy.ndimage.zoom(order=1) by FACTOR, its central H x W.
 - gaussian SIGMA:TRUNCATE:MODE...: scipy.ndimage.gaussian_filter.
+- warp_affine: cv2.warpAffine(borderMode=BORDER_REFLECT_101) of the H x W
+  plane by cv2.getAffineTransform(ANCHORS, MOVED), the 3 (x, y) points of
+  each following the plane in IN.
+- resize_fifth: cv2.resize(fx=0.2, fy=0.2) (INTER_LINEAR) of the H x W x 3
+  uint8 image.
 """
 import io
 import math
 import sys
 
+import cv2
 import numpy as np
 import scipy.ndimage as ndi
 from PIL import Image
@@ -72,8 +78,22 @@ def gaussian(raw, h, w, *cases):
         yield ndi.gaussian_filter(plane, float(sigma), mode=mode, truncate=float(truncate)).tobytes()
 
 
+def warp_affine(raw, h, w):
+    values = np.frombuffer(raw, np.float64)
+    plane = values[: h * w].reshape(h, w)
+    anchors, moved = values[h * w:].reshape(2, 3, 2).astype(np.float32)
+    matrix = cv2.getAffineTransform(anchors, moved)
+    yield cv2.warpAffine(plane, matrix, (w, h), borderMode=cv2.BORDER_REFLECT_101).tobytes()
+
+
+def resize_fifth(raw, h, w):
+    image = np.frombuffer(raw, np.uint8).reshape(h, w, 3)
+    yield cv2.resize(image, (0, 0), fx=0.2, fy=0.2).tobytes()
+
+
 KINDS = {"pixelate": pixelate, "jpeg": jpeg, "map_coordinates": map_coordinates,
-         "clipped_zoom": clipped_zoom, "gaussian": gaussian}
+         "clipped_zoom": clipped_zoom, "gaussian": gaussian, "warp_affine": warp_affine,
+         "resize_fifth": resize_fifth}
 
 
 def main():
