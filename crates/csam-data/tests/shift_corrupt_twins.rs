@@ -11,6 +11,7 @@
 
 mod support;
 
+use csam_data::corrupt::blur::{glass_blur, GLASS};
 use csam_data::corrupt::border::Border;
 use csam_data::corrupt::digital::{
     affine_warp, jpeg_compression, pixelate, JPEG_QUALITY, PIXELATE,
@@ -351,5 +352,64 @@ fn frost_photographs_shrink_as_opencvs_resize() {
             &args(h, w, []),
         );
         assert_eq!(hwc(texture), want, "{name} ({h}x{w})");
+    }
+}
+
+/// Glass blur against the reference's steps in numpy and scipy, given our
+/// draws (redrawn here from the same seed, in the order the sweeps make
+/// them): this checks the sweep ranges and order, and that numpy's "swap"
+/// of two pixel views is the copy we make. The reference truncates
+/// `k / 255 * 255` to bytes with no guard against round-off just below `k`;
+/// ours has one ([`Image::to_bytes`]), so single values may differ by one
+/// level, 1/255 after the final blur at most.
+#[test]
+fn glass_blur_is_the_references_numpy_shuffle() {
+    let Some(python) = python() else {
+        return skip();
+    };
+    let dir = tempfile::tempdir().unwrap();
+    for image in real_images().iter().chain(&random_images()) {
+        let (c, h, w) = (image.channels, image.height, image.width);
+        for (sigma, delta, iterations) in GLASS {
+            let mut rng = ChaCha8Rng::seed_from_u64(8);
+            let got = glass_blur(image, sigma, delta, iterations, &mut rng);
+            let mut rng = ChaCha8Rng::seed_from_u64(8);
+            let d = delta as i64;
+            let sweeps = (h.saturating_sub(2 * delta)) * (w.saturating_sub(2 * delta));
+            let draws: Vec<f64> = (0..iterations * sweeps * 2)
+                .map(|_| rng.random_range(-d..d) as f64)
+                .collect();
+            let mut input: Vec<f64> = (0..h * w)
+                .flat_map(|i| (0..c).map(move |ch| image.data[ch * h * w + i]))
+                .collect();
+            input.extend(draws);
+            let extra = [
+                c.to_string(),
+                format!("{sigma:?}"),
+                delta.to_string(),
+                iterations.to_string(),
+            ];
+            let want = f64_values(&run_reference(
+                &python,
+                SCRIPT,
+                dir.path(),
+                "glass",
+                &f64_bytes(&input),
+                &args(h, w, extra),
+            ));
+            let got_hwc: Vec<f64> = (0..h * w)
+                .flat_map(|i| (0..c).map(move |ch| (ch, i)))
+                .map(|(ch, i)| got.data[ch * h * w + i])
+                .collect();
+            let max = got_hwc
+                .iter()
+                .zip(&want)
+                .map(|(a, b)| (a - b).abs())
+                .fold(0.0, f64::max);
+            assert!(
+                max <= 1.0 / 255.0 + 1e-12,
+                "{c}x{h}x{w} sigma {sigma}: {max}"
+            );
+        }
     }
 }

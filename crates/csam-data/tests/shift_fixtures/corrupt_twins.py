@@ -21,6 +21,11 @@ ARGS, their outputs concatenated in that order. Kinds:
 - warp_affine: cv2.warpAffine(borderMode=BORDER_REFLECT_101) of the H x W
   plane by cv2.getAffineTransform(ANCHORS, MOVED), the 3 (x, y) points of
   each following the plane in IN.
+- glass C SIGMA DELTA ITERATIONS: the reference's glass blur of the
+  H x W x C float64 image (values k / 255) with the (dx, dy) draws that
+  follow it in IN: a Gaussian blur (scikit-image's: scipy's filter, nearest,
+  truncated at 4, channels apart), np.uint8 of it times 255, the local pixel
+  "swaps" as numpy runs them on an H x W x C array, the blur again.
 - resize_fifth: cv2.resize(fx=0.2, fy=0.2) (INTER_LINEAR) of the H x W x 3
   uint8 image.
 """
@@ -86,6 +91,25 @@ def warp_affine(raw, h, w):
     yield cv2.warpAffine(plane, matrix, (w, h), borderMode=cv2.BORDER_REFLECT_101).tobytes()
 
 
+def glass(raw, h, w, c, sigma, delta, iterations):
+    c, sigma, delta, iterations = int(c), float(sigma), int(delta), int(iterations)
+    values = np.frombuffer(raw, np.float64)
+    image = values[: h * w * c].reshape(h, w, c)
+    draws = iter(values[h * w * c:].astype(int).reshape(-1, 2).tolist())
+
+    def blur(a):
+        return ndi.gaussian_filter(a, (sigma, sigma, 0), mode="nearest", truncate=4.0)
+
+    x = np.uint8(blur(image) * 255)
+    for _ in range(iterations):
+        for row in range(h - delta, delta, -1):
+            for col in range(w - delta, delta, -1):
+                dx, dy = next(draws)
+                # The reference's swap, on numpy views of whole pixels.
+                x[row, col], x[row + dy, col + dx] = x[row + dy, col + dx], x[row, col]
+    yield np.clip(blur(x / 255.0), 0, 1).tobytes()
+
+
 def resize_fifth(raw, h, w):
     image = np.frombuffer(raw, np.uint8).reshape(h, w, 3)
     yield cv2.resize(image, (0, 0), fx=0.2, fy=0.2).tobytes()
@@ -93,7 +117,7 @@ def resize_fifth(raw, h, w):
 
 KINDS = {"pixelate": pixelate, "jpeg": jpeg, "map_coordinates": map_coordinates,
          "clipped_zoom": clipped_zoom, "gaussian": gaussian, "warp_affine": warp_affine,
-         "resize_fifth": resize_fifth}
+         "glass": glass, "resize_fifth": resize_fifth}
 
 
 def main():
