@@ -18,7 +18,9 @@ use csam_data::corrupt::digital::{
 };
 use csam_data::corrupt::filter::gaussian_filter;
 use csam_data::corrupt::frost_textures::FROST_FILES;
+use csam_data::corrupt::plasma::plasma_fractal;
 use csam_data::corrupt::resample::{bilinear, clipped_zoom};
+use csam_data::corrupt::weather::FOG;
 use csam_data::corrupt::FrostTextures;
 use csam_data::corrupt::Image;
 use csam_data::{load, DatasetSpec};
@@ -410,6 +412,43 @@ fn glass_blur_is_the_references_numpy_shuffle() {
                 max <= 1.0 / 255.0 + 1e-12,
                 "{c}x{h}x{w} sigma {sigma}: {max}"
             );
+        }
+    }
+}
+
+/// Fog's plasma fractal against the reference's diamond-square written with
+/// `np.roll`, fed the uniform draws ours makes (redrawn here from the same
+/// seed: three arrays of `(side / step)^2` per step, row by row). The sums
+/// of four neighbours are added in another order, hence 1e-12, not equality.
+#[test]
+fn the_plasma_fractal_is_the_references_diamond_square() {
+    let Some(python) = python() else {
+        return skip();
+    };
+    let dir = tempfile::tempdir().unwrap();
+    for side in [2usize, 4, 32, 64] {
+        for (_, decay) in FOG {
+            let got = plasma_fractal(side, decay, &mut ChaCha8Rng::seed_from_u64(9));
+            let mut rng = ChaCha8Rng::seed_from_u64(9);
+            // Steps side, side / 2, ..., 2: k = 1, 2, 4, ... squares a side.
+            let count: usize = (0..side.trailing_zeros())
+                .map(|t| 3 * (1usize << t).pow(2))
+                .sum();
+            let draws: Vec<f64> = (0..count).map(|_| rng.random()).collect();
+            let want = f64_values(&run_reference(
+                &python,
+                SCRIPT,
+                dir.path(),
+                "plasma",
+                &f64_bytes(&draws),
+                &args(side, side, [format!("{decay:?}")]),
+            ));
+            for (a, b) in got.iter().zip(&want) {
+                assert!(
+                    (a - b).abs() < 1e-12,
+                    "side {side}, decay {decay}: {a} vs {b}"
+                );
+            }
         }
     }
 }

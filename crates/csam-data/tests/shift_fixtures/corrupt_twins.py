@@ -26,6 +26,9 @@ ARGS, their outputs concatenated in that order. Kinds:
   follow it in IN: a Gaussian blur (scikit-image's: scipy's filter, nearest,
   truncated at 4, channels apart), np.uint8 of it times 255, the local pixel
   "swaps" as numpy runs them on an H x W x C array, the blur again.
+- plasma DECAY: the reference's diamond-square plasma fractal of side H
+  (= W), its uniform draws the values in IN (in [0, 1), the order numpy
+  would fill each array), written with np.roll as the reference is.
 - resize_fifth: cv2.resize(fx=0.2, fy=0.2) (INTER_LINEAR) of the H x W x 3
   uint8 image.
 """
@@ -110,6 +113,36 @@ def glass(raw, h, w, c, sigma, delta, iterations):
     yield np.clip(blur(x / 255.0), 0, 1).tobytes()
 
 
+def plasma(raw, h, w, decay):
+    draws = np.frombuffer(raw, np.float64)
+    decay, used = float(decay), 0
+    m = np.zeros((h, w))
+    step, wibble = h, 100.0
+
+    def noisy(total):
+        nonlocal used
+        u = draws[used:used + total.size].reshape(total.shape)
+        used += total.size
+        return total / 4 + wibble * (-wibble + 2 * wibble * u)
+
+    while step >= 2:
+        half = step // 2
+        corners = m[0::step, 0::step]
+        squares = corners + np.roll(corners, -1, axis=0)
+        squares = squares + np.roll(squares, -1, axis=1)
+        m[half::step, half::step] = noisy(squares)
+        centres, corners = m[half::step, half::step], m[0::step, 0::step]
+        m[0::step, half::step] = noisy(
+            centres + np.roll(centres, 1, axis=0) + corners + np.roll(corners, -1, axis=1))
+        m[half::step, 0::step] = noisy(
+            centres + np.roll(centres, 1, axis=1) + corners + np.roll(corners, -1, axis=0))
+        step //= 2
+        wibble /= decay
+    assert used == draws.size
+    m -= m.min()
+    yield (m / m.max()).tobytes()
+
+
 def resize_fifth(raw, h, w):
     image = np.frombuffer(raw, np.uint8).reshape(h, w, 3)
     yield cv2.resize(image, (0, 0), fx=0.2, fy=0.2).tobytes()
@@ -117,7 +150,7 @@ def resize_fifth(raw, h, w):
 
 KINDS = {"pixelate": pixelate, "jpeg": jpeg, "map_coordinates": map_coordinates,
          "clipped_zoom": clipped_zoom, "gaussian": gaussian, "warp_affine": warp_affine,
-         "glass": glass, "resize_fifth": resize_fifth}
+         "glass": glass, "plasma": plasma, "resize_fifth": resize_fifth}
 
 
 def main():
