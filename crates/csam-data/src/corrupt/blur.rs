@@ -1,8 +1,9 @@
 //! The blur family of Hendrycks & Dietterich (2019): defocus blur (a disk
 //! kernel), glass blur (Gaussian blurs around a local pixel shuffle), motion
 //! blur (a one-sided Gaussian streak at a random angle) and zoom blur (the
-//! mean of central zooms), with the CIFAR-10-C parameters of their `make_cifar_c.py`. Each channel
-//! is filtered on its own.
+//! mean of central zooms), with the CIFAR-10-C parameters of their
+//! `make_cifar_c.py`. Each channel is filtered on its own; glass blur's
+//! shuffle moves whole pixels.
 
 use rand::Rng;
 use rand_chacha::ChaCha8Rng;

@@ -5,14 +5,18 @@
 //!
 //! Written in Rust from those definitions, for any image size and 1 or 3
 //! channels (the formulas are per channel or per pixel; brightness uses the
-//! pixel's maximum over its channels, the HSV value). The random draws come
-//! from ChaCha8 streams keyed by `(seed, corruption, image index)`, so an
-//! image's corruption does not depend on which other images or corruptions
-//! were made, and the same seed gives the same bytes on every machine. The
-//! severity is not part of the key: an image meets the same random numbers
-//! at every severity (the same motion angle, the same Gaussian draws scaled
-//! by a larger deviation, impulse hits that grow into a superset), so its
-//! severities differ in strength only. numpy's random streams are not reproduced: the noise is the same
+//! pixel's maximum over its channels, the HSV value, and snow and one-channel
+//! frost a luma). Sizes in pixels scale with the image where the reference
+//! ties them to CIFAR-10's 32 (the elastic transform's, fog's map); each
+//! function's doc says how. The random draws come from ChaCha8 streams keyed
+//! by `(seed, corruption, image index)`, so an image's corruption does not
+//! depend on which other images or corruptions were made, and the same seed
+//! gives the same bytes on every machine. The severity is not part of the
+//! key: an image meets the same random numbers at every severity (the same
+//! motion angle, the same Gaussian draws scaled by a larger deviation,
+//! impulse hits that grow into a superset, the same snow layer, fog map
+//! draws, frost crop and warp), so its severities differ in strength only.
+//! numpy's random streams are not reproduced: the noise is the same
 //! distribution as CIFAR-10-C's, not the same samples.
 //!
 //! Families: [`noise`] (Gaussian, shot, impulse), [`blur`] (defocus, glass,
@@ -25,12 +29,16 @@
 //! Frost blends in photographs that csam does not bundle (their licence is
 //! not stated, see [`frost_textures`]): it runs only with a
 //! [`FrostTextures`] loaded from a directory holding them, passed to
-//! [`Corruption::apply`] / [`Corruption::corrupt_sample_with`]. Where the
-//! reference's libraries cannot be matched byte for byte, the function's
-//! doc says how ours differs: snow's and motion blur's streak (our
-//! rendering of ImageMagick's motion blur), the elastic warp (exact
-//! positions where OpenCV rounds to 1/32 pixel), JPEG (no chroma
-//! subsampling, where Pillow subsamples 4:2:0).
+//! [`Corruption::apply`] / [`Corruption::corrupt_sample_with`] (`csam
+//! corrupt` has no way to be given them yet and leaves frost out).
+//!
+//! The pieces are checked against the libraries the reference calls
+//! (`tests/shift_corrupt_twins.rs`: scipy, Pillow, OpenCV, numpy). Where
+//! those cannot be matched byte for byte, the function's doc says how ours
+//! differs: snow's and motion blur's streak (our rendering of ImageMagick's
+//! motion blur), the elastic warp (exact positions where OpenCV rounds to
+//! 1/32 pixel), JPEG (no chroma subsampling, where Pillow subsamples
+//! 4:2:0).
 
 pub mod blur;
 pub mod border;
