@@ -77,10 +77,9 @@ pub const FOG: [(f64, f64); 5] = [(0.2, 3.0), (0.5, 3.0), (0.75, 2.5), (1.0, 2.0
 /// uniform in [`SNOW_ANGLE`], and quantised again, rounding (ImageMagick
 /// writes it back as an 8-bit PNG). The image is mixed with a brightened
 /// copy, `keep * x + (1 - keep) * max(x, 1.5 * grey + 0.5)` (`grey` the
-/// pixel's luma `0.299 R + 0.587 G + 0.114 B`, OpenCV's `RGB2GRAY`; the
-/// value itself for one channel), and the layer is added twice, as it is
-/// and turned by 180 degrees; clipped to `[0, 1]`. The Gaussian values are
-/// drawn first, then the angle.
+/// pixel's [`luma`]; the value itself for one channel), and the layer is
+/// added twice, as it is and turned by 180 degrees; clipped to `[0, 1]`.
+/// The Gaussian values are drawn first, then the angle.
 pub fn snow_corruption(image: &Image, p: &Snow, rng: &mut ChaCha8Rng) -> Image {
     let (h, w) = (image.height, image.width);
     let noise: Vec<f64> = (0..h * w)
@@ -106,11 +105,11 @@ pub fn snow_corruption(image: &Image, p: &Snow, rng: &mut ChaCha8Rng) -> Image {
     let plane = image.plane_len();
     let grey: Vec<f64> = (0..plane)
         .map(|i| match image.channels {
-            3 => {
-                0.299 * image.data[i]
-                    + 0.587 * image.data[plane + i]
-                    + 0.114 * image.data[2 * plane + i]
-            }
+            3 => luma(
+                image.data[i],
+                image.data[plane + i],
+                image.data[2 * plane + i],
+            ),
             _ => image.data[i],
         })
         .collect();
@@ -121,13 +120,19 @@ pub fn snow_corruption(image: &Image, p: &Snow, rng: &mut ChaCha8Rng) -> Image {
     })
 }
 
+/// A pixel's luma, `0.299 R + 0.587 G + 0.114 B` (ITU-R BT.601, OpenCV's
+/// `RGB2GRAY`).
+pub fn luma(r: f64, g: f64, b: f64) -> f64 {
+    0.299 * r + 0.587 * g + 0.114 * b
+}
+
 /// Frost: `clip(keep * x + weight * f, 0, 1)` with `f` a crop of one of the
 /// frost photographs ([`FrostTextures`]), the photograph drawn uniformly,
 /// then the crop's top and left offsets uniform in `0..texture side - image
 /// side` (numpy's `randint`, upper end excluded). A texture no larger than
 /// the image is read with offset 0 and repeated (tiled) past its edges,
 /// where the reference would fail. One-channel images blend the texture's
-/// luma (`0.299 R + 0.587 G + 0.114 B`); the reference has colour images only.
+/// [`luma`]; the reference has colour images only.
 pub fn frost(
     image: &Image,
     textures: &FrostTextures,
@@ -147,7 +152,7 @@ pub fn frost(
         let (y, xx) = (i / w, i % w);
         let f = match image.channels {
             3 => at(c, y, xx),
-            _ => 0.299 * at(0, y, xx) + 0.587 * at(1, y, xx) + 0.114 * at(2, y, xx),
+            _ => luma(at(0, y, xx), at(1, y, xx), at(2, y, xx)),
         };
         (keep * x + weight * f).clamp(0.0, 1.0)
     })
