@@ -34,10 +34,12 @@ const TORCH_VERSION: &str = "2.11.0";
 /// the twins of torchvision's and timm's models are their own (torchvision's
 /// release paired with torch 2.11.0), TensorBoard's own reader reads back
 /// the event files of the runs (crates/csam-cli/tests/tensorboard_cli.rs),
-/// and scipy and Pillow write the SVHN MAT-files and Tiny-ImageNet JPEGs that
+/// scipy and Pillow write the SVHN MAT-files and Tiny-ImageNet JPEGs that
 /// csam-data's loaders are checked against (crates/csam-data/tests/data_svhn.rs,
-/// data_tiny_imagenet.rs).
-const TEST_PACKAGES: [(&str, &str); 7] = [
+/// data_tiny_imagenet.rs), and the image corruptions are checked against the
+/// scipy.ndimage, Pillow and OpenCV calls of the CIFAR-10-C reference code
+/// (crates/csam-data/tests/shift_corrupt_twins.rs).
+const TEST_PACKAGES: [(&str, &str); 8] = [
     ("numpy", "2.4.6"),
     ("safetensors", "0.8.0"),
     ("torchvision", "0.26.0"),
@@ -45,6 +47,7 @@ const TEST_PACKAGES: [(&str, &str); 7] = [
     ("tensorboard", "2.21.0"),
     ("scipy", "1.17.1"),
     ("pillow", "13.0.0"),
+    ("opencv-python-headless", "5.0.0.93"),
 ];
 
 /// What the Python package `csam_calib` (crates/csam-calib-py) needs to build

@@ -7,6 +7,7 @@ mod support;
 use std::path::Path;
 use std::process::{Command, Output};
 
+use csam_data::corrupt::Corruption;
 use csam_data::{self as data, DatasetSpec};
 use csam_lab::shift::predictor::{Predictor, Sampling};
 use csam_train::train::TrainedRun;
@@ -76,6 +77,58 @@ fn npy_shape(path: &Path) -> String {
     let header = String::from_utf8_lossy(&bytes[10..128]).into_owned();
     let start = header.find("'shape': ").unwrap() + 9;
     header[start..start + header[start..].find(')').unwrap() + 1].to_string()
+}
+
+#[test]
+fn corrupt_makes_every_corruption_but_frost_by_default_and_refuses_frost() {
+    let dir = tempfile::tempdir().unwrap();
+    let (set, other) = (dir.path().join("digits-c"), dir.path().join("frost-c"));
+    let set_s = set.to_str().unwrap();
+    ok(&[
+        "corrupt",
+        "--data",
+        "digits",
+        "--out",
+        set_s,
+        "--severities",
+        "2",
+        "--quiet",
+    ]);
+    let meta = json(&set.join("meta.json"));
+    let written: Vec<&str> = meta["corruptions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c.as_str().unwrap())
+        .collect();
+    let expected: Vec<&str> = Corruption::ALL
+        .into_iter()
+        .filter(|&c| c != Corruption::Frost)
+        .map(Corruption::name)
+        .collect();
+    assert_eq!(written, expected);
+    assert_eq!(written.len(), 14);
+    for name in written {
+        assert_eq!(
+            npy_shape(&set.join(format!("{name}.npy"))),
+            "(355, 8, 8, 1)"
+        );
+    }
+    // Asked for, frost is refused with the reason, before anything is written.
+    let refused = fails(&[
+        "corrupt",
+        "--data",
+        "digits",
+        "--out",
+        other.to_str().unwrap(),
+        "--corruptions",
+        "snow,frost",
+    ]);
+    assert!(
+        refused.contains("does not bundle") && refused.contains("hendrycks/robustness"),
+        "{refused}"
+    );
+    assert!(!other.exists());
 }
 
 #[test]

@@ -33,8 +33,8 @@ pub enum Command {
     Train(Box<train::TrainArgs>),
     /// Evaluate a trained run's best model on a data set.
     Eval(eval::EvalArgs),
-    /// Write a dataset's corrupted copies (noise, blur, contrast, brightness;
-    /// 5 severities) in the CIFAR-10-C layout.
+    /// Write a dataset's corrupted copies (CIFAR-10-C's noise, blur, weather
+    /// and digital corruptions; 5 severities) in the CIFAR-10-C layout.
     Corrupt(corrupt::CorruptArgs),
     /// Time SGD, SAM and CSAM steps on synthetic batches.
     Bench(bench::BenchArgs),

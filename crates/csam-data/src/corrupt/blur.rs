@@ -1,12 +1,17 @@
 //! The blur family of Hendrycks & Dietterich (2019): defocus blur (a disk
-//! kernel) and motion blur (a one-sided Gaussian streak at a random angle),
-//! with the CIFAR-10-C parameters of their `make_cifar_c.py`. Each channel
-//! is filtered on its own.
+//! kernel), glass blur (Gaussian blurs around a local pixel shuffle), motion
+//! blur (a one-sided Gaussian streak at a random angle) and zoom blur (the
+//! mean of central zooms), with the CIFAR-10-C parameters of their
+//! `make_cifar_c.py`. Each channel is filtered on its own; glass blur's
+//! shuffle moves whole pixels.
 
 use rand::Rng;
 use rand_chacha::ChaCha8Rng;
 
+use super::border::Border;
+use super::filter::gaussian_filter;
 use super::image::Image;
+use super::resample::clipped_zoom;
 
 /// `(radius, alias_blur)` of the defocus disk per severity 1..5.
 pub const DEFOCUS: [(f64, f64); 5] = [(0.3, 0.4), (0.4, 0.5), (0.5, 0.6), (1.0, 0.2), (1.5, 0.1)];
@@ -15,6 +20,20 @@ pub const DEFOCUS: [(f64, f64); 5] = [(0.3, 0.4), (0.4, 0.5), (0.5, 0.6), (1.0, 
 pub const MOTION: [(usize, f64); 5] = [(6, 1.0), (6, 1.5), (6, 2.0), (8, 2.0), (9, 2.5)];
 /// The streak's angle is uniform in `+-MOTION_MAX_ANGLE` degrees, drawn per image.
 pub const MOTION_MAX_ANGLE: f64 = 45.0;
+/// `(sigma, max_delta, iterations)` of the glass blur per severity 1..5.
+pub const GLASS: [(f64, usize, usize); 5] = [
+    (0.05, 1, 1),
+    (0.25, 1, 1),
+    (0.4, 1, 1),
+    (0.25, 1, 2),
+    (0.4, 1, 2),
+];
+/// The zoom blur's largest step `n` per severity 1..5: it averages zooms by
+/// `1, 1.01, ..., 1 + n / 100`. The reference writes `np.arange(1, 1.06,
+/// 0.01)`, ..., `np.arange(1, 1.26, 0.01)`, whose floating-point end points
+/// include 1.06 and 1.11 but not 1.16, 1.21 and 1.26: these are the factors
+/// numpy gives.
+pub const ZOOM_STEPS: [usize; 5] = [6, 11, 15, 20, 25];
 
 /// A square filter of odd side, row-major.
 #[derive(Debug, Clone, PartialEq)]
@@ -71,9 +90,9 @@ fn separable_pass(
                 .zip(taps)
                 .map(|(d, w)| {
                     let (sy, sx) = if along_x {
-                        (y, reflect101(x as i64 + d, width))
+                        (y, Border::Reflect101.index(x as i64 + d, width))
                     } else {
-                        (reflect101(y as i64 + d, height), x)
+                        (Border::Reflect101.index(y as i64 + d, height), x)
                     };
                     w * data[sy * width + sx]
                 })
@@ -106,19 +125,6 @@ fn trim_zero_border(kernel: Kernel) -> Kernel {
     }
 }
 
-/// OpenCV's `BORDER_REFLECT_101` index (`gfedcb|abcdefgh|gfedcba`), folded
-/// as often as needed for offsets beyond the image.
-fn reflect101(mut i: i64, len: usize) -> usize {
-    let len = len as i64;
-    if len == 1 {
-        return 0;
-    }
-    while i < 0 || i >= len {
-        i = if i < 0 { -i } else { 2 * len - i - 2 };
-    }
-    i as usize
-}
-
 /// Defocus blur: every channel correlated with [`disk_kernel`] (OpenCV's
 /// `filter2D`, reflect-101 borders), then clipped to `[0, 1]`.
 pub fn defocus_blur(image: &Image, radius: f64, alias_blur: f64) -> Image {
@@ -135,9 +141,9 @@ pub fn defocus_blur(image: &Image, radius: f64, alias_blur: f64) -> Image {
             for x in 0..w {
                 let mut sum = 0.0;
                 for (ky, row) in kernel.weights.chunks_exact(kernel.side).enumerate() {
-                    let sy = reflect101(y as i64 + ky as i64 - half, h);
+                    let sy = Border::Reflect101.index(y as i64 + ky as i64 - half, h);
                     for (kx, &weight) in row.iter().enumerate() {
-                        let sx = reflect101(x as i64 + kx as i64 - half, w);
+                        let sx = Border::Reflect101.index(x as i64 + kx as i64 - half, w);
                         sum += weight * plane_in[sy * w + sx];
                     }
                 }
@@ -182,11 +188,17 @@ pub fn motion_taps(
         .collect()
 }
 
-/// Motion blur: the sum over [`motion_taps`] of the image shifted by each
-/// tap's offset (edge pixels repeated), at an angle uniform in `+-45`
-/// degrees drawn from `rng`, clipped to `[0, 1]`.
+/// Motion blur: [`motion_blur_at`] an angle uniform in `+-45` degrees drawn
+/// from `rng`.
 pub fn motion_blur(image: &Image, radius: usize, sigma: f64, rng: &mut ChaCha8Rng) -> Image {
     let angle = rng.random_range(-MOTION_MAX_ANGLE..MOTION_MAX_ANGLE);
+    motion_blur_at(image, radius, sigma, angle)
+}
+
+/// The sum over [`motion_taps`] of the image shifted by each tap's offset
+/// (edge pixels repeated), clipped to `[0, 1]`: ImageMagick's
+/// `MotionBlurImage(radius, sigma, angle)` as the reference code calls it.
+pub fn motion_blur_at(image: &Image, radius: usize, sigma: f64, angle: f64) -> Image {
     let (h, w) = (image.height, image.width);
     let taps = motion_taps(radius, sigma, angle, h, w);
     let clamp = |i: i64, len: usize| i.clamp(0, len as i64 - 1) as usize;
@@ -206,6 +218,84 @@ pub fn motion_blur(image: &Image, radius: usize, sigma: f64, rng: &mut ChaCha8Rn
         }
     }
     image.with_data(out.into_iter().map(|v| v.clamp(0.0, 1.0)).collect())
+}
+
+/// Glass blur: a Gaussian blur of deviation `sigma` (scikit-image's
+/// `gaussian`: scipy's filter, truncated at 4 deviations, edges repeated),
+/// quantised to bytes as the reference's `np.uint8(... * 255)` (truncating,
+/// with [`Image::to_bytes`]'s round-off guard); then `iterations` sweeps
+/// over the pixels, from the bottom-right to the top-left, rows `max_delta +
+/// 1..=height - max_delta` and columns likewise, each taking the value (all
+/// channels) of the pixel `(dy, dx)` away, `dx` then `dy` drawn uniform in
+/// `-max_delta..max_delta` (numpy's `randint`, which excludes the upper end:
+/// values come from above and from the left only); then the same Gaussian
+/// blur again, clipped to `[0, 1]`.
+///
+/// The reference means to swap the two pixels, `x[h, w], x[h', w'] = x[h',
+/// w'], x[h, w]`, but on an `H x W x 3` array those are numpy views: the
+/// first assignment overwrites what the second would copy back, so pixel
+/// `(h', w')` keeps its value (numpy/numpy#14428). CIFAR-10-C was made that
+/// way, so this copies too, for any number of channels.
+pub fn glass_blur(
+    image: &Image,
+    sigma: f64,
+    max_delta: usize,
+    iterations: usize,
+    rng: &mut ChaCha8Rng,
+) -> Image {
+    let (h, w) = (image.height, image.width);
+    let blurred = gaussian_blur(image, sigma);
+    let mut shuffled = Image::from_bytes(&blurred.to_bytes(), image.channels, h, w);
+    let plane = image.plane_len();
+    let d = max_delta as i64;
+    for _ in 0..iterations {
+        for y in (max_delta + 1..=h.saturating_sub(max_delta)).rev() {
+            for x in (max_delta + 1..=w.saturating_sub(max_delta)).rev() {
+                let dx = rng.random_range(-d..d);
+                let dy = rng.random_range(-d..d);
+                let here = y * w + x;
+                let there = (y as i64 + dy) as usize * w + (x as i64 + dx) as usize;
+                for c in 0..image.channels {
+                    shuffled.data[c * plane + here] = shuffled.data[c * plane + there];
+                }
+            }
+        }
+    }
+    let out = gaussian_blur(&shuffled, sigma);
+    out.map(|v| v.clamp(0.0, 1.0))
+}
+
+/// Every channel through [`gaussian_filter`] with scikit-image's defaults
+/// (truncated at 4 deviations, edges repeated).
+fn gaussian_blur(image: &Image, sigma: f64) -> Image {
+    let size = (image.height, image.width);
+    let data = image
+        .data
+        .chunks_exact(image.plane_len())
+        .flat_map(|p| gaussian_filter(p, size, sigma, 4.0, Border::Nearest))
+        .collect();
+    image.with_data(data)
+}
+
+/// Zoom blur: the mean of the image and its [`clipped_zoom`]s by `1, 1.01,
+/// ..., 1 + steps / 100` (factors computed as numpy's `arange`, `1 + i *
+/// 0.01`), clipped to `[0, 1]`.
+pub fn zoom_blur(image: &Image, steps: usize) -> Image {
+    let size = (image.height, image.width);
+    let mut out = image.data.clone();
+    for i in 0..=steps {
+        let factor = 1.0 + i as f64 * 0.01;
+        for (sum, plane) in out
+            .chunks_exact_mut(image.plane_len())
+            .zip(image.data.chunks_exact(image.plane_len()))
+        {
+            for (s, z) in sum.iter_mut().zip(clipped_zoom(plane, size, factor)) {
+                *s += z;
+            }
+        }
+    }
+    let n = (steps + 2) as f64;
+    image.with_data(out.into_iter().map(|v| (v / n).clamp(0.0, 1.0)).collect())
 }
 
 #[cfg(test)]
@@ -233,13 +323,6 @@ mod tests {
         assert_eq!(k.side, 3);
         assert!((k.weights[0] - g[0] * g[0]).abs() < 1e-15);
         assert!((k.weights[4] - g[1] * g[1]).abs() < 1e-15);
-    }
-
-    #[test]
-    fn reflect101_folds_like_opencv() {
-        let idx: Vec<usize> = (-3..8).map(|i| reflect101(i, 4)).collect();
-        assert_eq!(idx, vec![3, 2, 1, 0, 1, 2, 3, 2, 1, 0, 1]);
-        assert_eq!(reflect101(-5, 1), 0);
     }
 
     #[test]

@@ -44,6 +44,19 @@ impl Image {
         self.with_data(self.data.iter().copied().map(f).collect())
     }
 
+    /// The same shape with `f(channel, pixel, value)` applied to every
+    /// value, `pixel` its row-major index in its channel's plane.
+    pub fn map_pixels(&self, mut f: impl FnMut(usize, usize, f64) -> f64) -> Image {
+        let plane = self.plane_len();
+        let data = self
+            .data
+            .iter()
+            .enumerate()
+            .map(|(k, &v)| f(k / plane, k % plane, v))
+            .collect();
+        self.with_data(data)
+    }
+
     /// An image of this shape whose data is `data` (same length).
     pub fn with_data(&self, data: Vec<f64>) -> Image {
         debug_assert_eq!(data.len(), self.data.len());

@@ -1,5 +1,5 @@
 //! What the tests of csam-data share: the project venv's python, running a
-//! fixture script, comparing a loaded part with the `.npy` pair a script
+//! fixture or reference script, comparing a loaded part with the `.npy` pair a script
 //! computed independently, and generated image files.
 
 #![allow(dead_code)] // each test binary uses its own share of these helpers
@@ -41,6 +41,54 @@ pub fn run_fixture_script(python: &Path, script: &str, args: &[&Path]) {
         script.display(),
         String::from_utf8_lossy(&output.stderr)
     );
+}
+
+/// Runs `tests/shift_fixtures/<script> KIND IN OUT ARGS...` with `python`
+/// on `input` (raw bytes, written to `IN` in `dir`) and returns the bytes it
+/// wrote to `OUT`.
+pub fn run_reference(
+    python: &Path,
+    script: &str,
+    dir: &Path,
+    kind: &str,
+    input: &[u8],
+    args: &[String],
+) -> Vec<u8> {
+    let (source, target) = (
+        dir.join(format!("{kind}.in")),
+        dir.join(format!("{kind}.out")),
+    );
+    std::fs::write(&source, input).unwrap();
+    let script = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/shift_fixtures")
+        .join(script);
+    let output = std::process::Command::new(python)
+        .arg(script)
+        .arg(kind)
+        .arg(&source)
+        .arg(&target)
+        .args(args)
+        .output()
+        .unwrap();
+    assert!(
+        output.status.success(),
+        "{kind}: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    std::fs::read(&target).unwrap()
+}
+
+/// `values` as raw little-endian float64.
+pub fn f64_bytes(values: &[f64]) -> Vec<u8> {
+    values.iter().flat_map(|v| v.to_le_bytes()).collect()
+}
+
+/// Raw little-endian float64 back to values.
+pub fn f64_values(bytes: &[u8]) -> Vec<f64> {
+    bytes
+        .chunks_exact(8)
+        .map(|b| f64::from_le_bytes(b.try_into().unwrap()))
+        .collect()
 }
 
 /// The test part of `npy:<dir>/expected_<part>_images.npy,<dir>/expected_<part>_labels.npy,<classes>`:

@@ -1,0 +1,118 @@
+//! The plasma fractal of the fog corruption: a square height map made by
+//! the diamond-square algorithm, as the reference's `plasma_fractal` (a
+//! modification of FLHerne's `mapgen/diamondsquare.py`).
+
+use rand::Rng;
+use rand_chacha::ChaCha8Rng;
+
+/// The side of the map for a `height x width` image: the next power of two
+/// at or above both sides, and at least 32 (the reference's `mapsize` for
+/// CIFAR-10), so a 28x28 or 32x32 image gets the reference's 32x32 map.
+pub fn plasma_side(height: usize, width: usize) -> usize {
+    height.max(width).max(32).next_power_of_two()
+}
+
+/// A `side x side` height map (row-major) scaled to `[0, 1]` (minimum 0,
+/// maximum 1). `side` must be a power of two. Starting from corner value 0,
+/// a step of size `s` (from `side` down to 2, halving) sets each square's
+/// centre to the mean of its 4 corners, then each diamond's centre (the
+/// midpoints of the square edges: first the top ones, then the left ones)
+/// to the mean of its 4 neighbours, the map wrapping around at its edges;
+/// each new value gets `w * U(-w, w)` added, `w` starting at 100 and divided
+/// by `decay` after each step. (`w * U(-w, w)`, not `U(-w, w)`: the
+/// reference's `wibbledmean`, kept.) The uniform draws are made in that
+/// order, row by row, and their number depends on `side` only, so every
+/// `decay` meets the same draws.
+pub fn plasma_fractal(side: usize, decay: f64, rng: &mut ChaCha8Rng) -> Vec<f64> {
+    debug_assert!(side.is_power_of_two());
+    let n = side;
+    let mut map = vec![0.0; n * n];
+    let mut wibble = 100.0;
+    let mut step = n;
+    let mut wibbled = |sum: f64, wibble: f64| {
+        let u: f64 = rng.random();
+        sum / 4.0 + wibble * (-wibble + 2.0 * wibble * u)
+    };
+    while step >= 2 {
+        let (k, half) = (n / step, step / 2);
+        // Square corners (i, j) and centres (i, j) of this step, wrapped.
+        let corner = |map: &[f64], i: usize, j: usize| map[(i % k) * step * n + (j % k) * step];
+        let centre = |map: &[f64], i: usize, j: usize| {
+            map[((i % k) * step + half) * n + (j % k) * step + half]
+        };
+        for i in 0..k {
+            for j in 0..k {
+                let sum = corner(&map, i, j)
+                    + corner(&map, i + 1, j)
+                    + corner(&map, i, j + 1)
+                    + corner(&map, i + 1, j + 1);
+                map[(i * step + half) * n + j * step + half] = wibbled(sum, wibble);
+            }
+        }
+        // Top edge midpoints: the centres below and above, the corners left and right.
+        for i in 0..k {
+            for j in 0..k {
+                let sum = centre(&map, i, j)
+                    + centre(&map, i + k - 1, j)
+                    + corner(&map, i, j)
+                    + corner(&map, i, j + 1);
+                map[i * step * n + j * step + half] = wibbled(sum, wibble);
+            }
+        }
+        // Left edge midpoints: the centres right and left, the corners above and below.
+        for i in 0..k {
+            for j in 0..k {
+                let sum = centre(&map, i, j)
+                    + centre(&map, i, j + k - 1)
+                    + corner(&map, i, j)
+                    + corner(&map, i + 1, j);
+                map[(i * step + half) * n + j * step] = wibbled(sum, wibble);
+            }
+        }
+        step /= 2;
+        wibble /= decay;
+    }
+    let min = map.iter().copied().fold(f64::INFINITY, f64::min);
+    let max = map.iter().map(|v| v - min).fold(0.0, f64::max);
+    map.iter()
+        .map(|v| if max > 0.0 { (v - min) / max } else { 0.0 })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rand::SeedableRng;
+
+    #[test]
+    fn the_map_spans_zero_to_one_and_every_cell_is_set() {
+        for side in [2, 8, 32, 64] {
+            let mut rng = ChaCha8Rng::seed_from_u64(side as u64);
+            let map = plasma_fractal(side, 2.0, &mut rng);
+            assert_eq!(map.len(), side * side);
+            let min = map.iter().copied().fold(f64::INFINITY, f64::min);
+            let max = map.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+            assert_eq!((min, max), (0.0, 1.0), "side {side}");
+            // Distinct values almost everywhere: no cell was left at its start.
+            let mut sorted = map.clone();
+            sorted.sort_by(f64::total_cmp);
+            sorted.dedup();
+            assert!(sorted.len() >= side * side - 1, "side {side}");
+        }
+        assert_eq!(plasma_side(28, 28), 32);
+        assert_eq!(plasma_side(33, 20), 64);
+    }
+
+    #[test]
+    fn a_faster_decay_gives_a_smoother_map() {
+        // Fine steps get w / decay^t: with decay 3 they add less high-frequency
+        // detail than with decay 1.75, so neighbours differ less.
+        let roughness = |decay| {
+            let mut rng = ChaCha8Rng::seed_from_u64(5);
+            let map = plasma_fractal(64, decay, &mut rng);
+            map.windows(2).map(|w| (w[1] - w[0]).abs()).sum::<f64>()
+        };
+        let (smooth, rough) = (roughness(3.0), roughness(1.75));
+        assert!(smooth < 0.8 * rough, "{smooth} {rough}");
+    }
+}

@@ -1,0 +1,454 @@
+//! The corruptions' building blocks against the libraries the reference
+//! code calls: Pillow (pixelate, JPEG), scipy.ndimage (the bilinear
+//! sampler of the elastic transform, the zoom of zoom blur and snow, the
+//! Gaussian filter of glass blur and the elastic transform) and OpenCV (the
+//! elastic transform's affine warp, frost's shrinking of its photographs),
+//! run by `tests/shift_fixtures/corrupt_twins.py` in the project venv.
+//!
+//! Needs the project venv's python with numpy, scipy, Pillow and OpenCV
+//! (`cargo xtask setup`), or `CSAM_PYTHON`; each twin is skipped with a
+//! notice when python is absent.
+
+mod support;
+
+use csam_data::corrupt::blur::{glass_blur, GLASS};
+use csam_data::corrupt::border::Border;
+use csam_data::corrupt::digital::{
+    affine_warp, jpeg_compression, pixelate, JPEG_QUALITY, PIXELATE,
+};
+use csam_data::corrupt::filter::gaussian_filter;
+use csam_data::corrupt::frost_textures::FROST_FILES;
+use csam_data::corrupt::plasma::plasma_fractal;
+use csam_data::corrupt::resample::{bilinear, clipped_zoom};
+use csam_data::corrupt::weather::FOG;
+use csam_data::corrupt::FrostTextures;
+use csam_data::corrupt::Image;
+use csam_data::{load, DatasetSpec};
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use support::{f64_bytes, f64_values, python, run_reference};
+
+const SCRIPT: &str = "corrupt_twins.py";
+
+fn skip() {
+    eprintln!("SKIPPED: no python at <workspace>/.venv/bin/python (set CSAM_PYTHON)");
+}
+
+/// Real images: CIFAR-10 samples (3 channels) and Fashion-MNIST (1 channel).
+fn real_images() -> Vec<Image> {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../data/cifar10-samples");
+    let cifar = load(&DatasetSpec::Folder(dir)).unwrap().train.unwrap();
+    let fashion = load(&DatasetSpec::FashionMnist).unwrap().test;
+    (0..4)
+        .map(|i| Image::from_bytes(cifar.image(i), 3, 32, 32))
+        .chain((0..2).map(|i| Image::from_bytes(fashion.image(i), 1, 28, 28)))
+        .collect()
+}
+
+/// Random bytes at odd sizes, 1 and 3 channels.
+fn random_images() -> Vec<Image> {
+    let mut rng = ChaCha8Rng::seed_from_u64(17);
+    [(3, 5, 7), (1, 13, 20), (3, 40, 33)]
+        .map(|(c, h, w)| {
+            let bytes: Vec<u8> = (0..c * h * w).map(|_| rng.random()).collect();
+            Image::from_bytes(&bytes, c, h, w)
+        })
+        .to_vec()
+}
+
+/// `image`'s bytes interleaved (`H x W x C`), as PIL and numpy hold them.
+fn hwc(image: &Image) -> Vec<u8> {
+    let (bytes, plane) = (image.to_bytes(), image.plane_len());
+    (0..plane)
+        .flat_map(|i| (0..image.channels).map(move |c| (c, i)))
+        .map(|(c, i)| bytes[c * plane + i])
+        .collect()
+}
+
+/// `H W` then `extra`, the reference's arguments.
+fn args(height: usize, width: usize, extra: impl IntoIterator<Item = String>) -> Vec<String> {
+    [height.to_string(), width.to_string()]
+        .into_iter()
+        .chain(extra)
+        .collect()
+}
+
+#[test]
+fn pixelate_is_pillows_box_resize_byte_for_byte() {
+    let Some(python) = python() else {
+        return skip();
+    };
+    let dir = tempfile::tempdir().unwrap();
+    for image in real_images().iter().chain(&random_images()) {
+        let extra = [image.channels.to_string()]
+            .into_iter()
+            .chain(PIXELATE.map(|keep| format!("{keep:?}")));
+        let want = run_reference(
+            &python,
+            SCRIPT,
+            dir.path(),
+            "pixelate",
+            &hwc(image),
+            &args(image.height, image.width, extra),
+        );
+        for (keep, want) in PIXELATE.iter().zip(want.chunks_exact(image.data.len())) {
+            assert_eq!(
+                hwc(&pixelate(image, *keep)),
+                want,
+                "{}x{}x{} at {keep}",
+                image.channels,
+                image.height,
+                image.width
+            );
+        }
+    }
+}
+
+/// Mean absolute byte difference.
+fn byte_gap(a: &[u8], b: &[u8]) -> f64 {
+    let total: f64 = a
+        .iter()
+        .zip(b)
+        .map(|(x, y)| f64::from(x.abs_diff(*y)))
+        .sum();
+    total / a.len() as f64
+}
+
+/// JPEG against Pillow at the same quality, on the real images (random
+/// noise is every codec's worst case and says little). The two encoders
+/// share libjpeg's quality-scaled tables but not their DCT round-off, so a
+/// coefficient near the middle between two quantisation steps can land on
+/// the other step: bytes differ by 0.1 to 1.4 on average (up to about 20 in
+/// single pixels) at 4:4:4, against 2 to 9 between the clean image and
+/// Pillow's JPEG. So the test asks for a mean gap of at most 1.5 and under
+/// 40% of the JPEG's own change. Pillow's default, which the reference
+/// uses, subsamples colour chroma 4:2:0 where the `image` crate keeps it
+/// whole: there colour images differ by 3 to 6.5 on average (one channel is
+/// the same either way), so that gap is only bounded by 7.5.
+#[test]
+fn jpeg_is_close_to_pillows_at_the_same_quality() {
+    let Some(python) = python() else {
+        return skip();
+    };
+    let dir = tempfile::tempdir().unwrap();
+    for image in real_images() {
+        let clean = hwc(&image);
+        let reference = |subsampling: i32| {
+            let extra = [image.channels.to_string(), subsampling.to_string()]
+                .into_iter()
+                .chain(JPEG_QUALITY.map(|q| q.to_string()));
+            let all = run_reference(
+                &python,
+                SCRIPT,
+                dir.path(),
+                "jpeg",
+                &clean,
+                &args(image.height, image.width, extra),
+            );
+            all.chunks_exact(clean.len())
+                .map(<[u8]>::to_vec)
+                .collect::<Vec<_>>()
+        };
+        let (full_chroma, default) = (reference(0), reference(-1));
+        for (k, quality) in JPEG_QUALITY.into_iter().enumerate() {
+            let got = hwc(&jpeg_compression(&image, quality).unwrap());
+            let context = format!(
+                "{}x{}x{} at quality {quality}",
+                image.channels, image.height, image.width
+            );
+            let gap = byte_gap(&got, &full_chroma[k]);
+            let change = byte_gap(&clean, &full_chroma[k]);
+            assert!(
+                gap <= 1.5 && gap < 0.4 * change,
+                "{context}: {gap} against {change}"
+            );
+            let gap_default = byte_gap(&got, &default[k]);
+            assert!(gap_default <= 7.5, "{context}: {gap_default}");
+        }
+    }
+}
+
+#[test]
+fn the_bilinear_sampler_is_scipys_map_coordinates_with_reflect() {
+    let Some(python) = python() else {
+        return skip();
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let mut rng = ChaCha8Rng::seed_from_u64(3);
+    for (h, w) in [(8, 9), (1, 5), (32, 32)] {
+        let plane: Vec<f64> = (0..h * w).map(|_| rng.random()).collect();
+        // Points inside, near and far outside (several folds away).
+        let points: Vec<(f64, f64)> = (0..600)
+            .map(|_| {
+                let y = rng.random_range(-3.0 * h as f64 - 2.0..4.0 * h as f64 + 2.0);
+                (y, rng.random_range(-3.0 * w as f64..4.0 * w as f64))
+            })
+            .chain([(0.0, 0.0), (h as f64 - 1.0, w as f64 - 1.0), (-0.5, -0.5)])
+            .collect();
+        let mut input = plane.clone();
+        input.extend(points.iter().flat_map(|&(y, x)| [y, x]));
+        let want = f64_values(&run_reference(
+            &python,
+            SCRIPT,
+            dir.path(),
+            "map_coordinates",
+            &f64_bytes(&input),
+            &args(h, w, []),
+        ));
+        assert_eq!(want.len(), points.len());
+        for (&(y, x), want) in points.iter().zip(want) {
+            let got = bilinear(&plane, (h, w), (y, x), Border::Reflect);
+            assert!(
+                (got - want).abs() < 1e-12,
+                "{h}x{w} at ({y}, {x}): {got} vs {want}"
+            );
+        }
+    }
+}
+
+#[test]
+fn the_clipped_zoom_is_scipys_zoom_of_the_central_crop() {
+    let Some(python) = python() else {
+        return skip();
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let mut rng = ChaCha8Rng::seed_from_u64(4);
+    // Zoom blur's factors 1 + i / 100 and snow's 1.75, 2.25 (and 1.25).
+    let factors: Vec<f64> = (0..=25)
+        .map(|i| 1.0 + i as f64 * 0.01)
+        .chain([1.75, 2.25])
+        .collect();
+    for (h, w) in [(32, 32), (28, 28), (5, 7), (13, 20)] {
+        let plane: Vec<f64> = (0..h * w).map(|_| rng.random()).collect();
+        let extra = factors.iter().map(|f| format!("{f:?}"));
+        let want = f64_values(&run_reference(
+            &python,
+            SCRIPT,
+            dir.path(),
+            "clipped_zoom",
+            &f64_bytes(&plane),
+            &args(h, w, extra),
+        ));
+        assert_eq!(want.len(), factors.len() * h * w);
+        for (&factor, want) in factors.iter().zip(want.chunks_exact(h * w)) {
+            let got = clipped_zoom(&plane, (h, w), factor);
+            for (a, b) in got.iter().zip(want) {
+                assert!((a - b).abs() < 1e-12, "{h}x{w} by {factor}: {a} vs {b}");
+            }
+        }
+    }
+}
+
+#[test]
+fn the_gaussian_filter_is_scipys() {
+    let Some(python) = python() else {
+        return skip();
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let mut rng = ChaCha8Rng::seed_from_u64(5);
+    // Glass blur: truncate 4, nearest; the elastic field: truncate 3, reflect
+    // (sigma 6.4 on 32 pixels, 19 taps a side: they reach beyond small
+    // planes and fold more than once).
+    let cases = [
+        (0.25, 4.0, Border::Nearest, "nearest"),
+        (0.4, 4.0, Border::Nearest, "nearest"),
+        (0.96, 3.0, Border::Reflect, "reflect"),
+        (6.4, 3.0, Border::Reflect, "reflect"),
+    ];
+    for (h, w) in [(32, 32), (5, 7)] {
+        let plane: Vec<f64> = (0..h * w).map(|_| rng.random_range(-1.0..1.0)).collect();
+        let extra = cases.map(|(s, t, _, mode)| format!("{s:?}:{t:?}:{mode}"));
+        let want = f64_values(&run_reference(
+            &python,
+            SCRIPT,
+            dir.path(),
+            "gaussian",
+            &f64_bytes(&plane),
+            &args(h, w, extra),
+        ));
+        assert_eq!(want.len(), cases.len() * h * w);
+        for ((sigma, truncate, border, mode), want) in cases.iter().zip(want.chunks_exact(h * w)) {
+            let got = gaussian_filter(&plane, (h, w), *sigma, *truncate, *border);
+            for (a, b) in got.iter().zip(want) {
+                assert!(
+                    (a - b).abs() < 1e-12,
+                    "{h}x{w} sigma {sigma} {mode}: {a} vs {b}"
+                );
+            }
+        }
+    }
+}
+
+/// The elastic transform's warp against OpenCV's. OpenCV reads each output
+/// pixel at its position rounded to 1/32 pixel; a bilinear read of values in
+/// `[0, 1]` moves by at most 1 per pixel along each axis, so the two agree
+/// to `2 / 64` at worst, and far closer on average. The anchors move by
+/// multiples of 1/64, which OpenCV's `float32` points hold exactly.
+#[test]
+fn the_affine_warp_is_opencvs_up_to_its_position_grid() {
+    let Some(python) = python() else {
+        return skip();
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let mut rng = ChaCha8Rng::seed_from_u64(6);
+    for (h, w) in [(32, 32), (28, 28), (13, 20)] {
+        let plane: Vec<f64> = (0..h * w).map(|_| rng.random()).collect();
+        let (cx, cy, d) = ((w / 2) as f64, (h / 2) as f64, (h.min(w) / 3) as f64);
+        let anchors = [(cx + d, cy + d), (cx + d, cy - d), (cx - d, cy - d)];
+        for reach in [0.5, 2.5, 8.0] {
+            let mut step = || f64::from(rng.random_range(-64..=64)) / 64.0 * reach;
+            let moved = anchors.map(|(x, y)| (x + step(), y + step()));
+            let mut input = plane.clone();
+            input.extend(anchors.iter().chain(&moved).flat_map(|&(x, y)| [x, y]));
+            let want = f64_values(&run_reference(
+                &python,
+                SCRIPT,
+                dir.path(),
+                "warp_affine",
+                &f64_bytes(&input),
+                &args(h, w, []),
+            ));
+            let image = Image {
+                data: plane.clone(),
+                channels: 1,
+                height: h,
+                width: w,
+            };
+            let got = affine_warp(&image, &anchors, &moved).data;
+            let gaps: Vec<f64> = got.iter().zip(&want).map(|(a, b)| (a - b).abs()).collect();
+            let mean = gaps.iter().sum::<f64>() / gaps.len() as f64;
+            let max = gaps.iter().copied().fold(0.0, f64::max);
+            assert!(
+                max <= 2.0 / 64.0 + 1e-9 && mean < 0.01,
+                "{h}x{w}, moves up to {reach}: mean {mean}, max {max}"
+            );
+        }
+    }
+}
+
+/// Frost's photographs shrink as OpenCV's `resize(fx=0.2, fy=0.2)`, byte
+/// for byte, on the pixels the `image` crate decodes (sizes that are not
+/// multiples of 5, PNG and JPEG as the reference's files).
+#[test]
+fn frost_photographs_shrink_as_opencvs_resize() {
+    let Some(python) = python() else {
+        return skip();
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let mut rng = ChaCha8Rng::seed_from_u64(7);
+    let sizes = [(243, 201), (200, 200), (57, 88), (104, 61), (33, 47)];
+    for (name, (w, h)) in FROST_FILES.iter().zip(sizes) {
+        let photo = image::RgbImage::from_fn(w, h, |_, _| image::Rgb(rng.random()));
+        photo.save(dir.path().join(name)).unwrap();
+    }
+    let textures = FrostTextures::load(dir.path()).unwrap();
+    for (name, texture) in FROST_FILES.iter().zip(textures.textures()) {
+        let decoded = image::open(dir.path().join(name)).unwrap().to_rgb8();
+        let (w, h) = (decoded.width() as usize, decoded.height() as usize);
+        let want = run_reference(
+            &python,
+            SCRIPT,
+            dir.path(),
+            "resize_fifth",
+            decoded.as_raw(),
+            &args(h, w, []),
+        );
+        assert_eq!(hwc(texture), want, "{name} ({h}x{w})");
+    }
+}
+
+/// Glass blur against the reference's steps in numpy and scipy, given our
+/// draws (redrawn here from the same seed, in the order the sweeps make
+/// them): this checks the sweep ranges and order, and that numpy's "swap"
+/// of two pixel views is the copy we make. The reference truncates
+/// `k / 255 * 255` to bytes with no guard against round-off just below `k`;
+/// ours has one ([`Image::to_bytes`]), so single values may differ by one
+/// level, 1/255 after the final blur at most.
+#[test]
+fn glass_blur_is_the_references_numpy_shuffle() {
+    let Some(python) = python() else {
+        return skip();
+    };
+    let dir = tempfile::tempdir().unwrap();
+    for image in real_images().iter().chain(&random_images()) {
+        let (c, h, w) = (image.channels, image.height, image.width);
+        for (sigma, delta, iterations) in GLASS {
+            let mut rng = ChaCha8Rng::seed_from_u64(8);
+            let got = glass_blur(image, sigma, delta, iterations, &mut rng);
+            let mut rng = ChaCha8Rng::seed_from_u64(8);
+            let d = delta as i64;
+            let sweeps = (h.saturating_sub(2 * delta)) * (w.saturating_sub(2 * delta));
+            let draws: Vec<f64> = (0..iterations * sweeps * 2)
+                .map(|_| rng.random_range(-d..d) as f64)
+                .collect();
+            let mut input: Vec<f64> = (0..h * w)
+                .flat_map(|i| (0..c).map(move |ch| image.data[ch * h * w + i]))
+                .collect();
+            input.extend(draws);
+            let extra = [
+                c.to_string(),
+                format!("{sigma:?}"),
+                delta.to_string(),
+                iterations.to_string(),
+            ];
+            let want = f64_values(&run_reference(
+                &python,
+                SCRIPT,
+                dir.path(),
+                "glass",
+                &f64_bytes(&input),
+                &args(h, w, extra),
+            ));
+            let got_hwc: Vec<f64> = (0..h * w)
+                .flat_map(|i| (0..c).map(move |ch| (ch, i)))
+                .map(|(ch, i)| got.data[ch * h * w + i])
+                .collect();
+            let max = got_hwc
+                .iter()
+                .zip(&want)
+                .map(|(a, b)| (a - b).abs())
+                .fold(0.0, f64::max);
+            assert!(
+                max <= 1.0 / 255.0 + 1e-12,
+                "{c}x{h}x{w} sigma {sigma}: {max}"
+            );
+        }
+    }
+}
+
+/// Fog's plasma fractal against the reference's diamond-square written with
+/// `np.roll`, fed the uniform draws ours makes (redrawn here from the same
+/// seed: three arrays of `(side / step)^2` per step, row by row). The sums
+/// of four neighbours are added in another order, hence 1e-12, not equality.
+#[test]
+fn the_plasma_fractal_is_the_references_diamond_square() {
+    let Some(python) = python() else {
+        return skip();
+    };
+    let dir = tempfile::tempdir().unwrap();
+    for side in [2usize, 4, 32, 64] {
+        for (_, decay) in FOG {
+            let got = plasma_fractal(side, decay, &mut ChaCha8Rng::seed_from_u64(9));
+            let mut rng = ChaCha8Rng::seed_from_u64(9);
+            // Steps side, side / 2, ..., 2: k = 1, 2, 4, ... squares a side.
+            let count: usize = (0..side.trailing_zeros())
+                .map(|t| 3 * (1usize << t).pow(2))
+                .sum();
+            let draws: Vec<f64> = (0..count).map(|_| rng.random()).collect();
+            let want = f64_values(&run_reference(
+                &python,
+                SCRIPT,
+                dir.path(),
+                "plasma",
+                &f64_bytes(&draws),
+                &args(side, side, [format!("{decay:?}")]),
+            ));
+            for (a, b) in got.iter().zip(&want) {
+                assert!(
+                    (a - b).abs() < 1e-12,
+                    "side {side}, decay {decay}: {a} vs {b}"
+                );
+            }
+        }
+    }
+}
