@@ -80,7 +80,7 @@ fn npy_shape(path: &Path) -> String {
 }
 
 #[test]
-fn corrupt_makes_every_corruption_but_frost_by_default_and_refuses_frost() {
+fn corrupt_makes_frost_only_from_given_photographs() {
     let dir = tempfile::tempdir().unwrap();
     let (set, other) = (dir.path().join("digits-c"), dir.path().join("frost-c"));
     let set_s = set.to_str().unwrap();
@@ -125,10 +125,36 @@ fn corrupt_makes_every_corruption_but_frost_by_default_and_refuses_frost() {
         "snow,frost",
     ]);
     assert!(
-        refused.contains("does not bundle") && refused.contains("hendrycks/robustness"),
+        refused.contains("does not bundle") && refused.contains("--frost-images"),
         "{refused}"
     );
     assert!(!other.exists());
+
+    // Given the photographs, frost is made like any other corruption.
+    let textures = dir.path().join("frost-photos");
+    std::fs::create_dir_all(&textures).unwrap();
+    for (k, name) in csam_data::corrupt::frost_textures::FROST_FILES
+        .iter()
+        .enumerate()
+    {
+        let photo = image::RgbImage::from_fn(120, 100, |x, y| {
+            image::Rgb([(x * 2) as u8, (y * 2) as u8, 200 + k as u8])
+        });
+        photo.save(textures.join(name)).unwrap();
+    }
+    ok(&[
+        "corrupt",
+        "--data",
+        "digits",
+        "--out",
+        other.to_str().unwrap(),
+        "--corruptions",
+        "frost",
+        "--frost-images",
+        textures.to_str().unwrap(),
+        "--quiet",
+    ]);
+    assert_eq!(npy_shape(&other.join("frost.npy")), "(1775, 8, 8, 1)");
 }
 
 #[test]

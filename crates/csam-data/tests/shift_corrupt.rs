@@ -182,7 +182,7 @@ fn the_seed_fixes_the_noise_and_only_the_random_corruptions_depend_on_it() {
         assert_eq!(a.images != other.images, random, "{corruption}");
         // A sample's corruption does not depend on the samples around it.
         let alone = corruption
-            .corrupt_sample_with(&dataset, 5, severity, 11, Some(frost_textures()))
+            .corrupt_sample(&dataset, 5, severity, 11, Some(frost_textures()))
             .unwrap();
         assert_eq!(alone, a.image(5), "{corruption}");
     }

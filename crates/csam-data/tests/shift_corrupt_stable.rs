@@ -21,7 +21,11 @@ fn digest(corruption: Corruption) -> String {
     for dataset in inputs() {
         for severity in SEVERITIES {
             for i in 0..dataset.n {
-                hash.update(corruption.corrupt_sample(&dataset, i, severity, 7));
+                hash.update(
+                    corruption
+                        .corrupt_sample(&dataset, i, severity, 7, None)
+                        .unwrap(),
+                );
             }
         }
     }

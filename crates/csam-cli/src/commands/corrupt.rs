@@ -4,7 +4,7 @@ use std::path::PathBuf;
 
 use anyhow::Context;
 use clap::{Args, ValueEnum};
-use csam_data::corrupt::{Corruption, Severity};
+use csam_data::corrupt::{Corruption, FrostTextures, Severity, FROST_NEEDS_TEXTURES};
 use csam_data::{load, DatasetSpec};
 use csam_lab::shift::cifar_c::{write_corruption_set, CorruptionPlan};
 
@@ -32,9 +32,9 @@ pub struct CorruptArgs {
     /// Output directory: DIR/CORRUPTION.npy, DIR/labels.npy, DIR/meta.json.
     #[arg(long, visible_alias = "output", value_name = "DIR")]
     out: PathBuf,
-    /// Corruptions, comma-separated, CIFAR-10-C's 15 (default: all of them
-    /// but frost). Frost is refused: it blends in photographs that csam does
-    /// not bundle (their licence is not stated) and cannot be given here yet.
+    /// Corruptions, comma-separated, CIFAR-10-C's 15 (default: all of them,
+    /// frost only with --frost-images). Frost blends in photographs that
+    /// csam does not bundle (their licence is not stated).
     #[arg(
         long,
         value_delimiter = ',',
@@ -49,6 +49,12 @@ pub struct CorruptArgs {
     /// Seed of every random draw (noise, streak angles, shuffles, warps, fog).
     #[arg(long, default_value_t = 0)]
     seed: u64,
+    /// A directory holding the frost photographs of Hendrycks & Dietterich
+    /// (frost1.png ... frost5.jpg from ImageNet-C/create_c/ of their
+    /// robustness repository); without it frost is left out, or refused when
+    /// asked for.
+    #[arg(long, value_name = "DIR")]
+    frost_images: Option<PathBuf>,
     /// Replace existing files in DIR.
     #[arg(long)]
     force: bool,
@@ -57,19 +63,18 @@ pub struct CorruptArgs {
     quiet: bool,
 }
 
-/// Why `csam corrupt` refuses frost, and what to do instead.
-const NO_FROST: &str = "frost blends in the frost photographs of Hendrycks & Dietterich \
-(frost1.png ... frost5.jpg, ImageNet-C/create_c/ of github.com/hendrycks/robustness), which csam \
-does not bundle because their licence is not stated, and csam corrupt cannot be given them yet \
-(the library can: csam_data::corrupt::FrostTextures::load on a directory holding them); leave \
-frost out of --corruptions";
-
 /// Runs `csam corrupt`.
 pub fn run(args: CorruptArgs) -> anyhow::Result<()> {
+    let frost = args
+        .frost_images
+        .as_deref()
+        .map(FrostTextures::load)
+        .transpose()
+        .context("--frost-images")?;
     let corruptions = if args.corruptions.is_empty() {
         Corruption::ALL
             .into_iter()
-            .filter(|c| !c.needs_frost_textures())
+            .filter(|c| frost.is_some() || !c.needs_frost_textures())
             .collect()
     } else {
         let chosen = args
@@ -78,8 +83,10 @@ pub fn run(args: CorruptArgs) -> anyhow::Result<()> {
             .map(|name| name.parse::<Corruption>())
             .collect::<Result<Vec<_>, _>>()
             .map_err(|e| anyhow::anyhow!("--corruptions: {e}"))?;
-        if chosen.iter().any(|c| c.needs_frost_textures()) {
-            anyhow::bail!("--corruptions: {NO_FROST}");
+        if frost.is_none() && chosen.iter().any(|c| c.needs_frost_textures()) {
+            anyhow::bail!(
+                "--corruptions: {FROST_NEEDS_TEXTURES}; give that directory as --frost-images DIR"
+            );
         }
         chosen
     };
@@ -100,6 +107,7 @@ pub fn run(args: CorruptArgs) -> anyhow::Result<()> {
         corruptions,
         severities,
         seed: args.seed,
+        frost,
     };
     let source_name = format!("{}/{part}", args.data);
     let written = write_corruption_set(

@@ -29,7 +29,7 @@
 //! Frost blends in photographs that csam does not bundle (their licence is
 //! not stated, see [`frost_textures`]): it runs only with a
 //! [`FrostTextures`] loaded from a directory holding them, passed to
-//! [`Corruption::apply`] / [`Corruption::corrupt_sample_with`] (`csam
+//! [`Corruption::apply`] / [`Corruption::corrupt_sample`] (`csam
 //! corrupt` has no way to be given them yet and leaves frost out).
 //!
 //! The pieces are checked against the libraries the reference calls
@@ -252,7 +252,7 @@ impl Corruption {
     /// The random stream is keyed by `(seed, self, index)` (see the module
     /// doc; `self` by its fixed discriminant). `frost` is needed by
     /// [`Corruption::Frost`] only.
-    pub fn corrupt_sample_with(
+    pub fn corrupt_sample(
         self,
         dataset: &Dataset,
         index: usize,
@@ -271,28 +271,9 @@ impl Corruption {
         Ok(self.apply(&clean, severity, &mut rng, frost)?.to_bytes())
     }
 
-    /// [`Corruption::corrupt_sample_with`] for the corruptions that need no
-    /// frost photographs.
-    ///
-    /// # Panics
-    ///
-    /// For [`Corruption::Frost`] (check [`Corruption::needs_frost_textures`]
-    /// first), and for JPEG compression of an image with a side above
-    /// 65535 pixels.
-    pub fn corrupt_sample(
-        self,
-        dataset: &Dataset,
-        index: usize,
-        severity: Severity,
-        seed: u64,
-    ) -> Vec<u8> {
-        self.corrupt_sample_with(dataset, index, severity, seed, None)
-            .unwrap_or_else(|e| panic!("{self} of sample {index}: {e}"))
-    }
-
     /// The whole `dataset` corrupted at `severity` (same labels, shape and
     /// classes; named `<dataset>/<corruption>-<severity>`); `frost` as in
-    /// [`Corruption::corrupt_sample_with`].
+    /// [`Corruption::corrupt_sample`].
     pub fn corrupt_dataset(
         self,
         dataset: &Dataset,
@@ -302,7 +283,7 @@ impl Corruption {
     ) -> crate::error::Result<Dataset> {
         let mut images = Vec::with_capacity(dataset.images.len());
         for i in 0..dataset.n {
-            images.extend(self.corrupt_sample_with(dataset, i, severity, seed, frost)?);
+            images.extend(self.corrupt_sample(dataset, i, severity, seed, frost)?);
         }
         Ok(Dataset {
             images,

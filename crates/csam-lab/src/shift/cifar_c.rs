@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use csam_data::corrupt::{Corruption, Severity, SEVERITIES};
+use csam_data::corrupt::{Corruption, FrostTextures, Severity, FROST_NEEDS_TEXTURES, SEVERITIES};
 use csam_data::{self as data, chw_to_hwc, Dataset, DatasetSpec};
 use csam_train::train::error::{Remedy, Result, TrainError};
 
@@ -55,6 +55,9 @@ pub struct CorruptionPlan {
     pub severities: Vec<Severity>,
     /// Seed of the random draws (see [`Corruption::corrupt_sample`]).
     pub seed: u64,
+    /// The frost photographs, which the frost corruption needs and csam does
+    /// not bundle ([`FrostTextures::load`]).
+    pub frost: Option<FrostTextures>,
 }
 
 /// What [`write_corruption_set`] reports while it works, for the caller's
@@ -85,8 +88,12 @@ pub fn write_corruption_set(
         corruptions,
         severities,
         seed,
+        frost,
     } = plan;
     let seed = *seed;
+    if frost.is_none() && corruptions.iter().any(|c| c.needs_frost_textures()) {
+        return Err(TrainError::Invalid(FROST_NEEDS_TEXTURES.into()));
+    }
     let targets: Vec<PathBuf> = corruptions
         .iter()
         .map(|c| dir.join(format!("{}.npy", c.name())))
@@ -113,7 +120,13 @@ pub fn write_corruption_set(
         let mut chw = Vec::with_capacity(shape.iter().product());
         for &severity in severities {
             for i in 0..dataset.n {
-                chw.extend(corruption.corrupt_sample(dataset, i, severity, seed));
+                chw.extend(corruption.corrupt_sample(
+                    dataset,
+                    i,
+                    severity,
+                    seed,
+                    frost.as_ref(),
+                )?);
                 done += 1;
                 observer.image(*corruption, done, total);
             }
