@@ -5,12 +5,17 @@
 //! directory.
 
 use std::path::PathBuf;
+use std::sync::Arc;
 
 use csam_calib::metrics::summary::{summarize, MetricSummary};
 use serde::{Deserialize, Serialize};
 
+use crate::shift::eval_set::EvalSet;
 use crate::shift::predictor::{Predictor, Sampling};
-use crate::shift::report::{evaluate_corruptions, ood_report, CorruptionReport, OodReport};
+use crate::shift::report::{
+    evaluate_corruptions, ood_report, CorruptionReport, OodReport, ShiftReference,
+};
+use csam_data::streaming::{ImageFiles, ImageNetSplits};
 use csam_data::{self as data, DatasetSpec};
 use csam_nn::device::{device_name, parse_device};
 use csam_train::train::atomic::write_atomic;
@@ -26,7 +31,8 @@ pub struct EvalRequest {
     /// Data set spec whose test split is evaluated; None: the first run's
     /// own training data.
     pub data: Option<String>,
-    /// A CIFAR-10-C layout directory to evaluate as well.
+    /// A CIFAR-10-C layout directory (ImageNet-C's for an `imagenet:` run)
+    /// to evaluate as well.
     pub corruptions: Option<PathBuf>,
     /// An out-of-distribution data set spec (its test split) for the OOD AUROC.
     pub ood: Option<String>,
@@ -42,6 +48,9 @@ pub struct EvalRequest {
     pub device: Option<String>,
     /// Evaluation batch size.
     pub batch_size: usize,
+    /// Threads that decode a streamed data set (`imagenet:`, ImageNet-C);
+    /// None: one per core.
+    pub workers: Option<usize>,
 }
 
 /// The content of `eval-NAME.json`.
@@ -157,14 +166,17 @@ pub fn evaluate_run(request: &EvalRequest) -> Result<(EvalReport, PathBuf)> {
         text.parse()
             .map_err(|e| TrainError::from(ConfigError::invalid(key, text, e)))
     };
-    let load_test = |spec: &DatasetSpec| -> Result<data::Dataset> { Ok(data::load(spec)?.test) };
     let data_spec = parse("data", &data)?;
     let ood_spec = request
         .ood
         .as_deref()
         .map(|text| Ok::<_, TrainError>((text, parse("ood", text)?)))
         .transpose()?;
-    let dataset = load_test(&data_spec)?;
+    let split_seed = first.spec.data.split_seed(first.spec.seed);
+    let workers = request.workers.unwrap_or_else(|| {
+        std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get)
+    });
+    let test = TestPart::load(&data_spec, &data, split_seed)?;
     let sampling = match request.mc_dropout {
         Some(passes) => Sampling::McDropout {
             passes,
@@ -175,18 +187,29 @@ pub fn evaluate_run(request: &EvalRequest) -> Result<(EvalReport, PathBuf)> {
     let model = first.spec.model.arch.to_string();
     // The binning the runs were trained and reported with.
     let options = first.spec.metrics;
-    let predictor = Predictor::new(runs, &dataset, &data, sampling, request.batch_size, device)?;
-    let probs = predictor.probabilities(&dataset)?;
-    let metrics = summarize(probs.view(), &dataset.labels, &options)?;
+    let set = test.set(workers);
+    let predictor = Predictor::new(runs, set, &data, sampling, request.batch_size, device)?;
+    let probs = predictor.probabilities(set)?;
+    let metrics = summarize(probs.view(), set.labels(), &options)?;
+    let reference = match &test {
+        TestPart::Images(dataset) => ShiftReference::Labels {
+            n_classes: dataset.n_classes,
+        },
+        TestPart::Files { test, held_out } => ShiftReference::Folders {
+            classes: &test.classes,
+            held_out: Some(held_out),
+            workers,
+        },
+    };
     let corruptions = request
         .corruptions
         .as_deref()
-        .map(|dir| evaluate_corruptions(&predictor, dir, dataset.n_classes, &options))
+        .map(|dir| evaluate_corruptions(&predictor, dir, &reference, &options))
         .transpose()?;
     let ood = match &ood_spec {
         Some((text, spec)) => {
-            let ood_set = load_test(spec)?;
-            let ood_probs = predictor.probabilities(&ood_set)?;
+            let ood_set = TestPart::load(spec, text, split_seed)?;
+            let ood_probs = predictor.probabilities(ood_set.set(workers))?;
             Some(ood_report(text, probs.view(), ood_probs.view())?)
         }
         None => None,
@@ -205,7 +228,7 @@ pub fn evaluate_run(request: &EvalRequest) -> Result<(EvalReport, PathBuf)> {
         passes,
         seed,
         device: device_name(device),
-        n: dataset.n,
+        n: set.len(),
         metrics,
         corruptions,
         ood,
@@ -216,6 +239,45 @@ pub fn evaluate_run(request: &EvalRequest) -> Result<(EvalReport, PathBuf)> {
     })?;
     write_atomic(&report_path, &json)?;
     Ok((report, report_path))
+}
+
+/// The test part of a data set: in memory, or the image files of an
+/// `imagenet:` folder's test part with the validation images held out of it.
+enum TestPart {
+    Images(data::Dataset),
+    Files {
+        test: Arc<ImageFiles>,
+        held_out: ImageFiles,
+    },
+}
+
+impl TestPart {
+    /// The test part of `spec` (named `name`); an `imagenet:` folder's is
+    /// what a run of split seed `split_seed` tested on.
+    fn load(spec: &DatasetSpec, name: &str, split_seed: u64) -> Result<TestPart> {
+        Ok(match spec {
+            DatasetSpec::ImageNet(dir) => {
+                let splits = ImageNetSplits::open(dir, name, split_seed)?;
+                TestPart::Files {
+                    test: Arc::new(splits.test),
+                    held_out: splits.val,
+                }
+            }
+            _ => TestPart::Images(data::load(spec)?.test),
+        })
+    }
+
+    /// The part as a predictor reads it, decoded by `workers` threads where
+    /// it is streamed.
+    fn set(&self, workers: usize) -> EvalSet<'_> {
+        match self {
+            TestPart::Images(dataset) => EvalSet::Images(dataset),
+            TestPart::Files { test, .. } => EvalSet::Files {
+                files: test,
+                workers,
+            },
+        }
+    }
 }
 
 #[cfg(test)]

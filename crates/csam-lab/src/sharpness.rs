@@ -30,6 +30,7 @@ use csam_nn::curvature::hessian::LossSurface;
 use csam_nn::curvature::CurvatureError;
 use csam_nn::device::parse_device;
 use csam_train::train::atomic::write_atomic;
+use csam_train::train::session::input_shape;
 use csam_train::train::{Checkpoint, ConfigError, Remedy, TrainError, TrainedRun};
 
 type Result<T> = std::result::Result<T, TrainError>;
@@ -177,7 +178,8 @@ pub fn measure_run(
         )));
     }
     let normalization = &trained.normalization;
-    let (vs, model) = trained.network(train, device, settings.checkpoint)?;
+    let shape = (input_shape(train), train.n_classes);
+    let (vs, model) = trained.network(shape, device, settings.checkpoint)?;
     let mut rng = ChaCha8Rng::seed_from_u64(settings.seed);
     let mut chosen = sample(&mut rng, train.n, settings.examples).into_vec();
     chosen.sort_unstable();

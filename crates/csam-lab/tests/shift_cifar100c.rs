@@ -105,6 +105,7 @@ fn cifar100_c_layout_is_evaluated_with_fine_labels() {
         force: false,
         device: Some("cpu".into()),
         batch_size: 64,
+        workers: None,
     })
     .unwrap();
     let corruptions = report.corruptions.expect("--corruptions was given");

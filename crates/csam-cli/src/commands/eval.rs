@@ -55,11 +55,16 @@ pub struct EvalArgs {
     /// Evaluation batch size.
     #[arg(long, default_value_t = 256)]
     batch_size: usize,
+    /// Threads that decode a streamed data set's images (an imagenet: run,
+    /// ImageNet-C); the numbers do not depend on it (default: one per core).
+    #[arg(long, value_name = "N")]
+    workers: Option<usize>,
 }
 
 /// Runs `csam eval`.
 pub fn run(args: EvalArgs) -> anyhow::Result<()> {
     anyhow::ensure!(args.batch_size > 0, "--batch-size must be at least 1");
+    anyhow::ensure!(args.workers != Some(0), "--workers must be at least 1");
     let request = EvalRequest {
         runs: args.run,
         data: args.data,
@@ -71,6 +76,7 @@ pub fn run(args: EvalArgs) -> anyhow::Result<()> {
         force: args.force,
         device: args.device,
         batch_size: args.batch_size,
+        workers: args.workers,
     };
     let (report, path) = evaluate_run(&request)?;
     let text = if args.json {

@@ -27,7 +27,7 @@ use super::runs::{self, run_all, Experiment, PlannedRun};
 use super::settings::{invalid, repeated, write_json, ExperimentDir, SharedSettings};
 use super::table;
 use crate::shift::cifar_c::open_corruption_set;
-use crate::shift::report::{evaluate_corruptions, ood_report};
+use crate::shift::report::{evaluate_corruptions, ood_report, ShiftReference};
 use csam_data::{self as data, DatasetSpec};
 use csam_train::spec::{OptimizerFamily, RunSpec, Runtime};
 use csam_train::train::atomic::write_atomic;
@@ -269,7 +269,10 @@ impl<'a> ShiftData<'a> {
             .request
             .corruptions
             .as_deref()
-            .map(|dir| evaluate_corruptions(predictor, dir, n_classes, options))
+            .map(|dir| {
+                let reference = ShiftReference::Labels { n_classes };
+                evaluate_corruptions(predictor, dir, &reference, options)
+            })
             .transpose()?;
         let ood = match &self.ood {
             Some((name, ood_set)) => {

@@ -15,36 +15,39 @@ use ndarray::Array2;
 use tch::nn::VarStore;
 use tch::Device;
 
-use csam_data::{Dataset, SampleShape};
+use csam_data::SampleShape;
 use csam_nn::model::{Mode, Model};
 use csam_train::train::error::{Result, TrainError};
+use csam_train::train::run_data::{predict_files, StreamedBatches};
 use csam_train::train::session::predict_dataset;
 use csam_train::train::{Checkpoint, TrainedRun};
+
+use super::eval_set::EvalSet;
 
 /// Checks that `run` was trained on images of `reference`'s channel count
 /// (named `data` in messages), then builds its network with its best weights.
 fn member_network(
     run: &TrainedRun,
-    reference: &Dataset,
+    reference: &EvalSet<'_>,
     data: &str,
     device: Device,
 ) -> Result<(VarStore, Model)> {
-    if reference.channels != run.normalization.channels() {
+    let (channels, height, width) = reference.sample_shape();
+    if channels != run.normalization.channels() {
         return Err(TrainError::Invalid(format!(
-            "{data} has {} channels but the run {} was trained on {} ({})",
-            reference.channels,
+            "{data} has {channels} channels but the run {} was trained on {} ({})",
             run.dir.root().display(),
             run.normalization.channels(),
             run.spec.data.source,
         )));
     }
-    run.network(reference, device, Checkpoint::Best)
+    run.network(reference.network_shape(), device, Checkpoint::Best)
         .map_err(|error| match error {
             TrainError::Weights(source) => TrainError::WeightsMismatch {
                 data: data.to_string(),
                 shape: format!(
-                    "{}x{}x{} images, {} classes",
-                    reference.channels, reference.height, reference.width, reference.n_classes
+                    "{channels}x{height}x{width} images, {} classes",
+                    reference.n_classes()
                 ),
                 run: run.dir.root().to_path_buf(),
                 trained_on: run.spec.data.source.to_string(),
@@ -77,9 +80,9 @@ impl Predictor {
     /// Sets up `runs` for data shaped like `reference` (the in-distribution
     /// test set, named `reference_name` in messages). All runs must share the
     /// data spec and model; MC-Dropout needs runs trained with dropout.
-    pub fn new(
+    pub fn new<'r>(
         runs: Vec<TrainedRun>,
-        reference: &Dataset,
+        reference: impl Into<EvalSet<'r>>,
         reference_name: &str,
         sampling: Sampling,
         batch_size: usize,
@@ -117,11 +120,12 @@ impl Predictor {
                 ));
             }
         }
+        let reference = reference.into();
         let shape = reference.sample_shape();
         let members = runs
             .into_iter()
             .map(|run| {
-                let (vs, model) = member_network(&run, reference, reference_name, device)?;
+                let (vs, model) = member_network(&run, &reference, reference_name, device)?;
                 Ok((run, vs, model))
             })
             .collect::<Result<Vec<_>>>()?;
@@ -159,16 +163,18 @@ impl Predictor {
         self.members.iter().map(|(run, _, _)| run)
     }
 
-    /// `N x K` probabilities on `dataset`: the mean over members and passes
-    /// of the softmax of the logits. `dataset` must have the reference's
+    /// `N x K` probabilities on `data`: the mean over members and passes
+    /// of the softmax of the logits. `data` must have the reference's
     /// sample shape (its labels are not used).
-    pub fn probabilities(&self, dataset: &Dataset) -> Result<Array2<f64>> {
-        if dataset.sample_shape() != self.shape {
-            let (c, h, w) = dataset.sample_shape();
+    pub fn probabilities<'d>(&self, data: impl Into<EvalSet<'d>>) -> Result<Array2<f64>> {
+        let data = data.into();
+        if data.sample_shape() != self.shape {
+            let (c, h, w) = data.sample_shape();
             let (rc, rh, rw) = self.shape;
             return Err(TrainError::Invalid(format!(
                 "{} has images of {c}x{h}x{w} (CxHxW) but the model evaluates {} ({rc}x{rh}x{rw})",
-                dataset.name, self.reference
+                data.name(),
+                self.reference
             )));
         }
         let (mode, passes) = match self.sampling {
@@ -181,20 +187,31 @@ impl Predictor {
         let mut sum: Option<Array2<f64>> = None;
         for (run, _, model) in &self.members {
             for _ in 0..passes {
-                let predictions = predict_dataset(
-                    model,
-                    dataset,
-                    &run.normalization,
-                    self.batch_size,
-                    self.device,
-                    mode,
-                )?;
+                let normalization = &run.normalization;
+                let predictions = match data {
+                    EvalSet::Images(dataset) => predict_dataset(
+                        model,
+                        dataset,
+                        normalization,
+                        self.batch_size,
+                        self.device,
+                        mode,
+                    )?,
+                    EvalSet::Files { files, workers } => {
+                        let batches = StreamedBatches {
+                            files,
+                            batch_size: self.batch_size,
+                            workers,
+                        };
+                        predict_files(model, batches, normalization, self.device, mode)?
+                    }
+                };
                 let bad = predictions.non_finite_rows();
                 if bad > 0 {
                     return Err(TrainError::Invalid(format!(
                         "{bad} of {} examples of {} have NaN or infinite logits under {}",
-                        dataset.n,
-                        dataset.name,
+                        data.len(),
+                        data.name(),
                         run.dir.root().display()
                     )));
                 }

@@ -5,6 +5,7 @@
 //! probability and by the predictive entropy.
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use csam_calib::metrics::auroc::{auroc_ood, OodScore};
 use csam_calib::metrics::summary::{summarize, MetricOptions};
@@ -12,8 +13,11 @@ use ndarray::ArrayView2;
 use serde::{Deserialize, Serialize};
 
 use super::cifar_c::open_corruption_set;
+use super::eval_set::EvalSet;
+use super::imagenet_c::{is_imagenet_c, open_imagenet_c, severity_files};
 use super::predictor::Predictor;
-use csam_train::train::error::Result;
+use csam_data::streaming::ImageFiles;
+use csam_train::train::error::{Result, TrainError};
 
 /// Accuracy, ECE (15 equal-width bins, `(lo, hi]`) and NLL, as fractions.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
@@ -34,10 +38,10 @@ pub struct SeverityMetrics {
     pub metrics: ShiftMetrics,
 }
 
-/// One corruption file's results.
+/// One corruption's results.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct CorruptionResult {
-    /// File stem (`gaussian_noise`).
+    /// File stem or folder name (`gaussian_noise`).
     pub name: String,
     /// Per severity, in file order.
     pub severities: Vec<SeverityMetrics>,
@@ -48,7 +52,7 @@ pub struct CorruptionResult {
 /// All corruption files of a directory.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct CorruptionReport {
-    /// The CIFAR-10-C layout directory.
+    /// The CIFAR-10-C or ImageNet-C layout directory.
     pub dir: PathBuf,
     /// Per corruption, sorted by name.
     pub corruptions: Vec<CorruptionResult>,
@@ -103,63 +107,129 @@ fn mean<'a>(all: impl IntoIterator<Item = &'a ShiftMetrics>) -> ShiftMetrics {
     }
 }
 
-/// Evaluates `predictor` on every corruption file of the CIFAR-10-C layout
-/// directory `dir` (labels in `0..n_classes`), one file at a time, with the
-/// metrics binned as `options` say.
+/// What corrupted images are labelled by, which also says which layouts a
+/// corruption directory may have.
+#[derive(Debug, Clone, Copy)]
+pub enum ShiftReference<'a> {
+    /// A run trained in memory: CIFAR-10-C's layout, labels in
+    /// `0..n_classes`.
+    Labels { n_classes: usize },
+    /// A run trained on a streamed `imagenet:` folder: ImageNet-C's layout,
+    /// labelled by the run's class folders, less the validation images the
+    /// run held out, decoded by `workers` threads.
+    Folders {
+        classes: &'a [String],
+        held_out: Option<&'a ImageFiles>,
+        workers: usize,
+    },
+}
+
+/// Evaluates `predictor` on every corruption of the directory `dir` (the
+/// CIFAR-10-C or the ImageNet-C layout, as `reference` says), one severity
+/// at a time, with the metrics binned as `options` say.
 pub fn evaluate_corruptions(
     predictor: &Predictor,
     dir: &Path,
-    n_classes: usize,
+    reference: &ShiftReference<'_>,
     options: &MetricOptions,
 ) -> Result<CorruptionReport> {
-    let set = open_corruption_set(dir)?;
-    let mut corruptions = Vec::with_capacity(set.files.len());
-    for path in &set.files {
-        let file = set.load(path, n_classes)?;
-        let mut severities = Vec::with_capacity(file.severities.len());
-        for (severity, dataset) in &file.severities {
-            let probs = predictor.probabilities(dataset)?;
-            severities.push(SeverityMetrics {
-                severity: *severity,
-                n: dataset.n,
-                metrics: shift_metrics(probs.view(), &dataset.labels, options)?,
-            });
+    let severity = |set: EvalSet<'_>, level: u8| -> Result<SeverityMetrics> {
+        let probs = predictor.probabilities(set)?;
+        Ok(SeverityMetrics {
+            severity: level,
+            n: set.len(),
+            metrics: shift_metrics(probs.view(), set.labels(), options)?,
+        })
+    };
+    let mut corruptions = Vec::new();
+    match *reference {
+        ShiftReference::Labels { n_classes } => {
+            if is_imagenet_c(dir) {
+                return Err(TrainError::Invalid(format!(
+                    "{} is laid out as ImageNet-C (<corruption>/<severity>/<class>/), which                      needs a run trained on an imagenet: folder; this run's corruptions are                      CIFAR-10-C's layout (<corruption>.npy and labels.npy)",
+                    dir.display()
+                )));
+            }
+            let set = open_corruption_set(dir)?;
+            for path in &set.files {
+                let file = set.load(path, n_classes)?;
+                let severities = file
+                    .severities
+                    .iter()
+                    .map(|(level, dataset)| severity(dataset.into(), *level))
+                    .collect::<Result<Vec<_>>>()?;
+                corruptions.push(CorruptionResult::new(file.name, severities));
+            }
         }
+        ShiftReference::Folders {
+            classes,
+            held_out,
+            workers,
+        } => {
+            for corruption in open_imagenet_c(dir)? {
+                let mut severities = Vec::with_capacity(corruption.severities.len());
+                for (level, folder) in &corruption.severities {
+                    let name = format!("{}/{level}", corruption.name);
+                    let files = Arc::new(severity_files(folder, &name, classes, held_out)?);
+                    let set = EvalSet::Files {
+                        files: &files,
+                        workers,
+                    };
+                    severities.push(severity(set, *level)?);
+                }
+                corruptions.push(CorruptionResult::new(corruption.name, severities));
+            }
+        }
+    }
+    Ok(CorruptionReport::of(dir, corruptions))
+}
+
+impl CorruptionResult {
+    /// A corruption's severities with their unweighted mean.
+    fn new(name: String, severities: Vec<SeverityMetrics>) -> CorruptionResult {
         let mean = mean(severities.iter().map(|s| &s.metrics));
-        corruptions.push(CorruptionResult {
-            name: file.name,
+        CorruptionResult {
+            name,
             severities,
             mean,
-        });
+        }
     }
-    let levels: Vec<u8> = corruptions[0]
-        .severities
-        .iter()
-        .map(|s| s.severity)
-        .collect();
-    let per_severity = levels
-        .iter()
-        .enumerate()
-        .map(|(k, &severity)| {
-            let at: Vec<&SeverityMetrics> = corruptions.iter().map(|c| &c.severities[k]).collect();
-            SeverityMetrics {
-                severity,
-                n: at.iter().map(|s| s.n).sum(),
-                metrics: mean(at.iter().map(|s| &s.metrics)),
-            }
-        })
-        .collect();
-    let mean = mean(
-        corruptions
+}
+
+impl CorruptionReport {
+    /// The report of `corruptions` (at least one, all with the same
+    /// severities): their means per severity and over everything.
+    fn of(dir: &Path, corruptions: Vec<CorruptionResult>) -> CorruptionReport {
+        let levels: Vec<u8> = corruptions[0]
+            .severities
             .iter()
-            .flat_map(|c| c.severities.iter().map(|s| &s.metrics)),
-    );
-    Ok(CorruptionReport {
-        dir: dir.to_path_buf(),
-        corruptions,
-        per_severity,
-        mean,
-    })
+            .map(|s| s.severity)
+            .collect();
+        let per_severity = levels
+            .iter()
+            .enumerate()
+            .map(|(k, &severity)| {
+                let at: Vec<&SeverityMetrics> =
+                    corruptions.iter().map(|c| &c.severities[k]).collect();
+                SeverityMetrics {
+                    severity,
+                    n: at.iter().map(|s| s.n).sum(),
+                    metrics: mean(at.iter().map(|s| &s.metrics)),
+                }
+            })
+            .collect();
+        let mean = mean(
+            corruptions
+                .iter()
+                .flat_map(|c| c.severities.iter().map(|s| &s.metrics)),
+        );
+        CorruptionReport {
+            dir: dir.to_path_buf(),
+            corruptions,
+            per_severity,
+            mean,
+        }
+    }
 }
 
 /// OOD AUROCs of `in_distribution` probabilities (positives) against those

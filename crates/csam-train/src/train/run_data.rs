@@ -208,14 +208,12 @@ impl RunData {
                     Split::Val => val,
                     Split::Test => test,
                 };
-                let options = StreamOptions::evaluation(
+                let batches = StreamedBatches {
+                    files,
                     batch_size,
-                    ImageTransform::evaluation(STREAMED_IMAGE_SIZE),
-                    *workers,
-                    device,
-                );
-                let loader = StreamingLoader::new(Arc::clone(files), &self.normalization, options)?;
-                predict_streamed(model, loader, mode)
+                    workers: *workers,
+                };
+                predict_files(model, batches, &self.normalization, device, mode)
             }
         }
     }
@@ -244,9 +242,34 @@ impl RunData {
     }
 }
 
-/// Predictions over a streamed split: the loader's batches until the first
-/// unreadable file, whose error is returned.
-fn predict_streamed(model: &Model, loader: StreamingLoader, mode: Mode) -> Result<Predictions> {
+/// How a streamed split is batched for evaluation.
+#[derive(Debug, Clone, Copy)]
+pub struct StreamedBatches<'a> {
+    /// The image files.
+    pub files: &'a Arc<ImageFiles>,
+    /// Examples per forward pass.
+    pub batch_size: usize,
+    /// Decoding threads.
+    pub workers: usize,
+}
+
+/// `model`'s predictions in `mode` on image files, in file order, with the
+/// evaluation transform at [`STREAMED_IMAGE_SIZE`]; the first unreadable
+/// file stops them with its error.
+pub fn predict_files(
+    model: &Model,
+    batches: StreamedBatches<'_>,
+    normalization: &Normalization,
+    device: Device,
+    mode: Mode,
+) -> Result<Predictions> {
+    let options = StreamOptions::evaluation(
+        batches.batch_size,
+        ImageTransform::evaluation(STREAMED_IMAGE_SIZE),
+        batches.workers,
+        device,
+    );
+    let loader = StreamingLoader::new(Arc::clone(batches.files), normalization, options)?;
     let mut failure = None;
     let batches = loader.epoch(0).map_while(|batch| match batch {
         Ok(batch) => Some(batch),

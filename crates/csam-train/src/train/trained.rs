@@ -4,14 +4,14 @@
 
 use std::path::{Path, PathBuf};
 
-use csam_data::{Dataset, Normalization};
+use csam_data::Normalization;
 use csam_nn::model::weights::load_safetensors_file;
-use csam_nn::model::Model;
+use csam_nn::model::{InputShape, Model};
 use tch::{nn::VarStore, Device};
 
 use super::error::{Result, TrainError};
 use super::rundir::RunDir;
-use super::session::{build_network, input_shape};
+use super::session::build_network;
 use crate::spec::RunSpec;
 
 /// Which saved weights of a run to load.
@@ -75,14 +75,14 @@ impl TrainedRun {
         }
     }
 
-    /// Builds the run's network for examples shaped like `reference` on
-    /// `device` and loads its `which` weights, checked tensor by tensor
-    /// before libtorch copies anything (tch's own `VarStore::load` would
-    /// broadcast or fail inside libtorch): weights that do not fit are
-    /// [`TrainError::Weights`].
+    /// Builds the run's network for examples of shape `input` with
+    /// `n_classes` classes on `device` and loads its `which` weights, checked
+    /// tensor by tensor before libtorch copies anything (tch's own
+    /// `VarStore::load` would broadcast or fail inside libtorch): weights
+    /// that do not fit are [`TrainError::Weights`].
     pub fn network(
         &self,
-        reference: &Dataset,
+        (input, n_classes): (InputShape, usize),
         device: Device,
         which: Checkpoint,
     ) -> Result<(VarStore, Model)> {
@@ -91,8 +91,8 @@ impl TrainedRun {
         let model = build_network(
             self.spec.model.arch,
             &vs,
-            input_shape(reference),
-            reference.n_classes,
+            input,
+            n_classes,
             &self.spec.model.options(),
         )?;
         load_safetensors_file(&vs, &weights)?;
