@@ -115,11 +115,27 @@ pub enum DataError {
     },
 
     /// An image whose size (or channel count) differs from the dataset's.
-    #[error("{path}: image is {found}, expected {expected} like the first image of the dataset")]
+    #[error(
+        "{path}: image is {found}, expected {expected} like the first image of the dataset \
+         (an in-memory folder holds images of one size; imagenet:DIR streams images of any \
+         size, cropped to 224x224)"
+    )]
     ShapeMismatch {
         path: PathBuf,
         expected: String,
         found: String,
+    },
+
+    /// An in-memory data set larger than the memory this machine has free.
+    #[error(
+        "{path}: its decoded images take {needed} bytes, more than the {available} bytes of \
+         memory available; stream it instead: lay it out as DIR/train/<class>/ and \
+         DIR/val/<class>/ and give imagenet:DIR (decoded batch by batch at 224x224)"
+    )]
+    TooLarge {
+        path: PathBuf,
+        needed: u64,
+        available: u64,
     },
 
     /// A streamed source ([`crate::streaming`]) asked for as a whole in

@@ -18,6 +18,9 @@
 //!   within each class from the fixed seed [`FLAT_TEST_SEED`]: every run,
 //!   whatever its own seed, and every evaluation of the same folder sees the
 //!   same test images. Both parts keep file order.
+//! - The decoded images must fit in the memory available (checked from the
+//!   headers before decoding); a larger set is refused with the advice to
+//!   stream it as `imagenet:DIR` ([`crate::streaming`]).
 //! - Every image must have the size of the first one read. The dataset has 3
 //!   channels (RGB) if any image has colour, else 1 (grey); alpha is dropped.
 
@@ -203,6 +206,28 @@ pub(crate) fn decode_image(
     Ok(image)
 }
 
+/// The memory this machine has available, in bytes (`MemAvailable` of
+/// `/proc/meminfo`); None where that is not known.
+fn available_memory() -> Option<u64> {
+    let info = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let line = info.lines().find(|l| l.starts_with("MemAvailable:"))?;
+    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kib * 1024)
+}
+
+/// Refuses `needed` bytes of decoded images in `dir` when more than the
+/// `available` memory, before anything is decoded.
+fn check_fits(dir: &Path, needed: u64, available: Option<u64>) -> Result<()> {
+    match available {
+        Some(available) if needed > available => Err(DataError::TooLarge {
+            path: dir.to_path_buf(),
+            needed,
+            available,
+        }),
+        _ => Ok(()),
+    }
+}
+
 /// Reads every image of every class folder (label = folder index): a first
 /// pass over the headers settles size and channel count, a second decodes
 /// straight into the dataset's buffer.
@@ -239,7 +264,9 @@ fn read_part(dir: &Path, classes: &[PathBuf]) -> Result<Part> {
     let (width, height) = size.expect("size of the first image");
     let (width, height) = (width as usize, height as usize);
     let channels = if has_colour { 3 } else { 1 };
-    let mut images = Vec::with_capacity(files.len() * channels * width * height);
+    let needed = (files.len() * channels * width * height) as u64;
+    check_fits(dir, needed, available_memory())?;
+    let mut images = Vec::with_capacity(needed as usize);
     for path in &files {
         let image = decode_image(path, (width, height))?;
         if has_colour {
@@ -261,4 +288,27 @@ fn read_part(dir: &Path, classes: &[PathBuf]) -> Result<Part> {
             count: n,
         }],
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_folder_larger_than_memory_is_refused_with_the_way_to_stream_it() {
+        let dir = Path::new("big");
+        assert!(check_fits(dir, 10, Some(10)).is_ok());
+        assert!(check_fits(dir, 10, None).is_ok(), "unknown memory: try");
+        let e = check_fits(dir, 11, Some(10)).unwrap_err();
+        assert!(matches!(
+            e,
+            DataError::TooLarge {
+                needed: 11,
+                available: 10,
+                ..
+            }
+        ));
+        assert!(e.to_string().contains("imagenet:DIR"), "{e}");
+        assert!(available_memory().is_some_and(|m| m > 0) || !Path::new("/proc/meminfo").exists());
+    }
 }
