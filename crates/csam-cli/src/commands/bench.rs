@@ -150,6 +150,10 @@ struct PipelineTiming {
 /// Times one shuffled epoch of the streamed training pipeline over `dir`,
 /// from the start of its workers to the last batch.
 fn run_data_pipeline(dir: &Path, args: &BenchArgs) -> anyhow::Result<()> {
+    anyhow::ensure!(args.workers > 0, "--workers must be at least 1");
+    anyhow::ensure!(args.size > 0, "--size must be at least 1");
+    anyhow::ensure!(args.images != Some(0), "--images must be at least 1");
+    anyhow::ensure!(args.batch_size > 0, "--batch-size must be at least 1");
     let files = ImageFiles::list(dir, &dir.display().to_string(), None)
         .with_context(|| format!("--data {}", dir.display()))?;
     let files = Arc::new(match args.images {

@@ -105,10 +105,14 @@ pub fn run(args: CompareArgs) -> anyhow::Result<()> {
         },
     };
     let context = || format!("comparing into {}", out.display());
-    let trained_ahead = args
+    let unfinished = compare::plan(&request).with_context(context)?;
+    let Some(trained_ahead) = args
         .shared
-        .train_ahead(jobs, &compare::plan(&request).with_context(context)?)
-        .with_context(context)?;
+        .train_ahead(jobs, &out, &unfinished)
+        .with_context(context)?
+    else {
+        return Ok(());
+    };
     let mut terminal = Terminal::new(!args.shared.quiet).with_trained_ahead(trained_ahead);
     let outcome = compare::run(&request, &mut terminal).with_context(context)?;
     println!("\n{}", outcome.table);

@@ -4,7 +4,8 @@ use std::path::PathBuf;
 
 use anyhow::Context;
 use clap::{Args, ValueEnum};
-use csam_data::corrupt::{Corruption, FrostTextures, Severity, FROST_NEEDS_TEXTURES};
+use csam_data::corrupt::frost_textures::FROST_FILES;
+use csam_data::corrupt::{Corruption, FrostTextures, Severity};
 use csam_data::{load, DatasetSpec};
 use csam_lab::shift::cifar_c::{write_corruption_set, CorruptionPlan};
 
@@ -85,7 +86,11 @@ pub fn run(args: CorruptArgs) -> anyhow::Result<()> {
             .map_err(|e| anyhow::anyhow!("--corruptions: {e}"))?;
         if frost.is_none() && chosen.iter().any(|c| c.needs_frost_textures()) {
             anyhow::bail!(
-                "--corruptions: {FROST_NEEDS_TEXTURES}; give that directory as --frost-images DIR"
+                "--corruptions: frost blends in the frost photographs of Hendrycks & Dietterich \
+                 ({}, ImageNet-C/create_c/ of github.com/hendrycks/robustness), which csam \
+                 does not bundle because their licence is not stated; download them into a \
+                 directory and give it as --frost-images DIR",
+                FROST_FILES.join(", ")
             );
         }
         chosen

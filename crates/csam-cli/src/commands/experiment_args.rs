@@ -2,7 +2,7 @@
 //! output directory ([`RunArgs`], every experiment), and the shared
 //! hyperparameters ([`SharedArgs`], those that do not tune them).
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use clap::Args;
 use csam_data::DatasetSpec;
@@ -13,6 +13,7 @@ use csam_nn::device::parse_device;
 use csam_train::spec::Runtime;
 
 use super::choices::{self, Choices};
+use super::cluster;
 use super::parallel::train_in_processes;
 
 /// Flags every experiment over many runs takes: `csam compare` and `csam
@@ -75,6 +76,20 @@ pub struct RunArgs {
     /// settings reuses finished runs and resumes interrupted ones.
     #[arg(long, visible_alias = "output", value_name = "DIR")]
     out: Option<PathBuf>,
+    /// Write the unfinished runs into OUT/plan/ as independent `csam train` commands
+    /// (commands.txt) and a Slurm job array (slurm.sh), then stop: train them anywhere,
+    /// drain them with --worker, build the results with --collect.
+    #[arg(long, conflicts_with_all = ["worker", "collect"])]
+    plan: bool,
+    /// Drain OUT/plan/: claim and train its runs one at a time until every run has
+    /// finished. Any number of workers, on machines sharing the file system; a dead
+    /// worker's run is taken over and resumed from its last checkpoint.
+    #[arg(long, conflicts_with = "collect")]
+    worker: bool,
+    /// Build the table and report from finished runs only: refuse when a run of the
+    /// experiment has not finished instead of training it.
+    #[arg(long)]
+    collect: bool,
 }
 
 /// Flags of `csam compare` and `csam sweep`: [`RunArgs`] and the
@@ -133,9 +148,10 @@ impl SharedArgs {
     pub fn train_ahead(
         &self,
         jobs: usize,
+        out: &Path,
         unfinished: &[PlannedRun],
-    ) -> anyhow::Result<Vec<PathBuf>> {
-        self.run.train_ahead(jobs, unfinished)
+    ) -> anyhow::Result<Option<Vec<PathBuf>>> {
+        self.run.train_ahead(jobs, out, unfinished)
     }
 
     /// See [`RunArgs::out`].
@@ -210,20 +226,37 @@ impl RunArgs {
         }
     }
 
-    /// Trains the experiment's unfinished runs `jobs` at a time in separate
-    /// processes, when more than one run and more than one job make that
-    /// worthwhile; the experiment then reuses them. Returns the directories
-    /// of the runs it trained.
+    /// Before the experiment builds its results: with `--plan`, writes the
+    /// plan of the `unfinished` runs into `out`; with `--worker`, drains
+    /// that plan; both return None (the command is done). Otherwise the
+    /// directories of the runs trained here ahead of the experiment: with
+    /// `--collect` none (and an error when a run has not finished), else
+    /// the unfinished runs trained `jobs` at a time in separate processes,
+    /// when more than one run and more than one job make that worthwhile
+    /// (the experiment then reuses them).
     pub fn train_ahead(
         &self,
         jobs: usize,
+        out: &Path,
         unfinished: &[PlannedRun],
-    ) -> anyhow::Result<Vec<PathBuf>> {
+    ) -> anyhow::Result<Option<Vec<PathBuf>>> {
+        if self.plan {
+            cluster::write(out, unfinished, &self.runtime())?;
+            return Ok(None);
+        }
+        if self.worker {
+            cluster::work(out, &self.runtime())?;
+            return Ok(None);
+        }
+        if self.collect {
+            cluster::check_collectable(unfinished)?;
+            return Ok(Some(Vec::new()));
+        }
         if jobs > 1 && unfinished.len() > 1 {
             train_in_processes(unfinished, &self.runtime(), jobs)?;
-            return Ok(unfinished.iter().map(|run| run.dir.clone()).collect());
+            return Ok(Some(unfinished.iter().map(|run| run.dir.clone()).collect()));
         }
-        Ok(Vec::new())
+        Ok(Some(Vec::new()))
     }
 
     /// `--out`, or `runs/<kind>-<data>-<model>`.

@@ -90,10 +90,14 @@ pub fn run(args: GridArgs) -> anyhow::Result<()> {
         started,
     };
     let context = || format!("searching the grid into {}", out.display());
-    let trained_ahead = args
+    let unfinished = grid::plan(&request).with_context(context)?;
+    let Some(trained_ahead) = args
         .run
-        .train_ahead(jobs, &grid::plan(&request).with_context(context)?)
-        .with_context(context)?;
+        .train_ahead(jobs, &out, &unfinished)
+        .with_context(context)?
+    else {
+        return Ok(());
+    };
     let mut terminal = Terminal::new(!args.quiet).with_trained_ahead(trained_ahead);
     let (results, table) = grid::run(&request, &mut terminal).with_context(context)?;
     println!("\n{table}");

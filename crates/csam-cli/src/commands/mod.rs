@@ -2,6 +2,7 @@
 
 pub mod bench;
 mod choices;
+mod cluster;
 pub mod compare;
 pub mod completions;
 pub mod corrupt;

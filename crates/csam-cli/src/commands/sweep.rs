@@ -56,10 +56,14 @@ pub fn run(args: SweepArgs) -> anyhow::Result<()> {
         started,
     };
     let context = || format!("sweeping into {}", out.display());
-    let trained_ahead = args
+    let unfinished = sweep::plan(&request).with_context(context)?;
+    let Some(trained_ahead) = args
         .shared
-        .train_ahead(jobs, &sweep::plan(&request).with_context(context)?)
-        .with_context(context)?;
+        .train_ahead(jobs, &out, &unfinished)
+        .with_context(context)?
+    else {
+        return Ok(());
+    };
     let mut terminal = Terminal::new(!args.shared.quiet).with_trained_ahead(trained_ahead);
     let (results, table) = sweep::run(&request, &mut terminal).with_context(context)?;
     println!("\n{table}");

@@ -31,6 +31,7 @@
 //!   [`report::compare`]);
 //! - `report.html`: all of it on one self-contained page.
 
+pub mod cluster;
 pub mod combined;
 pub mod compare;
 pub mod grid;
