@@ -18,6 +18,7 @@ use crate::shift::report::{
 use csam_data::streaming::{ImageFiles, ImageNetSplits};
 use csam_data::{self as data, DatasetSpec};
 use csam_nn::device::{device_name, parse_device};
+use csam_train::spec::Runtime;
 use csam_train::train::atomic::write_atomic;
 use csam_train::train::error::{ConfigError, Remedy, Result, TrainError};
 use csam_train::train::TrainedRun;
@@ -173,9 +174,11 @@ pub fn evaluate_run(request: &EvalRequest) -> Result<(EvalReport, PathBuf)> {
         .map(|text| Ok::<_, TrainError>((text, parse("ood", text)?)))
         .transpose()?;
     let split_seed = first.spec.data.split_seed(first.spec.seed);
-    let workers = request.workers.unwrap_or_else(|| {
-        std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get)
-    });
+    let workers = Runtime {
+        workers: request.workers,
+        ..Runtime::default()
+    }
+    .data_workers();
     let test = TestPart::load(&data_spec, &data, split_seed)?;
     let sampling = match request.mc_dropout {
         Some(passes) => Sampling::McDropout {
