@@ -4,7 +4,7 @@
 //! its passes by Stochastic Weight Perturbation (SWP) and
 //! Sharpness-sensitive Data Selection (SDS).
 
-use super::{uniform_tensor, word};
+use super::{uniforms, word};
 use crate::loss::{Fields, LossError};
 use tch::{Device, Kind, Tensor};
 
@@ -70,8 +70,8 @@ impl Esam {
     /// `n` coordinates: `m_j = [u_j < beta]`, `u_j` uniform in [0, 1) and a
     /// pure function of `(seed, step, j)`.
     pub fn mask(&self, seed: u64, step: u64, n: i64, device: Device) -> Result<Tensor, LossError> {
-        let uniforms = uniform_tensor(word(seed ^ ESAM_SALT, step), n, device)?;
-        Ok(uniforms.f_lt(self.beta)?.f_to_kind(Kind::Double)?)
+        let draws = uniforms(word(seed ^ ESAM_SALT, step), n, device)?;
+        Ok(draws.f_lt(self.beta)?.f_to_kind(Kind::Double)?)
     }
 
     /// `theta + m * (theta~ - theta) / beta` (flat), the rule's perturbation
