@@ -69,17 +69,20 @@ fn start_worker(out: &Path) -> Worker {
     Worker { child, lines }
 }
 
-/// The pids recorded in the claim locks of the plan.
-fn claim_holders(out: &Path) -> Vec<u32> {
+/// The claims of the plan: run index and the pid its lock records.
+fn claims(out: &Path) -> Vec<(usize, u32)> {
     let claims = out.join("plan/claims");
     let Ok(entries) = std::fs::read_dir(claims) else {
         return Vec::new();
     };
     entries
         .filter_map(|e| e.ok())
-        .filter_map(|e| std::fs::read_to_string(e.path().join(".lock")).ok())
-        .filter_map(|text| serde_json::from_str::<serde_json::Value>(&text).ok())
-        .filter_map(|owner| owner["pid"].as_u64().map(|pid| pid as u32))
+        .filter_map(|e| {
+            let index: usize = e.file_name().to_str()?.parse().ok()?;
+            let text = std::fs::read_to_string(e.path().join(".lock")).ok()?;
+            let owner: serde_json::Value = serde_json::from_str(&text).ok()?;
+            Some((index, owner["pid"].as_u64()? as u32))
+        })
         .collect()
 }
 
@@ -119,15 +122,25 @@ fn three_workers_drain_a_plan_with_one_killed_and_each_run_finishes_once() {
 
     let mut workers: Vec<Worker> = (0..3).map(|_| start_worker(&out)).collect();
     let victim = workers[0].child.id();
+    let runs = run_dirs(&out);
     let started = Instant::now();
-    while !claim_holders(&out).contains(&victim) {
+    // Kill the first worker once a run it holds has started writing its
+    // directory, so that another worker must resume it.
+    loop {
+        let started_run = claims(&out).into_iter().any(|(index, pid)| {
+            pid == victim
+                && runs[index].join("metrics.jsonl").exists()
+                && !runs[index].join("summary.json").exists()
+        });
+        if started_run {
+            break;
+        }
         assert!(
             started.elapsed() < Duration::from_secs(120),
-            "the first worker never claimed a run"
+            "the first worker never trained"
         );
-        std::thread::sleep(Duration::from_millis(10));
+        std::thread::sleep(Duration::from_millis(5));
     }
-    std::thread::sleep(Duration::from_millis(300)); // into its run
     workers[0].child.kill().unwrap();
     workers[0].child.wait().unwrap();
     let mut finished: Vec<String> = Vec::new();
