@@ -48,6 +48,7 @@ mod normalize;
 mod npy;
 pub mod parse;
 mod part;
+pub mod pillow_resize;
 pub(crate) mod rng;
 mod spec;
 mod split;

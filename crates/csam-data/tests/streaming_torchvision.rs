@@ -150,7 +150,7 @@ fn crops_evaluation_batches_and_jpeg_decoding_match_torchvision() {
 
     // Pillow's fixed-point resampling, reproduced: the same bytes where
     // Pillow runs the horizontal pass first, at most one level apart where
-    // Pillow 13 runs the vertical pass first (see `streaming::resample`).
+    // Pillow 13 runs the vertical pass first (see `csam_data::pillow_resize`).
     let within_one = |ours: &[u8], theirs: &[u8], what: &str| -> bool {
         assert_eq!(ours.len(), theirs.len(), "{what}");
         let worst = ours.iter().zip(theirs).map(|(a, b)| a.abs_diff(*b)).max();

@@ -14,9 +14,9 @@ use rand_chacha::ChaCha8Rng;
 use super::border::Border;
 use super::filter::gaussian_filter;
 use super::image::Image;
-use super::pil_box::box_resize;
 use super::resample::remap;
 use crate::error::{DataError, Result};
+use crate::pillow_resize::{Filter, Pixels};
 
 /// `(alpha, sigma, affine)` of the elastic transform per severity 1..5, as
 /// fractions of the image side (the reference's `IMSIZE * (...)` with
@@ -136,7 +136,7 @@ pub fn affine_warp(image: &Image, anchors: &[(f64, f64); 3], moved: &[(f64, f64)
 
 /// Pixelate: each channel's bytes shrunk to `int(height * keep) x
 /// int(width * keep)` (at least one pixel) and grown back, both with
-/// Pillow's box filter ([`box_resize`]), as the reference's two
+/// Pillow's box filter ([`crate::pillow_resize`]), as the reference's two
 /// `PIL.Image.resize(..., Image.BOX)`.
 pub fn pixelate(image: &Image, keep: f64) -> Image {
     let (h, w) = (image.height, image.width);
@@ -145,7 +145,18 @@ pub fn pixelate(image: &Image, keep: f64) -> Image {
     let bytes = image.to_bytes();
     let out: Vec<u8> = bytes
         .chunks_exact(image.plane_len())
-        .flat_map(|plane| box_resize(&box_resize(plane, (h, w), (sh, sw)), (sh, sw), (h, w)))
+        .flat_map(|plane| {
+            let plane = Pixels {
+                data: plane.to_vec(),
+                width: w,
+                height: h,
+                channels: 1,
+            };
+            plane
+                .resize(sw, sh, Filter::Box)
+                .resize(w, h, Filter::Box)
+                .data
+        })
         .collect();
     Image::from_bytes(&out, image.channels, h, w)
 }

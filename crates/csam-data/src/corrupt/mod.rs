@@ -22,9 +22,9 @@
 //! Families: [`noise`] (Gaussian, shot, impulse), [`blur`] (defocus, glass,
 //! motion, zoom), [`weather`] (snow, frost, fog), [`intensity`] (brightness,
 //! contrast), [`digital`] (elastic transform, pixelate, JPEG). Their tools:
-//! [`border`], [`filter`], [`resample`] and [`pil_box`] reproduce the
-//! border modes, Gaussian filter, interpolation and box resize of the
-//! libraries the reference calls, and [`plasma`] is fog's fractal.
+//! [`border`], [`filter`], [`resample`] and [`crate::pillow_resize`]
+//! reproduce the border modes, Gaussian filter, interpolation and box resize
+//! of the libraries the reference calls, and [`plasma`] is fog's fractal.
 //!
 //! Frost blends in photographs that csam does not bundle (their licence is
 //! not stated, see [`frost_textures`]): it runs only with a
@@ -48,7 +48,6 @@ pub mod frost_textures;
 pub mod image;
 pub mod intensity;
 pub mod noise;
-pub mod pil_box;
 pub mod plasma;
 pub mod resample;
 pub mod weather;

@@ -28,10 +28,10 @@ use zune_core::options::DecoderOptions;
 use zune_jpeg::JpegDecoder;
 
 use super::index::ImageFiles;
-use super::resample::Pixels;
 use super::transform::ImageTransform;
 use crate::error::{DataError, Result};
 use crate::normalize::Normalization;
+use crate::pillow_resize::Pixels;
 use crate::rng::{stream, Purpose};
 
 /// How a [`StreamingLoader`] walks its files.

@@ -16,7 +16,7 @@
 
 use rand::Rng;
 
-use super::resample::Pixels;
+use crate::pillow_resize::{Filter, Pixels};
 
 /// How a decoded image becomes a square sample.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -93,7 +93,7 @@ impl ImageTransform {
             }
             ImageTransform::ResizeCenterCrop { resize, size } => {
                 let (width, height) = shorter_side_to(image.width, image.height, resize);
-                let resized = image.resize_bilinear(width, height);
+                let resized = image.resize(width, height, Filter::Bilinear);
                 let b = center_crop_box(width, height, size);
                 if b.width == width && b.height == height {
                     resized
@@ -111,7 +111,7 @@ impl ImageTransform {
 pub fn resized_crop(image: &Pixels, b: CropBox, size: usize) -> Pixels {
     image
         .crop(b.left, b.top, b.width, b.height)
-        .resize_bilinear(size, size)
+        .resize(size, size, Filter::Bilinear)
 }
 
 /// torchvision's `RandomResizedCrop.get_params` for a `width x height`

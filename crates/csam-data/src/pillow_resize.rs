@@ -1,18 +1,22 @@
-//! Bilinear resampling of 8-bit images exactly as Pillow does it
-//! (`Image.resize(size, Image.BILINEAR)`, `libImaging/Resample.c`), which is
-//! what torchvision's `Resize` and `RandomResizedCrop` call on PIL images.
+//! Resampling of 8-bit images exactly as Pillow does it
+//! (`Image.resize(size, filter)`, `libImaging/Resample.c`), for the two
+//! filters csam needs: bilinear, which torchvision's `Resize` and
+//! `RandomResizedCrop` call on PIL images ([`crate::streaming`]), and box,
+//! which the pixelate corruption calls ([`crate::corrupt::digital`]).
 //!
-//! Pillow's bilinear filter is antialiased: when shrinking by a factor
-//! `s > 1` the triangle kernel `max(0, 1 - |x|)` is stretched to support `s`,
-//! so every input pixel contributes. Per output coordinate `o` of an axis of
-//! `in` pixels resized to `out`, with `scale = in / out`,
-//! `filterscale = max(scale, 1)` and `support = filterscale`:
+//! Pillow's filters are antialiased: when shrinking by a factor `s > 1` the
+//! kernel is stretched to `s` times its support, so every input pixel
+//! contributes. Per output coordinate `o` of an axis of `in` pixels resized
+//! to `out`, with `scale = in / out`, `filterscale = max(scale, 1)` and
+//! `support = filter support * filterscale` (bilinear: the triangle
+//! `max(0, 1 - |x|)`, support 1; box: 1 on `(-0.5, 0.5]`, support 0.5):
 //!
 //! - `center = (o + 0.5) * scale`,
 //! - inputs `xmin = max(0, trunc(center - support + 0.5))` up to
 //!   `xmax = min(in, trunc(center + support + 0.5))` (exclusive),
-//! - weight of input `x`: `tri((x - center + 0.5) / filterscale)`, normalised
-//!   to sum 1, then rounded to a fixed-point integer with 22 fraction bits.
+//! - weight of input `x`: `kernel((x - center + 0.5) * (1 / filterscale))`,
+//!   normalised to sum 1, then rounded to a fixed-point integer with 22
+//!   fraction bits.
 //!
 //! Each pass accumulates `2^21 + sum(weight * pixel)` in integers and keeps
 //! `clamp(acc >> 22, 0, 255)`, and the second pass reads the first one's
@@ -23,6 +27,33 @@
 //! wider and shrinks in height, sometimes when it shrinks both ways); the
 //! intermediate rounding then differs, so a pixel may differ from Pillow
 //! 13's by one level.
+
+/// A Pillow resampling filter.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Filter {
+    /// `Image.BOX`: 1 on `(-0.5, 0.5]`.
+    Box,
+    /// `Image.BILINEAR`: the triangle `max(0, 1 - |x|)`.
+    Bilinear,
+}
+
+impl Filter {
+    /// Half-width of the kernel at scale 1.
+    fn support(self) -> f64 {
+        match self {
+            Filter::Box => 0.5,
+            Filter::Bilinear => 1.0,
+        }
+    }
+
+    /// The kernel at `x`.
+    fn kernel(self, x: f64) -> f64 {
+        match self {
+            Filter::Box => f64::from(u8::from(x > -0.5 && x <= 0.5)),
+            Filter::Bilinear => (1.0 - x.abs()).max(0.0),
+        }
+    }
+}
 
 /// Fraction bits of the fixed-point weights (Pillow's `PRECISION_BITS`).
 const PRECISION_BITS: u32 = 32 - 8 - 2;
@@ -37,12 +68,12 @@ struct AxisWeights {
 }
 
 impl AxisWeights {
-    /// Pillow's `precompute_coeffs` for the bilinear filter and
+    /// Pillow's `precompute_coeffs` for `filter` and
     /// `normalize_coeffs_8bpc` (see the module doc).
-    fn bilinear(in_size: usize, out_size: usize) -> AxisWeights {
+    fn new(filter: Filter, in_size: usize, out_size: usize) -> AxisWeights {
         let scale = in_size as f64 / out_size as f64;
         let filterscale = scale.max(1.0);
-        let support = filterscale;
+        let support = filter.support() * filterscale;
         let kernel_size = support.ceil() as usize * 2 + 1;
         let mut start = Vec::with_capacity(out_size);
         let mut len = Vec::with_capacity(out_size);
@@ -59,7 +90,7 @@ impl AxisWeights {
             let mut total = 0.0;
             for (x, w) in row.iter_mut().enumerate().take(n) {
                 let t = ((x + xmin) as f64 - center + 0.5) * reciprocal;
-                *w = (1.0 - t.abs()).max(0.0);
+                *w = filter.kernel(t);
                 total += *w;
             }
             for (x, &w) in row.iter().enumerate().take(n) {
@@ -129,23 +160,23 @@ impl Pixels {
         }
     }
 
-    /// Resized to `width x height` with Pillow's bilinear filter (see the
-    /// module doc). Both target sides must be positive.
-    pub fn resize_bilinear(&self, width: usize, height: usize) -> Pixels {
+    /// Resized to `width x height` with Pillow's `filter` (see the module
+    /// doc). Both target sides must be positive.
+    pub fn resize(&self, width: usize, height: usize, filter: Filter) -> Pixels {
         let horizontal = match width != self.width {
-            true => self.resize_horizontal(width),
+            true => self.resize_horizontal(width, filter),
             false => self.clone(),
         };
         match height != horizontal.height {
-            true => horizontal.resize_vertical(height),
+            true => horizontal.resize_vertical(height, filter),
             false => horizontal,
         }
     }
 
     /// Each row resampled on its own; every output pixel accumulates all
     /// its channels in one walk over its inputs.
-    fn resize_horizontal(&self, width: usize) -> Pixels {
-        let axis = AxisWeights::bilinear(self.width, width);
+    fn resize_horizontal(&self, width: usize, filter: Filter) -> Pixels {
+        let axis = AxisWeights::new(filter, self.width, width);
         let data = match self.channels {
             3 => self.horizontal_pass::<3>(&axis, width),
             1 => self.horizontal_pass::<1>(&axis, width),
@@ -211,9 +242,9 @@ impl Pixels {
 
     /// Each output row accumulates whole input rows, one weight at a time
     /// (a loop the compiler vectorises).
-    fn resize_vertical(&self, height: usize) -> Pixels {
+    fn resize_vertical(&self, height: usize, filter: Filter) -> Pixels {
         let stride = self.width * self.channels;
-        let axis = AxisWeights::bilinear(self.height, height);
+        let axis = AxisWeights::new(filter, self.height, height);
         let mut data = vec![0u8; stride * height];
         let mut acc = vec![0i32; stride];
         for (y, out) in data.chunks_exact_mut(stride).enumerate() {
@@ -259,7 +290,7 @@ mod tests {
     #[test]
     fn weights_sum_to_one_in_fixed_point() {
         for (i, o) in [(500, 224), (224, 500), (7, 3), (3, 7), (256, 256)] {
-            let axis = AxisWeights::bilinear(i, o);
+            let axis = AxisWeights::new(Filter::Bilinear, i, o);
             for k in 0..o {
                 let sum: i64 = axis.weights[k * axis.kernel_size..][..axis.len[k]]
                     .iter()
@@ -282,12 +313,12 @@ mod tests {
             height: 30,
             channels: 3,
         };
-        let small = flat.resize_bilinear(13, 9);
+        let small = flat.resize(13, 9, Filter::Bilinear);
         assert!(small.data.iter().all(|&v| v == 173));
-        let big = flat.resize_bilinear(97, 61);
+        let big = flat.resize(97, 61, Filter::Bilinear);
         assert!(big.data.iter().all(|&v| v == 173));
         let same = image(20, 10, 3);
-        assert_eq!(same.resize_bilinear(20, 10), same);
+        assert_eq!(same.resize(20, 10, Filter::Bilinear), same);
     }
 
     #[test]
@@ -300,7 +331,7 @@ mod tests {
             height: 1,
             channels: 1,
         };
-        let half = row.resize_bilinear(4, 1);
+        let half = row.resize(4, 1, Filter::Bilinear);
         let expected: f64 = 0.125 * 80.0 + 0.375 * 160.0 + 0.375 * 240.0 + 0.125 * 40.0;
         assert_eq!(half.data[1], expected.round() as u8);
     }
@@ -308,14 +339,40 @@ mod tests {
     #[test]
     fn channels_are_resampled_independently() {
         let two = image(31, 17, 2);
-        let both = two.resize_bilinear(12, 40);
+        let both = two.resize(12, 40, Filter::Bilinear);
         for ch in 0..2 {
-            let alone = two.channel(ch).resize_bilinear(12, 40);
+            let alone = two.channel(ch).resize(12, 40, Filter::Bilinear);
             assert_eq!(both.channel(ch), alone, "channel {ch}");
         }
         let three = image(31, 17, 3);
-        let rgb = three.resize_bilinear(50, 9);
-        assert_eq!(rgb.channel(1), three.channel(1).resize_bilinear(50, 9));
+        let rgb = three.resize(50, 9, Filter::Bilinear);
+        assert_eq!(
+            rgb.channel(1),
+            three.channel(1).resize(50, 9, Filter::Bilinear)
+        );
+    }
+
+    /// A one-channel `height x width` plane resized with the box filter.
+    fn boxed(plane: &[u8], (height, width): (usize, usize), (h, w): (usize, usize)) -> Vec<u8> {
+        let pixels = Pixels {
+            data: plane.to_vec(),
+            width,
+            height,
+            channels: 1,
+        };
+        pixels.resize(w, h, Filter::Box).data
+    }
+
+    #[test]
+    fn box_halving_averages_pairs_and_doubling_repeats() {
+        // 4 -> 2: each output is the mean of a pair, rounded half up.
+        assert_eq!(boxed(&[0, 3, 10, 20], (1, 4), (1, 2)), vec![2, 15]);
+        // 2 -> 4: each input covers two outputs.
+        assert_eq!(boxed(&[7, 9], (1, 2), (1, 4)), vec![7, 7, 9, 9]);
+        // Vertically the same.
+        assert_eq!(boxed(&[0, 3, 10, 20], (4, 1), (2, 1)), vec![2, 15]);
+        // Same size: untouched.
+        assert_eq!(boxed(&[1, 2, 3], (1, 3), (1, 3)), vec![1, 2, 3]);
     }
 
     #[test]
