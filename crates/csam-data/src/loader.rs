@@ -97,22 +97,15 @@ impl<'a> BatchLoader<'a> {
 
     /// Batches per epoch.
     pub fn n_batches(&self) -> usize {
-        let (n, b) = (self.dataset.n, self.options.batch_size);
-        if self.options.drop_last {
-            n / b
-        } else {
-            n.div_ceil(b)
-        }
+        let options = &self.options;
+        batches_per_epoch(self.dataset.n, options.batch_size, options.drop_last)
     }
 
     /// The sample indices of `epoch` in visiting order (a permutation of
     /// `0..n`).
     pub fn order(&self, epoch: u64) -> Vec<usize> {
-        let mut order: Vec<usize> = (0..self.dataset.n).collect();
-        if self.options.shuffle {
-            order.shuffle(&mut stream(self.options.seed, Purpose::Order, epoch));
-        }
-        order
+        let options = &self.options;
+        epoch_order(self.dataset.n, options.shuffle, options.seed, epoch)
     }
 
     /// The batches of `epoch`; they borrow the dataset, not the loader.
@@ -158,6 +151,26 @@ impl<'a> BatchLoader<'a> {
         let ys = Tensor::from_slice(&labels).to_device(self.options.device);
         (xs, ys)
     }
+}
+
+/// Batches of `batch_size` in an epoch of `n` examples (the last one
+/// smaller, or dropped when `drop_last`).
+pub(crate) fn batches_per_epoch(n: usize, batch_size: usize, drop_last: bool) -> usize {
+    if drop_last {
+        n / batch_size
+    } else {
+        n.div_ceil(batch_size)
+    }
+}
+
+/// The visiting order of `epoch` over `n` examples: the permutation drawn
+/// from the stream `(seed, Order, epoch)` when shuffling, else `0..n`.
+pub(crate) fn epoch_order(n: usize, shuffle: bool, seed: u64, epoch: u64) -> Vec<usize> {
+    let mut order: Vec<usize> = (0..n).collect();
+    if shuffle {
+        order.shuffle(&mut stream(seed, Purpose::Order, epoch));
+    }
+    order
 }
 
 /// The batches of one epoch; see [`BatchLoader::epoch`].

@@ -20,7 +20,6 @@ use std::sync::mpsc::{sync_channel, Receiver, SyncSender};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 
-use rand::seq::SliceRandom;
 use tch::{Device, Tensor};
 use zune_core::bytestream::ZCursor;
 use zune_core::colorspace::ColorSpace;
@@ -30,6 +29,7 @@ use zune_jpeg::JpegDecoder;
 use super::index::ImageFiles;
 use super::transform::ImageTransform;
 use crate::error::{DataError, Result};
+use crate::loader::{batches_per_epoch, epoch_order};
 use crate::normalize::Normalization;
 use crate::pillow_resize::Pixels;
 use crate::rng::{stream, Purpose};
@@ -140,21 +140,15 @@ impl StreamingLoader {
 
     /// Batches per epoch.
     pub fn n_batches(&self) -> usize {
-        let (n, b) = (self.files.len(), self.options.batch_size);
-        if self.options.drop_last {
-            n / b
-        } else {
-            n.div_ceil(b)
-        }
+        let options = &self.options;
+        batches_per_epoch(self.files.len(), options.batch_size, options.drop_last)
     }
 
-    /// The file indices of `epoch` in visiting order.
+    /// The file indices of `epoch` in visiting order, as the in-memory
+    /// loader draws them.
     pub fn order(&self, epoch: u64) -> Vec<usize> {
-        let mut order: Vec<usize> = (0..self.files.len()).collect();
-        if self.options.shuffle {
-            order.shuffle(&mut stream(self.options.seed, Purpose::Order, epoch));
-        }
-        order
+        let options = &self.options;
+        epoch_order(self.files.len(), options.shuffle, options.seed, epoch)
     }
 
     /// Starts the workers of `epoch`; they stop when the batches are

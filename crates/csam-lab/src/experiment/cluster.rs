@@ -188,7 +188,7 @@ fn absolute(path: &Path) -> Result<PathBuf> {
 }
 
 /// Reads `out/plan/plan.json`.
-pub fn read_plan(out: &Path) -> Result<Plan> {
+fn read_plan(out: &Path) -> Result<Plan> {
     let path = out.join(PLAN_DIR).join("plan.json");
     if !path.exists() {
         return Err(TrainError::Invalid(format!(
@@ -281,11 +281,6 @@ pub fn drain(
         observer.waiting(busy);
         std::thread::sleep(poll);
     }
-}
-
-/// The labels of the plan's runs that have not finished.
-pub fn unfinished_runs(plan: &Plan) -> Vec<&PlanEntry> {
-    plan.runs.iter().filter(|e| !is_finished(&e.dir)).collect()
 }
 
 fn is_finished(run: &Path) -> bool {
