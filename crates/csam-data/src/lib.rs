@@ -61,7 +61,7 @@ pub use augment::Augmentation;
 pub use bundled::{BundledFile, BUNDLED_FILES};
 pub use dataset::{chw_to_hwc, DataSource, Dataset, SampleShape};
 pub use error::{DataError, Result};
-pub use loader::{to_tensors, BatchLoader, Batches, LoaderOptions};
+pub use loader::{to_tensors, BatchLoader, Batches, LoaderOptions, Shard};
 pub use normalize::Normalization;
 pub use spec::{load, DatasetSpec, DEFAULT_DATA};
 pub use split::{split, Splits};

@@ -29,6 +29,32 @@ pub struct LoaderOptions {
     pub augmentation: Augmentation,
     pub seed: u64,
     pub device: Device,
+    /// The part of every batch this process builds ([`Shard::WHOLE`]: all of it).
+    pub shard: Shard,
+}
+
+/// The part of every batch that one data-parallel replica trains on: of a
+/// batch of `n` rows, rows `floor(index n / count) .. floor((index + 1) n /
+/// count)`, contiguous, so that the `count` parts make up the batch a single
+/// process would train on, in its order. Augmentations are still drawn for
+/// every row of the batch, so a row's augmentation does not depend on how
+/// many replicas there are.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Shard {
+    /// This replica's part, `0..count`.
+    pub index: usize,
+    /// Number of replicas.
+    pub count: usize,
+}
+
+impl Shard {
+    /// One process, the whole batch.
+    pub const WHOLE: Shard = Shard { index: 0, count: 1 };
+
+    /// This part's rows of a batch of `n`.
+    pub fn rows(&self, n: usize) -> std::ops::Range<usize> {
+        (self.index * n / self.count)..((self.index + 1) * n / self.count)
+    }
 }
 
 impl LoaderOptions {
@@ -46,6 +72,7 @@ impl LoaderOptions {
             augmentation,
             seed,
             device,
+            shard: Shard::WHOLE,
         }
     }
 
@@ -58,6 +85,7 @@ impl LoaderOptions {
             augmentation: Augmentation::NONE,
             seed: 0,
             device,
+            shard: Shard::WHOLE,
         }
     }
 }
@@ -82,6 +110,12 @@ impl<'a> BatchLoader<'a> {
         normalization.validate(dataset.channels)?;
         if options.batch_size == 0 {
             return Err(DataError::Invalid("batch size must be positive".into()));
+        }
+        let Shard { index, count } = options.shard;
+        if index >= count {
+            return Err(DataError::Invalid(format!(
+                "shard {index} of {count}: a shard index lies in 0..count"
+            )));
         }
         Ok(BatchLoader {
             dataset,
@@ -118,14 +152,21 @@ impl<'a> BatchLoader<'a> {
         }
     }
 
-    /// Normalised, augmented pixels of `indices` as one `Vec<f32>` in
-    /// `[len, C, H, W]` order, drawing augmentations from `rng`.
-    fn pixels(&self, indices: &[usize], rng: &mut impl rand::Rng) -> Vec<f32> {
+    /// Normalised, augmented pixels of `indices[rows]` as one `Vec<f32>` in
+    /// `[len, C, H, W]` order, drawing the augmentations of all of
+    /// `indices` from `rng` (so a row's draw does not depend on `rows`).
+    fn pixels(
+        &self,
+        indices: &[usize],
+        rows: std::ops::Range<usize>,
+        rng: &mut impl rand::Rng,
+    ) -> Vec<f32> {
         let len = self.dataset.sample_len();
-        let mut buffer = vec![0f32; indices.len() * len];
+        let mut buffer = vec![0f32; rows.len() * len];
         let augmentation = self.options.augmentation;
-        for (&i, out) in indices.iter().zip(buffer.chunks_exact_mut(len)) {
-            let draw = augmentation.draw(rng);
+        let draws: Vec<_> = indices.iter().map(|_| augmentation.draw(rng)).collect();
+        let kept = indices[rows.clone()].iter().zip(&draws[rows]);
+        for ((&i, &draw), out) in kept.zip(buffer.chunks_exact_mut(len)) {
             augmentation.apply(
                 draw,
                 self.dataset.image(i),
@@ -137,14 +178,16 @@ impl<'a> BatchLoader<'a> {
         buffer
     }
 
+    /// The batch of `indices`, or this loader's shard of it.
     fn batch(&self, indices: &[usize], rng: &mut impl rand::Rng) -> (Tensor, Tensor) {
         let (c, h, w) = self.dataset.sample_shape();
-        let pixels = self.pixels(indices, rng);
-        let labels: Vec<i64> = indices
+        let rows = self.options.shard.rows(indices.len());
+        let pixels = self.pixels(indices, rows.clone(), rng);
+        let labels: Vec<i64> = indices[rows]
             .iter()
             .map(|&i| self.dataset.labels[i] as i64)
             .collect();
-        let b = indices.len() as i64;
+        let b = labels.len() as i64;
         let xs = Tensor::from_slice(&pixels)
             .view([b, c as i64, h as i64, w as i64])
             .to_device(self.options.device);

@@ -4,7 +4,7 @@ use std::collections::BTreeSet;
 
 use csam_data::{
     load, split, to_tensors, Augmentation, BatchLoader, DatasetSpec, LoaderOptions, Normalization,
-    Splits,
+    Shard, Splits,
 };
 use tch::{Device, Kind};
 
@@ -69,6 +69,7 @@ fn loader_options(shuffle: bool, augmentation: Augmentation, seed: u64) -> Loade
         augmentation,
         seed,
         device: Device::Cpu,
+        shard: Shard::WHOLE,
     }
 }
 
@@ -190,4 +191,57 @@ fn drop_last_drops_the_partial_batch() {
     assert_eq!(loader.epoch(0).len(), s.train.n / 100);
     let sizes: Vec<i64> = loader.epoch(0).map(|(xs, _)| xs.size()[0]).collect();
     assert_eq!(sizes, vec![100; s.train.n / 100]);
+}
+
+/// Data parallelism: the shards of a batch, in replica order, are the
+/// whole batch with the same augmentation, also for a last batch that does
+/// not divide evenly; a shard outside its count is refused.
+#[test]
+fn shards_of_every_batch_make_up_the_whole_batch() {
+    let s = digits_splits(200, 1);
+    let norm = Normalization::fit(&s.train).unwrap();
+    let aug = Augmentation::standard(8, 8);
+    let whole = BatchLoader::new(&s.train, &norm, loader_options(true, aug, 4)).unwrap();
+    assert_ne!(
+        s.train.n % 100,
+        0,
+        "the last batch must be partial for this test"
+    );
+    for count in [2, 3, 7] {
+        let shards: Vec<Vec<(tch::Tensor, tch::Tensor)>> = (0..count)
+            .map(|index| {
+                let options = LoaderOptions {
+                    shard: Shard { index, count },
+                    ..loader_options(true, aug, 4)
+                };
+                let loader = BatchLoader::new(&s.train, &norm, options).unwrap();
+                loader.epoch(3).collect()
+            })
+            .collect();
+        for (step, (xs, ys)) in whole.epoch(3).enumerate() {
+            let parts: Vec<_> = shards.iter().map(|shard| &shard[step]).collect();
+            let n = ys.size()[0] as usize;
+            for (index, (_, part_ys)) in parts.iter().enumerate() {
+                assert_eq!(
+                    part_ys.size()[0] as usize,
+                    Shard { index, count }.rows(n).len()
+                );
+            }
+            let joined_xs = tch::Tensor::cat(&parts.iter().map(|p| &p.0).collect::<Vec<_>>(), 0);
+            let joined_ys = tch::Tensor::cat(&parts.iter().map(|p| &p.1).collect::<Vec<_>>(), 0);
+            assert!(
+                joined_xs.equal(&xs),
+                "count {count}, step {step}: pixels differ"
+            );
+            assert!(
+                joined_ys.equal(&ys),
+                "count {count}, step {step}: labels differ"
+            );
+        }
+    }
+    let outside = LoaderOptions {
+        shard: Shard { index: 2, count: 2 },
+        ..loader_options(true, aug, 4)
+    };
+    assert!(BatchLoader::new(&s.train, &norm, outside).is_err());
 }

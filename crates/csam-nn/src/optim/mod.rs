@@ -51,6 +51,10 @@ pub enum OptimError {
     /// libtorch rejected an operation (shown without its C++ stack trace).
     #[error("{}", crate::torch_message::message(.0))]
     Torch(#[from] TchError),
+    /// Reducing the gradient over data-parallel replicas failed (a replica
+    /// died, or the collective timed out).
+    #[error(transparent)]
+    Replicas(Box<dyn std::error::Error + Send + Sync>),
 }
 
 /// A first-order optimiser over a fixed list of named parameters.
@@ -70,6 +74,18 @@ pub trait BaseOptimizer: Send {
 
     /// One update with `grads[i]` the gradient of `params().tensors()[i]`.
     fn step(&mut self, grads: &[Tensor]) -> Result<(), OptimError>;
+
+    /// The gradient a step uses, from this process's `grads` (same order as
+    /// [`BaseOptimizer::params`], the mean over `rows` examples): `grads`
+    /// itself, except under data parallelism, where a wrapper around the
+    /// optimiser returns the replicas' gradients averaged with their rows as
+    /// weights, the mean over the global batch (csam-train's
+    /// `DataParallel`). The steps call it on the update before clipping, as
+    /// PyTorch's DDP averages before the user clips, and SAM's exact
+    /// large-batch mode also on pass 1's gradient.
+    fn reduce_gradient(&self, grads: Vec<Tensor>, _rows: usize) -> Result<Vec<Tensor>, OptimError> {
+        Ok(grads)
+    }
 
     /// The optimiser state as `(name, tensor)` pairs. The tensors share the
     /// optimiser's storage (no copy): write them out before the next step.

@@ -69,6 +69,14 @@ pub struct SamConfig {
     /// The run's seed and length, which the policies' draws and schedules read.
     #[serde(default)]
     pub horizon: Horizon,
+    /// Perturb with pass 1's gradient reduced over the data-parallel
+    /// replicas ([`BaseOptimizer::reduce_gradient`]): exact SAM on the
+    /// global batch, at the cost of a second all-reduce per step. Off, each
+    /// replica perturbs with its own gradient (m-sharpness with m = the
+    /// per-replica batch, as google-research/sam's data-parallel step).
+    /// Without data parallelism it changes nothing.
+    #[serde(default)]
+    pub reduce_first_gradient: bool,
 }
 
 impl Default for SamConfig {
@@ -84,6 +92,7 @@ impl Default for SamConfig {
             clip_grad_norm: None,
             policy: SamPolicy::Every,
             horizon: Horizon::default(),
+            reduce_first_gradient: false,
         }
     }
 }
@@ -333,9 +342,13 @@ impl SamStep {
         O: BaseOptimizer + ?Sized,
     {
         check_batch(batch)?;
-        let (update, stats) =
-            self.sharpness_gradient(model, batch, optimizer.params().tensors(), None)?;
-        apply(update, self.config.clip_grad_norm, optimizer, stats)
+        let (update, stats) = self.sharpness_gradient(model, batch, &*optimizer, None)?;
+        apply(
+            (update, batch),
+            self.config.clip_grad_norm,
+            optimizer,
+            stats,
+        )
     }
 
     /// LookSAM ([`LookSam`]): on its SAM steps the two passes, keeping
@@ -358,10 +371,11 @@ impl SamStep {
         let grad = tch::no_grad(|| flatten(&first.grads))?;
         let clip_norm = self.config.clip_grad_norm;
         if look.is_sam_step(step) {
-            let (update, stats) = self.sharpness_gradient(model, batch, params, Some(first))?;
+            let (update, stats) =
+                self.sharpness_gradient(model, batch, &*optimizer, Some(first))?;
             let sam_grad = tch::no_grad(|| flatten(&update))?;
             self.direction = Some(LookSam::orthogonal(&grad, &sam_grad));
-            return apply(update, clip_norm, optimizer, stats);
+            return apply((update, batch), clip_norm, optimizer, stats);
         }
         let direction = self.direction.as_ref().ok_or_else(|| {
             OptimError::Mismatch(
@@ -373,7 +387,7 @@ impl SamStep {
         let update = look.reused(&grad, direction);
         let grads = chunk_views(&update, params)?;
         let stats = first.plain_stats(batch, &grad.norm());
-        apply(grads, clip_norm, optimizer, stats)
+        apply((grads, batch), clip_norm, optimizer, stats)
     }
 
     /// AE-SAM ([`AeSam`]): one pass, then the second one only where
@@ -399,27 +413,30 @@ impl SamStep {
         let horizon = self.config.horizon;
         let clip_norm = self.config.clip_grad_norm;
         if ae.observe(squared_norm, step, &horizon, &mut self.grad_statistics) {
-            let (update, stats) = self.sharpness_gradient(model, batch, params, Some(first))?;
-            return apply(update, clip_norm, optimizer, stats);
+            let (update, stats) =
+                self.sharpness_gradient(model, batch, &*optimizer, Some(first))?;
+            return apply((update, batch), clip_norm, optimizer, stats);
         }
         let stats = first.plain_stats(batch, &grad_norm);
-        apply(first.grads, clip_norm, optimizer, stats)
+        apply((first.grads, batch), clip_norm, optimizer, stats)
     }
 
     /// The second-pass gradient `g'` of a batch (averaged over its
     /// m-sharpness parts) with the step's statistics; `first` is the first
     /// pass on the whole batch when the policy already ran it. The step is
     /// the one [`SamStep::step_batch`] counted last.
-    fn sharpness_gradient<M>(
+    fn sharpness_gradient<M, O>(
         &mut self,
         model: &M,
         batch: &TrainBatch,
-        params: &[Tensor],
+        optimizer: &O,
         mut first: Option<FirstPass>,
     ) -> Result<(Vec<Tensor>, StatsAccumulator), OptimError>
     where
         M: TrainingPass + ?Sized,
+        O: BaseOptimizer + ?Sized,
     {
+        let params = optimizer.params().tensors();
         let size = check_batch(batch)?;
         let step = self.steps_taken.saturating_sub(1);
         let split;
@@ -445,6 +462,12 @@ impl SamStep {
             let pass = match first.take() {
                 Some(pass) => Ok(pass),
                 None => first_pass(&self.config.loss, model, part, params),
+            };
+            let pass = match self.config.reduce_first_gradient {
+                true => {
+                    pass.and_then(|pass| pass.reduced(optimizer, part.rows_per_member() as usize))
+                }
+                false => pass,
             };
             let part = pass.and_then(|pass| {
                 perturbed_gradient(
@@ -526,6 +549,19 @@ fn first_pass<M: TrainingPass + ?Sized>(
 }
 
 impl FirstPass {
+    /// This pass with its gradient reduced over the data-parallel replicas
+    /// ([`BaseOptimizer::reduce_gradient`]).
+    fn reduced<O: BaseOptimizer + ?Sized>(
+        self,
+        optimizer: &O,
+        rows: usize,
+    ) -> Result<FirstPass, OptimError> {
+        Ok(FirstPass {
+            grads: optimizer.reduce_gradient(self.grads, rows)?,
+            ..self
+        })
+    }
+
     /// The statistics of a step that ends with this pass.
     fn plain_stats(&self, batch: &TrainBatch, grad_norm: &Tensor) -> StatsAccumulator {
         let mut stats = StatsAccumulator::new(batch.carries_correctness());
@@ -647,14 +683,16 @@ fn sharpness_sensitive_rows<M: TrainingPass + ?Sized>(
     })
 }
 
-/// Clips `update`, takes the base optimiser's step with it and reads the
-/// step's statistics back.
+/// Reduces `update` (this process's gradient over `batch`) over the
+/// data-parallel replicas, clips it, takes the base optimiser's step with it
+/// and reads the step's statistics back.
 fn apply<O: BaseOptimizer + ?Sized>(
-    update: Vec<Tensor>,
+    (update, batch): (Vec<Tensor>, &TrainBatch),
     clip_grad_norm: Option<f64>,
     optimizer: &mut O,
     stats: StatsAccumulator,
 ) -> Result<StepStats, OptimError> {
+    let update = optimizer.reduce_gradient(update, batch.rows_per_member() as usize)?;
     let update = clip(update, clip_grad_norm)?;
     optimizer.step(&update)?;
     stats.finish()
@@ -677,7 +715,7 @@ where
     let first = first_pass(loss, model, batch, optimizer.params().tensors())?;
     let grad_norm = tch::no_grad(|| global_norm(&first.grads))?;
     let stats = first.plain_stats(batch, &grad_norm);
-    apply(first.grads, clip_grad_norm, optimizer, stats)
+    apply((first.grads, batch), clip_grad_norm, optimizer, stats)
 }
 
 /// The mean cross entropy a step reports (its `loss`, whose `exp(-loss)` is
