@@ -8,7 +8,9 @@ pub enum DistError {
     Environment(String),
     /// The rendezvous failed: the store could not be reached or served,
     /// or not every rank arrived within the timeout.
-    #[error("could not join the process group of {world_size} at {address} as rank {rank}: {message}")]
+    #[error(
+        "could not join the process group of {world_size} at {address} as rank {rank}: {message}"
+    )]
     Connect {
         address: String,
         rank: usize,
@@ -17,7 +19,9 @@ pub enum DistError {
     },
     /// A collective failed: another rank died or closed its connection, or
     /// the collective outlasted the group's timeout.
-    #[error("{operation} across the process group failed (rank {rank} of {world_size}): {message}")]
+    #[error(
+        "{operation} across the process group failed (rank {rank} of {world_size}): {message}"
+    )]
     Collective {
         operation: &'static str,
         rank: usize,

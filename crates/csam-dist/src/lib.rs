@@ -17,7 +17,7 @@
 
 mod error;
 mod process_group;
-mod rendezvous;
+pub mod rendezvous;
 
 pub use error::DistError;
 pub use process_group::{Pending, ProcessGroup};

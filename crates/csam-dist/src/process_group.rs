@@ -70,9 +70,12 @@ pub struct ProcessGroup {
     world_size: usize,
 }
 
-// SAFETY: the C++ group is used by one thread at a time (`&mut`-free API,
-// but ProcessGroup is not Sync); c10d's groups may move between threads.
+// SAFETY: c10d's process groups may be used from any thread: Gloo's
+// enqueues its collectives under a mutex and runs them on its own worker
+// threads. Which order collectives from several threads run in is the
+// caller's concern, as in torch.distributed.
 unsafe impl Send for ProcessGroup {}
+unsafe impl Sync for ProcessGroup {}
 
 /// A collective started by [`ProcessGroup`], finished by [`Pending::wait`].
 /// The tensor it works on must not be read or written until then.
@@ -121,7 +124,8 @@ impl ProcessGroup {
         };
         let host = CString::new(rendezvous.master_addr.as_str())
             .map_err(|_| failed("the host name holds a NUL byte".into()))?;
-        let timeout_ms = c_longlong::try_from(rendezvous.timeout.as_millis()).unwrap_or(c_longlong::MAX);
+        let timeout_ms =
+            c_longlong::try_from(rendezvous.timeout.as_millis()).unwrap_or(c_longlong::MAX);
         let mut raw = std::ptr::null_mut();
         // SAFETY: the host string outlives the call; `raw` is written on success only.
         checked(unsafe {
@@ -173,8 +177,10 @@ impl ProcessGroup {
         check_tensor(tensor)?;
         let mut work = std::ptr::null_mut();
         // SAFETY: as in `start_all_reduce_sum`.
-        checked(unsafe { csam_dist_broadcast(self.raw, tensor.as_ptr(), root as c_int, &mut work) })
-            .map_err(|message| self.failed("broadcast", message))?;
+        checked(unsafe {
+            csam_dist_broadcast(self.raw, tensor.as_ptr(), root as c_int, &mut work)
+        })
+        .map_err(|message| self.failed("broadcast", message))?;
         self.pending(work, "broadcast").wait()
     }
 

@@ -78,9 +78,16 @@ impl Rendezvous {
         };
         let master_addr = var(MASTER_ADDR).unwrap_or_else(|| "127.0.0.1".to_string());
         let master_port = match var(MASTER_PORT) {
-            Some(port) => port.trim().parse::<u16>().ok().filter(|&p| p > 0).ok_or_else(|| {
-                DistError::Environment(format!("{MASTER_PORT}={port:?} is not a port (1-65535)"))
-            })?,
+            Some(port) => port
+                .trim()
+                .parse::<u16>()
+                .ok()
+                .filter(|&p| p > 0)
+                .ok_or_else(|| {
+                    DistError::Environment(format!(
+                        "{MASTER_PORT}={port:?} is not a port (1-65535)"
+                    ))
+                })?,
             None => 29500,
         };
         Ok(Some(Rendezvous {
@@ -126,7 +133,9 @@ mod tests {
 
     #[test]
     fn torchrun_defaults_fill_the_rest() {
-        let job = read(&[("WORLD_SIZE", "2"), ("RANK", "1")]).unwrap().unwrap();
+        let job = read(&[("WORLD_SIZE", "2"), ("RANK", "1")])
+            .unwrap()
+            .unwrap();
         assert_eq!((job.rank, job.world_size, job.local_rank), (1, 2, 1));
         assert_eq!(job.address(), "127.0.0.1:29500");
         let job = read(&[
@@ -144,7 +153,10 @@ mod tests {
     #[test]
     fn bad_values_are_named() {
         let cases: [(&[(&str, &str)], &str); 5] = [
-            (&[("WORLD_SIZE", "two"), ("RANK", "0")], "WORLD_SIZE=\"two\""),
+            (
+                &[("WORLD_SIZE", "two"), ("RANK", "0")],
+                "WORLD_SIZE=\"two\"",
+            ),
             (&[("WORLD_SIZE", "0"), ("RANK", "0")], "WORLD_SIZE=0"),
             (&[("WORLD_SIZE", "2")], "RANK is not"),
             (&[("WORLD_SIZE", "2"), ("RANK", "2")], "RANK=2 is not below"),

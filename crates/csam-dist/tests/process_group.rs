@@ -41,7 +41,10 @@ fn on_ranks<T: Send>(
                 })
             })
             .collect();
-        ranks.into_iter().map(|rank| rank.join().expect("rank thread")).collect()
+        ranks
+            .into_iter()
+            .map(|rank| rank.join().expect("rank thread"))
+            .collect()
     })
 }
 
@@ -52,7 +55,11 @@ fn all_reduce_sums_and_broadcast_copies_over_three_ranks() {
         let summed = Tensor::from_slice(&[rank, 10.0 * rank, 1.0]);
         group.all_reduce_sum(&summed).expect("all-reduce");
         let pending = Tensor::full([4], rank + 1.0, (Kind::Float, tch::Device::Cpu));
-        group.start_all_reduce_sum(&pending).expect("start").wait().expect("wait");
+        group
+            .start_all_reduce_sum(&pending)
+            .expect("start")
+            .wait()
+            .expect("wait");
         let copied = Tensor::from_slice(&[rank, rank]);
         group.broadcast(&copied, 2).expect("broadcast");
         group.barrier().expect("barrier");
@@ -81,14 +88,26 @@ fn a_rank_that_leaves_makes_the_others_fail_not_hang() {
         let error = group.all_reduce_sum(&Tensor::from_slice(&[1.0f64]));
         Some((error, started.elapsed()))
     });
-    let (error, elapsed) = results.into_iter().flatten().next().expect("rank 0's result");
+    let (error, elapsed) = results
+        .into_iter()
+        .flatten()
+        .next()
+        .expect("rank 0's result");
     match error {
-        Err(DistError::Collective { operation, rank: 0, world_size: 2, .. }) => {
+        Err(DistError::Collective {
+            operation,
+            rank: 0,
+            world_size: 2,
+            ..
+        }) => {
             assert_eq!(operation, "all-reduce")
         }
         other => panic!("expected a failed all-reduce, got {other:?}"),
     }
-    assert!(elapsed <= timeout + Duration::from_secs(5), "took {elapsed:?}");
+    assert!(
+        elapsed <= timeout + Duration::from_secs(5),
+        "took {elapsed:?}"
+    );
 }
 
 #[test]
@@ -106,7 +125,9 @@ fn a_rendezvous_nobody_joins_times_out_with_its_address() {
 #[test]
 fn cuda_tensors_and_strided_views_are_refused_before_gloo_sees_them() {
     let results = on_ranks(1, Duration::from_secs(10), |group| {
-        let strided = Tensor::arange(6, (Kind::Float, tch::Device::Cpu)).view([2, 3]).tr();
+        let strided = Tensor::arange(6, (Kind::Float, tch::Device::Cpu))
+            .view([2, 3])
+            .tr();
         group.all_reduce_sum(&strided).map_err(|e| e.to_string())
     });
     let message = results[0].clone().expect_err("refused");

@@ -59,6 +59,7 @@ fn finished(outcome: RunOutcome) -> RunSummary {
         RunOutcome::AlreadyFinished { summary } => {
             panic!("nothing trained: {} exists", summary.display())
         }
+        RunOutcome::Replicated { rank } => panic!("trained as data-parallel rank {rank}"),
     }
 }
 

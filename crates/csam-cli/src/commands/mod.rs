@@ -10,6 +10,7 @@ pub mod eval;
 mod experiment_args;
 mod file_url;
 pub mod grid;
+pub mod launch;
 pub mod man;
 pub mod metrics;
 mod parallel;
@@ -32,6 +33,9 @@ pub enum Command {
     Metrics(metrics::MetricsArgs),
     /// Train a classifier with SGD, SAM, ASAM or CSAM into a run directory.
     Train(Box<train::TrainArgs>),
+    /// Start a data-parallel job on this machine: the csam command after `--` in N processes
+    /// (ranks), as torchrun --nproc-per-node N.
+    Launch(launch::LaunchArgs),
     /// Evaluate a trained run's best model on a data set.
     Eval(eval::EvalArgs),
     /// Write a dataset's corrupted copies (CIFAR-10-C's noise, blur, weather
@@ -62,6 +66,7 @@ pub fn run(command: Command, cli: fn() -> clap::Command) -> anyhow::Result<()> {
     match command {
         Command::Metrics(args) => metrics::run(&args),
         Command::Train(args) => train::run(*args),
+        Command::Launch(args) => launch::run(args),
         Command::Eval(args) => eval::run(args),
         Command::Corrupt(args) => corrupt::run(args),
         Command::Bench(args) => bench::run(args),

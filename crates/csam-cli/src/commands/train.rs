@@ -2,11 +2,13 @@
 //! directory (see `csam_train::train` for what the directory holds).
 
 use std::path::PathBuf;
+use std::time::Duration;
 
 use anyhow::Context;
 use clap::Args;
+use csam_dist::{ProcessGroup, Rendezvous};
 use csam_train::spec::{RunSpec, Runtime, SpecLayers};
-use csam_train::train::{self, ConfigError, RunOutcome, TrainError, TrainRequest};
+use csam_train::train::{self, ConfigError, Replica, RunOutcome, TrainError, TrainRequest};
 
 use crate::progress::Terminal;
 
@@ -36,6 +38,12 @@ pub struct TrainArgs {
     /// Hide the progress bar (epoch lines are still printed).
     #[arg(long)]
     quiet: bool,
+    /// Data-parallel runs (started by `csam launch`, torchrun or srun with RANK and
+    /// WORLD_SIZE set): seconds the processes wait for each other, at the rendezvous and at
+    /// every step, before failing. Rank 0 validates and writes between epochs while the
+    /// others wait, so it must exceed that time [default: 1800]
+    #[arg(long, value_name = "SECONDS", default_value_t = 1800.0)]
+    dist_timeout: f64,
     /// Test hook: stop (as if killed) after this epoch's checkpoint.
     #[arg(long, hide = true)]
     stop_after_epoch: Option<usize>,
@@ -96,6 +104,8 @@ pub fn run(args: TrainArgs) -> anyhow::Result<()> {
         resume: args.resume,
         stop_after_epoch: args.stop_after_epoch,
     };
+    let replica = join_replicas(args.dist_timeout)?;
+    let writes = replica.as_ref().is_none_or(Replica::writes);
     let context = || format!("training into {}", args.out.display());
     let out = args.out.display();
     let spec_errors = |e| match e {
@@ -106,14 +116,14 @@ pub fn run(args: TrainArgs) -> anyhow::Result<()> {
         }
         other => anyhow::Error::from(other),
     };
-    let prepared = train::prepare(&request)
+    let prepared = train::prepare_replica(&request, replica)
         .map_err(spec_errors)
         .with_context(context)?;
     for notice in prepared.notices() {
         eprintln!("warning: {notice}");
     }
     match prepared
-        .run(&mut Terminal::new(!args.quiet))
+        .run(&mut Terminal::new(!args.quiet && writes))
         .map_err(spec_errors)
         .with_context(context)?
     {
@@ -127,6 +137,26 @@ pub fn run(args: TrainArgs) -> anyhow::Result<()> {
             "stopped after epoch {epoch} (--stop-after-epoch); continue with --resume --out {}",
             args.out.display()
         ),
+        RunOutcome::Replicated { rank } => {
+            println!("rank {rank}: trained its part of every batch; rank 0 wrote the results")
+        }
     }
     Ok(())
+}
+
+/// This process's replica when a launcher started it as one of several
+/// (`WORLD_SIZE` > 1): the rendezvous with the others. None for a single
+/// process.
+fn join_replicas(timeout_s: f64) -> anyhow::Result<Option<Replica>> {
+    if !(timeout_s.is_finite() && timeout_s > 0.0) {
+        anyhow::bail!("--dist-timeout {timeout_s}: must be a number of seconds > 0");
+    }
+    let Some(rendezvous) = Rendezvous::from_env(Duration::from_secs_f64(timeout_s))? else {
+        return Ok(None);
+    };
+    if rendezvous.world_size == 1 {
+        return Ok(None);
+    }
+    let group = ProcessGroup::connect(&rendezvous)?;
+    Ok(Some(Replica::new(group)))
 }

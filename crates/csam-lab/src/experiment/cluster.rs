@@ -305,6 +305,11 @@ fn train_entry(dir: &Path, entry: &PlanEntry, runtime: &Runtime) -> Result<()> {
             "{} stopped after epoch {epoch} without finishing",
             entry.dir.display()
         ))),
+        // A single process (no replica) is every run's rank 0.
+        RunOutcome::Replicated { rank } => Err(TrainError::Invalid(format!(
+            "{} was trained as data-parallel rank {rank}, which writes no results",
+            entry.dir.display()
+        ))),
     }
 }
 

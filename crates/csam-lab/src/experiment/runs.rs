@@ -151,6 +151,11 @@ pub fn train_or_reuse<O: ExperimentObserver>(
             "{} stopped after epoch {epoch} without finishing",
             out.display()
         ))),
+        // A single process (no replica) is every run's rank 0.
+        RunOutcome::Replicated { rank } => Err(TrainError::RunDir(format!(
+            "{} was trained as data-parallel rank {rank}, which writes no results",
+            out.display()
+        ))),
     }
 }
 

@@ -139,6 +139,7 @@ fn bench_case(
         options.device,
         // bSAM's N: one batch (the noise's scale does not change the timing).
         (steps_total, options.batch_size),
+        None,
     )?;
     let b = options.batch_size as i64;
     let InputShape {

@@ -265,6 +265,8 @@ pub static KEYS: &[Key] = &[
         "Treat CSAM's factor (1 + p)^-gamma as a constant weight instead of differentiating it (default false)"),
     when("m", &["optim", "rule", "m"], Count, ("optimizer", M_SHARPNESS),
         "m-sharpness: sub-batch size with its own perturbation (default: the whole batch)"),
+    when("global_ascent", &["optim", "global_ascent"], Switch, ("optimizer", SAM_FAMILY),
+        "Data-parallel runs: perturb with the global batch's gradient, averaged over the processes (exact SAM, a second all-reduce per step), instead of each process's own (m-sharpness with m = the per-process batch) (default false)"),
     when("sam_every", &["optim", "rule", "every"], Count, ("optimizer", SAM_FAMILY),
         "Take the sharpness-aware step on every k-th step only (default 1)"),
     when("sam_policy", &["optim", "policy", "kind"], Text, ("optimizer", SAM_FAMILY),

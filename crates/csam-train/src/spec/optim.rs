@@ -36,6 +36,12 @@ pub struct OptimSpec {
     /// SAM policies: RST, LookSAM, AE-SAM); every `sam_every`-th by default.
     #[serde(default, skip_serializing_if = "is_every")]
     pub policy: SamPolicy,
+    /// Under data parallelism, a SAM-family rule perturbs with the global
+    /// batch's gradient (pass 1's gradient averaged over the processes, a
+    /// second all-reduce per step) instead of each process's own (m-sharpness
+    /// with m = the per-process batch). One process: no effect.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub global_ascent: bool,
 }
 
 fn is_every(policy: &SamPolicy) -> bool {
@@ -66,6 +72,7 @@ impl Default for OptimSpec {
             schedule: Schedule::default(),
             rule: UpdateRule::default(),
             policy: SamPolicy::Every,
+            global_ascent: false,
         }
     }
 }

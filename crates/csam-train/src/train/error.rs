@@ -104,6 +104,10 @@ pub enum TrainError {
         last_good_epoch: usize,
         cause: Box<TrainError>,
     },
+    /// A data-parallel run's processes could not meet, or one of them failed
+    /// or stopped answering (see [`super::replica`]).
+    #[error("data-parallel training: {0}")]
+    Replicas(#[source] Box<csam_dist::DistError>),
     /// An error from libtorch (shape, device, file format), shown without
     /// its C++ stack trace.
     #[error("libtorch: {}", csam_nn::torch_message::message(.0))]
@@ -218,8 +222,26 @@ impl From<csam_nn::model::weights::WeightsError> for TrainError {
 }
 
 impl From<csam_nn::optim::OptimError> for TrainError {
+    /// A failed gradient reduction is the data-parallel run's failure, not
+    /// the optimiser's.
     fn from(error: csam_nn::optim::OptimError) -> Self {
-        TrainError::Optim(Box::new(error))
+        match error {
+            csam_nn::optim::OptimError::Replicas(source) => {
+                match source.downcast::<csam_dist::DistError>() {
+                    Ok(dist) => TrainError::Replicas(dist),
+                    Err(other) => {
+                        TrainError::Optim(Box::new(csam_nn::optim::OptimError::Replicas(other)))
+                    }
+                }
+            }
+            other => TrainError::Optim(Box::new(other)),
+        }
+    }
+}
+
+impl From<csam_dist::DistError> for TrainError {
+    fn from(error: csam_dist::DistError) -> Self {
+        TrainError::Replicas(Box::new(error))
     }
 }
 

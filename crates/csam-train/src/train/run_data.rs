@@ -22,7 +22,9 @@ use std::sync::Arc;
 use csam_data::streaming::{
     ImageFiles, ImageNetSplits, ImageTransform, StreamOptions, StreamingLoader,
 };
-use csam_data::{Augmentation, BatchLoader, DatasetSpec, LoaderOptions, Normalization, Splits};
+use csam_data::{
+    Augmentation, BatchLoader, DatasetSpec, LoaderOptions, Normalization, Shard, Splits,
+};
 use csam_nn::model::{InputShape, Mode, Model};
 use tch::{Device, Tensor};
 
@@ -124,13 +126,15 @@ impl RunData {
         }
     }
 
-    /// The training batches of `epoch`: order and augmentation are a pure
-    /// function of (seed, epoch).
+    /// The training batches of `epoch`, or `shard`'s part of each (data
+    /// parallelism; in-memory sources only, [`super::replica::Replica::check_spec`]):
+    /// order and augmentation are a pure function of (seed, epoch).
     pub fn train_epoch(
         &self,
         spec: &RunSpec,
         device: Device,
         epoch: u64,
+        shard: Shard,
     ) -> Result<TrainEpoch<'_>> {
         match &self.parts {
             Parts::InMemory(splits) => {
@@ -141,6 +145,7 @@ impl RunData {
                 };
                 let options = LoaderOptions {
                     shuffle: spec.data.shuffle,
+                    shard,
                     ..LoaderOptions::training(spec.batch_size, augmentation, spec.seed, device)
                 };
                 let loader = BatchLoader::new(train, &self.normalization, options)?;
@@ -151,6 +156,9 @@ impl RunData {
                     batches: Box::new(batches),
                 })
             }
+            Parts::Streamed { .. } if shard != Shard::WHOLE => Err(TrainError::Invalid(
+                "a streamed source is not split over data-parallel processes".into(),
+            )),
             Parts::Streamed { train, workers, .. } => {
                 let transform = match spec.data.augment {
                     true => ImageTransform::training(STREAMED_IMAGE_SIZE),

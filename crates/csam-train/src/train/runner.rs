@@ -13,6 +13,7 @@ use super::metrics_log::{EpochRecord, MetricsLog, TrainStats};
 use super::notice::{self, RunNotice};
 use super::observer::RunObserver;
 use super::preflight;
+use super::replica::Replica;
 use super::run_data::TrainEpoch;
 use super::rundir::{Plan, RunDir, Split};
 use super::session::Session;
@@ -21,6 +22,7 @@ use crate::spec::{BestMetric, RunSpec, Runtime};
 use crate::tensorboard::{EventWriter, Progress};
 use crate::theory::{self, TheoryLog, TheoryRecord, TheorySummary};
 use csam_calib::metrics::summary::MetricSummary;
+use csam_data::Shard;
 use csam_nn::device::{device_name, parse_device};
 
 /// What `csam train` asks for.
@@ -53,6 +55,12 @@ pub enum RunOutcome {
     Stopped {
         /// The last checkpointed epoch.
         epoch: usize,
+    },
+    /// A data-parallel process other than rank 0 trained its part of every
+    /// epoch; rank 0 wrote the run's results.
+    Replicated {
+        /// This process's rank.
+        rank: usize,
     },
 }
 
@@ -88,9 +96,16 @@ struct Training {
     run_dir: RunDir,
     resuming: bool,
     stop_after_epoch: Option<usize>,
-    /// Held until the run returns.
-    _claim: Claim,
+    /// Held until the run returns; None on a data-parallel process that
+    /// does not write (rank 0 holds the run's claim).
+    _claim: Option<Claim>,
 }
+
+/// How rank 0 tells the other processes of a data-parallel run what the
+/// run directory holds ([`Replica::agree`]).
+const PLAN_START: i64 = 0;
+const PLAN_RESUME: i64 = 1;
+const PLAN_FINISHED: i64 = 2;
 
 /// Checks everything a run can check before training: the configuration,
 /// the run directory (a resume of a finished run keeps it as it is and
@@ -98,16 +113,53 @@ struct Training {
 /// free space. Creates and locks the directory only when all of that
 /// passed.
 pub fn prepare(request: &TrainRequest) -> Result<PreparedRun> {
+    prepare_replica(request, None)
+}
+
+/// [`prepare`] for one process of a data-parallel run (see
+/// [`super::replica`]): rank 0 claims and checks the run directory and
+/// tells the other processes whether to start, resume or stop; they write
+/// nothing. `None`: the run's only process.
+pub fn prepare_replica(request: &TrainRequest, replica: Option<Replica>) -> Result<PreparedRun> {
     let spec = &request.spec;
     spec.validate()?;
     request.runtime.validate()?;
     let device = parse_device(request.runtime.device.as_deref())
         .map_err(|e| TrainError::Device(e.text, e.reason))?;
+    if replica.is_some() && device != tch::Device::Cpu {
+        return Err(TrainError::Device(
+            device_name(device),
+            "data-parallel training runs on the CPU (Gloo); NCCL for GPUs is not available yet"
+                .into(),
+        ));
+    }
     let run_dir = RunDir::new(&request.out);
+    if let Some(follower) = replica.as_ref().filter(|r| !r.writes()) {
+        let resuming = match follower.agree(-1)? {
+            PLAN_FINISHED => {
+                return Ok(PreparedRun {
+                    notices: Vec::new(),
+                    work: Work::Finished(run_dir.summary()),
+                })
+            }
+            plan => plan == PLAN_RESUME,
+        };
+        request.runtime.apply_threads();
+        let session = Session::prepare(spec, device, request.runtime.data_workers(), replica)?;
+        let training = Training::new(request, session, (run_dir, resuming), None);
+        return Ok(PreparedRun::train(Vec::new(), training));
+    }
     let mut claim = Claim::new(&run_dir, request.resume)?;
     let plan = claim.plan();
     if matches!(plan, Plan::Resume | Plan::Finished) {
         check_resume_spec(&run_dir, spec)?;
+    }
+    if let Some(replica) = &replica {
+        replica.agree(match plan {
+            Plan::Finished => PLAN_FINISHED,
+            Plan::Resume => PLAN_RESUME,
+            Plan::Start(_) => PLAN_START,
+        })?;
     }
     let mut notices = Vec::new();
     let resuming = match plan {
@@ -128,7 +180,7 @@ pub fn prepare(request: &TrainRequest) -> Result<PreparedRun> {
     };
     preflight::check_writable(run_dir.root())?;
     request.runtime.apply_threads();
-    let session = Session::prepare(spec, device, request.runtime.data_workers())?;
+    let session = Session::prepare(spec, device, request.runtime.data_workers(), replica)?;
     notices.extend(notice::full_batch(spec.batch_size, session.data.n_train()));
     let run_bytes = session.estimated_output_bytes();
     let needed = match resuming {
@@ -140,17 +192,26 @@ pub fn prepare(request: &TrainRequest) -> Result<PreparedRun> {
     };
     preflight::check_free_space(run_dir.root(), needed, resuming)?;
     claim.create(&run_dir)?;
-    Ok(PreparedRun {
-        notices,
-        work: Work::Train(Box::new(Training {
+    let training = Training::new(request, session, (run_dir, resuming), Some(claim));
+    Ok(PreparedRun::train(notices, training))
+}
+
+impl Training {
+    fn new(
+        request: &TrainRequest,
+        session: Session,
+        (run_dir, resuming): (RunDir, bool),
+        claim: Option<Claim>,
+    ) -> Training {
+        Training {
             session,
             runtime: request.runtime.clone(),
             run_dir,
             resuming,
             stop_after_epoch: request.stop_after_epoch,
             _claim: claim,
-        })),
-    })
+        }
+    }
 }
 
 /// Trains the run described by `request` (see the module doc of
@@ -162,6 +223,13 @@ pub fn run(request: &TrainRequest, observer: &mut dyn RunObserver) -> Result<Run
 }
 
 impl PreparedRun {
+    fn train(notices: Vec<RunNotice>, training: Training) -> PreparedRun {
+        PreparedRun {
+            notices,
+            work: Work::Train(Box::new(training)),
+        }
+    }
+
     /// What the run does differently than asked; empty for most runs.
     pub fn notices(&self) -> &[RunNotice] {
         &self.notices
@@ -178,8 +246,18 @@ impl PreparedRun {
 }
 
 /// The epoch loop from the first epoch still to train, then the final
-/// evaluation of the best weights.
+/// evaluation of the best weights. A data-parallel process other than rank
+/// 0 trains its part of each epoch and nothing else ([`follow`]).
 fn train(training: Training, observer: &mut dyn RunObserver) -> Result<RunOutcome> {
+    if let Some(rank) = training
+        .session
+        .replica
+        .as_ref()
+        .filter(|r| !r.writes())
+        .map(Replica::rank)
+    {
+        return follow(training, observer, rank);
+    }
     let Training {
         mut session,
         runtime,
@@ -197,16 +275,7 @@ fn train(training: Training, observer: &mut dyn RunObserver) -> Result<RunOutcom
     session.data.save_normalization(&run_dir.normalization())?;
 
     let log = MetricsLog::new(run_dir.metrics_log());
-    let mut state = match resuming {
-        true => session.trainer.restore(&run_dir)?,
-        false => None,
-    }
-    .unwrap_or(TrainState {
-        epochs_done: 0,
-        global_step: 0,
-        best: None,
-        elapsed_s: 0.0,
-    });
+    let mut state = restore(&mut session, &run_dir, resuming)?;
     log.truncate_after(state.epochs_done)?;
     let theory_log = spec
         .track_theory
@@ -283,7 +352,63 @@ fn train(training: Training, observer: &mut dyn RunObserver) -> Result<RunOutcom
             return Ok(RunOutcome::Stopped { epoch });
         }
     }
-    finish(&mut session, &run_dir, &state, observer).map(|s| RunOutcome::Finished(Box::new(s)))
+    let summary = finish(&mut session, &run_dir, &state, observer)?;
+    if let Some(replica) = &session.replica {
+        replica.barrier()?;
+    }
+    Ok(RunOutcome::Finished(Box::new(summary)))
+}
+
+/// The training state to continue from: the checkpoint's when resuming,
+/// the start otherwise; on every process of a data-parallel run, rank 0's
+/// weights, buffers and optimiser state then replace the others'.
+fn restore(session: &mut Session, run_dir: &RunDir, resuming: bool) -> Result<TrainState> {
+    let state = match resuming {
+        true => session.trainer.restore(run_dir)?,
+        false => None,
+    }
+    .unwrap_or(TrainState {
+        epochs_done: 0,
+        global_step: 0,
+        best: None,
+        elapsed_s: 0.0,
+    });
+    if let Some(replica) = &session.replica {
+        replica.broadcast_variables(session.trainer.var_store())?;
+        let optimizer: Vec<_> = session
+            .trainer
+            .optimizer_state()
+            .into_iter()
+            .map(|(_, t)| t)
+            .collect();
+        replica.broadcast_from_first(&optimizer)?;
+    }
+    Ok(state)
+}
+
+/// The epoch loop of a data-parallel process other than rank 0: its part
+/// of every step, in step with rank 0, which validates, tests and writes.
+fn follow(training: Training, observer: &mut dyn RunObserver, rank: usize) -> Result<RunOutcome> {
+    let Training {
+        mut session,
+        run_dir,
+        resuming,
+        stop_after_epoch,
+        ..
+    } = training;
+    let mut state = restore(&mut session, &run_dir, resuming)?;
+    let epochs = session.spec.epochs;
+    for epoch in state.epochs_done + 1..=epochs {
+        train_epoch(&mut session, &mut state, epoch, observer, &mut Vec::new())?;
+        state.epochs_done = epoch;
+        if stop_after_epoch == Some(epoch) && epoch < epochs {
+            return Ok(RunOutcome::Stopped { epoch });
+        }
+    }
+    if let Some(replica) = &session.replica {
+        replica.barrier()?;
+    }
+    Ok(RunOutcome::Replicated { rank })
 }
 
 /// The logs an epoch's results go to: `metrics.jsonl`, and when the run
@@ -366,12 +491,19 @@ fn train_epoch(
     let (mut loss_sum, mut correct, mut seen) = (0.0f64, 0.0f64, 0.0f64);
     let (mut second_passes, mut steps_taken) = (0usize, 0usize);
     let mut lr = 0.0;
+    let shard = session
+        .replica
+        .as_ref()
+        .map_or(Shard::WHOLE, Replica::shard);
     let TrainEpoch { order, batches } =
         session
             .data
-            .train_epoch(spec, session.device, epoch as u64)?;
+            .train_epoch(spec, session.device, epoch as u64, shard)?;
     let trainer = &mut session.trainer;
-    for (step, (batch, examples)) in batches.zip(order.chunks(spec.batch_size)).enumerate() {
+    let examples = order
+        .chunks(spec.batch_size)
+        .map(|batch| &batch[shard.rows(batch.len())]);
+    for (step, (batch, examples)) in batches.zip(examples).enumerate() {
         let (xs, ys) = batch?;
         lr = trainer.set_learning_rate(state.global_step);
         let stats = match trainer.step((&xs, &ys), state.global_step, examples)? {
@@ -395,12 +527,20 @@ fn train_epoch(
         state.global_step += 1;
         observer.step(loss_sum / seen, correct / seen);
     }
+    let mut second_passes = second_passes as f64;
+    if let Some(replica) = &session.replica {
+        // The epoch's numbers over the global batches; every replica takes
+        // the same steps, so their second passes are rank 0's.
+        let sums = replica.sum(&[loss_sum, correct, seen])?;
+        (loss_sum, correct, seen) = (sums[0], sums[1], sums[2]);
+        second_passes = replica.agree(second_passes as i64)? as f64;
+    }
     let seen = seen.max(1.0);
     Ok((
         TrainStats {
             loss: loss_sum / seen,
             accuracy: correct / seen,
-            second_pass: Some(second_passes as f64 / steps_taken.max(1) as f64),
+            second_pass: Some(second_passes / steps_taken.max(1) as f64),
         },
         lr,
     ))

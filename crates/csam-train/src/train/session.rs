@@ -12,6 +12,7 @@ use tch::{nn::VarStore, Device, Tensor};
 use super::checkpoint::{self, epoch_seed, TrainState};
 use super::error::{ConfigError, Result, TrainError};
 use super::evaluate::{predict_mode, Predictions};
+use super::replica::Replica;
 use super::run_data::RunData;
 use super::rundir::{RunDir, Split};
 use crate::spec::{
@@ -104,17 +105,29 @@ pub struct Session {
     pub data: RunData,
     /// Model and optimizer.
     pub trainer: Trainer,
+    /// This process's place in a data-parallel run (None: the run's only process).
+    pub replica: Option<Replica>,
 }
 
 impl Session {
     /// Loads and splits the data, fits the normalisation on the training
     /// split and builds the model (initialised from the run's seed, or from
     /// the spec's init weights) and the optimizer. A resumed run then
-    /// overwrites the weights with its checkpoint's.
-    pub fn prepare(spec: &RunSpec, device: Device, workers: usize) -> Result<Session> {
+    /// overwrites the weights with its checkpoint's. A data-parallel
+    /// `replica` trains its part of every batch and averages its gradients
+    /// with the other replicas' ([`super::replica`]).
+    pub fn prepare(
+        spec: &RunSpec,
+        device: Device,
+        workers: usize,
+        replica: Option<Replica>,
+    ) -> Result<Session> {
         RunData::check_spec(spec)?;
         // A source without a training part is refused by the split, which names it.
         let data = RunData::load(spec, workers)?;
+        if let Some(replica) = &replica {
+            replica.check_spec(spec, data.n_train())?;
+        }
         let (classes, needed) = (data.n_classes(), spec.loss.min_classes());
         if classes < needed {
             return Err(ConfigError::invalid(
@@ -134,6 +147,7 @@ impl Session {
             (data.input_shape(), classes),
             device,
             (n_train.div_ceil(spec.batch_size), n_train),
+            replica.as_ref(),
         )?;
         if spec.loss.needs_correctness_history() {
             trainer.history = Some(CorrectnessHistory::new(n_train));
@@ -164,6 +178,7 @@ impl Session {
             device,
             data,
             trainer,
+            replica,
         })
     }
 
@@ -201,7 +216,10 @@ impl Trainer {
     /// from libtorch's current random state), with the base optimizer, SAM
     /// family step and schedule of `optim` (or bSAM, whose `N` is
     /// `n_train` times its data factor), minimising `objective`. The
-    /// schedule spans `epochs` epochs of `steps_per_epoch` steps.
+    /// schedule spans `epochs` epochs of `steps_per_epoch` steps. A
+    /// data-parallel `replica`'s base optimizer averages the replicas'
+    /// gradients.
+    #[allow(clippy::too_many_arguments)]
     pub fn new(
         model: &ModelSpec,
         objective: Objective,
@@ -210,13 +228,17 @@ impl Trainer {
         (input, n_classes): (InputShape, usize),
         device: Device,
         (steps_per_epoch, n_train): (usize, usize),
+        replica: Option<&Replica>,
     ) -> Result<Trainer> {
         let vs = VarStore::new(device);
         let network = build_network(model.arch, &vs, input, n_classes, &model.options())?;
         let updater = match build_bsam(optim, &objective.loss, &vs, n_train)? {
             Some(bsam) => Updater::Bsam(bsam),
             None => Updater::Base {
-                optimizer: build_optimizer(&vs, optim)?,
+                optimizer: match replica {
+                    Some(replica) => replica.wrap(build_optimizer(&vs, optim)?),
+                    None => build_optimizer(&vs, optim)?,
+                },
                 sam: build_sam(optim, &objective, &vs, (epochs * steps_per_epoch) as u64)?,
             },
         };
@@ -573,6 +595,7 @@ fn build_sam(
                 seed: objective.seed,
                 total_steps,
             },
+            reduce_first_gradient: optim.global_ascent,
         },
         vs,
     )?;

@@ -1,0 +1,325 @@
+//! Data-parallel training: one run trained by `W` processes (replicas),
+//! each on its part of every batch, over PyTorch's c10d (`csam-dist`).
+//!
+//! The protocol, as PyTorch's DistributedDataParallel with a distributed
+//! sampler:
+//! - every replica builds the same model from the run's seed; rank 0's
+//!   weights, buffers and optimiser state are then broadcast, so the replicas
+//!   start equal also when resuming;
+//! - the run's `batch_size` is the global batch: each epoch's order and
+//!   augmentation are the single-process ones, and replica `r` trains on
+//!   rows `floor(r n / W) .. floor((r + 1) n / W)` of each batch of `n`
+//!   ([`csam_data::Shard`]);
+//! - before every update the replicas' gradients are averaged with their
+//!   rows as weights ([`DataParallel`]), in buckets of at most
+//!   [`BUCKET_BYTES`] summed concurrently, so every replica takes the same
+//!   step on the global batch's mean gradient. (DDP also overlaps the
+//!   all-reduce with the backward pass through autograd hooks, which tch
+//!   does not expose; here it follows the backward pass.) SGD with `W`
+//!   replicas therefore equals one process on the global batch, up to
+//!   floating-point summation order;
+//! - SAM: each replica perturbs with its own gradient and the second-pass
+//!   gradients are averaged (m-sharpness with `m` = the replica's rows, as the
+//!   paper's and google-research/sam's data-parallel step), one all-reduce
+//!   per step as SGD; `global_ascent` averages pass 1's gradient too
+//!   (exact SAM on the global batch) for a second all-reduce per step;
+//! - BatchNorm normalises with each replica's own batch statistics; the
+//!   running statistics are rank 0's, broadcast at every epoch's end (what
+//!   DDP's `broadcast_buffers` gives at evaluation time); SyncBN is not
+//!   offered;
+//! - rank 0 alone validates, tests, writes the run directory and decides the
+//!   plan (start, resume, finished); the others train in step with it and
+//!   read the checkpoint it wrote when resuming. The epoch's training loss
+//!   and accuracy are summed over the replicas, so `metrics.jsonl` shows the
+//!   global batch's.
+
+use std::sync::Arc;
+
+use csam_data::Shard;
+use csam_dist::ProcessGroup;
+use csam_nn::optim::{BaseOptimizer, OptimError, Params};
+use tch::{nn::VarStore, Tensor};
+
+use super::error::{ConfigError, Result};
+use crate::spec::{RunSpec, UpdateRule};
+use csam_nn::optim::SamPolicy;
+
+/// Largest bucket of gradients summed in one all-reduce: DDP's default
+/// `bucket_cap_mb` (25 MiB).
+pub const BUCKET_BYTES: usize = 25 << 20;
+
+/// This process's place in a data-parallel run.
+#[derive(Clone)]
+pub struct Replica {
+    group: Arc<ProcessGroup>,
+}
+
+impl std::fmt::Debug for Replica {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Replica({} of {})", self.rank(), self.world_size())
+    }
+}
+
+impl Replica {
+    /// The replica of `group`.
+    pub fn new(group: ProcessGroup) -> Replica {
+        Replica {
+            group: Arc::new(group),
+        }
+    }
+
+    /// This replica's rank.
+    pub fn rank(&self) -> usize {
+        self.group.rank()
+    }
+
+    /// Number of replicas.
+    pub fn world_size(&self) -> usize {
+        self.group.world_size()
+    }
+
+    /// Whether this replica writes the run directory (rank 0).
+    pub fn writes(&self) -> bool {
+        self.rank() == 0
+    }
+
+    /// This replica's part of every batch.
+    pub fn shard(&self) -> Shard {
+        Shard {
+            index: self.rank(),
+            count: self.world_size(),
+        }
+    }
+
+    /// `optimizer`, with its gradients averaged over the replicas.
+    pub fn wrap(&self, optimizer: Box<dyn BaseOptimizer>) -> Box<dyn BaseOptimizer> {
+        Box::new(DataParallel {
+            inner: optimizer,
+            group: Arc::clone(&self.group),
+        })
+    }
+
+    /// Copies rank 0's `tensors` into every replica's, in place, in the
+    /// given order (the same on every rank).
+    pub fn broadcast_from_first(&self, tensors: &[Tensor]) -> Result<()> {
+        tch::no_grad(|| {
+            tensors
+                .iter()
+                .try_for_each(|tensor| self.group.broadcast(tensor, 0))
+        })?;
+        Ok(())
+    }
+
+    /// Rank 0's weights and buffers, in every replica's `vs` (sorted by name,
+    /// so every rank sends them in one order).
+    pub fn broadcast_variables(&self, vs: &VarStore) -> Result<()> {
+        let mut variables: Vec<(String, Tensor)> = vs.variables().into_iter().collect();
+        variables.sort_by(|a, b| a.0.cmp(&b.0));
+        let tensors: Vec<Tensor> = variables.into_iter().map(|(_, t)| t).collect();
+        self.broadcast_from_first(&tensors)
+    }
+
+    /// The sums of `values` over the replicas (float64, exact for counts).
+    pub fn sum(&self, values: &[f64]) -> Result<Vec<f64>> {
+        let tensor = Tensor::from_slice(values);
+        self.group.all_reduce_sum(&tensor)?;
+        Ok(Vec::<f64>::try_from(&tensor)?)
+    }
+
+    /// Rank 0's `value`, on every replica.
+    pub fn agree(&self, value: i64) -> Result<i64> {
+        let tensor = Tensor::from_slice(&[value]);
+        self.group.broadcast(&tensor, 0)?;
+        Ok(tensor.int64_value(&[0]))
+    }
+
+    /// Returns once every replica has called it.
+    pub fn barrier(&self) -> Result<()> {
+        Ok(self.group.barrier()?)
+    }
+
+    /// Refuses a run that data parallelism would train wrongly, naming why:
+    /// settings whose state one replica learns from data the others do not
+    /// see, or whose step decisions depend on a replica's own gradient (the
+    /// replicas would call different collectives), and batches a replica
+    /// would get no row of.
+    pub fn check_spec(&self, spec: &RunSpec, n_train: usize) -> Result<(), ConfigError> {
+        let world = self.world_size();
+        let refuse = |key: &'static str, value: String, why: &str| {
+            Err(ConfigError::invalid(
+                key,
+                value,
+                format!("{why}; data-parallel training ({world} processes) does not offer it"),
+            ))
+        };
+        if spec.data.source.is_streamed() {
+            return refuse(
+                "data",
+                spec.data.source.to_string(),
+                "a streamed source is read by one process's decoding threads",
+            );
+        }
+        if matches!(spec.optim.rule, UpdateRule::Bsam { .. }) {
+            return refuse(
+                "optimizer",
+                "bsam".into(),
+                "bSAM's noise and precision are one process's variational state",
+            );
+        }
+        if matches!(spec.optim.policy, SamPolicy::AeSam(_)) {
+            return refuse(
+                "sam_policy",
+                "aesam".into(),
+                "AE-SAM decides from each replica's own gradient norm whether to take the \
+                 second pass, so the replicas would disagree",
+            );
+        }
+        if spec.loss.needs_correctness_history() || spec.loss.name() == "adafocal" {
+            return refuse(
+                "loss",
+                spec.loss.name().into(),
+                "this loss learns from every example's predictions, which one replica does \
+                 not see",
+            );
+        }
+        if matches!(spec.model.head, csam_nn::model::Head::Balcal { .. }) {
+            return refuse(
+                "head",
+                "balcal".into(),
+                "BalCAL balances its classifiers from the whole epoch's training logits",
+            );
+        }
+        if spec.track_theory {
+            return refuse(
+                "track_theory",
+                "true".into(),
+                "the theory diagnostics read one process's batch",
+            );
+        }
+        if spec.optim.global_ascent && spec.optim.rule.sharpness().is_some_and(|s| s.m.is_some()) {
+            return refuse(
+                "m_sharpness",
+                "set".into(),
+                "global_ascent perturbs with the global batch's gradient, \
+                 not with sub-batches'",
+            );
+        }
+        let last = match n_train % spec.batch_size {
+            0 => spec.batch_size,
+            rest => rest,
+        };
+        if spec.batch_size.min(last) < world {
+            return Err(ConfigError::invalid(
+                "batch_size",
+                spec.batch_size,
+                format!(
+                    "with {world} processes every batch needs at least {world} rows, one per \
+                     process, but the epoch's {} training examples end with a batch of {last}; \
+                     choose a batch size that leaves a larger last batch",
+                    n_train
+                ),
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// A base optimiser whose step uses the replicas' mean gradient: each
+/// replica's gradient (the mean over its `rows`) weighted by its rows, summed
+/// over the replicas and divided by their total rows, so replicas with
+/// unequal parts (an epoch's last batch) give the global batch's mean.
+struct DataParallel {
+    inner: Box<dyn BaseOptimizer>,
+    group: Arc<ProcessGroup>,
+}
+
+impl DataParallel {
+    /// `grads` as buckets of at most [`BUCKET_BYTES`] (a gradient
+    /// larger than that is a bucket of its own), each flat, holding
+    /// `rows * g`, the last bucket followed by `rows`.
+    fn buckets(grads: &[Tensor], rows: usize) -> Vec<(std::ops::Range<usize>, Tensor)> {
+        let mut buckets = Vec::new();
+        let (mut start, mut bytes) = (0, 0);
+        for (i, grad) in grads.iter().enumerate() {
+            let size = grad.numel() * grad.kind().elt_size_in_bytes();
+            if i > start && bytes + size > BUCKET_BYTES {
+                buckets.push(start..i);
+                (start, bytes) = (i, 0);
+            }
+            bytes += size;
+        }
+        buckets.push(start..grads.len());
+        let last = buckets.len() - 1;
+        buckets
+            .into_iter()
+            .enumerate()
+            .map(|(k, range)| {
+                let mut parts: Vec<Tensor> = grads[range.clone()]
+                    .iter()
+                    .map(|g| g.reshape([-1]) * rows as f64)
+                    .collect();
+                if k == last {
+                    let like = &parts[0];
+                    parts.push(Tensor::full([1], rows as f64, (like.kind(), like.device())));
+                }
+                (range, Tensor::cat(&parts, 0))
+            })
+            .collect()
+    }
+}
+
+impl BaseOptimizer for DataParallel {
+    fn params(&self) -> &Params {
+        self.inner.params()
+    }
+
+    fn learning_rate(&self) -> f64 {
+        self.inner.learning_rate()
+    }
+
+    fn set_learning_rate(&mut self, lr: f64) {
+        self.inner.set_learning_rate(lr)
+    }
+
+    fn step(&mut self, grads: &[Tensor]) -> Result<(), OptimError> {
+        self.inner.step(grads)
+    }
+
+    fn state(&self) -> Vec<(String, Tensor)> {
+        self.inner.state()
+    }
+
+    fn load_state(&mut self, state: &[(String, Tensor)]) -> Result<(), OptimError> {
+        self.inner.load_state(state)
+    }
+
+    fn reduce_gradient(&self, grads: Vec<Tensor>, rows: usize) -> Result<Vec<Tensor>, OptimError> {
+        let failed = |e: csam_dist::DistError| OptimError::Replicas(Box::new(e));
+        let buckets = tch::no_grad(|| Self::buckets(&grads, rows));
+        let pending = buckets
+            .iter()
+            .map(|(_, flat)| self.group.start_all_reduce_sum(flat))
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(failed)?;
+        for collective in pending {
+            collective.wait().map_err(failed)?;
+        }
+        let Some((_, last)) = buckets.last() else {
+            return Ok(grads);
+        };
+        let total_rows = last.double_value(&[last.numel() as i64 - 1]);
+        tch::no_grad(|| {
+            let mut reduced = Vec::with_capacity(grads.len());
+            for (range, flat) in &buckets {
+                let mut offset = 0;
+                for grad in &grads[range.clone()] {
+                    let n = grad.numel() as i64;
+                    let mean = flat.narrow(0, offset, n).view_as(grad) / total_rows;
+                    reduced.push(mean.to_kind(grad.kind()));
+                    offset += n;
+                }
+            }
+            Ok(reduced)
+        })
+    }
+}
