@@ -181,6 +181,10 @@ fn a_killed_process_stops_the_other_with_an_error_and_the_run_resumes() {
     let done = epochs_logged(&out);
     assert!(done < 4, "the run finished before the kill ({done} epochs)");
 
+    let alone = train(&out, &[&longer[..], &["--resume"]].concat());
+    assert_eq!(alone.status.code(), Some(1), "{}", text(&alone));
+    let stderr = String::from_utf8_lossy(&alone.stderr);
+    assert!(stderr.contains("trained by 2 data-parallel"), "{stderr}");
     let resumed = launch("2", &out, &[&longer[..], &["--resume"]].concat());
     assert_trained(&resumed);
     assert_eq!(epochs_logged(&out), 4);

@@ -42,6 +42,19 @@ pub struct TrainState {
     pub best: Option<BestRecord>,
     /// Training wall time so far, in seconds (accumulated across resumes).
     pub elapsed_s: f64,
+    /// The data-parallel processes that trained it (1: one process; absent
+    /// from the checkpoints of one process). A resume must use as many:
+    /// their number sets SAM's m-sharpness and BatchNorm's batches.
+    #[serde(default = "one", skip_serializing_if = "is_one")]
+    pub processes: usize,
+}
+
+fn one() -> usize {
+    1
+}
+
+fn is_one(processes: &usize) -> bool {
+    *processes == 1
 }
 
 /// The seed of libtorch's generator for the 1-based `epoch` of a run with
@@ -203,6 +216,7 @@ mod tests {
                     value: 0.5,
                 }),
                 elapsed_s: 1.5,
+                processes: 1,
             };
             save(&run, &state, &vs, &momentum).unwrap();
         }

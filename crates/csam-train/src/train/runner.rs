@@ -363,6 +363,7 @@ fn train(training: Training, observer: &mut dyn RunObserver) -> Result<RunOutcom
 /// the start otherwise; on every process of a data-parallel run, rank 0's
 /// weights, buffers and optimiser state then replace the others'.
 fn restore(session: &mut Session, run_dir: &RunDir, resuming: bool) -> Result<TrainState> {
+    let processes = session.replica.as_ref().map_or(1, Replica::world_size);
     let state = match resuming {
         true => session.trainer.restore(run_dir)?,
         false => None,
@@ -372,7 +373,18 @@ fn restore(session: &mut Session, run_dir: &RunDir, resuming: bool) -> Result<Tr
         global_step: 0,
         best: None,
         elapsed_s: 0.0,
+        processes,
     });
+    if state.processes != processes {
+        return Err(TrainError::RunDir(format!(
+            "{} was trained by {} data-parallel process(es); resume it with as many (csam \
+             launch --nproc {}), since their number sets SAM's m-sharpness and BatchNorm's \
+             batches; this is {processes}",
+            run_dir.root().display(),
+            state.processes,
+            state.processes,
+        )));
+    }
     if let Some(replica) = &session.replica {
         replica.broadcast_variables(session.trainer.var_store())?;
         let optimizer: Vec<_> = session
