@@ -14,6 +14,7 @@ copy; SGD (momentum 0.9, weight decay 5e-4) steps with g'.
     .venv/bin/python bench/torch_reference.py --input imagenet --models resnet50,vit-s16 \
         --batch-size 32 --warmup 1 --steps 3
     .venv/bin/python bench/torch_reference.py --flops > bench/flops_reference.json
+    .venv/bin/python bench/torch_reference.py --device cuda --precision bf16
 
 `--flops` counts the multiply-adds of one example's forward pass with
 PyTorch's FlopCounterMode (convolutions and matrix products; half its FLOPs),
@@ -72,6 +73,9 @@ def forward_macs(model, shape):
     return counter.get_total_flops() // 2
 
 
+PRECISIONS = {"fp32": None, "bf16": torch.bfloat16, "fp16": torch.float16}
+
+
 def csam_loss(logits, ys, gamma):
     """Per example -log p_y if p_y <= 1/2, else -(1 + p_y)^-gamma log p_y; mean."""
     log_p = F.log_softmax(logits, dim=1).gather(1, ys[:, None])[:, 0]
@@ -81,16 +85,24 @@ def csam_loss(logits, ys, gamma):
 
 
 class Stepper:
-    def __init__(self, model, family):
-        self.model, self.family = model, family
+    def __init__(self, model, family, autocast):
+        self.model, self.family, self.autocast = model, family, autocast
         self.params = [p for p in model.parameters() if p.requires_grad]
         self.buffers = [b for name, b in model.named_buffers() if "running" in name]
         self.opt = torch.optim.SGD(self.params, lr=LR, momentum=MOMENTUM, weight_decay=WEIGHT_DECAY)
         self.saved = [p.detach().clone() for p in self.params]
         self.saved_buffers = [b.detach().clone() for b in self.buffers]
 
+    def forward(self, xs):
+        """The logits, under autocast when timing a lower precision (as csam's
+        --precision: the forward pass in the region, logits back in float32)."""
+        if self.autocast is None:
+            return self.model(xs)
+        with torch.autocast(xs.device.type, dtype=self.autocast):
+            return self.model(xs).float()
+
     def step(self, xs, ys):
-        loss = F.cross_entropy(self.model(xs), ys)
+        loss = F.cross_entropy(self.forward(xs), ys)
         grads = torch.autograd.grad(loss, self.params)
         if self.family != "sgd":
             with torch.no_grad():
@@ -102,7 +114,7 @@ class Stepper:
                 scale = RHO / (norm + 1e-12)
                 for p, g in zip(self.params, grads):
                     p.add_(g * scale)
-            logits = self.model(xs)
+            logits = self.forward(xs)
             second = csam_loss(logits, ys, GAMMA) if self.family == "csam" else F.cross_entropy(logits, ys)
             grads = torch.autograd.grad(second, self.params)
             with torch.no_grad():
@@ -141,7 +153,7 @@ def bench_case(kind, family, args, device):
     shape, n_classes = INPUTS[args.input], CLASSES[args.input]
     torch.manual_seed(0)
     model = build(kind, shape, n_classes).to(device).train()
-    stepper = Stepper(model, family)
+    stepper = Stepper(model, family, PRECISIONS[args.precision])
     xs = torch.randn(args.batch_size, *shape, device=device)
     ys = torch.randint(n_classes, (args.batch_size,), device=device)
     reset_peak(device)
@@ -171,6 +183,8 @@ def main():
     parser.add_argument("--steps", type=int, default=20)
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     parser.add_argument("--threads", type=int)
+    parser.add_argument("--precision", choices=sorted(PRECISIONS), default="fp32",
+                        help="forward passes under torch.autocast in bf16 / fp16 (no loss scaling)")
     parser.add_argument("--flops", action="store_true", help="print forward MACs as JSON and exit")
     args = parser.parse_args()
     if args.flops:
@@ -196,6 +210,7 @@ def main():
             r["ratio_to_sgd"] = r["ms_per_step"] / sgd if sgd else None
     c, h, w = shape
     print(f"torch {torch.__version__}, device {device}, threads {torch.get_num_threads()}, "
+          f"precision {args.precision}, "
           f"batch {args.batch_size}, input {c}x{h}x{w}, {args.warmup} warm-up + {args.steps} timed steps (median)")
     print(f"{'model':<18} {'opt':<6} {'ms/step':>10} {'img/s':>10} {'peak MiB':>12} {'GFLOP/step':>12} {'GFLOP/s':>9} {'x SGD':>7}")
     for r in rows:

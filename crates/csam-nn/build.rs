@@ -1,7 +1,8 @@
 //! Bakes an rpath to libtorch into this package's binaries and tests (see
-//! build-support/libtorch_link.rs) and compiles the C++ shim over libtorch's
-//! TorchScript modules (csrc/script_module.cpp), which needs libtorch's
-//! headers: they sit in `include/` beside the `lib/` torch-sys reports.
+//! build-support/libtorch_link.rs) and compiles the C++ shims over libtorch's
+//! TorchScript modules (csrc/script_module.cpp) and its per-device autocast
+//! (csrc/autocast.cpp), which need libtorch's headers: they sit in
+//! `include/` beside the `lib/` torch-sys reports.
 
 include!("../../build-support/libtorch_link.rs");
 
@@ -17,6 +18,7 @@ fn main() {
 
 fn compile_script_shim() {
     println!("cargo:rerun-if-changed=csrc/script_module.cpp");
+    println!("cargo:rerun-if-changed=csrc/autocast.cpp");
     let Ok(lib_dir) = std::env::var("DEP_TCH_LIBTORCH_LIB") else {
         panic!("DEP_TCH_LIBTORCH_LIB not set: torch-sys did not report libtorch's location");
     };
@@ -33,5 +35,6 @@ fn compile_script_shim() {
         .flag(format!("-D_GLIBCXX_USE_CXX11_ABI={CXX11_ABI}"))
         .flag("-DGLOG_USE_GLOG_EXPORT")
         .file("csrc/script_module.cpp")
+        .file("csrc/autocast.cpp")
         .compile("csam_script");
 }

@@ -17,6 +17,7 @@
 
 mod support;
 
+use csam_nn::model::precision::Precision;
 use csam_nn::model::{build_model_with, InputShape, Mode, Model, ModelKind, ModelOptions};
 use std::path::{Path, PathBuf};
 use std::sync::MutexGuard;
@@ -560,5 +561,112 @@ fn zero_rates_draw_no_random_numbers_and_evaluation_ignores_the_draws() {
         let plain_eval = tch::no_grad(|| plain.forward_mode(&x, Mode::Eval));
         let same = max_abs_diff(&eval, &plain_eval) == 0.0;
         assert_eq!(same, on.options.drop_path > 0.0, "{kind}: evaluation");
+    }
+}
+
+/// Mixed precision: a float32 model built with `precision` bf16 or fp16
+/// computes, on the CPU, what the same weights compute in PyTorch under
+/// `torch.autocast("cpu", dtype)`: eval logits, the cross entropy of a
+/// train-mode pass and every gradient (float32, the master weights' type);
+/// and it computes something else than in float32 (the region is on).
+#[test]
+fn autocast_matches_torch_autocast() {
+    let Some((_generator, python, dir)) = twin_test(11) else {
+        return;
+    };
+    let cases: Vec<(Case, Precision)> = cases()
+        .into_iter()
+        .filter(|c| ["mlp", "cnn", "resnet20"].contains(&c.kind) && c.options.dropout == 0.0)
+        .flat_map(|c| {
+            [Precision::Bf16, Precision::Fp16].map(|precision| {
+                let options = ModelOptions {
+                    precision,
+                    ..c.options.clone()
+                };
+                let case = Case { options, ..c };
+                (case, precision)
+            })
+        })
+        .collect();
+    let mut manifest = Vec::new();
+    let mut rust_side = Vec::new();
+    for (i, (case, precision)) in cases.iter().enumerate() {
+        let vs = nn::VarStore::new(Device::Cpu);
+        let model = build(&vs, case);
+        let shape = case.input;
+        let x = Tensor::randn(
+            [6, shape.channels, shape.height, shape.width],
+            (Kind::Float, Device::Cpu),
+        );
+        let labels = Tensor::randint(case.n_classes, [6], (Kind::Int64, Device::Cpu));
+        let file = |stem: &str| dir.path().join(format!("amp{i}_{stem}.safetensors"));
+        vs.save(file("rust_weights")).unwrap();
+        Tensor::write_safetensors(&[("x", &x), ("labels", &labels)], file("input")).unwrap();
+        let eval = tch::no_grad(|| model.forward_t(&x, false));
+        let full = {
+            let fp32 = ModelOptions {
+                precision: Precision::Fp32,
+                ..case.options.clone()
+            };
+            let mut twin = nn::VarStore::new(Device::Cpu);
+            let reference = build_model_with(
+                case.kind.parse().unwrap(),
+                &twin.root(),
+                shape,
+                case.n_classes,
+                &fp32,
+            )
+            .unwrap();
+            twin.load(file("rust_weights")).unwrap();
+            tch::no_grad(|| reference.forward_t(&x, false))
+        };
+        let logits = model.forward_t(&x, true);
+        assert_eq!(
+            logits.kind(),
+            Kind::Float,
+            "logits leave the region in float32"
+        );
+        let loss = logits.cross_entropy_for_logits(&labels);
+        let params = parameters(&vs);
+        let tensors: Vec<Tensor> = params.iter().map(|(_, t)| t.shallow_clone()).collect();
+        let grads = Tensor::run_backward(&[&loss], &tensors, false, false);
+        let mut entry = architecture(case);
+        entry.extend([
+            ("autocast".to_string(), serde_json::json!(precision.name())),
+            ("input".to_string(), serde_json::json!(file("input"))),
+            (
+                "rust_weights".to_string(),
+                serde_json::json!(file("rust_weights")),
+            ),
+            ("out".to_string(), serde_json::json!(file("out"))),
+        ]);
+        manifest.push(entry.into());
+        let names: Vec<String> = params.into_iter().map(|(n, _)| n).collect();
+        rust_side.push((eval, full, loss, names, grads));
+    }
+    run_twins(&python, dir.path(), manifest);
+    for (i, ((case, precision), (eval, full, loss, names, grads))) in
+        cases.iter().zip(rust_side).enumerate()
+    {
+        let label = format!("{} {}", case.kind, precision.name());
+        let out =
+            Tensor::read_safetensors(dir.path().join(format!("amp{i}_out.safetensors"))).unwrap();
+        let d = max_abs_diff(&eval, get(&out, "eval"));
+        assert!(
+            d <= 1e-6,
+            "{label}: eval logits differ from torch.autocast's by {d}"
+        );
+        let lowered = max_abs_diff(&eval, &full);
+        assert!(
+            lowered > 1e-5,
+            "{label}: the same logits as float32 ({lowered}): no autocast?"
+        );
+        let d = (loss.double_value(&[]) - get(&out, "loss").double_value(&[0])).abs();
+        assert!(d <= 1e-6, "{label}: loss differs by {d}");
+        for (name, grad) in names.iter().zip(&grads) {
+            assert_eq!(grad.kind(), Kind::Float, "{label}: {name}'s gradient");
+            let d = max_abs_diff(grad, get(&out, &format!("grad.{name}")));
+            assert!(d <= 1e-6, "{label}: gradient of {name} differs by {d}");
+        }
     }
 }

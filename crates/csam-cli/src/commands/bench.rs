@@ -71,6 +71,11 @@ pub struct BenchArgs {
     /// CPU threads of libtorch.
     #[arg(long)]
     threads: Option<usize>,
+    /// Precision of the forward passes: fp32, or bf16 / fp16 under autocast (as
+    /// `bench/torch_reference.py --precision`; bench times steps only, so fp16 runs without
+    /// the loss scaling training would need).
+    #[arg(long, default_value = "fp32", value_parser = Choices::of(choices::precision_names()))]
+    precision: String,
     /// Print the rows as JSON instead of a table.
     #[arg(long)]
     json: bool,
@@ -126,6 +131,10 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
         warmup: args.warmup,
         steps: args.steps,
         device: parse_device(args.device.as_deref())?,
+        precision: args
+            .precision
+            .parse()
+            .map_err(|e| anyhow::anyhow!("--precision {:?}: {e}", args.precision))?,
     };
     let rows = run_bench(&options)?;
     if args.json {

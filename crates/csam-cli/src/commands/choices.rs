@@ -14,6 +14,7 @@ use csam_calib::binning::{AdaptiveVariant, EdgeConvention};
 use csam_lab::experiment::method::{self, Method};
 use csam_nn::loss::TrainingLoss;
 use csam_nn::mixing::Mixing;
+use csam_nn::model::precision::Precision;
 use csam_nn::model::{Bayesian, Ensemble, Head, ModelKind};
 use csam_nn::optim::SamPolicy;
 use csam_train::spec::{BaseSpec, BestMetric, OptimizerFamily, Schedule, UpdateRule};
@@ -80,8 +81,14 @@ pub fn of_key(key: &str) -> Option<Vec<&'static str>> {
         "best_metric" => variants::<BestMetric>(None),
         "edges" => variants::<EdgeConvention>(None),
         "adaptive" => variants::<AdaptiveVariant>(None),
+        "precision" => precision_names(),
         _ => return None,
     })
+}
+
+/// The precisions of a model's forward passes.
+pub fn precision_names() -> Vec<&'static str> {
+    variants::<Precision>(None)
 }
 
 /// The model registry's architectures (`torchscript` takes its file as

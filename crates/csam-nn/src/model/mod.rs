@@ -39,6 +39,7 @@ mod macs;
 mod mimo;
 mod mlp;
 mod noise;
+pub mod precision;
 mod pyramidnet;
 pub mod rank1;
 pub mod registry;
@@ -207,6 +208,8 @@ pub struct Model {
     ensemble: Ensemble,
     /// The posterior its Gaussian layers registered with, if any.
     posterior: Option<Arc<bayesian::Posterior>>,
+    /// The precision of its forward passes; its logits are float32 whatever it is.
+    precision: precision::Precision,
 }
 
 /// The outputs of a forward pass: the model's logits and, for a model with
@@ -304,16 +307,20 @@ impl Model {
             let m = self.ensemble.members();
             return self.member_outputs(&ensemble::tile_members(xs, m), mode);
         }
-        let features = self.network.features(xs, mode);
-        let linear = self.network.classify(&features);
-        let Some(balcal) = &self.balcal else {
+        let (linear, etf) = self.precision.autocast(xs.device(), || {
+            let features = self.network.features(xs, mode);
+            let etf = self.balcal.as_ref().map(|b| b.etf_logits(&features, mode));
+            (self.network.classify(&features), etf)
+        });
+        let linear = precision::widened(linear);
+        let (Some(balcal), Some(etf)) = (&self.balcal, etf) else {
             return Outputs {
                 logits: linear,
                 heads: None,
                 members: None,
             };
         };
-        let etf = balcal.etf_logits(&features, mode);
+        let etf = precision::widened(etf);
         Outputs {
             logits: balcal.balance(&linear, &etf),
             heads: Some(TwoHeads {
@@ -333,17 +340,20 @@ impl Model {
     /// ([`mimo`]).
     pub fn member_outputs(&self, stacked: &Tensor, mode: Mode) -> Outputs {
         let m = self.ensemble.members();
-        let members = match self.ensemble {
-            Ensemble::Mimo { .. } => {
-                let joined = mimo::concat_members(stacked, m);
-                let logits = self.network.classify(&self.network.features(&joined, mode));
-                mimo::split_heads(&logits, m)
-            }
-            Ensemble::Single | Ensemble::BatchEnsemble { .. } => {
-                let logits = self.network.classify(&self.network.features(stacked, mode));
-                logits.reshape([m, -1, logits.size()[1]])
-            }
-        };
+        let members = self
+            .precision
+            .autocast(stacked.device(), || match self.ensemble {
+                Ensemble::Mimo { .. } => {
+                    let joined = mimo::concat_members(stacked, m);
+                    let logits = self.network.classify(&self.network.features(&joined, mode));
+                    mimo::split_heads(&logits, m)
+                }
+                Ensemble::Single | Ensemble::BatchEnsemble { .. } => {
+                    let logits = self.network.classify(&self.network.features(stacked, mode));
+                    logits.reshape([m, -1, logits.size()[1]])
+                }
+            });
+        let members = precision::widened(members);
         Outputs {
             logits: mixture_logits(&members),
             heads: None,

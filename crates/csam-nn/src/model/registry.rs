@@ -16,6 +16,8 @@ use std::str::FromStr;
 use std::sync::Arc;
 use tch::nn;
 
+use super::precision::Precision;
+
 /// Options shared by the architectures (each uses those that apply to it).
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct ModelOptions {
@@ -46,6 +48,9 @@ pub struct ModelOptions {
     /// BatchEnsemble).
     #[serde(default)]
     pub bayesian: Bayesian,
+    /// The precision of the forward passes ([`super::precision`]).
+    #[serde(default)]
+    pub precision: Precision,
 }
 
 impl Default for ModelOptions {
@@ -59,6 +64,7 @@ impl Default for ModelOptions {
             shakedrop: 0.0,
             ensemble: Ensemble::Single,
             bayesian: Bayesian::None,
+            precision: Precision::Fp32,
         }
     }
 }
@@ -574,6 +580,7 @@ pub fn build_model_with(
         dropout: options.dropout,
         ensemble: options.ensemble,
         posterior,
+        precision: options.precision,
     })
 }
 

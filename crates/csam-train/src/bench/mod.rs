@@ -17,6 +17,7 @@ use tch::{Device, Kind, Tensor};
 use crate::spec::{LossSpec, MixingSpec, ModelSpec, OptimSpec, OptimizerFamily, UpdateRule};
 use crate::train::error::{Result, TrainError};
 use csam_nn::device::device_name;
+use csam_nn::model::precision::Precision;
 use csam_nn::model::{InputShape, ModelKind};
 
 fn invalid_value(key: &'static str, value: &str, reason: impl ToString) -> TrainError {
@@ -44,6 +45,8 @@ pub struct BenchOptions {
     pub steps: usize,
     /// Device.
     pub device: Device,
+    /// Precision of the forward passes (autocast, [`csam_nn::model::precision`]).
+    pub precision: Precision,
 }
 
 /// One row of the table.
@@ -116,6 +119,7 @@ fn bench_case(
 ) -> Result<BenchRow> {
     let model = ModelSpec {
         arch: kind,
+        precision: options.precision,
         ..ModelSpec::default()
     }
     .normalized();
@@ -192,11 +196,12 @@ pub fn format_table(rows: &[BenchRow], options: &BenchOptions) -> String {
         width,
     } = options.input;
     let mut out = format!(
-        "csam {}, device {}, threads {}, batch {}, input {channels}x{height}x{width}, \
+        "csam {}, device {}, threads {}, precision {}, batch {}, input {channels}x{height}x{width}, \
          {} warm-up + {} timed steps (median)\n",
         env!("CARGO_PKG_VERSION"),
         device_name(options.device),
         tch::get_num_threads(),
+        options.precision.name(),
         options.batch_size,
         options.warmup,
         options.steps,
@@ -248,6 +253,7 @@ mod tests {
             warmup: 1,
             steps: 2,
             device: Device::Cpu,
+            precision: Precision::Fp32,
         };
         let rows = run_bench(&options).unwrap();
         let names: Vec<String> = rows.iter().map(|r| r.optimizer.to_string()).collect();

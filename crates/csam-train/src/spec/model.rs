@@ -9,6 +9,7 @@ use super::check::{invalid, unit_interval};
 use super::keys::{self, Applies};
 use super::loss::keyed;
 use crate::train::ConfigError;
+use csam_nn::model::precision::Precision;
 use csam_nn::model::{Bayesian, Ensemble, Head, ModelKind, ModelOptions};
 
 /// The hidden widths of an MLP when none are given.
@@ -77,6 +78,16 @@ pub struct ModelSpec {
     /// as `[model.ensemble]`, so that a refusal names the chosen branch.
     #[serde(default)]
     pub bayesian: Bayesian,
+    /// The precision of the forward passes: float32, or autocast to
+    /// bfloat16 or float16 (weights, gradients and optimiser state stay
+    /// float32; [`csam_nn::model::precision`]); float32 is left out of
+    /// `config.toml`, so runs written before it load and compare equal.
+    #[serde(default, skip_serializing_if = "is_fp32")]
+    pub precision: Precision,
+}
+
+fn is_fp32(precision: &Precision) -> bool {
+    *precision == Precision::Fp32
 }
 
 fn is_zero(value: &f64) -> bool {
@@ -112,6 +123,8 @@ struct ModelFields {
     ensemble: Ensemble,
     #[serde(default)]
     bayesian: Bayesian,
+    #[serde(default)]
+    precision: Precision,
 }
 
 impl TryFrom<ModelFields> for ModelSpec {
@@ -140,6 +153,7 @@ impl TryFrom<ModelFields> for ModelSpec {
             shakedrop: fields.shakedrop,
             ensemble: fields.ensemble,
             bayesian: fields.bayesian,
+            precision: fields.precision,
         })
     }
 }
@@ -181,6 +195,7 @@ impl Default for ModelSpec {
             shakedrop: 0.0,
             ensemble: Ensemble::Single,
             bayesian: Bayesian::None,
+            precision: Precision::Fp32,
         }
     }
 }
@@ -216,6 +231,14 @@ impl ModelSpec {
         keyed(&["model", "head"], self.head.name(), self.head.validate())?;
         self.validate_ensemble()?;
         self.validate_bayesian()?;
+        if self.precision == Precision::Fp16 {
+            return Err(invalid(
+                "precision",
+                "fp16",
+                "float16 training needs dynamic loss scaling, which csam does not have yet; \
+                 bf16 (float32's range) needs none",
+            ));
+        }
         match (&self.mlp_hidden, self.arch.takes_hidden_widths()) {
             (Some(widths), false) => {
                 return Err(invalid(
@@ -355,6 +378,7 @@ impl ModelSpec {
             shakedrop: self.shakedrop,
             ensemble: self.ensemble,
             bayesian: self.bayesian,
+            precision: self.precision,
         }
     }
 }
