@@ -13,14 +13,13 @@
 
 mod support;
 
-use csam_nn::loss::TrainingLoss;
-use csam_nn::mixing::TrainBatch;
 use csam_nn::model::bayesian::prediction_seed;
 use csam_nn::model::flipout::flipout_noise;
 use csam_nn::model::{
     mixture_logits, Bayesian, Ensemble, Head, InputShape, Mode, Model, ModelOptions, TrainingPass,
 };
-use support::{build_f64, close, lock_generator, python, refusal, run_twin, shape, with_gradients};
+use support::bayesian::{self, TwinModel, TwinRun, ROWS};
+use support::{build_f64, close, lock_generator, python, refusal, shape};
 use tch::{nn::VarStore, Device, Kind, Tensor};
 
 const CLASSES: i64 = 4;
@@ -47,22 +46,6 @@ fn build(arch: &str, input: InputShape, bayesian: Bayesian) -> (VarStore, Model)
     build_f64(arch, input, CLASSES, &options(bayesian))
 }
 
-/// The objective `CE + kl_weight KL` of a train-mode pass and its
-/// gradients with respect to the trainable variables, by name.
-fn objective(
-    model: &Model,
-    vs: &VarStore,
-    (x, y): (&Tensor, &Tensor),
-    kl_weight: f64,
-) -> (Tensor, Vec<(String, Tensor)>) {
-    let pass = TrainBatch::plain(x, y)
-        .with_kl_weight(kl_weight)
-        .forward(model)
-        .unwrap();
-    let loss = TrainingLoss::default();
-    with_gradients(pass.objective(|s, t| loss.mean_of(s, t)).unwrap(), vs)
-}
-
 #[test]
 fn mlp_and_cnn_match_the_papers_formula_in_pytorch_float64() {
     let Some(python) = python() else {
@@ -71,7 +54,12 @@ fn mlp_and_cnn_match_the_papers_formula_in_pytorch_float64() {
     };
     let _generator = lock_generator();
     tch::manual_seed(7);
-    let (samples, train_seed, kl_weight) = (3, 11u64, 0.25);
+    let twin = TwinRun {
+        script: "flipout_reference.py",
+        samples: 3,
+        train_seed: 11,
+        kl_weight: 0.25,
+    };
     let models = [
         ("mlp", shape(1, 2, 3), vec!["1", "3"], 1.0),
         (
@@ -80,16 +68,11 @@ fn mlp_and_cnn_match_the_papers_formula_in_pytorch_float64() {
             vec!["conv1", "conv2", "conv3", "fc"],
             0.5,
         ),
-    ];
-    let y = Tensor::from_slice(&[0i64, 1, 0, 3, 2]);
-    let mut inputs = vec![("y".to_string(), y.shallow_clone())];
-    let mut cases = Vec::new();
-    let mut built = Vec::new();
-    for (arch, input, layers, prior_std) in models {
-        let (vs, model) = build(arch, input, mean_field(prior_std, samples));
+    ]
+    .map(|(arch, input, layers, prior_std)| {
+        let (vs, model) = build(arch, input, mean_field(prior_std, twin.samples));
         // Posterior scales well above their start (softplus(-3)), so that
-        // the perturbation weighs in the logits, and running statistics away
-        // from their initial values, so that the prediction reads them.
+        // the perturbation weighs in the logits.
         tch::no_grad(|| {
             for (name, mut var) in vs.variables() {
                 if name.ends_with("weight_rho") {
@@ -97,63 +80,22 @@ fn mlp_and_cnn_match_the_papers_formula_in_pytorch_float64() {
                 }
             }
         });
-        let dims = [8, input.channels, input.height, input.width];
-        let _ =
-            tch::no_grad(|| model.forward_mode(&(Tensor::randn(dims, F64_CPU) + 0.5), Mode::Train));
-        let x = Tensor::randn([5, input.channels, input.height, input.width], F64_CPU);
-        let variables = vs.variables();
-        for (name, t) in &variables {
-            inputs.push((format!("{arch}/{name}"), t.detach()));
-        }
-        inputs.push((format!("{arch}/x"), x.shallow_clone()));
-        let seeds = std::iter::once(("train".to_string(), train_seed))
-            .chain((0..samples as u64).map(|s| (format!("sample{s}"), prediction_seed(s))));
-        for (tag, seed) in seeds {
-            for layer in &layers {
-                let weight = variables[&format!("{layer}.weight")].size();
-                let noise = flipout_noise(seed, layer, &weight, 5, F64_CPU);
-                let key = |part: &str| format!("{arch}/noise/{tag}/{layer}/{part}");
-                inputs.push((key("eps"), noise.eps));
-                inputs.push((key("s"), noise.input_signs));
-                inputs.push((key("r"), noise.output_signs));
-            }
-        }
-        cases.push(serde_json::json!({
-            "arch": arch,
-            "prior_std": prior_std,
-            "kl_weight": kl_weight,
-            "layers": layers,
-            "train": "train",
-            "samples": (0..samples).map(|s| format!("sample{s}")).collect::<Vec<_>>(),
-        }));
-        built.push((vs, model, x));
-    }
-    let named: Vec<(&str, &Tensor)> = inputs.iter().map(|(n, t)| (n.as_str(), t)).collect();
-    let dir = tempfile::tempdir().unwrap();
-    let reference = run_twin(
-        &python,
-        "flipout_reference.py",
-        dir.path(),
-        &named,
-        serde_json::Value::Array(cases.clone()),
-    );
-    for (i, case) in cases.iter().enumerate() {
-        let (vs, model, x) = &built[i];
-        let what = case["arch"].to_string();
-        model.set_noise_seed(train_seed);
-        let eval = tch::no_grad(|| model.forward_mode(x, Mode::Eval));
-        close(&eval, &reference[&format!("eval_logits_{i}")], &what);
-        let train = tch::no_grad(|| model.forward_mode(x, Mode::Train));
-        close(&train, &reference[&format!("train_logits_{i}")], &what);
-        let kl = model.kl_divergence().unwrap();
-        close(&kl, &reference[&format!("kl_{i}")], &format!("{what} KL"));
-        let (value, grads) = objective(model, vs, (x, &y), kl_weight);
-        close(&value, &reference[&format!("value_{i}")], &what);
-        assert!(grads.len() > 4, "{what}: {} gradients", grads.len());
-        for (name, grad) in grads {
-            let expected = &reference[&format!("grad_{i}_{name}")];
-            close(&grad, expected, &format!("{what} d/d{name}"));
-        }
+        let fields = serde_json::json!({ "prior_std": prior_std });
+        TwinModel::new((arch, input), layers, (vs, model), fields)
+    });
+    let noise = |m: &TwinModel, seed: u64, layer: &str| {
+        let weight = m.vs.variables()[&format!("{layer}.weight")].size();
+        let noise = flipout_noise(seed, layer, &weight, ROWS, F64_CPU);
+        vec![
+            ("eps", noise.eps),
+            ("s", noise.input_signs),
+            ("r", noise.output_signs),
+        ]
+    };
+    let train = |model: &Model, x: &Tensor| model.forward_mode(x, Mode::Train);
+    let trained = bayesian::run(&python, &twin, &models, noise, ("train_logits", train));
+    for (model, grads) in models.iter().zip(trained) {
+        assert!(grads.len() > 4, "{}: {} gradients", model.arch, grads.len());
     }
 }
 

@@ -14,14 +14,13 @@
 
 mod support;
 
-use csam_nn::loss::TrainingLoss;
-use csam_nn::mixing::TrainBatch;
 use csam_nn::model::bayesian::prediction_seed;
 use csam_nn::model::rank1::rank1_noise;
 use csam_nn::model::{
     Bayesian, Ensemble, Head, InputShape, Mode, Model, ModelOptions, TrainingPass,
 };
-use support::{build_f64, close, lock_generator, python, refusal, run_twin, shape, with_gradients};
+use support::bayesian::{self, TwinModel, TwinRun, ROWS};
+use support::{build_f64, close, lock_generator, python, refusal, shape};
 use tch::{nn::VarStore, Device, Kind, Tensor};
 
 const CLASSES: i64 = 4;
@@ -75,7 +74,12 @@ fn mlp_and_cnn_match_the_papers_formula_in_pytorch_float64() {
     };
     let _generator = lock_generator();
     tch::manual_seed(7);
-    let (samples, train_seed, kl_weight, batch) = (2, 11u64, 0.25, 5);
+    let twin = TwinRun {
+        script: "rank1_reference.py",
+        samples: 2,
+        train_seed: 11,
+        kl_weight: 0.25,
+    };
     let models = [
         ("mlp", shape(1, 2, 3), 3, vec!["1", "3"], 0.5),
         (
@@ -85,86 +89,31 @@ fn mlp_and_cnn_match_the_papers_formula_in_pytorch_float64() {
             vec!["conv1", "conv2", "conv3", "fc"],
             0.1,
         ),
-    ];
-    let y = Tensor::from_slice(&[0i64, 1, 0, 3, 2]);
-    let mut inputs = vec![("y".to_string(), y.shallow_clone())];
-    let mut cases = Vec::new();
-    let mut built = Vec::new();
-    for (arch, input, members, layers, prior_std) in models {
-        let (vs, model) = build(arch, input, members, rank1(prior_std, samples));
+    ]
+    .map(|(arch, input, members, layers, prior_std)| {
+        let (vs, model) = build(arch, input, members, rank1(prior_std, twin.samples));
         // Posterior scales well above their start (0.03), so that the
-        // sampled factors weigh in the logits, and running statistics away
-        // from their initial values, so that the prediction reads them.
+        // sampled factors weigh in the logits.
         set_rho(&vs, |rho| rho.randn_like() * 0.5 - 1.0);
-        let dims = [8, input.channels, input.height, input.width];
-        let _ =
-            tch::no_grad(|| model.forward_mode(&(Tensor::randn(dims, F64_CPU) + 0.5), Mode::Train));
-        let x = Tensor::randn([batch, input.channels, input.height, input.width], F64_CPU);
-        let variables = vs.variables();
-        for (name, t) in &variables {
-            inputs.push((format!("{arch}/{name}"), t.detach()));
-        }
-        inputs.push((format!("{arch}/x"), x.shallow_clone()));
-        let seeds = std::iter::once(("train".to_string(), train_seed))
-            .chain((0..samples as u64).map(|s| (format!("sample{s}"), prediction_seed(s))));
-        for (tag, seed) in seeds {
-            for layer in &layers {
-                let d_in = variables[&format!("{layer}.r")].size()[1];
-                let d_out = variables[&format!("{layer}.s")].size()[1];
-                let noise = rank1_noise(seed, layer, (members, batch), (d_in, d_out), F64_CPU);
-                let key = |part: &str| format!("{arch}/noise/{tag}/{layer}/{part}");
-                inputs.push((key("r"), noise.r));
-                inputs.push((key("s"), noise.s));
-            }
-        }
-        cases.push(serde_json::json!({
-            "arch": arch,
-            "members": members,
-            "prior_std": prior_std,
-            "kl_weight": kl_weight,
-            "layers": layers,
-            "train": "train",
-            "samples": (0..samples).map(|s| format!("sample{s}")).collect::<Vec<_>>(),
-        }));
-        built.push((vs, model, x));
-    }
-    let named: Vec<(&str, &Tensor)> = inputs.iter().map(|(n, t)| (n.as_str(), t)).collect();
-    let dir = tempfile::tempdir().unwrap();
-    let reference = run_twin(
-        &python,
-        "rank1_reference.py",
-        dir.path(),
-        &named,
-        serde_json::Value::Array(cases.clone()),
-    );
-    for (i, case) in cases.iter().enumerate() {
-        let (vs, model, x) = &built[i];
-        let what = case["arch"].to_string();
-        model.set_noise_seed(train_seed);
-        let eval = tch::no_grad(|| model.forward_mode(x, Mode::Eval));
-        close(&eval, &reference[&format!("eval_logits_{i}")], &what);
-        let train = tch::no_grad(|| model.outputs(x, Mode::Train))
-            .members
-            .unwrap();
-        close(&train, &reference[&format!("members_{i}")], &what);
-        let kl = model.kl_divergence().unwrap();
-        close(&kl, &reference[&format!("kl_{i}")], &format!("{what} KL"));
-        let pass = TrainBatch::plain(x, &y)
-            .with_kl_weight(kl_weight)
-            .forward(model)
-            .unwrap();
-        let loss = TrainingLoss::default();
-        let value = pass.objective(|s, t| loss.mean_of(s, t)).unwrap();
-        let (value, grads) = with_gradients(value, vs);
-        close(&value, &reference[&format!("value_{i}")], &what);
+        let fields = serde_json::json!({ "members": members, "prior_std": prior_std });
+        TwinModel::new((arch, input), layers, (vs, model), fields)
+    });
+    let noise = |m: &TwinModel, seed: u64, layer: &str| {
+        let variables = m.vs.variables();
+        let d_in = variables[&format!("{layer}.r")].size()[1];
+        let d_out = variables[&format!("{layer}.s")].size()[1];
+        let members = m.fields["members"].as_i64().unwrap();
+        let noise = rank1_noise(seed, layer, (members, ROWS), (d_in, d_out), F64_CPU);
+        vec![("r", noise.r), ("s", noise.s)]
+    };
+    let members = |model: &Model, x: &Tensor| model.outputs(x, Mode::Train).members.unwrap();
+    let trained = bayesian::run(&python, &twin, &models, noise, ("members", members));
+    for (model, grads) in models.iter().zip(trained) {
         assert!(
-            grads.iter().any(|(name, _)| name.ends_with("r_rho")),
-            "{what}: the factors' scales are trained"
+            grads.iter().any(|name| name.ends_with("r_rho")),
+            "{}: the factors' scales are trained",
+            model.arch
         );
-        for (name, grad) in grads {
-            let expected = &reference[&format!("grad_{i}_{name}")];
-            close(&grad, expected, &format!("{what} d/d{name}"));
-        }
     }
 }
 
