@@ -37,12 +37,13 @@ use std::sync::Arc;
 
 use csam_data::Shard;
 use csam_dist::ProcessGroup;
-use csam_nn::optim::{BaseOptimizer, OptimError, Params};
+use csam_nn::loss::TrainingLoss;
+use csam_nn::model::Head;
+use csam_nn::optim::{BaseOptimizer, OptimError, Params, SamPolicy};
 use tch::{nn::VarStore, Tensor};
 
 use super::error::{ConfigError, Result};
 use crate::spec::{RunSpec, UpdateRule};
-use csam_nn::optim::SamPolicy;
 
 /// Largest bucket of gradients summed in one all-reduce: DDP's default
 /// `bucket_cap_mb` (25 MiB).
@@ -174,7 +175,7 @@ impl Replica {
                  second pass, so the replicas would disagree",
             );
         }
-        if spec.loss.needs_correctness_history() || spec.loss.name() == "adafocal" {
+        if spec.loss.needs_correctness_history() || matches!(spec.loss, TrainingLoss::AdaFocal(_)) {
             return refuse(
                 "loss",
                 spec.loss.name().into(),
@@ -182,7 +183,7 @@ impl Replica {
                  not see",
             );
         }
-        if matches!(spec.model.head, csam_nn::model::Head::Balcal { .. }) {
+        if matches!(spec.model.head, Head::Balcal { .. }) {
             return refuse(
                 "head",
                 "balcal".into(),
@@ -234,8 +235,8 @@ struct DataParallel {
 }
 
 impl DataParallel {
-    /// `grads` as buckets of at most [`BUCKET_BYTES`] (a gradient
-    /// larger than that is a bucket of its own), each flat, holding
+    /// `grads` (at least one) as buckets of at most [`BUCKET_BYTES`] (a
+    /// gradient larger than that is a bucket of its own), each flat, holding
     /// `rows * g`, the last bucket followed by `rows`.
     fn buckets(grads: &[Tensor], rows: usize) -> Vec<(std::ops::Range<usize>, Tensor)> {
         let mut buckets = Vec::new();
@@ -294,6 +295,9 @@ impl BaseOptimizer for DataParallel {
     }
 
     fn reduce_gradient(&self, grads: Vec<Tensor>, rows: usize) -> Result<Vec<Tensor>, OptimError> {
+        if grads.is_empty() {
+            return Ok(grads);
+        }
         let failed = |e: csam_dist::DistError| OptimError::Replicas(Box::new(e));
         let buckets = tch::no_grad(|| Self::buckets(&grads, rows));
         let pending = buckets
@@ -321,5 +325,65 @@ impl BaseOptimizer for DataParallel {
             }
             Ok(reduced)
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use csam_dist::Rendezvous;
+    use csam_nn::optim::{Sgd, SgdConfig};
+    use std::time::Duration;
+    use tch::{Device, Kind};
+
+    /// Two ranks (threads with a group each) reduce gradients that span two
+    /// buckets (20 MB, then 12 MB and a small one): every entry is the
+    /// row-weighted mean, `(1 x 1 + 3 x 2) / 4`.
+    #[test]
+    fn gradients_over_several_buckets_are_the_row_weighted_mean() {
+        let sizes = [5_000_000i64, 3_000_000, 10];
+        let bytes: Vec<usize> = sizes.iter().map(|&n| n as usize * 4).collect();
+        assert!(bytes[0] + bytes[1] > BUCKET_BYTES && bytes[0] < BUCKET_BYTES);
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .unwrap()
+            .port();
+        let reduced: Vec<Vec<Tensor>> = std::thread::scope(|scope| {
+            let ranks: Vec<_> = (0..2usize)
+                .map(|rank| {
+                    scope.spawn(move || {
+                        let group = ProcessGroup::connect(&Rendezvous {
+                            rank,
+                            world_size: 2,
+                            local_rank: rank,
+                            master_addr: "127.0.0.1".into(),
+                            master_port: port,
+                            timeout: Duration::from_secs(60),
+                        })
+                        .unwrap();
+                        let vs = VarStore::new(Device::Cpu);
+                        let _ = vs.root().zeros("w", &[1]);
+                        let sgd = Sgd::new(&vs, SgdConfig::default()).unwrap();
+                        let optimizer = Replica::new(group).wrap(Box::new(sgd));
+                        let value = (rank + 1) as f64;
+                        let grads = sizes
+                            .iter()
+                            .map(|&n| Tensor::full([n], value, (Kind::Float, Device::Cpu)))
+                            .collect();
+                        let rows = 1 + 2 * rank;
+                        optimizer.reduce_gradient(grads, rows).unwrap()
+                    })
+                })
+                .collect();
+            ranks.into_iter().map(|r| r.join().unwrap()).collect()
+        });
+        for grads in reduced {
+            assert_eq!(grads.len(), sizes.len());
+            for (grad, &n) in grads.iter().zip(&sizes) {
+                assert_eq!(grad.size(), [n]);
+                let (min, max) = (grad.min().double_value(&[]), grad.max().double_value(&[]));
+                assert_eq!((min, max), (1.75, 1.75));
+            }
+        }
     }
 }
