@@ -47,6 +47,7 @@ fn sample_value(name: &str, kind: ValueKind) -> toml::Value {
         "best_metric" => V::String("ece".into()),
         "edges" => V::String("left-closed-with-one-bin".into()),
         "adaptive" => V::String("chunked".into()),
+        "precision" => V::String("bf16".into()),
         // Files the spec only checks for existence.
         "init" | "script" => V::String(env!("CARGO_MANIFEST_DIR").to_string() + "/Cargo.toml"),
         "val_size" => V::Float(0.2),
