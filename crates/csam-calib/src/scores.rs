@@ -22,6 +22,8 @@ pub trait Real:
     const EPSILON: f64;
     /// `value` rounded to this type (to nearest, as `as` does).
     fn from_f64(value: f64) -> Self;
+    /// The next value of this type towards minus infinity (`f32::next_down`).
+    fn next_down(self) -> Self;
 }
 
 impl Real for f32 {
@@ -31,6 +33,9 @@ impl Real for f32 {
     fn from_f64(value: f64) -> Self {
         value as f32
     }
+    fn next_down(self) -> Self {
+        f32::next_down(self)
+    }
 }
 
 impl Real for f64 {
@@ -39,6 +44,9 @@ impl Real for f64 {
     const EPSILON: f64 = f64::EPSILON;
     fn from_f64(value: f64) -> Self {
         value
+    }
+    fn next_down(self) -> Self {
+        f64::next_down(self)
     }
 }
 

@@ -13,6 +13,7 @@
 use ndarray::ArrayView2;
 
 use super::check_predictions;
+use super::classwise::ClasswiseBins;
 use crate::binning::{AdaptiveVariant, BinCollector, BinStats, Binning, EqualWidthIndex, Norm};
 use crate::error::Result;
 use crate::scores::{for_each_top_class, probability_error, Real};
@@ -65,66 +66,11 @@ pub fn classwise_bin_stats<T: Real>(
 ) -> Result<Vec<BinStats>> {
     check_predictions(probs, labels)?;
     match EqualWidthIndex::of_binning(binning)? {
-        Some(index) => classwise_equal_width(probs, labels, &index),
+        Some(index) => {
+            Ok(ClasswiseBins::of_rows(probs, labels, &index)?.into_stats(&index, labels.len()))
+        }
         None => classwise_collected(probs, labels, binning),
     }
-}
-
-/// Equal-width classwise bins in one row-major pass: per entry a bin index,
-/// a count and a sum in flat `class x bin` arrays (small enough to stay in
-/// the L1 cache); the one hit of a row is added apart, at its label.
-fn classwise_equal_width<T: Real>(
-    probs: ArrayView2<'_, T>,
-    labels: &[usize],
-    index: &EqualWidthIndex,
-) -> Result<Vec<BinStats>> {
-    let template = index.empty_bins();
-    let n_bins = template.len();
-    let k = probs.ncols();
-    let mut counts = vec![0usize; k * n_bins];
-    let mut sums = vec![0.0_f64; k * n_bins];
-    let mut hits = vec![0usize; k * n_bins];
-    for (row, (values, &label)) in probs.outer_iter().zip(labels).enumerate() {
-        let mut add = |class: usize, value: f64| {
-            if !(0.0..=1.0).contains(&value) {
-                return Err(probability_error(row, class, value));
-            }
-            if let Some(bin) = index.of(value) {
-                counts[class * n_bins + bin] += 1;
-                sums[class * n_bins + bin] += value;
-            }
-            Ok(())
-        };
-        match values.as_slice() {
-            Some(slice) => {
-                for (class, &value) in slice.iter().enumerate() {
-                    add(class, value.into())?;
-                }
-            }
-            None => {
-                for (class, &value) in values.iter().enumerate() {
-                    add(class, value.into())?;
-                }
-            }
-        }
-        if let Some(bin) = index.of(values[label].into()) {
-            hits[label * n_bins + bin] += 1;
-        }
-    }
-    let per_class = (0..k).map(|class| {
-        let at = class * n_bins;
-        let mut bins = template.clone();
-        for (b, bin) in bins.iter_mut().enumerate() {
-            bin.count = counts[at + b];
-            bin.sum_confidence = sums[at + b];
-            bin.hits = hits[at + b];
-        }
-        BinStats {
-            bins,
-            n_samples: labels.len(),
-        }
-    });
-    Ok(per_class.collect())
 }
 
 /// Classwise bins through one [`BinCollector`] per class (equal-mass bins).
@@ -167,7 +113,7 @@ mod tests {
     use crate::binning::EdgeConvention;
     use crate::error::CalibError;
     use crate::metrics::test_support::two_class;
-    use ndarray::{array, Array2};
+    use ndarray::{array, Array2, ShapeBuilder};
     use proptest::prelude::*;
 
     const RIGHT: Binning = Binning::EqualWidth {
@@ -278,6 +224,36 @@ mod tests {
         ));
     }
 
+    /// A `rows x k` matrix of entries that stress binning: on a grid of 1/30
+    /// (0 and 1 among them), on the edges `j / n_bins` and up to two ulps
+    /// either side, `-0.0`, and uniform in `[0, 1]`; then `corrupt` entries
+    /// written over it.
+    pub(crate) fn mixed_entries(
+        rows: usize,
+        k: usize,
+        n_bins: usize,
+        seed: u64,
+        corrupt: &[(prop::sample::Index, f64)],
+    ) -> Array2<f64> {
+        use rand::{Rng, SeedableRng};
+        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed);
+        let mut probs = Array2::from_shape_fn((rows, k), |_| match rng.random_range(0..4u8) {
+            0 => f64::from(rng.random_range(0..=30u8)) / 30.0,
+            1 => {
+                let edge = rng.random_range(0..=n_bins) as f64 / n_bins as f64;
+                let ulps = rng.random_range(-2..=2_i64);
+                f64::from_bits((edge.to_bits() as i64 + ulps).max(0) as u64).min(1.0)
+            }
+            2 => -0.0,
+            _ => rng.random::<f64>(),
+        });
+        for (at, bad) in corrupt {
+            let i = at.index(rows * k);
+            probs[[i / k, i % k]] = *bad;
+        }
+        probs
+    }
+
     fn cases_strategy() -> impl Strategy<Value = Vec<(f64, bool)>> {
         prop::collection::vec((0.5..=1.0_f64, any::<bool>()), 1..100)
     }
@@ -285,23 +261,31 @@ mod tests {
     proptest! {
         #[test]
         fn classwise_single_pass_equals_one_collector_per_class(
-            rows in 1usize..300,
-            k in 1usize..12,
+            rows in 1usize..200,
+            k in 1usize..40,
+            n_bins in 1usize..20,
             seed in any::<u64>(),
             left in any::<bool>(),
+            corrupt in prop::collection::vec((any::<prop::sample::Index>(), prop_oneof![Just(f64::NAN), Just(-0.1), Just(1.5), Just(-f64::from_bits(1)), Just(f64::INFINITY)]), 0..3),
         ) {
-            // Entries on a grid of 1/30, so many fall on bin edges (and on 0, 1).
-            use rand::{Rng, SeedableRng};
-            let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed);
-            let probs = Array2::from_shape_fn((rows, k), |_| f64::from(rng.random_range(0..=30u8)) / 30.0);
-            let labels: Vec<usize> = (0..rows).map(|_| rng.random_range(0..k)).collect();
-            let binning = if left { LEFT } else { RIGHT };
-            let Ok(Some(index)) = EqualWidthIndex::of_binning(&binning) else {
-                panic!("an equal-width scheme has an index");
-            };
-            let fast = classwise_equal_width(probs.view(), &labels, &index).unwrap();
-            let reference = classwise_collected(probs.view(), &labels, &binning).unwrap();
-            prop_assert_eq!(fast, reference); // every count and every sum, to the bit
+            // Entries on a grid of 1/30 (0 and 1 among them), on the edges
+            // k / M and a few ulps either side, -0.0, and anywhere; up to two
+            // bad entries. Groups of 16 lanes and a shorter last group (k up to 39).
+            let probs = mixed_entries(rows, k, n_bins, seed, &corrupt);
+            let labels: Vec<usize> = (0..rows).map(|row| (row * 7 + seed as usize) % k).collect();
+            let edges = if left { EdgeConvention::LeftClosedWithOneBin } else { EdgeConvention::RightClosed };
+            let binning = Binning::EqualWidth { n_bins, edges };
+            let reference = classwise_collected(probs.view(), &labels, &binning).map_err(|e| e.to_string());
+            let mut strided = Array2::zeros((rows, k).f());
+            strided.assign(&probs);
+            for view in [probs.view(), strided.view()] {
+                let fast = classwise_bin_stats(view, &labels, &binning).map_err(|e| e.to_string());
+                prop_assert_eq!(&fast, &reference); // every count and every sum, to the bit
+            }
+            let narrow = probs.mapv(|v| v as f32);
+            let fast = classwise_bin_stats(narrow.view(), &labels, &binning).map_err(|e| e.to_string());
+            let reference = classwise_collected(narrow.view(), &labels, &binning).map_err(|e| e.to_string());
+            prop_assert_eq!(fast, reference);
         }
 
         #[test]

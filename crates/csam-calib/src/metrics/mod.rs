@@ -26,6 +26,7 @@
 pub mod auroc;
 pub mod bootstrap;
 pub mod calibration_error;
+mod classwise;
 pub mod histogram;
 pub mod scoring;
 pub mod summary;
