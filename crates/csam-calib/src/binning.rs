@@ -261,6 +261,33 @@ impl BinCollector {
         Ok(())
     }
 
+    /// Takes in the pairs of `later`, a collector of the same scheme fed the
+    /// pairs that follow this one's: counts and hits add exactly, each bin's
+    /// sum becomes `self + later`, equal-mass pairs are appended (they are
+    /// sorted at the end, so their order does not matter).
+    pub(crate) fn merge(&mut self, later: BinCollector) {
+        self.offered += later.offered;
+        match (&mut self.state, later.state) {
+            (
+                CollectorState::EqualWidth { bins, .. },
+                CollectorState::EqualWidth { bins: more, .. },
+            ) => {
+                for (bin, more) in bins.iter_mut().zip(more) {
+                    bin.count += more.count;
+                    bin.sum_confidence += more.sum_confidence;
+                    bin.hits += more.hits;
+                }
+            }
+            (
+                CollectorState::EqualMass { keys, .. },
+                CollectorState::EqualMass { keys: more, .. },
+            ) => {
+                keys.extend(more);
+            }
+            _ => unreachable!("collectors of one scheme are merged"),
+        }
+    }
+
     /// The statistics of everything pushed; fails if nothing was.
     pub fn finish(self) -> Result<BinStats> {
         if self.offered == 0 {

@@ -57,6 +57,7 @@ pub mod calibrators;
 pub mod error;
 pub mod io;
 pub mod metrics;
+pub mod parallel;
 pub mod plot;
 mod radix;
 pub mod scores;

@@ -16,69 +16,141 @@ use super::check_predictions;
 use super::classwise::ClasswiseBins;
 use crate::binning::{AdaptiveVariant, BinCollector, BinStats, Binning, EqualWidthIndex, Norm};
 use crate::error::Result;
+use crate::parallel::{fold_rows, Threads};
 use crate::scores::{for_each_top_class, probability_error, Real};
 
 /// Reliability-diagram data: per bin of confidence (max probability), its count,
 /// mean confidence and accuracy. One pass over the matrix for equal-width bins.
+/// [`par_reliability_diagram`] on one thread.
 pub fn reliability_diagram<T: Real>(
     probs: ArrayView2<'_, T>,
     labels: &[usize],
     binning: &Binning,
 ) -> Result<BinStats> {
+    par_reliability_diagram(probs, labels, binning, Threads::ONE)
+}
+
+/// [`reliability_diagram`] with the rows split across `threads` (see
+/// [`crate::parallel`]): equal-mass bins have the same bits for any thread
+/// count, equal-width bins' sums can differ in the last bits.
+pub fn par_reliability_diagram<T: Real>(
+    probs: ArrayView2<'_, T>,
+    labels: &[usize],
+    binning: &Binning,
+    threads: Threads,
+) -> Result<BinStats> {
     check_predictions(probs, labels)?;
-    let mut collector = BinCollector::new(binning)?;
-    for_each_top_class(probs, |row, predicted, confidence| {
-        collector.push(confidence.into(), predicted == labels[row])
-    })?;
-    collector.finish()
+    let pass = |probs: ArrayView2<'_, T>, labels: &[usize]| {
+        let mut collector = BinCollector::new(binning)?;
+        for_each_top_class(probs, |row, predicted, confidence| {
+            collector.push(confidence.into(), predicted == labels[row])
+        })?;
+        Ok(collector)
+    };
+    let merge = |mut earlier: BinCollector, later| {
+        earlier.merge(later);
+        earlier
+    };
+    fold_rows(probs, labels, threads, pass, merge)?.finish()
 }
 
 /// Expected calibration error of the confidence with the given binning and
 /// norm: l1 is the ECE, l2 the RMS calibration error, max the MCE. With
-/// [`Binning::EqualMass`] this is the adaptive ECE.
+/// [`Binning::EqualMass`] this is the adaptive ECE. [`par_ece`] on one thread.
 pub fn ece<T: Real>(
     probs: ArrayView2<'_, T>,
     labels: &[usize],
     binning: &Binning,
     norm: Norm,
 ) -> Result<f64> {
-    Ok(reliability_diagram(probs, labels, binning)?.calibration_error(norm))
+    par_ece(probs, labels, binning, norm, Threads::ONE)
+}
+
+/// [`ece`] with the rows split across `threads` (see [`par_reliability_diagram`]).
+pub fn par_ece<T: Real>(
+    probs: ArrayView2<'_, T>,
+    labels: &[usize],
+    binning: &Binning,
+    norm: Norm,
+    threads: Threads,
+) -> Result<f64> {
+    Ok(par_reliability_diagram(probs, labels, binning, threads)?.calibration_error(norm))
 }
 
 /// Adaptive ECE: the l1 ECE over `n_bins` equal-mass bins of the confidence
 /// (see [`AdaptiveVariant`] for the two ways of choosing them).
+/// [`par_adaptive_ece`] on one thread.
 pub fn adaptive_ece<T: Real>(
     probs: ArrayView2<'_, T>,
     labels: &[usize],
     n_bins: usize,
     variant: AdaptiveVariant,
 ) -> Result<f64> {
+    par_adaptive_ece(probs, labels, n_bins, variant, Threads::ONE)
+}
+
+/// [`adaptive_ece`] with the rows split across `threads`: the same bits for
+/// any thread count (the bins are read off the sorted confidences).
+pub fn par_adaptive_ece<T: Real>(
+    probs: ArrayView2<'_, T>,
+    labels: &[usize],
+    n_bins: usize,
+    variant: AdaptiveVariant,
+    threads: Threads,
+) -> Result<f64> {
     let binning = Binning::EqualMass { n_bins, variant };
-    ece(probs, labels, &binning, Norm::L1)
+    par_ece(probs, labels, &binning, Norm::L1, threads)
 }
 
 /// Per class `k`, the bin statistics of `p_k` (not the max) with hit `y = k`,
 /// all classes filled in one pass over the matrix.
+/// [`par_classwise_bin_stats`] on one thread.
 pub fn classwise_bin_stats<T: Real>(
     probs: ArrayView2<'_, T>,
     labels: &[usize],
     binning: &Binning,
 ) -> Result<Vec<BinStats>> {
+    par_classwise_bin_stats(probs, labels, binning, Threads::ONE)
+}
+
+/// [`classwise_bin_stats`] with the rows split across `threads` (see
+/// [`crate::parallel`]): equal-mass bins have the same bits for any thread
+/// count, equal-width bins' sums can differ in the last bits.
+pub fn par_classwise_bin_stats<T: Real>(
+    probs: ArrayView2<'_, T>,
+    labels: &[usize],
+    binning: &Binning,
+    threads: Threads,
+) -> Result<Vec<BinStats>> {
     check_predictions(probs, labels)?;
     match EqualWidthIndex::of_binning(binning)? {
         Some(index) => {
-            Ok(ClasswiseBins::of_rows(probs, labels, &index)?.into_stats(&index, labels.len()))
+            let pass = |probs: ArrayView2<'_, T>, labels: &[usize]| {
+                ClasswiseBins::of_rows(probs, labels, &index)
+            };
+            let bins = fold_rows(probs, labels, threads, pass, ClasswiseBins::merge)?;
+            Ok(bins.into_stats(&index, labels.len()))
         }
-        None => classwise_collected(probs, labels, binning),
+        None => {
+            let pass = |probs: ArrayView2<'_, T>, labels: &[usize]| {
+                classwise_collectors(probs, labels, binning)
+            };
+            let merge = |mut earlier: Vec<BinCollector>, later: Vec<BinCollector>| {
+                earlier.iter_mut().zip(later).for_each(|(a, b)| a.merge(b));
+                earlier
+            };
+            let collectors = fold_rows(probs, labels, threads, pass, merge)?;
+            collectors.into_iter().map(BinCollector::finish).collect()
+        }
     }
 }
 
 /// Classwise bins through one [`BinCollector`] per class (equal-mass bins).
-fn classwise_collected<T: Real>(
+fn classwise_collectors<T: Real>(
     probs: ArrayView2<'_, T>,
     labels: &[usize],
     binning: &Binning,
-) -> Result<Vec<BinStats>> {
+) -> Result<Vec<BinCollector>> {
     let mut collectors = vec![BinCollector::new(binning)?; probs.ncols()];
     for (row, (values, &label)) in probs.outer_iter().zip(labels).enumerate() {
         for (class, (&value, collector)) in values.iter().zip(&mut collectors).enumerate() {
@@ -88,17 +160,29 @@ fn classwise_collected<T: Real>(
                 .map_err(|_| probability_error(row, class, value))?;
         }
     }
-    collectors.into_iter().map(BinCollector::finish).collect()
+    Ok(collectors)
 }
 
 /// Classwise ECE: the mean over the `K` classes of the l1 calibration error of
 /// `p_k` against `1[y = k]` (15 equal-width bins in the paper's tables).
+/// [`par_classwise_ece`] on one thread.
 pub fn classwise_ece<T: Real>(
     probs: ArrayView2<'_, T>,
     labels: &[usize],
     binning: &Binning,
 ) -> Result<f64> {
-    let per_class = classwise_bin_stats(probs, labels, binning)?;
+    par_classwise_ece(probs, labels, binning, Threads::ONE)
+}
+
+/// [`classwise_ece`] with the rows split across `threads` (see
+/// [`par_classwise_bin_stats`]).
+pub fn par_classwise_ece<T: Real>(
+    probs: ArrayView2<'_, T>,
+    labels: &[usize],
+    binning: &Binning,
+    threads: Threads,
+) -> Result<f64> {
+    let per_class = par_classwise_bin_stats(probs, labels, binning, threads)?;
     let k = per_class.len() as f64;
     Ok(per_class
         .iter()
@@ -112,7 +196,7 @@ mod tests {
     use super::*;
     use crate::binning::EdgeConvention;
     use crate::error::CalibError;
-    use crate::metrics::test_support::two_class;
+    use crate::metrics::test_support::{mixed_entries, two_class};
     use ndarray::{array, Array2, ShapeBuilder};
     use proptest::prelude::*;
 
@@ -224,34 +308,15 @@ mod tests {
         ));
     }
 
-    /// A `rows x k` matrix of entries that stress binning: on a grid of 1/30
-    /// (0 and 1 among them), on the edges `j / n_bins` and up to two ulps
-    /// either side, `-0.0`, and uniform in `[0, 1]`; then `corrupt` entries
-    /// written over it.
-    pub(crate) fn mixed_entries(
-        rows: usize,
-        k: usize,
-        n_bins: usize,
-        seed: u64,
-        corrupt: &[(prop::sample::Index, f64)],
-    ) -> Array2<f64> {
-        use rand::{Rng, SeedableRng};
-        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed);
-        let mut probs = Array2::from_shape_fn((rows, k), |_| match rng.random_range(0..4u8) {
-            0 => f64::from(rng.random_range(0..=30u8)) / 30.0,
-            1 => {
-                let edge = rng.random_range(0..=n_bins) as f64 / n_bins as f64;
-                let ulps = rng.random_range(-2..=2_i64);
-                f64::from_bits((edge.to_bits() as i64 + ulps).max(0) as u64).min(1.0)
-            }
-            2 => -0.0,
-            _ => rng.random::<f64>(),
-        });
-        for (at, bad) in corrupt {
-            let i = at.index(rows * k);
-            probs[[i / k, i % k]] = *bad;
-        }
-        probs
+    /// The classwise bins of one [`BinCollector`] per class, the reference.
+    fn classwise_collected<T: Real>(
+        probs: ArrayView2<'_, T>,
+        labels: &[usize],
+        binning: &Binning,
+    ) -> std::result::Result<Vec<BinStats>, String> {
+        classwise_collectors(probs, labels, binning)
+            .and_then(|collectors| collectors.into_iter().map(BinCollector::finish).collect())
+            .map_err(|e| e.to_string())
     }
 
     fn cases_strategy() -> impl Strategy<Value = Vec<(f64, bool)>> {
@@ -275,7 +340,7 @@ mod tests {
             let labels: Vec<usize> = (0..rows).map(|row| (row * 7 + seed as usize) % k).collect();
             let edges = if left { EdgeConvention::LeftClosedWithOneBin } else { EdgeConvention::RightClosed };
             let binning = Binning::EqualWidth { n_bins, edges };
-            let reference = classwise_collected(probs.view(), &labels, &binning).map_err(|e| e.to_string());
+            let reference = classwise_collected(probs.view(), &labels, &binning);
             let mut strided = Array2::zeros((rows, k).f());
             strided.assign(&probs);
             for view in [probs.view(), strided.view()] {
@@ -284,7 +349,7 @@ mod tests {
             }
             let narrow = probs.mapv(|v| v as f32);
             let fast = classwise_bin_stats(narrow.view(), &labels, &binning).map_err(|e| e.to_string());
-            let reference = classwise_collected(narrow.view(), &labels, &binning).map_err(|e| e.to_string());
+            let reference = classwise_collected(narrow.view(), &labels, &binning);
             prop_assert_eq!(fast, reference);
         }
 

@@ -124,6 +124,25 @@ impl ClasswiseBins {
         Ok(())
     }
 
+    /// Adds the bins of the rows that follow this block's: counts and hits
+    /// add exactly, each sum becomes `self + later`.
+    pub(super) fn merge(mut self, later: ClasswiseBins) -> Self {
+        for (a, b) in self.counts.iter_mut().zip(&later.counts) {
+            *a += b;
+        }
+        for (a, b) in self.sums.iter_mut().zip(&later.sums) {
+            *a += b;
+        }
+        for (a, b) in self.hits.iter_mut().zip(&later.hits) {
+            *a += b;
+        }
+        for (a, b) in self.others.iter_mut().zip(&later.others) {
+            *a += b;
+        }
+        self.fast_rows += later.fast_rows;
+        self
+    }
+
     /// One [`BinStats`] per class, every sample counted in `n_samples`.
     pub(super) fn into_stats(self, index: &EqualWidthIndex, n_samples: usize) -> Vec<BinStats> {
         let template = index.empty_bins();
