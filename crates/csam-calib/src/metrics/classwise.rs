@@ -5,15 +5,19 @@
 //! 12.8 KB per array, in the L1 cache), filled row by row. Most entries of a
 //! row of `K` probabilities lie in the first bin (a row summing to 1 has
 //! fewer than `M` entries above `1/M`), so the first bin is filled without a
-//! branch or a scattered add: two comparisons in the entries' own type (four
-//! `f32` to a register) against [`first_bin_in`] decide membership, and the
-//! entry, or zero, is added to its class's first-bin sum, lane by lane, which
-//! the compiler vectorises. The first bin's count is not kept per entry: it is
-//! the number of rows less the entries of the class that took the scalar
-//! path. Those, the entries outside the first bin, are found by scanning
-//! again the groups of [`LANES`] entries that hold any (one flag per group,
-//! reduced lane-wise), and go through the range check, the bin index and a
-//! scattered add.
+//! branch or a scattered add: two comparisons in the entries' own type
+//! against [`first_bin_in`] decide membership, and the entry, or zero, is
+//! added to its class's first-bin sum. The first bin's count is not kept per
+//! entry: it is the number of rows less the entries of the class that took
+//! the scalar path. Those, the entries outside the first bin, are found by
+//! scanning again the groups of [`LANES`] entries that hold any (one flag per
+//! group), and go through the range check, the bin index and a scattered add.
+//!
+//! At the baseline x86-64 target (SSE2) the compiler turns the first-bin loop
+//! into branch-free scalar code for groups of 8; for groups of 16 it
+//! vectorises it, but the `f32` to `f64` widening and mask shuffles made that
+//! slower (3.2x the benchmark's read-only pass against 3.1x), and groups of 4
+//! slower still (3.4x).
 //!
 //! Each `(bin, class)` sum still adds its entries in row order, and adding
 //! `+0.0` to a sum that is never `-0.0` changes no bit, so the statistics are
@@ -26,8 +30,8 @@ use crate::binning::{BinStats, EqualWidthIndex};
 use crate::error::Result;
 use crate::scores::{probability_error, Real};
 
-/// Entries per group of the first-bin pass: four registers of `f32`.
-const LANES: usize = 16;
+/// Entries per group of the first-bin pass (see the module documentation).
+const LANES: usize = 8;
 
 /// Per `(bin, class)` count, sum of `p_k` and hits of a block of rows.
 #[derive(Debug, Clone)]
