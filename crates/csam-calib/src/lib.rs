@@ -61,6 +61,7 @@ pub mod io;
 pub mod metrics;
 pub mod parallel;
 pub mod plot;
+mod prefetch;
 mod radix;
 pub mod scores;
 

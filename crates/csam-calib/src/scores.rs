@@ -8,6 +8,7 @@
 use ndarray::{Array2, ArrayView1, ArrayView2, Zip};
 
 use crate::error::{CalibError, Result};
+use crate::prefetch;
 
 /// Element types a metric accepts: `f32` or `f64`. Metrics read values through
 /// `Into<f64>` and accumulate in `f64`; comparisons run in the type itself.
@@ -166,6 +167,7 @@ pub fn for_each_top_class<T: Real>(
         let first_row = block * BLOCK_ROWS;
         let mut check = EntryCheck::new();
         for (offset, row) in rows.chunks_exact(k).enumerate() {
+            prefetch::ahead(values, (first_row + offset) * k, k);
             let top = scan_row(row, &mut check);
             if !in_unit_interval(top) {
                 let row_index = first_row + offset;

@@ -28,6 +28,7 @@ use ndarray::ArrayView2;
 
 use crate::binning::{BinStats, EqualWidthIndex};
 use crate::error::Result;
+use crate::prefetch;
 use crate::scores::{probability_error, Real};
 
 /// Entries per group of the first-bin pass (see the module documentation).
@@ -67,7 +68,11 @@ impl ClasswiseBins {
             others: vec![0; n_classes],
         };
         let first_bin = first_bin_in(index);
+        let all = probs.as_slice();
         for (row, (values, &label)) in probs.outer_iter().zip(labels).enumerate() {
+            if let Some(all) = all {
+                prefetch::ahead(all, row * n_classes, n_classes);
+            }
             match values.as_slice() {
                 Some(values) => bins.add_row(values, row, index, first_bin)?,
                 None => {
