@@ -16,8 +16,8 @@
 //! At the baseline x86-64 target (SSE2) the compiler turns the first-bin loop
 //! into branch-free scalar code for groups of 8; for groups of 16 it
 //! vectorises it, but the `f32` to `f64` widening and mask shuffles made that
-//! slower (3.2x the benchmark's read-only pass against 3.1x), and groups of 4
-//! slower still (3.4x).
+//! slower (3.2x the benchmark's read-only pass against 3.1x, measured before
+//! the rows were prefetched), and groups of 4 slower still (3.4x).
 //!
 //! Each `(bin, class)` sum still adds its entries in row order, and adding
 //! `+0.0` to a sum that is never `-0.0` changes no bit, so the statistics are
