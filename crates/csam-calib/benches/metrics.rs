@@ -79,6 +79,9 @@ fn bench_metrics(c: &mut Criterion) {
     group.bench_function("read-only pass (max of all entries)", |b| {
         b.iter(|| read_all(probs.as_slice().expect("a new array is contiguous")))
     });
+    group.bench_function("validate probabilities (entries and row sums)", |b| {
+        b.iter(|| csam_calib::scores::validate_probabilities(p, 1e-3).unwrap())
+    });
     // Each metric on one thread, then on every thread the machine offers.
     let all = Threads::available();
     for threads in [Threads::ONE, all]

@@ -7,9 +7,9 @@
 //! Prefetching every cache line of the rows 4 KB ahead restores much of the
 //! overlap: on the crate's benchmark (1,000,000 x 100 `f32`, a loaded 2-vCPU
 //! machine, one A/B run against the same code without it) it took ECE from
-//! 2.4x to about 2x the time of the bare read, the
-//! misclassification AUROC from 3.2x to 2.7x and classwise ECE from 3.1x to
-//! 2.6x (2 KB ahead did about as well).
+//! 2.4x to about 2x the time of the bare read, the misclassification AUROC
+//! from 3.2x to 2.7x and classwise ECE from 3.1x to 2.6x (2 KB ahead did
+//! about as well).
 //!
 //! On x86-64 this is `prefetcht0`, which never faults and changes no value;
 //! elsewhere it does nothing.

@@ -298,7 +298,11 @@ pub fn validate_probabilities<T: Real>(probs: ArrayView2<'_, T>, tolerance: f64)
     // below can differ (entries in [0, 1]): a row whose lane-wise sum is
     // nearer the tolerance than this is decided by the sequential sum.
     let margin = (probs.ncols() as f64 + 2.0) * (T::EPSILON + f64::EPSILON) * 2.0;
+    let all = probs.as_slice();
     for (row_index, row) in probs.rows().into_iter().enumerate() {
+        if let Some(all) = all {
+            prefetch::ahead(all, row_index * probs.ncols(), probs.ncols());
+        }
         if let Some(values) = row.as_slice() {
             let mut check = EntryCheck::new();
             let top = scan_row(values, &mut check);
