@@ -217,8 +217,8 @@ fn in_first_bin<T: Real>(value: T, (lo, hi): (T, T)) -> bool {
 /// The first bin of `index` as bounds in `T`: an entry `x` of type `T` lies
 /// in it exactly when `lo < x <= hi`, with `lo` the largest `T` not above the
 /// open lower bound of [`EqualWidthIndex::first_bin`] and `hi` the largest
-/// `T` below its open upper bound. Comparing in `T` lets `f32` entries be
-/// tested four to a register instead of two.
+/// `T` below its open upper bound. Comparing in `T` spares widening every
+/// entry to `f64` before the test.
 fn first_bin_in<T: Real>(index: &EqualWidthIndex) -> (T, T) {
     let (lo, hi) = index.first_bin();
     let at_most = |bound: f64| {
@@ -243,10 +243,12 @@ mod tests {
     use super::*;
     use crate::binning::{Binning, EdgeConvention};
 
-    /// The bounds in `T` are tight: every `T` next to a bound, and every
+    /// The bounds in `T` are exact: every `T` next to a bound, and every
     /// representable edge, is in the first bin exactly when the bin index
-    /// says so (a loose bound would only send entries to the scalar path,
-    /// which bins them correctly, so this guards the speed, not the result).
+    /// says so. (Bounds that left out part of the first bin would only send
+    /// those entries to the scalar path, which bins them correctly, so that
+    /// half guards the speed; bounds that took in more would be wrong, which
+    /// the classwise tests against one collector per class also catch.)
     fn first_bin_bounds_are_tight<T: Real>(neighbours: fn(T) -> [T; 3]) {
         for n_bins in 1..60 {
             for edges in [
