@@ -3,6 +3,9 @@
 //! each row so the model is calibrated). Temperature fitting runs on 100,000 x
 //! 100 `f64` logits (its cost is a few passes of exp per Newton step).
 //!
+//! Each metric runs on one thread, then (on a machine with several) on all
+//! of them ([`Threads::available`]).
+//!
 //! Run: `cargo bench -p csam-calib --bench metrics` (add `-- --warm-up-time 1
 //! --measurement-time 3` for a shorter run).
 
@@ -10,6 +13,7 @@ use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use csam_calib::binning::{AdaptiveVariant, Binning, Norm};
 use csam_calib::calibrators::temperature::{fit_temperature, TemperatureObjective};
 use csam_calib::metrics;
+use csam_calib::parallel::Threads;
 use csam_calib::scores::softmax;
 use ndarray::Array2;
 use rand::{Rng, SeedableRng};
@@ -75,18 +79,35 @@ fn bench_metrics(c: &mut Criterion) {
     group.bench_function("read-only pass (max of all entries)", |b| {
         b.iter(|| read_all(probs.as_slice().expect("a new array is contiguous")))
     });
-    group.bench_function("ece equal-width", |b| {
-        b.iter(|| metrics::ece(p, &labels, &Binning::default(), Norm::L1).unwrap())
+    group.bench_function("validate probabilities (entries and row sums)", |b| {
+        b.iter(|| csam_calib::scores::validate_probabilities(p, 1e-3).unwrap())
     });
-    group.bench_function("adaece interpolated", |b| {
-        b.iter(|| metrics::adaptive_ece(p, &labels, 15, AdaptiveVariant::Interpolated).unwrap())
-    });
-    group.bench_function("classwise ece", |b| {
-        b.iter(|| metrics::classwise_ece(p, &labels, &Binning::default()).unwrap())
-    });
-    group.bench_function("auroc misclassification", |b| {
-        b.iter(|| metrics::auroc_misclassification(p, &labels).unwrap())
-    });
+    // Each metric on one thread, then on every thread the machine offers.
+    let all = Threads::available();
+    for threads in [Threads::ONE, all]
+        .into_iter()
+        .take(1 + usize::from(all.get() > 1))
+    {
+        let on = |name: &str| match threads.get() {
+            1 => name.to_string(),
+            n => format!("{name}, {n} threads"),
+        };
+        group.bench_function(on("ece equal-width"), |b| {
+            b.iter(|| metrics::par_ece(p, &labels, &Binning::default(), Norm::L1, threads).unwrap())
+        });
+        group.bench_function(on("adaece interpolated"), |b| {
+            b.iter(|| {
+                metrics::par_adaptive_ece(p, &labels, 15, AdaptiveVariant::Interpolated, threads)
+                    .unwrap()
+            })
+        });
+        group.bench_function(on("classwise ece"), |b| {
+            b.iter(|| metrics::par_classwise_ece(p, &labels, &Binning::default(), threads).unwrap())
+        });
+        group.bench_function(on("auroc misclassification"), |b| {
+            b.iter(|| metrics::par_auroc_misclassification(p, &labels, threads).unwrap())
+        });
+    }
     group.finish();
 
     drop(probs);

@@ -261,6 +261,33 @@ impl BinCollector {
         Ok(())
     }
 
+    /// Takes in the pairs of `later`, a collector of the same scheme fed the
+    /// pairs that follow this one's: counts and hits add exactly, each bin's
+    /// sum becomes `self + later`, equal-mass pairs are appended (they are
+    /// sorted at the end, so their order does not matter).
+    pub(crate) fn merge(&mut self, later: BinCollector) {
+        self.offered += later.offered;
+        match (&mut self.state, later.state) {
+            (
+                CollectorState::EqualWidth { bins, .. },
+                CollectorState::EqualWidth { bins: more, .. },
+            ) => {
+                for (bin, more) in bins.iter_mut().zip(more) {
+                    bin.count += more.count;
+                    bin.sum_confidence += more.sum_confidence;
+                    bin.hits += more.hits;
+                }
+            }
+            (
+                CollectorState::EqualMass { keys, .. },
+                CollectorState::EqualMass { keys: more, .. },
+            ) => {
+                keys.extend(more);
+            }
+            _ => unreachable!("collectors of one scheme are merged"),
+        }
+    }
+
     /// The statistics of everything pushed; fails if nothing was.
     pub fn finish(self) -> Result<BinStats> {
         if self.offered == 0 {
@@ -352,6 +379,20 @@ impl EqualWidthIndex {
             return Some(floor as usize); // 0 <= floor < M: score is in [0, 1]
         }
         equal_width_index(score, &self.edges, self.convention)
+    }
+
+    /// Open bounds `(lo, hi)` of the first bin: a score (any `f64`, NaN
+    /// included) lies in bin 0 exactly when `lo < score < hi`. The bin is
+    /// `(0, 1/M]` right-closed and `[0, 1/M)` left-closed; the bounds are the
+    /// neighbouring floats that turn each closed end into an open one, so
+    /// that loops test membership with two comparisons and no branch.
+    pub fn first_bin(&self) -> (f64, f64) {
+        let upper = self.edges[1];
+        match self.convention {
+            EdgeConvention::RightClosed => (0.0, upper.next_up()),
+            // The float below -0.0 is the negative of the smallest subnormal.
+            EdgeConvention::LeftClosedWithOneBin => ((-0.0_f64).next_down(), upper),
+        }
     }
 }
 
@@ -636,7 +677,7 @@ mod tests {
 
     proptest! {
         #[test]
-        fn fast_bin_index_equals_the_corrected_guess(
+        fn fast_bin_index_and_first_bin_equal_the_corrected_guess(
             n_bins in 1usize..60,
             k in 0usize..60,
             ulps in -3i64..=3,
@@ -645,11 +686,20 @@ mod tests {
         ) {
             let convention = if left { EdgeConvention::LeftClosedWithOneBin } else { EdgeConvention::RightClosed };
             let index = EqualWidthIndex::new(n_bins, convention);
-            // Edges, their neighbours a few ulps away, and any score.
+            let (lo, hi) = index.first_bin();
+            // Edges (the first bin's upper one among them), their neighbours
+            // a few ulps away, 0, -0, subnormals, and any score.
             let edge = k.min(n_bins) as f64 / n_bins as f64;
             let near = f64::from_bits((edge.to_bits() as i64 + ulps).max(0) as u64).clamp(0.0, 1.0);
-            for score in [edge, near, u, f64::from(u as f32)] {
-                prop_assert_eq!(index.of(score), equal_width_index(score, &index.edges, convention), "score {}", score);
+            let first_edge = f64::from_bits((index.edges[1].to_bits() as i64 + ulps) as u64).min(1.0);
+            let tiny = f64::from_bits(ulps.unsigned_abs());
+            for score in [edge, near, first_edge, 0.0, -0.0, tiny, u, f64::from(u as f32)] {
+                let expected = equal_width_index(score, &index.edges, convention);
+                prop_assert_eq!(index.of(score), expected, "score {}", score);
+                prop_assert_eq!(lo < score && score < hi, expected == Some(0), "score {}", score);
+            }
+            for outside in [f64::NAN, -tiny.max(f64::from_bits(1)), 1.0_f64.next_up(), -1.0] {
+                prop_assert!(!(lo < outside && outside < hi), "{}", outside);
             }
         }
 

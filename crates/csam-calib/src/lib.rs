@@ -23,6 +23,8 @@
 //! * [`metrics`]: ECE / MCE / RMS, AdaECE, classwise ECE, AUROC (three kinds),
 //!   NLL, Brier, accuracy, confidence, entropy, confidence histogram, bootstrap
 //!   intervals, TCE and [`metrics::summary::summarize`];
+//! * [`parallel`]: [`parallel::Threads`], the thread count of the `par_*`
+//!   metrics (rows split into contiguous chunks, partials merged in order);
 //! * [`calibrators`]: the [`calibrators::Calibrator`] trait and the calibrators,
 //!   among them [`calibrators::temperature`];
 //! * [`error`], the crate's one error type [`CalibError`].
@@ -57,7 +59,9 @@ pub mod calibrators;
 pub mod error;
 pub mod io;
 pub mod metrics;
+pub mod parallel;
 pub mod plot;
+mod prefetch;
 mod radix;
 pub mod scores;
 

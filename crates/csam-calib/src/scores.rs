@@ -8,6 +8,7 @@
 use ndarray::{Array2, ArrayView1, ArrayView2, Zip};
 
 use crate::error::{CalibError, Result};
+use crate::prefetch;
 
 /// Element types a metric accepts: `f32` or `f64`. Metrics read values through
 /// `Into<f64>` and accumulate in `f64`; comparisons run in the type itself.
@@ -22,6 +23,8 @@ pub trait Real:
     const EPSILON: f64;
     /// `value` rounded to this type (to nearest, as `as` does).
     fn from_f64(value: f64) -> Self;
+    /// The next value of this type towards minus infinity (`f32::next_down`).
+    fn next_down(self) -> Self;
 }
 
 impl Real for f32 {
@@ -31,6 +34,9 @@ impl Real for f32 {
     fn from_f64(value: f64) -> Self {
         value as f32
     }
+    fn next_down(self) -> Self {
+        f32::next_down(self)
+    }
 }
 
 impl Real for f64 {
@@ -39,6 +45,9 @@ impl Real for f64 {
     const EPSILON: f64 = f64::EPSILON;
     fn from_f64(value: f64) -> Self {
         value
+    }
+    fn next_down(self) -> Self {
+        f64::next_down(self)
     }
 }
 
@@ -158,6 +167,7 @@ pub fn for_each_top_class<T: Real>(
         let first_row = block * BLOCK_ROWS;
         let mut check = EntryCheck::new();
         for (offset, row) in rows.chunks_exact(k).enumerate() {
+            prefetch::ahead(values, (first_row + offset) * k, k);
             let top = scan_row(row, &mut check);
             if !in_unit_interval(top) {
                 let row_index = first_row + offset;
@@ -288,7 +298,11 @@ pub fn validate_probabilities<T: Real>(probs: ArrayView2<'_, T>, tolerance: f64)
     // below can differ (entries in [0, 1]): a row whose lane-wise sum is
     // nearer the tolerance than this is decided by the sequential sum.
     let margin = (probs.ncols() as f64 + 2.0) * (T::EPSILON + f64::EPSILON) * 2.0;
+    let all = probs.as_slice();
     for (row_index, row) in probs.rows().into_iter().enumerate() {
+        if let Some(all) = all {
+            prefetch::ahead(all, row_index * probs.ncols(), probs.ncols());
+        }
         if let Some(values) = row.as_slice() {
             let mut check = EntryCheck::new();
             let top = scan_row(values, &mut check);

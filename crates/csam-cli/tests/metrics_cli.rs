@@ -214,6 +214,32 @@ fn json_schema_and_values_match_scikit_learn() {
 }
 
 #[test]
+fn threads_give_the_metrics_of_one_thread() {
+    let report = |extra: &[&str]| -> Value {
+        serde_json::from_str(&stdout(&run(&with_validation(extra)))).unwrap()
+    };
+    let one = report(&["--json", "--calibrate", "temperature"]);
+    for threads in ["2", "7"] {
+        let many = report(&["--json", "--calibrate", "temperature", "--threads", threads]);
+        assert_eq!(many["meta"], one["meta"]);
+        for column in ["raw", "temperature"] {
+            for metric in METRICS {
+                let (a, b) = (&many[column][metric], &one[column][metric]);
+                match metric {
+                    // Sorted keys and integer counts: the same bits.
+                    "adaece" | "auroc_misclassification" => assert_eq!(a, b, "{column}.{metric}"),
+                    // Sums of row chunks: the last bits may move.
+                    _ => assert!(
+                        close(a.as_f64().unwrap(), b.as_f64().unwrap(), 1e-12),
+                        "{column}.{metric}: {a} vs {b}"
+                    ),
+                }
+            }
+        }
+    }
+}
+
+#[test]
 fn probabilities_give_the_same_metrics_as_their_logits() {
     let out = stdout(&csam(&[
         "metrics",

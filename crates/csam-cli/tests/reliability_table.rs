@@ -395,6 +395,7 @@ const CASES: &[Case] = &[
     case("metrics", "--confidence", "1", &["{metrics}", "--bootstrap", "10", "--confidence", "1"]),
     case("metrics", "--confidence", "without --bootstrap", &["{metrics}", "--confidence", "0.9"]),
     case("metrics", "--seed", "-1", &["{metrics}", "--bootstrap", "10", "--seed", "-1"]),
+    case("metrics", "--threads", "0", &["{metrics}", "--threads", "0"]),
     case("metrics", "--json", "a value", &["{metrics}", "--json=yes"]),
     case("metrics", "--plot", "path below a regular file", &["{metrics}", "--plot", "{dir}/notes.txt/plots"]),
     case("metrics", "--save-calibrators", "path below a regular file", &["{metrics}", "{val}", "--save-calibrators", "{dir}/notes.txt/cal"]),

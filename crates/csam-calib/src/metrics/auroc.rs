@@ -13,6 +13,7 @@ use serde::{Deserialize, Serialize};
 
 use super::check_predictions;
 use crate::error::{CalibError, Result};
+use crate::parallel::{fold_rows, Threads};
 use crate::radix;
 use crate::scores::{for_each_top_class, probability_error, Real};
 
@@ -82,17 +83,38 @@ fn mann_whitney(
 
 /// Misclassification detection: positives are the correct predictions, the
 /// score is the confidence (max probability). Undefined (an error) when every
-/// prediction is right, or every one wrong.
+/// prediction is right, or every one wrong. [`par_auroc_misclassification`]
+/// on one thread.
 pub fn auroc_misclassification<T: Real>(probs: ArrayView2<'_, T>, labels: &[usize]) -> Result<f64> {
+    par_auroc_misclassification(probs, labels, Threads::ONE)
+}
+
+/// [`auroc_misclassification`] with the rows split across `threads` (see
+/// [`crate::parallel`]): the same bits for any thread count (the AUROC is
+/// counted over the sorted scores).
+pub fn par_auroc_misclassification<T: Real>(
+    probs: ArrayView2<'_, T>,
+    labels: &[usize],
+    threads: Threads,
+) -> Result<f64> {
     check_predictions(probs, labels)?;
-    let (mut right, mut wrong) = (Vec::new(), Vec::new());
-    for_each_top_class(probs, |row, predicted, confidence| {
-        match predicted == labels[row] {
-            true => right.push(tie_key(confidence.into())),
-            false => wrong.push(tie_key(confidence.into())),
-        }
-        Ok(())
-    })?;
+    let pass = |probs: ArrayView2<'_, T>, labels: &[usize]| {
+        let (mut right, mut wrong) = (Vec::new(), Vec::new());
+        for_each_top_class(probs, |row, predicted, confidence| {
+            match predicted == labels[row] {
+                true => right.push(tie_key(confidence.into())),
+                false => wrong.push(tie_key(confidence.into())),
+            }
+            Ok(())
+        })?;
+        Ok((right, wrong))
+    };
+    let merge = |(mut right, mut wrong): (Vec<u64>, Vec<u64>), (more_right, more_wrong)| {
+        right.extend(more_right);
+        wrong.extend(more_wrong);
+        (right, wrong)
+    };
+    let (right, wrong) = fold_rows(probs, labels, threads, pass, merge)?;
     mann_whitney(right, wrong, "misclassification AUROC")
 }
 

@@ -13,126 +13,144 @@
 use ndarray::ArrayView2;
 
 use super::check_predictions;
+use super::classwise::ClasswiseBins;
 use crate::binning::{AdaptiveVariant, BinCollector, BinStats, Binning, EqualWidthIndex, Norm};
 use crate::error::Result;
+use crate::parallel::{fold_rows, Threads};
 use crate::scores::{for_each_top_class, probability_error, Real};
 
 /// Reliability-diagram data: per bin of confidence (max probability), its count,
 /// mean confidence and accuracy. One pass over the matrix for equal-width bins.
+/// [`par_reliability_diagram`] on one thread.
 pub fn reliability_diagram<T: Real>(
     probs: ArrayView2<'_, T>,
     labels: &[usize],
     binning: &Binning,
 ) -> Result<BinStats> {
+    par_reliability_diagram(probs, labels, binning, Threads::ONE)
+}
+
+/// [`reliability_diagram`] with the rows split across `threads` (see
+/// [`crate::parallel`]): equal-mass bins have the same bits for any thread
+/// count, equal-width bins' sums can differ in the last bits.
+pub fn par_reliability_diagram<T: Real>(
+    probs: ArrayView2<'_, T>,
+    labels: &[usize],
+    binning: &Binning,
+    threads: Threads,
+) -> Result<BinStats> {
     check_predictions(probs, labels)?;
-    let mut collector = BinCollector::new(binning)?;
-    for_each_top_class(probs, |row, predicted, confidence| {
-        collector.push(confidence.into(), predicted == labels[row])
-    })?;
-    collector.finish()
+    let pass = |probs: ArrayView2<'_, T>, labels: &[usize]| {
+        let mut collector = BinCollector::new(binning)?;
+        for_each_top_class(probs, |row, predicted, confidence| {
+            collector.push(confidence.into(), predicted == labels[row])
+        })?;
+        Ok(collector)
+    };
+    let merge = |mut earlier: BinCollector, later| {
+        earlier.merge(later);
+        earlier
+    };
+    fold_rows(probs, labels, threads, pass, merge)?.finish()
 }
 
 /// Expected calibration error of the confidence with the given binning and
 /// norm: l1 is the ECE, l2 the RMS calibration error, max the MCE. With
-/// [`Binning::EqualMass`] this is the adaptive ECE.
+/// [`Binning::EqualMass`] this is the adaptive ECE. [`par_ece`] on one thread.
 pub fn ece<T: Real>(
     probs: ArrayView2<'_, T>,
     labels: &[usize],
     binning: &Binning,
     norm: Norm,
 ) -> Result<f64> {
-    Ok(reliability_diagram(probs, labels, binning)?.calibration_error(norm))
+    par_ece(probs, labels, binning, norm, Threads::ONE)
+}
+
+/// [`ece`] with the rows split across `threads` (see [`par_reliability_diagram`]).
+pub fn par_ece<T: Real>(
+    probs: ArrayView2<'_, T>,
+    labels: &[usize],
+    binning: &Binning,
+    norm: Norm,
+    threads: Threads,
+) -> Result<f64> {
+    Ok(par_reliability_diagram(probs, labels, binning, threads)?.calibration_error(norm))
 }
 
 /// Adaptive ECE: the l1 ECE over `n_bins` equal-mass bins of the confidence
 /// (see [`AdaptiveVariant`] for the two ways of choosing them).
+/// [`par_adaptive_ece`] on one thread.
 pub fn adaptive_ece<T: Real>(
     probs: ArrayView2<'_, T>,
     labels: &[usize],
     n_bins: usize,
     variant: AdaptiveVariant,
 ) -> Result<f64> {
+    par_adaptive_ece(probs, labels, n_bins, variant, Threads::ONE)
+}
+
+/// [`adaptive_ece`] with the rows split across `threads`: the same bits for
+/// any thread count (the bins are read off the sorted confidences).
+pub fn par_adaptive_ece<T: Real>(
+    probs: ArrayView2<'_, T>,
+    labels: &[usize],
+    n_bins: usize,
+    variant: AdaptiveVariant,
+    threads: Threads,
+) -> Result<f64> {
     let binning = Binning::EqualMass { n_bins, variant };
-    ece(probs, labels, &binning, Norm::L1)
+    par_ece(probs, labels, &binning, Norm::L1, threads)
 }
 
 /// Per class `k`, the bin statistics of `p_k` (not the max) with hit `y = k`,
 /// all classes filled in one pass over the matrix.
+/// [`par_classwise_bin_stats`] on one thread.
 pub fn classwise_bin_stats<T: Real>(
     probs: ArrayView2<'_, T>,
     labels: &[usize],
     binning: &Binning,
 ) -> Result<Vec<BinStats>> {
-    check_predictions(probs, labels)?;
-    match EqualWidthIndex::of_binning(binning)? {
-        Some(index) => classwise_equal_width(probs, labels, &index),
-        None => classwise_collected(probs, labels, binning),
-    }
+    par_classwise_bin_stats(probs, labels, binning, Threads::ONE)
 }
 
-/// Equal-width classwise bins in one row-major pass: per entry a bin index,
-/// a count and a sum in flat `class x bin` arrays (small enough to stay in
-/// the L1 cache); the one hit of a row is added apart, at its label.
-fn classwise_equal_width<T: Real>(
-    probs: ArrayView2<'_, T>,
-    labels: &[usize],
-    index: &EqualWidthIndex,
-) -> Result<Vec<BinStats>> {
-    let template = index.empty_bins();
-    let n_bins = template.len();
-    let k = probs.ncols();
-    let mut counts = vec![0usize; k * n_bins];
-    let mut sums = vec![0.0_f64; k * n_bins];
-    let mut hits = vec![0usize; k * n_bins];
-    for (row, (values, &label)) in probs.outer_iter().zip(labels).enumerate() {
-        let mut add = |class: usize, value: f64| {
-            if !(0.0..=1.0).contains(&value) {
-                return Err(probability_error(row, class, value));
-            }
-            if let Some(bin) = index.of(value) {
-                counts[class * n_bins + bin] += 1;
-                sums[class * n_bins + bin] += value;
-            }
-            Ok(())
-        };
-        match values.as_slice() {
-            Some(slice) => {
-                for (class, &value) in slice.iter().enumerate() {
-                    add(class, value.into())?;
-                }
-            }
-            None => {
-                for (class, &value) in values.iter().enumerate() {
-                    add(class, value.into())?;
-                }
-            }
-        }
-        if let Some(bin) = index.of(values[label].into()) {
-            hits[label * n_bins + bin] += 1;
-        }
-    }
-    let per_class = (0..k).map(|class| {
-        let at = class * n_bins;
-        let mut bins = template.clone();
-        for (b, bin) in bins.iter_mut().enumerate() {
-            bin.count = counts[at + b];
-            bin.sum_confidence = sums[at + b];
-            bin.hits = hits[at + b];
-        }
-        BinStats {
-            bins,
-            n_samples: labels.len(),
-        }
-    });
-    Ok(per_class.collect())
-}
-
-/// Classwise bins through one [`BinCollector`] per class (equal-mass bins).
-fn classwise_collected<T: Real>(
+/// [`classwise_bin_stats`] with the rows split across `threads` (see
+/// [`crate::parallel`]): equal-mass bins have the same bits for any thread
+/// count, equal-width bins' sums can differ in the last bits.
+pub fn par_classwise_bin_stats<T: Real>(
     probs: ArrayView2<'_, T>,
     labels: &[usize],
     binning: &Binning,
+    threads: Threads,
 ) -> Result<Vec<BinStats>> {
+    check_predictions(probs, labels)?;
+    match EqualWidthIndex::of_binning(binning)? {
+        Some(index) => {
+            let pass = |probs: ArrayView2<'_, T>, labels: &[usize]| {
+                ClasswiseBins::of_rows(probs, labels, &index)
+            };
+            let bins = fold_rows(probs, labels, threads, pass, ClasswiseBins::merge)?;
+            Ok(bins.into_stats(&index, labels.len()))
+        }
+        None => {
+            let pass = |probs: ArrayView2<'_, T>, labels: &[usize]| {
+                classwise_collectors(probs, labels, binning)
+            };
+            let merge = |mut earlier: Vec<BinCollector>, later: Vec<BinCollector>| {
+                earlier.iter_mut().zip(later).for_each(|(a, b)| a.merge(b));
+                earlier
+            };
+            let collectors = fold_rows(probs, labels, threads, pass, merge)?;
+            collectors.into_iter().map(BinCollector::finish).collect()
+        }
+    }
+}
+
+/// Classwise bins through one [`BinCollector`] per class (equal-mass bins).
+fn classwise_collectors<T: Real>(
+    probs: ArrayView2<'_, T>,
+    labels: &[usize],
+    binning: &Binning,
+) -> Result<Vec<BinCollector>> {
     let mut collectors = vec![BinCollector::new(binning)?; probs.ncols()];
     for (row, (values, &label)) in probs.outer_iter().zip(labels).enumerate() {
         for (class, (&value, collector)) in values.iter().zip(&mut collectors).enumerate() {
@@ -142,17 +160,29 @@ fn classwise_collected<T: Real>(
                 .map_err(|_| probability_error(row, class, value))?;
         }
     }
-    collectors.into_iter().map(BinCollector::finish).collect()
+    Ok(collectors)
 }
 
 /// Classwise ECE: the mean over the `K` classes of the l1 calibration error of
 /// `p_k` against `1[y = k]` (15 equal-width bins in the paper's tables).
+/// [`par_classwise_ece`] on one thread.
 pub fn classwise_ece<T: Real>(
     probs: ArrayView2<'_, T>,
     labels: &[usize],
     binning: &Binning,
 ) -> Result<f64> {
-    let per_class = classwise_bin_stats(probs, labels, binning)?;
+    par_classwise_ece(probs, labels, binning, Threads::ONE)
+}
+
+/// [`classwise_ece`] with the rows split across `threads` (see
+/// [`par_classwise_bin_stats`]).
+pub fn par_classwise_ece<T: Real>(
+    probs: ArrayView2<'_, T>,
+    labels: &[usize],
+    binning: &Binning,
+    threads: Threads,
+) -> Result<f64> {
+    let per_class = par_classwise_bin_stats(probs, labels, binning, threads)?;
     let k = per_class.len() as f64;
     Ok(per_class
         .iter()
@@ -166,8 +196,8 @@ mod tests {
     use super::*;
     use crate::binning::EdgeConvention;
     use crate::error::CalibError;
-    use crate::metrics::test_support::two_class;
-    use ndarray::{array, Array2};
+    use crate::metrics::test_support::{mixed_entries, two_class};
+    use ndarray::{array, Array2, ShapeBuilder};
     use proptest::prelude::*;
 
     const RIGHT: Binning = Binning::EqualWidth {
@@ -278,6 +308,17 @@ mod tests {
         ));
     }
 
+    /// The classwise bins of one [`BinCollector`] per class, the reference.
+    fn classwise_collected<T: Real>(
+        probs: ArrayView2<'_, T>,
+        labels: &[usize],
+        binning: &Binning,
+    ) -> std::result::Result<Vec<BinStats>, String> {
+        classwise_collectors(probs, labels, binning)
+            .and_then(|collectors| collectors.into_iter().map(BinCollector::finish).collect())
+            .map_err(|e| e.to_string())
+    }
+
     fn cases_strategy() -> impl Strategy<Value = Vec<(f64, bool)>> {
         prop::collection::vec((0.5..=1.0_f64, any::<bool>()), 1..100)
     }
@@ -285,23 +326,31 @@ mod tests {
     proptest! {
         #[test]
         fn classwise_single_pass_equals_one_collector_per_class(
-            rows in 1usize..300,
-            k in 1usize..12,
+            rows in 1usize..200,
+            k in 1usize..40,
+            n_bins in 1usize..20,
             seed in any::<u64>(),
             left in any::<bool>(),
+            corrupt in prop::collection::vec((any::<prop::sample::Index>(), prop_oneof![Just(f64::NAN), Just(-0.1), Just(1.5), Just(-f64::from_bits(1)), Just(f64::INFINITY)]), 0..3),
         ) {
-            // Entries on a grid of 1/30, so many fall on bin edges (and on 0, 1).
-            use rand::{Rng, SeedableRng};
-            let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed);
-            let probs = Array2::from_shape_fn((rows, k), |_| f64::from(rng.random_range(0..=30u8)) / 30.0);
-            let labels: Vec<usize> = (0..rows).map(|_| rng.random_range(0..k)).collect();
-            let binning = if left { LEFT } else { RIGHT };
-            let Ok(Some(index)) = EqualWidthIndex::of_binning(&binning) else {
-                panic!("an equal-width scheme has an index");
-            };
-            let fast = classwise_equal_width(probs.view(), &labels, &index).unwrap();
-            let reference = classwise_collected(probs.view(), &labels, &binning).unwrap();
-            prop_assert_eq!(fast, reference); // every count and every sum, to the bit
+            // Entries on a grid of 1/30 (0 and 1 among them), on the edges
+            // k / M and a few ulps either side, -0.0, and anywhere; up to two
+            // bad entries. Groups of 16 lanes and a shorter last group (k up to 39).
+            let probs = mixed_entries(rows, k, n_bins, seed, &corrupt);
+            let labels: Vec<usize> = (0..rows).map(|row| (row * 7 + seed as usize) % k).collect();
+            let edges = if left { EdgeConvention::LeftClosedWithOneBin } else { EdgeConvention::RightClosed };
+            let binning = Binning::EqualWidth { n_bins, edges };
+            let reference = classwise_collected(probs.view(), &labels, &binning);
+            let mut strided = Array2::zeros((rows, k).f());
+            strided.assign(&probs);
+            for view in [probs.view(), strided.view()] {
+                let fast = classwise_bin_stats(view, &labels, &binning).map_err(|e| e.to_string());
+                prop_assert_eq!(&fast, &reference); // every count and every sum, to the bit
+            }
+            let narrow = probs.mapv(|v| v as f32);
+            let fast = classwise_bin_stats(narrow.view(), &labels, &binning).map_err(|e| e.to_string());
+            let reference = classwise_collected(narrow.view(), &labels, &binning);
+            prop_assert_eq!(fast, reference);
         }
 
         #[test]

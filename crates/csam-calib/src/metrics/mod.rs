@@ -26,14 +26,20 @@
 pub mod auroc;
 pub mod bootstrap;
 pub mod calibration_error;
+mod classwise;
 pub mod histogram;
 pub mod scoring;
 pub mod summary;
 pub mod tce;
 
-pub use auroc::{auroc, auroc_misclassification, auroc_ood, auroc_ovr, OodScore};
+pub use auroc::{
+    auroc, auroc_misclassification, auroc_ood, auroc_ovr, par_auroc_misclassification, OodScore,
+};
 pub use bootstrap::{bootstrap, BootstrapOptions, ConfidenceInterval};
-pub use calibration_error::{adaptive_ece, classwise_ece, ece, reliability_diagram};
+pub use calibration_error::{
+    adaptive_ece, classwise_ece, ece, par_adaptive_ece, par_classwise_ece, par_ece,
+    par_reliability_diagram, reliability_diagram,
+};
 pub use histogram::{confidence_histogram, ConfidenceHistogram};
 pub use scoring::{
     accuracy, binary_entropy, brier, entropies, mean_confidence, mean_entropy,
@@ -81,6 +87,7 @@ fn mean_of(values: impl Iterator<Item = Result<f64>>, n: usize) -> Result<f64> {
 #[cfg(test)]
 pub(crate) mod test_support {
     use ndarray::Array2;
+    use proptest::prelude::*;
 
     /// Two-class rows whose confidence is `conf` (0.5 ..= 1) and whose prediction
     /// (class 0) is right exactly when `correct` (the label is 0, else 1).
@@ -98,5 +105,35 @@ pub(crate) mod test_support {
             .map(|&(_, correct)| usize::from(!correct))
             .collect();
         (probs, labels)
+    }
+
+    /// A `rows x k` matrix of entries that stress binning: on a grid of 1/30
+    /// (0 and 1 among them), on the edges `j / n_bins` and up to two ulps
+    /// either side, `-0.0`, and uniform in `[0, 1]`; then `corrupt` entries
+    /// written over it.
+    pub fn mixed_entries(
+        rows: usize,
+        k: usize,
+        n_bins: usize,
+        seed: u64,
+        corrupt: &[(prop::sample::Index, f64)],
+    ) -> Array2<f64> {
+        use rand::{Rng, SeedableRng};
+        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed);
+        let mut probs = Array2::from_shape_fn((rows, k), |_| match rng.random_range(0..4u8) {
+            0 => f64::from(rng.random_range(0..=30u8)) / 30.0,
+            1 => {
+                let edge = rng.random_range(0..=n_bins) as f64 / n_bins as f64;
+                let ulps = rng.random_range(-2..=2_i64);
+                f64::from_bits((edge.to_bits() as i64 + ulps).max(0) as u64).min(1.0)
+            }
+            2 => -0.0,
+            _ => rng.random::<f64>(),
+        });
+        for (at, bad) in corrupt {
+            let i = at.index(rows * k);
+            probs[[i / k, i % k]] = *bad;
+        }
+        probs
     }
 }

@@ -9,11 +9,12 @@ use std::collections::BTreeMap;
 
 use super::bootstrap::{bootstrap_each, BootstrapOptions, ConfidenceInterval};
 use super::{
-    accuracy, auroc_misclassification, auroc_ovr, brier, classwise_ece, ece, mean_confidence,
-    mean_entropy, nll,
+    accuracy, auroc_ovr, brier, mean_confidence, mean_entropy, nll, par_auroc_misclassification,
+    par_classwise_ece, par_ece, par_reliability_diagram,
 };
 use crate::binning::{AdaptiveVariant, Binning, EdgeConvention, Norm};
 use crate::error::{CalibError, Result};
+use crate::parallel::Threads;
 use crate::scores::{validate_labels, validate_probabilities, Real};
 
 /// The binning and input checks a summary uses.
@@ -129,9 +130,21 @@ pub fn summarize<T: Real>(
     labels: &[usize],
     options: &MetricOptions,
 ) -> Result<MetricSummary> {
+    par_summarize(probs, labels, options, Threads::ONE)
+}
+
+/// [`summarize`] with the binned metrics and the misclassification AUROC
+/// computed on `threads` threads (see [`crate::parallel`] for what stays
+/// the same bits); the other metrics run on the calling thread.
+pub fn par_summarize<T: Real>(
+    probs: ArrayView2<'_, T>,
+    labels: &[usize],
+    options: &MetricOptions,
+    threads: Threads,
+) -> Result<MetricSummary> {
     validate_probabilities(probs, options.tolerance)?;
     validate_labels(labels, probs.nrows(), probs.ncols())?;
-    summarize_checked(probs, labels, options)
+    summarize_checked(probs, labels, options, threads)
 }
 
 /// Bootstrap percentile intervals of every metric of [`summarize`], keyed by
@@ -153,7 +166,7 @@ pub fn bootstrap_summary<T: Real>(
     validate_probabilities(probs, options.tolerance)?;
     validate_labels(labels, probs.nrows(), probs.ncols())?;
     let intervals = bootstrap_each(probs, labels, resampling, |p, l| {
-        let summary = summarize_checked(p, l, options)?;
+        let summary = summarize_checked(p, l, options, Threads::ONE)?;
         Ok(summary.values().map(|(_, value)| value).to_vec())
     })?;
     let names = MetricSummary::values(&MetricSummary::default()).map(|(name, _)| name);
@@ -166,19 +179,20 @@ fn summarize_checked<T: Real>(
     probs: ArrayView2<'_, T>,
     labels: &[usize],
     options: &MetricOptions,
+    threads: Threads,
 ) -> Result<MetricSummary> {
     let width = options.equal_width();
-    let stats = super::reliability_diagram(probs, labels, &width)?;
+    let stats = par_reliability_diagram(probs, labels, &width, threads)?;
     Ok(MetricSummary {
         accuracy: accuracy(probs, labels)?,
         ece: stats.calibration_error(Norm::L1),
         ece_l2: stats.calibration_error(Norm::L2),
         mce: stats.calibration_error(Norm::Max),
-        adaece: ece(probs, labels, &options.equal_mass(), Norm::L1)?,
-        classwise_ece: classwise_ece(probs, labels, &width)?,
+        adaece: par_ece(probs, labels, &options.equal_mass(), Norm::L1, threads)?,
+        classwise_ece: par_classwise_ece(probs, labels, &width, threads)?,
         nll: nll(probs, labels)?,
         brier: brier(probs, labels)?,
-        auroc_misclassification: defined(auroc_misclassification(probs, labels))?,
+        auroc_misclassification: defined(par_auroc_misclassification(probs, labels, threads))?,
         auroc_ovr: defined(auroc_ovr(probs, labels))?,
         mean_confidence: mean_confidence(probs, labels)?,
         mean_entropy: mean_entropy(probs)?,
@@ -198,6 +212,7 @@ fn defined(result: Result<f64>) -> Result<Option<f64>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::metrics::ece;
     use crate::metrics::test_support::two_class;
     use ndarray::{array, Array2};
 
