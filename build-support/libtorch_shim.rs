@@ -8,7 +8,8 @@
 /// link time (undefined `std::__cxx11` symbols), never silently.
 const CXX11_ABI: &str = "1";
 
-/// A C++17 build against libtorch's headers with its ABI, for a shim's files.
+/// A C++17 build against libtorch's headers with its ABI, for a shim's files
+/// (which report errors through build-support/shim_errors.h).
 fn libtorch_cpp_build() -> cc::Build {
     let Ok(lib_dir) = std::env::var("DEP_TCH_LIBTORCH_LIB") else {
         panic!("DEP_TCH_LIBTORCH_LIB not set: torch-sys did not report libtorch's location");
@@ -21,6 +22,7 @@ fn libtorch_cpp_build() -> cc::Build {
         .cpp(true)
         .pic(true)
         .warnings(false)
+        .include(concat!(env!("CARGO_MANIFEST_DIR"), "/../../build-support"))
         .include(root.join("include"))
         .include(root.join("include/torch/csrc/api/include"))
         .flag("-std=c++17")

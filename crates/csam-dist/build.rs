@@ -9,6 +9,7 @@ include!("../../build-support/libtorch_shim.rs");
 
 fn main() {
     link_libtorch();
+    println!("cargo:rerun-if-changed=../../build-support/shim_errors.h");
     println!("cargo:rerun-if-changed=csrc/process_group.cpp");
     println!("cargo:rerun-if-changed=vendor");
     libtorch_cpp_build()

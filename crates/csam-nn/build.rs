@@ -9,6 +9,7 @@ include!("../../build-support/libtorch_shim.rs");
 
 fn main() {
     link_libtorch();
+    println!("cargo:rerun-if-changed=../../build-support/shim_errors.h");
     println!("cargo:rerun-if-changed=csrc/script_module.cpp");
     println!("cargo:rerun-if-changed=csrc/autocast.cpp");
     libtorch_cpp_build()

@@ -8,27 +8,12 @@
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
+#include "shim_errors.h"
+
 #include <chrono>
 #include <cstring>
 #include <string>
 #include <vector>
-
-namespace {
-
-char *copy_message(const std::string &message) { return strdup(message.c_str()); }
-
-template <typename F> char *protect(F body) {
-  try {
-    body();
-    return nullptr;
-  } catch (const c10::Error &e) {
-    return copy_message(e.what_without_backtrace());
-  } catch (const std::exception &e) {
-    return copy_message(e.what());
-  }
-}
-
-} // namespace
 
 // A process group with the store it rendezvoused through (the store must
 // outlive the group).

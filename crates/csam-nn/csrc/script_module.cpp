@@ -9,6 +9,8 @@
 
 #include <torch/script.h>
 
+#include "shim_errors.h"
+
 #include <cstring>
 #include <string>
 
@@ -21,19 +23,6 @@ void csam_script_free_error(char *message) { free(message); }
 }
 
 namespace {
-
-char *copy_message(const std::string &message) { return strdup(message.c_str()); }
-
-template <typename F> char *protect(F body) {
-  try {
-    body();
-    return nullptr;
-  } catch (const c10::Error &e) {
-    return copy_message(e.what_without_backtrace());
-  } catch (const std::exception &e) {
-    return copy_message(e.what());
-  }
-}
 
 c10::Device device_of(int device) {
   return device < 0 ? c10::Device(c10::kCPU)
