@@ -92,6 +92,9 @@ class Stepper:
         self.opt = torch.optim.SGD(self.params, lr=LR, momentum=MOMENTUM, weight_decay=WEIGHT_DECAY)
         self.saved = [p.detach().clone() for p in self.params]
         self.saved_buffers = [b.detach().clone() for b in self.buffers]
+        # float16 trains with dynamic loss scaling, as csam's --precision fp16.
+        self.scaler = torch.amp.GradScaler(self.params[0].device.type,
+                                           enabled=autocast == torch.float16)
 
     def forward(self, xs):
         """The logits, under autocast when timing a lower precision (as csam's
@@ -103,8 +106,10 @@ class Stepper:
 
     def step(self, xs, ys):
         loss = F.cross_entropy(self.forward(xs), ys)
-        grads = torch.autograd.grad(loss, self.params)
+        grads = torch.autograd.grad(self.scaler.scale(loss), self.params)
         if self.family != "sgd":
+            inverse = 1.0 / self.scaler.get_scale() if self.scaler.is_enabled() else 1.0
+            grads = [g * inverse for g in grads]
             with torch.no_grad():
                 for s, p in zip(self.saved, self.params):
                     s.copy_(p)
@@ -116,7 +121,7 @@ class Stepper:
                     p.add_(g * scale)
             logits = self.forward(xs)
             second = csam_loss(logits, ys, GAMMA) if self.family == "csam" else F.cross_entropy(logits, ys)
-            grads = torch.autograd.grad(second, self.params)
+            grads = torch.autograd.grad(self.scaler.scale(second), self.params)
             with torch.no_grad():
                 for s, p in zip(self.saved, self.params):
                     p.copy_(s)
@@ -124,7 +129,8 @@ class Stepper:
                     b.copy_(s)
         for p, g in zip(self.params, grads):
             p.grad = g
-        self.opt.step()
+        self.scaler.step(self.opt)
+        self.scaler.update()
         return loss.item()
 
 
@@ -184,7 +190,7 @@ def main():
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     parser.add_argument("--threads", type=int)
     parser.add_argument("--precision", choices=sorted(PRECISIONS), default="fp32",
-                        help="forward passes under torch.autocast in bf16 / fp16 (no loss scaling)")
+                        help="forward passes under torch.autocast in bf16 / fp16 (fp16 with torch.amp.GradScaler)")
     parser.add_argument("--flops", action="store_true", help="print forward MACs as JSON and exit")
     args = parser.parse_args()
     if args.flops:

@@ -98,7 +98,7 @@ const CASES: &[Case] = &[
     case("train", "--mlp-hidden", "0", &["{train}", "--mlp-hidden", "64,0"]),
     case("train", "--dropout", "1", &["{train}", "--dropout", "1"]),
     case("train", "--precision", "fp64", &["{train}", "--precision", "fp64"]),
-    case("train", "--precision", "fp16 (no loss scaling yet)", &["{train}", "--precision", "fp16"]),
+    case("train", "--precision", "fp16 (bSAM)", &["{train}", "--precision", "fp16", "--optimizer", "bsam"]),
     case("train", "--drop-path", "1 (vit-ti16)", &["{train}", "--model", "vit-ti16", "--drop-path", "1"]),
     case("train", "--drop-path", "with mlp (not read)", &["{train}", "--drop-path", "0.1"]),
     case("train", "--shakedrop", "1 (pyramidnet110-a48)", &["{train}", "--model", "pyramidnet110-a48", "--shakedrop", "1"]),

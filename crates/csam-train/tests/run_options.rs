@@ -114,11 +114,17 @@ fn every_option_trains_changes_the_run_and_resumes_bit_identically() {
             "base_optimizer = \"adamw\"\nlr = 0.002\n",
             "lr = 0.002\n",
         ),
-        // Mixed precision: autocast to bfloat16 in both of CSAM's passes.
+        // Mixed precision: autocast to bfloat16 in both of CSAM's passes,
+        // and to float16 with the loss scale in the checkpoint.
         (
             "bf16",
             "optimizer = \"csam\"\nprecision = \"bf16\"\n",
             "optimizer = \"csam\"\n",
+        ),
+        (
+            "fp16",
+            "optimizer = \"csam\"\nprecision = \"fp16\"\n",
+            "optimizer = \"csam\"\nprecision = \"bf16\"\n",
         ),
         // VASSO's moving average reaches the steps and, through the
         // checkpoint, the resumed run.
@@ -639,11 +645,12 @@ fn efficient_sam_policies_change_the_run_resume_bit_identically_and_log_their_sh
     assert_eq!(second_pass_shares(&whole), [1.0, 1.0], "esam");
 }
 
-/// bfloat16 autocast trains to within a stated tolerance of float32: the
-/// same MLP and CSAM run on digits ends with a validation NLL within 0.05
-/// and an accuracy within 3 points of float32's.
+/// bfloat16 autocast, and float16 autocast with loss scaling, train to
+/// within a stated tolerance of float32: the same MLP and CSAM run on digits
+/// ends with a validation NLL within 0.05 and an accuracy within 3 points of
+/// float32's. The float16 run logs its overflow-skipped steps per epoch.
 #[test]
-fn bf16_training_stays_within_a_stated_tolerance_of_float32() {
+fn mixed_precision_training_stays_within_a_stated_tolerance_of_float32() {
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let dir = tempfile::tempdir().unwrap();
     let summary = |precision: &str| {
@@ -661,14 +668,32 @@ fn bf16_training_stays_within_a_stated_tolerance_of_float32() {
         )
     };
     let (nll32, acc32) = summary("fp32");
-    let (nll16, acc16) = summary("bf16");
+    for precision in ["bf16", "fp16"] {
+        let (nll16, acc16) = summary(precision);
+        assert!(
+            (nll16 - nll32).abs() < 0.05,
+            "{precision}: validation NLL {nll16} vs {nll32}"
+        );
+        assert!(
+            (acc16 - acc32).abs() < 0.03,
+            "{precision}: validation accuracy {acc16} vs {acc32}"
+        );
+        assert_ne!(
+            (nll16, acc16),
+            (nll32, acc32),
+            "{precision} changed nothing"
+        );
+    }
+    let skipped: Vec<Option<u64>> = std::fs::read_to_string(dir.path().join("fp16/metrics.jsonl"))
+        .unwrap()
+        .lines()
+        .map(|line| {
+            let record: serde_json::Value = serde_json::from_str(line).unwrap();
+            record["train"]["overflow_skipped"].as_u64()
+        })
+        .collect();
     assert!(
-        (nll16 - nll32).abs() < 0.05,
-        "validation NLL {nll16} vs {nll32}"
+        skipped.len() == 2 && skipped.iter().all(Option::is_some),
+        "fp16 epochs log their skipped steps: {skipped:?}"
     );
-    assert!(
-        (acc16 - acc32).abs() < 0.03,
-        "validation accuracy {acc16} vs {acc32}"
-    );
-    assert_ne!((nll16, acc16), (nll32, acc32), "bf16 changed nothing");
 }

@@ -71,9 +71,8 @@ pub struct BenchArgs {
     /// CPU threads of libtorch.
     #[arg(long)]
     threads: Option<usize>,
-    /// Precision of the forward passes: fp32, or bf16 / fp16 under autocast (as
-    /// `bench/torch_reference.py --precision`; bench times steps only, so fp16 runs without
-    /// the loss scaling training would need).
+    /// Precision of the forward passes: fp32, or bf16 / fp16 under autocast, fp16 with
+    /// dynamic loss scaling as training runs it (as `bench/torch_reference.py --precision`).
     #[arg(long, default_value = "fp32", value_parser = Choices::of(choices::precision_names()))]
     precision: String,
     /// Print the rows as JSON instead of a table.

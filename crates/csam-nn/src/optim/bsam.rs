@@ -226,7 +226,7 @@ impl BsamStep {
         self.buffers.restore()?;
         let (grad, grad_eps, stats) = passes?;
         self.update(mean, &grad, &grad_eps)?;
-        stats.finish()
+        stats.finish(false)
     }
 
     /// Passes 1 (at the noisy sample) and 2 (at `m + eps`): `(g, g_eps)` flat

@@ -11,6 +11,7 @@ mod adamw;
 mod bsam;
 mod buffers;
 pub(crate) mod flat;
+mod loss_scale;
 mod params;
 mod perturbation;
 pub mod policy;
@@ -22,6 +23,7 @@ mod stats;
 pub use adamw::{AdamW, AdamWConfig};
 pub use bsam::{BsamConfig, BsamStep};
 pub use buffers::BufferSnapshot;
+pub use loss_scale::{LossScaleConfig, LossScaled};
 pub use params::Params;
 pub use perturbation::Perturbation;
 pub use policy::{AeSam, Esam, Horizon, LookSam, Rst, SamPolicy};
@@ -85,6 +87,20 @@ pub trait BaseOptimizer: Send {
     /// large-batch mode also on pass 1's gradient.
     fn reduce_gradient(&self, grads: Vec<Tensor>, _rows: usize) -> Result<Vec<Tensor>, OptimError> {
         Ok(grads)
+    }
+
+    /// The factor the steps multiply each loss by before backward and divide
+    /// its gradient by right after: 1, except under float16 loss scaling
+    /// ([`LossScaled`]).
+    fn loss_scale(&self) -> f64 {
+        1.0
+    }
+
+    /// Whether the last [`BaseOptimizer::step`] left the weights and state
+    /// as they were because the gradient overflowed (only [`LossScaled`]
+    /// skips steps).
+    fn skipped_last_step(&self) -> bool {
+        false
     }
 
     /// The optimiser state as `(name, tensor)` pairs. The tensors share the

@@ -342,12 +342,55 @@ impl SamStep {
         O: BaseOptimizer + ?Sized,
     {
         check_batch(batch)?;
-        let (update, stats) = self.sharpness_gradient(model, batch, &*optimizer, None)?;
-        apply(
+        let sharpness = self.sharpness_gradient(model, batch, &*optimizer, None)?;
+        self.apply_sharpness(sharpness, batch, optimizer)
+    }
+
+    /// [`apply`] with the second-pass gradient. A step skipped for a
+    /// float16 overflow also keeps the perturbation's memory (VASSO's
+    /// average) from before the step, as it keeps the weights.
+    fn apply_sharpness<O: BaseOptimizer + ?Sized>(
+        &mut self,
+        sharpness: SharpnessGradient,
+        batch: &TrainBatch,
+        optimizer: &mut O,
+    ) -> Result<StepStats, OptimError> {
+        let SharpnessGradient {
+            update,
+            stats,
+            prior_memory,
+        } = sharpness;
+        let stats = apply(
             (update, batch),
             self.config.clip_grad_norm,
             optimizer,
             stats,
+        )?;
+        if stats.skipped {
+            self.memory = prior_memory;
+        }
+        Ok(stats)
+    }
+
+    /// Pass 1 on the whole batch (the policies that decide after it).
+    fn whole_batch_first_pass<M, O>(
+        &self,
+        model: &M,
+        batch: &TrainBatch,
+        optimizer: &O,
+    ) -> Result<FirstPass, OptimError>
+    where
+        M: TrainingPass + ?Sized,
+        O: BaseOptimizer + ?Sized,
+    {
+        check_batch(batch)?;
+        let params = optimizer.params().tensors();
+        first_pass(
+            &self.config.loss,
+            model,
+            batch,
+            params,
+            optimizer.loss_scale(),
         )
     }
 
@@ -365,17 +408,20 @@ impl SamStep {
         M: TrainingPass + ?Sized,
         O: BaseOptimizer + ?Sized,
     {
-        check_batch(batch)?;
+        let first = self.whole_batch_first_pass(model, batch, &*optimizer)?;
         let params = optimizer.params().tensors();
-        let first = first_pass(&self.config.loss, model, batch, params)?;
         let grad = tch::no_grad(|| flatten(&first.grads))?;
         let clip_norm = self.config.clip_grad_norm;
         if look.is_sam_step(step) {
-            let (update, stats) =
-                self.sharpness_gradient(model, batch, &*optimizer, Some(first))?;
-            let sam_grad = tch::no_grad(|| flatten(&update))?;
-            self.direction = Some(LookSam::orthogonal(&grad, &sam_grad));
-            return apply((update, batch), clip_norm, optimizer, stats);
+            let sharpness = self.sharpness_gradient(model, batch, &*optimizer, Some(first))?;
+            let sam_grad = tch::no_grad(|| flatten(&sharpness.update))?;
+            let direction = LookSam::orthogonal(&grad, &sam_grad);
+            let stats = self.apply_sharpness(sharpness, batch, optimizer)?;
+            // A step skipped for a float16 overflow leaves the last direction.
+            if !stats.skipped {
+                self.direction = Some(direction);
+            }
+            return Ok(stats);
         }
         let direction = self.direction.as_ref().ok_or_else(|| {
             OptimError::Mismatch(
@@ -404,18 +450,19 @@ impl SamStep {
         M: TrainingPass + ?Sized,
         O: BaseOptimizer + ?Sized,
     {
-        check_batch(batch)?;
-        let params = optimizer.params().tensors();
-        let first = first_pass(&self.config.loss, model, batch, params)?;
+        let first = self.whole_batch_first_pass(model, batch, &*optimizer)?;
         let grad_norm = tch::no_grad(|| global_norm(&first.grads))?;
         // The decision needs the norm on the host: one synchronisation.
         let squared_norm = grad_norm.f_double_value(&[])?.powi(2);
         let horizon = self.config.horizon;
         let clip_norm = self.config.clip_grad_norm;
-        if ae.observe(squared_norm, step, &horizon, &mut self.grad_statistics) {
-            let (update, stats) =
-                self.sharpness_gradient(model, batch, &*optimizer, Some(first))?;
-            return apply((update, batch), clip_norm, optimizer, stats);
+        // A non-finite norm (a float16 overflow, whose step is skipped) is
+        // kept out of the running statistics.
+        if squared_norm.is_finite()
+            && ae.observe(squared_norm, step, &horizon, &mut self.grad_statistics)
+        {
+            let sharpness = self.sharpness_gradient(model, batch, &*optimizer, Some(first))?;
+            return self.apply_sharpness(sharpness, batch, optimizer);
         }
         let stats = first.plain_stats(batch, &grad_norm);
         apply((first.grads, batch), clip_norm, optimizer, stats)
@@ -431,14 +478,16 @@ impl SamStep {
         batch: &TrainBatch,
         optimizer: &O,
         mut first: Option<FirstPass>,
-    ) -> Result<(Vec<Tensor>, StatsAccumulator), OptimError>
+    ) -> Result<SharpnessGradient, OptimError>
     where
         M: TrainingPass + ?Sized,
         O: BaseOptimizer + ?Sized,
     {
         let params = optimizer.params().tensors();
         let size = check_batch(batch)?;
+        let prior_memory = self.memory.as_ref().map(Tensor::shallow_clone);
         let step = self.steps_taken.saturating_sub(1);
+        let loss_scale = optimizer.loss_scale();
         let split;
         let parts = match self.config.m {
             Some(m) if (m as i64) < size => {
@@ -461,7 +510,7 @@ impl SamStep {
             let share = part.rows_per_member() as f64 / size as f64;
             let pass = match first.take() {
                 Some(pass) => Ok(pass),
-                None => first_pass(&self.config.loss, model, part, params),
+                None => first_pass(&self.config.loss, model, part, params, loss_scale),
             };
             let pass = match self.config.reduce_first_gradient {
                 true => {
@@ -483,6 +532,7 @@ impl SamStep {
                         first: i == 0,
                         share,
                         step,
+                        loss_scale,
                     },
                     pass,
                     &mut stats,
@@ -504,8 +554,21 @@ impl SamStep {
             };
         }
         self.buffers.restore()?;
-        Ok((update, stats))
+        Ok(SharpnessGradient {
+            update,
+            stats,
+            prior_memory,
+        })
     }
+}
+
+/// What the two passes of a SAM step computed, for [`SamStep::apply_sharpness`].
+struct SharpnessGradient {
+    /// `g'`, the second-pass gradient, averaged over the m-sharpness parts.
+    update: Vec<Tensor>,
+    stats: StatsAccumulator,
+    /// The perturbation's memory before the step (VASSO's average).
+    prior_memory: Option<Tensor>,
 }
 
 /// One (sub-)batch of a SAM step.
@@ -519,6 +582,8 @@ struct Part<'a, M: ?Sized> {
     share: f64,
     /// The step's 0-based index in the run (ESAM's masks read it).
     step: u64,
+    /// What the losses are multiplied by before backward ([`BaseOptimizer::loss_scale`]).
+    loss_scale: f64,
 }
 
 /// The first pass at theta: the training loss's gradient `g` and what the
@@ -530,16 +595,18 @@ struct FirstPass {
     grads: Vec<Tensor>,
 }
 
-/// Train-mode forward of `batch`, the training loss and its gradient.
+/// Train-mode forward of `batch`, the training loss and its gradient
+/// (backward from the loss times `loss_scale`, see [`gradients`]).
 fn first_pass<M: TrainingPass + ?Sized>(
     loss: &TrainingLoss,
     model: &M,
     batch: &TrainBatch,
     params: &[Tensor],
+    loss_scale: f64,
 ) -> Result<FirstPass, OptimError> {
     let pass = batch.forward(model)?;
     let objective = pass.objective(|scores, y| loss.mean_of(scores, y))?;
-    let grads = Tensor::f_run_backward(&[&objective], params, false, false)?;
+    let grads = gradients(&objective, params, loss_scale)?;
     let cross_entropy = reported_cross_entropy(loss, objective, &pass)?;
     Ok(FirstPass {
         pass,
@@ -594,6 +661,7 @@ fn perturbed_gradient<M: TrainingPass + ?Sized>(
         first,
         share,
         step,
+        loss_scale,
     } = part;
     let FirstPass {
         pass,
@@ -643,7 +711,7 @@ fn perturbed_gradient<M: TrainingPass + ?Sized>(
     } else {
         &objective * share
     };
-    let grads_tilde = Tensor::f_run_backward(&[&weighted], params, false, false)?;
+    let grads_tilde = gradients(&weighted, params, loss_scale)?;
     let ce_tilde = tch::no_grad(|| cross_entropy_from_log_probs(&log_p_tilde));
     stats.add(
         share,
@@ -695,7 +763,25 @@ fn apply<O: BaseOptimizer + ?Sized>(
     let update = optimizer.reduce_gradient(update, batch.rows_per_member() as usize)?;
     let update = clip(update, clip_grad_norm)?;
     optimizer.step(&update)?;
-    stats.finish()
+    stats.finish(optimizer.skipped_last_step())
+}
+
+/// The gradient of `objective` with respect to `params`. Under loss scaling
+/// (`loss_scale` != 1, [`super::LossScaled`]) backward runs from
+/// `loss_scale * objective` and the gradients are divided by `loss_scale`
+/// again, as `GradScaler.scale` and `unscale_` do (a power of two: exact).
+fn gradients(
+    objective: &Tensor,
+    params: &[Tensor],
+    loss_scale: f64,
+) -> Result<Vec<Tensor>, OptimError> {
+    if loss_scale == 1.0 {
+        return Ok(Tensor::f_run_backward(&[objective], params, false, false)?);
+    }
+    let scaled = objective * loss_scale;
+    let grads = Tensor::f_run_backward(&[&scaled], params, false, false)?;
+    let inverse = 1.0 / loss_scale;
+    Ok(tch::no_grad(|| grads.iter().map(|g| g * inverse).collect()))
 }
 
 /// One plain step: train-mode forward, the training loss, gradient, optional
@@ -712,7 +798,13 @@ where
     O: BaseOptimizer + ?Sized,
 {
     check_batch(batch)?;
-    let first = first_pass(loss, model, batch, optimizer.params().tensors())?;
+    let first = first_pass(
+        loss,
+        model,
+        batch,
+        optimizer.params().tensors(),
+        optimizer.loss_scale(),
+    )?;
     let grad_norm = tch::no_grad(|| global_norm(&first.grads))?;
     let stats = first.plain_stats(batch, &grad_norm);
     apply((first.grads, batch), clip_grad_norm, optimizer, stats)

@@ -20,6 +20,11 @@ pub struct StepStats {
     pub p_true: f64,
     /// Statistics at theta_tilde; `None` for a step without perturbation.
     pub perturbed: Option<PerturbedStats>,
+    /// Whether the update was skipped because a gradient overflowed under
+    /// float16 loss scaling (`grad_norm` and the perturbed statistics may
+    /// then be infinite or NaN).
+    #[serde(default)]
+    pub skipped: bool,
     /// Whether each example's prediction at theta (pass 1) was its label,
     /// in batch order: what a correctness history records. Empty unless the
     /// batch carried its examples' histories (only then is it read back).
@@ -108,8 +113,10 @@ impl StatsAccumulator {
         }
     }
 
-    /// Reads the sums back to the host and checks that they are finite.
-    pub(crate) fn finish(self) -> Result<StepStats, OptimError> {
+    /// Reads the sums back to the host and checks that they are finite: all
+    /// of them, or when the step was `skipped` for an overflow of its
+    /// gradient, the loss and accuracy at theta (the forward pass).
+    pub(crate) fn finish(self, skipped: bool) -> Result<StepStats, OptimError> {
         let sums = self
             .sums
             .ok_or_else(|| OptimError::Mismatch("a step saw no sub-batch".into()))?;
@@ -137,7 +144,8 @@ impl StatsAccumulator {
             }
             None => Vec::new(),
         };
-        if let Some(bad) = v.iter().position(|x| !x.is_finite()) {
+        let checked = if skipped { &v[..2] } else { &v[..] };
+        if let Some(bad) = checked.iter().position(|x| !x.is_finite()) {
             let names = [
                 "loss",
                 "accuracy",
@@ -160,6 +168,7 @@ impl StatsAccumulator {
                 cross_entropy: v[4],
                 p_true: (-v[4]).exp(),
             }),
+            skipped,
             hits,
             heads,
         })

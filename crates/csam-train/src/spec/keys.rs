@@ -148,7 +148,7 @@ pub static KEYS: &[Key] = &[
         "MLP hidden widths, comma-separated (default 256,256)"),
     key("dropout", &["model", "dropout"], Real, "Dropout rate in [0, 1) (default 0)"),
     key("precision", &["model", "precision"], Text,
-        "Precision of the forward passes: fp32, or bf16 (autocast to bfloat16 around forward passes, as torch.autocast; weights, gradients, optimizer state, losses and SAM's perturbation in float32) (default fp32)"),
+        "Precision of the forward passes: fp32, bf16 or fp16 (autocast to bfloat16 or float16 around forward passes, as torch.autocast; weights, gradients, optimizer state, losses and SAM's perturbation in float32; fp16 with dynamic loss scaling as torch.amp.GradScaler) (default fp32)"),
     when("drop_path", &["model", "drop_path"], Real, ("model", VITS),
         "Stochastic depth rate r in [0, 1) of the ViTs: block i of 12 drops each residual branch per example with rate r i / 11 in training, kept branches scaled by 1/(1 - rate) (timm's drop_path_rate; Huang et al. 2016) (default 0)"),
     when("shakedrop", &["model", "shakedrop"], Real, ("model", PYRAMIDNETS),

@@ -57,6 +57,7 @@ pub use selection::BestMetric;
 
 use crate::train::ConfigError;
 use csam_calib::metrics::summary::MetricOptions;
+use csam_nn::model::precision::Precision;
 use csam_nn::model::Ensemble;
 use csam_nn::optim::SamPolicy;
 
@@ -238,6 +239,16 @@ impl RunSpec {
                      such point; use optimizer sam or csam",
                     self.optim.rule.family()
                 ),
+            ));
+        }
+        if self.model.precision == Precision::Fp16
+            && matches!(self.optim.rule, UpdateRule::Bsam { .. })
+        {
+            return Err(check::invalid(
+                "precision",
+                "fp16",
+                "float16 training scales the loss of the base optimizers' steps (as \
+                 torch.amp.GradScaler); bSAM is an optimizer of its own without it: use bf16",
             ));
         }
         if self.loss.needs_correctness_history() && !self.mixing.is_none() {

@@ -231,14 +231,6 @@ impl ModelSpec {
         keyed(&["model", "head"], self.head.name(), self.head.validate())?;
         self.validate_ensemble()?;
         self.validate_bayesian()?;
-        if self.precision == Precision::Fp16 {
-            return Err(invalid(
-                "precision",
-                "fp16",
-                "float16 training needs dynamic loss scaling, which csam does not have yet; \
-                 bf16 (float32's range) needs none",
-            ));
-        }
         match (&self.mlp_hidden, self.arch.takes_hidden_widths()) {
             (Some(widths), false) => {
                 return Err(invalid(

@@ -48,13 +48,18 @@ pub struct TheoryRecord {
 
 impl TheoryRecord {
     /// The record of a step taken with perturbation radius `rho`; None for a
-    /// step without perturbation (plain SGD, or a step `sam_every` skipped).
+    /// step without perturbation (plain SGD, a step `sam_every` skipped, or one skipped for a float16
+    /// overflow).
     pub fn from_step(
         epoch: usize,
         global_step: usize,
         rho: f64,
         stats: &StepStats,
     ) -> Option<TheoryRecord> {
+        // A step skipped for a float16 overflow has no finite gradient norm.
+        if stats.skipped {
+            return None;
+        }
         let perturbed = stats.perturbed?;
         // log p = -CE: the geometric means in log space.
         let (log_p, log_p_tilde) = (-stats.loss, -perturbed.cross_entropy);
@@ -103,6 +108,7 @@ mod tests {
                 cross_entropy: ce_tilde,
                 p_true: (-ce_tilde).exp(),
             }),
+            skipped: false,
             hits: vec![true],
             heads: None,
         }
@@ -148,11 +154,17 @@ mod tests {
     }
 
     #[test]
-    fn plain_steps_have_no_record() {
+    fn plain_and_overflow_skipped_steps_have_no_record() {
         let plain = StepStats {
             perturbed: None,
             ..stats(0.5, 0.5, 1.0)
         };
         assert!(TheoryRecord::from_step(1, 0, 0.05, &plain).is_none());
+        let overflowed = StepStats {
+            skipped: true,
+            grad_norm: f64::INFINITY,
+            ..stats(0.5, 0.5, 1.0)
+        };
+        assert!(TheoryRecord::from_step(1, 0, 0.05, &overflowed).is_none());
     }
 }

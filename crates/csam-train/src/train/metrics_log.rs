@@ -20,6 +20,11 @@ pub struct TrainStats {
     /// written before it existed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub second_pass: Option<f64>,
+    /// Steps of the epoch whose update float16 loss scaling skipped because
+    /// a gradient overflowed (each halves the scale). Written only for fp16
+    /// runs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub overflow_skipped: Option<usize>,
 }
 
 /// One line of `metrics.jsonl`.
@@ -70,6 +75,7 @@ mod tests {
                 loss: 1.0,
                 accuracy: 0.4,
                 second_pass: None,
+                overflow_skipped: None,
             },
             balcal_lambda: None,
             val: serde_json::from_value(metrics).unwrap(),

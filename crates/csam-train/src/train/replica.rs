@@ -286,6 +286,14 @@ impl BaseOptimizer for DataParallel {
         self.inner.step(grads)
     }
 
+    fn loss_scale(&self) -> f64 {
+        self.inner.loss_scale()
+    }
+
+    fn skipped_last_step(&self) -> bool {
+        self.inner.skipped_last_step()
+    }
+
     fn state(&self) -> Vec<(String, Tensor)> {
         self.inner.state()
     }

@@ -24,6 +24,7 @@ use crate::theory::{self, TheoryLog, TheoryRecord, TheorySummary};
 use csam_calib::metrics::summary::MetricSummary;
 use csam_data::Shard;
 use csam_nn::device::{device_name, parse_device};
+use csam_nn::model::precision::Precision;
 
 /// What `csam train` asks for.
 #[derive(Debug, Clone)]
@@ -501,7 +502,7 @@ fn train_epoch(
     observer.epoch_started(epoch, spec.epochs, steps);
     let rho = spec.optim.rule.sharpness().map_or(0.0, |s| s.rho);
     let (mut loss_sum, mut correct, mut seen) = (0.0f64, 0.0f64, 0.0f64);
-    let (mut second_passes, mut steps_taken) = (0usize, 0usize);
+    let (mut second_passes, mut steps_taken, mut skipped) = (0usize, 0usize, 0usize);
     let mut lr = 0.0;
     let shard = session
         .replica
@@ -535,6 +536,7 @@ fn train_epoch(
         correct += stats.accuracy * batch;
         seen += batch;
         second_passes += usize::from(stats.perturbed.is_some());
+        skipped += usize::from(stats.skipped);
         steps_taken += 1;
         state.global_step += 1;
         observer.step(loss_sum / seen, correct / seen);
@@ -553,6 +555,9 @@ fn train_epoch(
             loss: loss_sum / seen,
             accuracy: correct / seen,
             second_pass: Some(second_passes / steps_taken.max(1) as f64),
+            // Every replica skips the same steps (they decide on the reduced
+            // gradient).
+            overflow_skipped: (spec.model.precision == Precision::Fp16).then_some(skipped),
         },
         lr,
     ))

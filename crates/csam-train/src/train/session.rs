@@ -23,11 +23,12 @@ use csam_nn::loss::{AdaFocal, AdaFocalBins, CorrectnessHistory, TrainingLoss};
 use csam_nn::mixing::TrainBatch;
 use csam_nn::model::balcal::HeadLogits;
 use csam_nn::model::bayesian::kl_weight;
+use csam_nn::model::precision::Precision;
 use csam_nn::model::weights::{load_safetensors_file_with, LoadOptions, WeightsError};
 use csam_nn::model::{build_model_with, Head, InputShape, Mode, Model, ModelKind, ModelOptions};
 use csam_nn::optim::{
-    plain_step, AdamW, AdamWConfig, BaseOptimizer, BsamConfig, BsamStep, Horizon, LrSchedule,
-    OptimError, SamConfig, SamStep, Sgd, SgdConfig, StepStats,
+    plain_step, AdamW, AdamWConfig, BaseOptimizer, BsamConfig, BsamStep, Horizon, LossScaleConfig,
+    LossScaled, LrSchedule, OptimError, SamConfig, SamStep, Sgd, SgdConfig, StepStats,
 };
 
 /// What a run's steps minimise: the training loss on each batch, fed to the
@@ -235,9 +236,12 @@ impl Trainer {
         let updater = match build_bsam(optim, &objective.loss, &vs, n_train)? {
             Some(bsam) => Updater::Bsam(bsam),
             None => Updater::Base {
-                optimizer: match replica {
-                    Some(replica) => replica.wrap(build_optimizer(&vs, optim)?),
-                    None => build_optimizer(&vs, optim)?,
+                optimizer: {
+                    let base = build_optimizer(&vs, optim, model.precision)?;
+                    match replica {
+                        Some(replica) => replica.wrap(base),
+                        None => base,
+                    }
                 },
                 sam: build_sam(optim, &objective, &vs, (epochs * steps_per_epoch) as u64)?,
             },
@@ -544,8 +548,15 @@ pub fn predict_dataset(
     predict_mode(model, loader.epoch(0), model.n_classes() as usize, mode)
 }
 
-fn build_optimizer(vs: &VarStore, optim: &OptimSpec) -> Result<Box<dyn BaseOptimizer>> {
-    Ok(match optim.base {
+/// The spec's base optimizer; under float16, with dynamic loss scaling
+/// (inside the data-parallel wrapper, so that every replica decides on the
+/// same reduced gradient whether to skip a step).
+fn build_optimizer(
+    vs: &VarStore,
+    optim: &OptimSpec,
+    precision: Precision,
+) -> Result<Box<dyn BaseOptimizer>> {
+    let base: Box<dyn BaseOptimizer> = match optim.base {
         BaseSpec::Sgd { momentum, nesterov } => Box::new(Sgd::new(
             vs,
             SgdConfig {
@@ -564,6 +575,10 @@ fn build_optimizer(vs: &VarStore, optim: &OptimSpec) -> Result<Box<dyn BaseOptim
                 ..AdamWConfig::default()
             },
         )?),
+    };
+    Ok(match precision {
+        Precision::Fp16 => Box::new(LossScaled::new(base, LossScaleConfig::default())?),
+        Precision::Fp32 | Precision::Bf16 => base,
     })
 }
 
