@@ -5,6 +5,8 @@
 //! steps on an MLP, from a scale so large that the first steps overflow
 //! (skipped, scale halved) through clean steps that grow it again. The
 //! weights, the scale after every step and which steps were skipped agree.
+//! On the CPU always, and on CUDA where a GPU is available (skipped with a
+//! notice elsewhere).
 //!
 //! Needs the project venv's python (`<workspace>/.venv/bin/python`, or
 //! `CSAM_PYTHON`); skipped with a notice when it is absent.
@@ -61,12 +63,21 @@ fn loss_scaled_fp16_steps_match_torch_grad_scaler() {
             sam: Some((0.05, SecondLoss::Plain, Perturbation::Vasso { theta: 0.5 })),
         },
     ];
-    for (i, case) in cases.iter().enumerate() {
-        check(&python, i as i64, case);
+    let devices = match tch::Cuda::is_available() {
+        true => vec![Device::Cpu, Device::Cuda(0)],
+        false => {
+            eprintln!("SKIPPED on CUDA: no GPU; the CPU cases ran");
+            vec![Device::Cpu]
+        }
+    };
+    for device in devices {
+        for (i, case) in cases.iter().enumerate() {
+            check(&python, device, i as i64, case);
+        }
     }
 }
 
-fn check(python: &std::path::Path, seed: i64, case: &Case) {
+fn check(python: &std::path::Path, device: Device, seed: i64, case: &Case) {
     let dir = tempfile::tempdir().unwrap();
     tch::manual_seed(40 + seed);
     let input = shape(1, 6, 6);
@@ -75,10 +86,11 @@ fn check(python: &std::path::Path, seed: i64, case: &Case) {
         mlp_hidden: vec![16, 16],
         ..ModelOptions::default()
     };
-    let vs = VarStore::new(Device::Cpu);
+    let mut vs = VarStore::new(Device::Cpu);
     let model = build_model_with("mlp".parse().unwrap(), &vs.root(), input, 3, &options).unwrap();
     let weights = dir.path().join("weights.safetensors");
     vs.save(&weights).unwrap();
+    vs.set_device(device);
     let batches: Vec<(String, Tensor)> = (0..STEPS)
         .flat_map(|t| {
             let x = Tensor::randn([8, 1, 6, 6], (Kind::Float, Device::Cpu)) * 2.0;
@@ -112,7 +124,8 @@ fn check(python: &std::path::Path, seed: i64, case: &Case) {
     let mut scales = Vec::new();
     let mut skipped = Vec::new();
     for pair in batches.chunks(2) {
-        let batch = TrainBatch::plain(&pair[0].1, &pair[1].1);
+        let (x, y) = (pair[0].1.to_device(device), pair[1].1.to_device(device));
+        let batch = TrainBatch::plain(&x, &y);
         let stats: StepStats = match &mut sam {
             Some(sam) => sam.step_batch(&model, &batch, &mut optimizer),
             None => plain_step(
@@ -128,7 +141,7 @@ fn check(python: &std::path::Path, seed: i64, case: &Case) {
         skipped.push(if stats.skipped { 1.0 } else { 0.0 });
         scales.push(optimizer.scale());
     }
-    let label = case.label;
+    let label = format!("{} on {device:?}", case.label);
     assert!(
         skipped.contains(&1.0) && skipped.contains(&0.0),
         "{label}: the case must skip some steps and take others: {skipped:?}"
@@ -157,6 +170,7 @@ fn check(python: &std::path::Path, seed: i64, case: &Case) {
         "lr": sgd.lr, "momentum": sgd.momentum, "weight_decay": sgd.weight_decay,
         "init_scale": scaling.init_scale, "growth_interval": scaling.growth_interval,
         "rho": rho, "gamma": gamma, "vasso_theta": vasso_theta,
+        "device": if device == Device::Cpu { "cpu" } else { "cuda" },
     }]);
     let inputs: Vec<(&str, &Tensor)> = batches.iter().map(|(k, v)| (k.as_str(), v)).collect();
     let reference = run_twin(python, "loss_scale_reference.py", dir.path(), &inputs, spec);
@@ -171,7 +185,10 @@ fn check(python: &std::path::Path, seed: i64, case: &Case) {
         "{label}: scale after each step"
     );
     for (name, value) in vs.variables() {
-        let d = (&value - &reference[&name]).abs().max().double_value(&[]);
+        let d = (value.to_device(Device::Cpu) - &reference[&name])
+            .abs()
+            .max()
+            .double_value(&[]);
         assert!(d < TOLERANCE, "{label}: {name} differs from PyTorch by {d}");
     }
 }

@@ -1,7 +1,8 @@
 //! Adam with decoupled weight decay, as `torch.optim.AdamW`.
 
-use super::flat::{chunk_views, flatten, scatter};
+use super::flat::{chunk_views, flatten};
 use super::params::load_entries;
+use super::update::update_elementwise;
 use super::{BaseOptimizer, OptimError, Params};
 use tch::{nn::VarStore, Tensor};
 
@@ -118,20 +119,27 @@ impl BaseOptimizer for AdamW {
         let t = i32::try_from(self.steps).unwrap_or(i32::MAX);
         let step_size = lr / (1.0 - beta1.powi(t));
         let bias_correction2_sqrt = (1.0 - beta2.powi(t)).sqrt();
-        let _guard = tch::no_grad_guard();
-        let mut theta = flatten(self.params.tensors())?;
-        let grad = flatten(grads)?;
-        if weight_decay != 0.0 {
-            let _ = theta.g_mul_scalar_(1.0 - lr * weight_decay);
-        }
-        let (m, v) = (&mut self.exp_avg, &mut self.exp_avg_sq);
-        let _ = m.lerp_(&grad, 1.0 - beta1);
-        let _ = v
-            .g_mul_scalar_(beta2)
-            .addcmul_(&(&grad * (1.0 - beta2)), &grad);
-        let denom = v.sqrt() / bias_correction2_sqrt + eps;
-        let _ = theta.addcdiv_(&(&*m * -step_size), &denom);
-        scatter(&theta, self.params.tensors())
+        let moments = [&self.exp_avg, &self.exp_avg_sq];
+        update_elementwise(
+            self.params.tensors(),
+            grads,
+            &moments,
+            |theta, grad, state| {
+                let [m, v] = state else {
+                    return Err(OptimError::Mismatch("AdamW keeps two moments".into()));
+                };
+                if weight_decay != 0.0 {
+                    let _ = theta.f_mul_scalar_(1.0 - lr * weight_decay)?;
+                }
+                let _ = m.f_lerp_(grad, 1.0 - beta1)?;
+                let _ = v
+                    .f_mul_scalar_(beta2)?
+                    .f_addcmul_(&grad.f_mul_scalar(1.0 - beta2)?, grad)?;
+                let denom = (v.f_sqrt()? / bias_correction2_sqrt) + eps;
+                let _ = theta.f_addcdiv_(&m.f_mul_scalar(-step_size)?, &denom)?;
+                Ok(())
+            },
+        )
     }
 
     fn state(&self) -> Vec<(String, Tensor)> {

@@ -19,6 +19,7 @@ pub mod sam;
 pub mod schedule;
 mod sgd;
 mod stats;
+mod update;
 
 pub use adamw::{AdamW, AdamWConfig};
 pub use bsam::{BsamConfig, BsamStep};

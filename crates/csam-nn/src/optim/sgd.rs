@@ -1,7 +1,8 @@
 //! Stochastic gradient descent with momentum, as `torch.optim.SGD`.
 
-use super::flat::{chunk_views, flatten, scatter};
+use super::flat::{chunk_views, flatten};
 use super::params::load_entries;
+use super::update::update_elementwise;
 use super::{BaseOptimizer, OptimError, Params};
 use tch::{nn::VarStore, Tensor};
 
@@ -113,23 +114,27 @@ impl BaseOptimizer for Sgd {
             nesterov,
             weight_decay,
         } = self.config;
-        let _guard = tch::no_grad_guard();
-        let theta = flatten(self.params.tensors())?;
-        let grad = flatten(grads)?;
-        let mut direction = if weight_decay != 0.0 {
-            grad + &theta * weight_decay
-        } else {
-            grad
-        };
-        if let Some(buf) = &mut self.momentum_buffer {
-            let _ = buf.g_mul_scalar_(momentum).g_add_(&direction);
-            direction = if nesterov {
-                direction + &*buf * momentum
-            } else {
-                buf.shallow_clone()
-            };
-        }
-        scatter(&(theta + direction * -lr), self.params.tensors())
+        let buffers: Vec<&Tensor> = self.momentum_buffer.iter().collect();
+        update_elementwise(
+            self.params.tensors(),
+            grads,
+            &buffers,
+            |theta, grad, state| {
+                let mut direction = match weight_decay {
+                    0.0 => grad.shallow_clone(),
+                    _ => grad.f_add(&theta.f_mul_scalar(weight_decay)?)?,
+                };
+                if let [buf] = state {
+                    let _ = buf.f_mul_scalar_(momentum)?.f_add_(&direction)?;
+                    direction = match nesterov {
+                        true => direction.f_add(&buf.f_mul_scalar(momentum)?)?,
+                        false => buf.shallow_clone(),
+                    };
+                }
+                let _ = theta.f_add_(&direction.f_mul_scalar(-lr)?)?;
+                Ok(())
+            },
+        )
     }
 
     fn state(&self) -> Vec<(String, Tensor)> {
