@@ -146,6 +146,20 @@ pub enum DataError {
     )]
     Streamed { spec: String },
 
+    /// A data set too large to keep on a device
+    /// ([`crate::LoaderOptions::resident`], [`crate::RESIDENT_DEVICE_LIMIT`]).
+    #[error(
+        "{name}: kept on {device}, its images padded by {padding} take {needed} bytes, more than \
+         the {allowed} bytes allowed there; build its batches on the host instead"
+    )]
+    ResidentTooLarge {
+        name: String,
+        device: String,
+        padding: usize,
+        needed: u64,
+        allowed: u64,
+    },
+
     /// An image file the `image` crate cannot decode.
     #[error("cannot decode image {path}: {source}")]
     Decode {

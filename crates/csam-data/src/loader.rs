@@ -8,14 +8,19 @@
 //! drawn from the stream `(s, Order, e)` (a Fisher-Yates shuffle of
 //! `0..n`), or in index order when `shuffle` is off; augmentation draws from
 //! `(s, Augment, e)` in visiting order. Same `(seed, epoch)`, same batches.
+//!
+//! With [`LoaderOptions::resident`] the dataset is kept on the device and
+//! each batch is built there from the same draws (module `resident`):
+//! the same batches, bit for bit, without per-pixel work on the host.
 
 use rand::seq::SliceRandom;
 use tch::{Device, Tensor};
 
-use super::augment::Augmentation;
+use super::augment::{Augmentation, Draw};
 use super::dataset::Dataset;
 use super::error::{DataError, Result};
 use super::normalize::Normalization;
+use super::resident::Resident;
 use super::rng::{stream, Purpose};
 
 /// How a [`BatchLoader`] walks a dataset.
@@ -31,6 +36,13 @@ pub struct LoaderOptions {
     pub device: Device,
     /// The part of every batch this process builds ([`Shard::WHOLE`]: all of it).
     pub shard: Shard,
+    /// Keep the dataset on `device` (padded `u8` images, uploaded once by
+    /// [`BatchLoader::new`]) and build each batch there: the host only draws
+    /// the augmentations and sends them with the sample indices. Meant for a
+    /// GPU and data that fits in its memory (CIFAR-sized; refused above
+    /// [`crate::RESIDENT_DEVICE_LIMIT`]); the batches are the same bits as
+    /// without it, so on the CPU it changes nothing but where the gather runs.
+    pub resident: bool,
 }
 
 /// The part of every batch that one data-parallel replica trains on: of a
@@ -73,6 +85,7 @@ impl LoaderOptions {
             seed,
             device,
             shard: Shard::WHOLE,
+            resident: false,
         }
     }
 
@@ -86,6 +99,7 @@ impl LoaderOptions {
             seed: 0,
             device,
             shard: Shard::WHOLE,
+            resident: false,
         }
     }
 }
@@ -97,11 +111,15 @@ pub struct BatchLoader<'a> {
     dataset: &'a Dataset,
     tables: Vec<[f32; 256]>,
     options: LoaderOptions,
+    /// The dataset on the device, with `options.resident`.
+    resident: Option<Resident>,
 }
 
 impl<'a> BatchLoader<'a> {
     /// Checks that the normalisation has the dataset's channel count, finite
-    /// means and positive finite stds, and that the batch size is positive.
+    /// means and positive finite stds, and that the batch size is positive;
+    /// with `options.resident`, uploads the dataset to `options.device`
+    /// (refused there above [`crate::RESIDENT_DEVICE_LIMIT`]).
     pub fn new(
         dataset: &'a Dataset,
         normalization: &Normalization,
@@ -117,10 +135,21 @@ impl<'a> BatchLoader<'a> {
                 "shard {index} of {count}: a shard index lies in 0..count"
             )));
         }
+        let tables = normalization.lookup_tables();
+        let resident = match options.resident {
+            true => Some(Resident::upload(
+                dataset,
+                &tables,
+                options.augmentation.crop_padding,
+                options.device,
+            )?),
+            false => None,
+        };
         Ok(BatchLoader {
             dataset,
-            tables: normalization.lookup_tables(),
+            tables,
             options,
+            resident,
         })
     }
 
@@ -152,22 +181,29 @@ impl<'a> BatchLoader<'a> {
         }
     }
 
-    /// Normalised, augmented pixels of `indices[rows]` as one `Vec<f32>` in
-    /// `[len, C, H, W]` order, drawing the augmentations of all of
-    /// `indices` from `rng` (so a row's draw does not depend on `rows`).
-    fn pixels(
-        &self,
-        indices: &[usize],
-        rows: std::ops::Range<usize>,
-        rng: &mut impl rand::Rng,
-    ) -> Vec<f32> {
-        let len = self.dataset.sample_len();
-        let mut buffer = vec![0f32; rows.len() * len];
+    /// The batch of `indices`, or this loader's shard of it. The
+    /// augmentations of all of `indices` are drawn from `rng`, so a row's
+    /// draw does not depend on the shard.
+    fn batch(&self, indices: &[usize], rng: &mut impl rand::Rng) -> (Tensor, Tensor) {
         let augmentation = self.options.augmentation;
-        let draws: Vec<_> = indices.iter().map(|_| augmentation.draw(rng)).collect();
-        let kept = indices[rows.clone()].iter().zip(&draws[rows]);
-        for ((&i, &draw), out) in kept.zip(buffer.chunks_exact_mut(len)) {
-            augmentation.apply(
+        let draws: Vec<Draw> = indices.iter().map(|_| augmentation.draw(rng)).collect();
+        let rows = self.options.shard.rows(indices.len());
+        let (indices, draws) = (&indices[rows.clone()], &draws[rows]);
+        match &self.resident {
+            Some(resident) => resident.batch(indices, draws),
+            None => self.host_batch(indices, draws),
+        }
+    }
+
+    /// The batch of `indices` augmented by `draws`, built in one `Vec<f32>`
+    /// in `[B, C, H, W]` order and copied to the device.
+    fn host_batch(&self, indices: &[usize], draws: &[Draw]) -> (Tensor, Tensor) {
+        let (c, h, w) = self.dataset.sample_shape();
+        let len = self.dataset.sample_len();
+        let mut pixels = vec![0f32; indices.len() * len];
+        let samples = indices.iter().zip(draws);
+        for ((&i, &draw), out) in samples.zip(pixels.chunks_exact_mut(len)) {
+            self.options.augmentation.apply(
                 draw,
                 self.dataset.image(i),
                 self.dataset.sample_shape(),
@@ -175,15 +211,7 @@ impl<'a> BatchLoader<'a> {
                 out,
             );
         }
-        buffer
-    }
-
-    /// The batch of `indices`, or this loader's shard of it.
-    fn batch(&self, indices: &[usize], rng: &mut impl rand::Rng) -> (Tensor, Tensor) {
-        let (c, h, w) = self.dataset.sample_shape();
-        let rows = self.options.shard.rows(indices.len());
-        let pixels = self.pixels(indices, rows.clone(), rng);
-        let labels: Vec<i64> = indices[rows]
+        let labels: Vec<i64> = indices
             .iter()
             .map(|&i| self.dataset.labels[i] as i64)
             .collect();

@@ -70,6 +70,7 @@ fn loader_options(shuffle: bool, augmentation: Augmentation, seed: u64) -> Loade
         seed,
         device: Device::Cpu,
         shard: Shard::WHOLE,
+        resident: false,
     }
 }
 
