@@ -64,6 +64,6 @@ pub use dataset::{chw_to_hwc, DataSource, Dataset, SampleShape};
 pub use error::{DataError, Result};
 pub use loader::{to_tensors, BatchLoader, Batches, LoaderOptions, Shard};
 pub use normalize::Normalization;
-pub use resident::RESIDENT_DEVICE_LIMIT;
+pub use resident::{ResidentData, RESIDENT_DEVICE_LIMIT};
 pub use spec::{load, DatasetSpec, DEFAULT_DATA};
 pub use split::{split, Splits};

@@ -20,7 +20,7 @@ use super::augment::{Augmentation, Draw};
 use super::dataset::Dataset;
 use super::error::{DataError, Result};
 use super::normalize::Normalization;
-use super::resident::Resident;
+use super::resident::ResidentData;
 use super::rng::{stream, Purpose};
 
 /// How a [`BatchLoader`] walks a dataset.
@@ -36,8 +36,9 @@ pub struct LoaderOptions {
     pub device: Device,
     /// The part of every batch this process builds ([`Shard::WHOLE`]: all of it).
     pub shard: Shard,
-    /// Keep the dataset on `device` (padded `u8` images, uploaded once by
-    /// [`BatchLoader::new`]) and build each batch there: the host only draws
+    /// Keep the dataset on `device` (padded `u8` images, uploaded by
+    /// [`BatchLoader::new`]; see [`BatchLoader::with_resident`] to upload
+    /// once for many loaders) and build each batch there: the host only draws
     /// the augmentations and sends them with the sample indices. Meant for a
     /// GPU and data that fits in its memory (CIFAR-sized; refused above
     /// [`crate::RESIDENT_DEVICE_LIMIT`]); the batches are the same bits as
@@ -111,45 +112,51 @@ pub struct BatchLoader<'a> {
     dataset: &'a Dataset,
     tables: Vec<[f32; 256]>,
     options: LoaderOptions,
-    /// The dataset on the device, with `options.resident`.
-    resident: Option<Resident>,
+    /// The dataset on the device, with `options.resident` or
+    /// [`BatchLoader::with_resident`].
+    resident: Option<ResidentData>,
 }
 
 impl<'a> BatchLoader<'a> {
     /// Checks that the normalisation has the dataset's channel count, finite
     /// means and positive finite stds, and that the batch size is positive;
     /// with `options.resident`, uploads the dataset to `options.device`
-    /// (refused there above [`crate::RESIDENT_DEVICE_LIMIT`]).
+    /// ([`ResidentData::upload`]).
     pub fn new(
         dataset: &'a Dataset,
         normalization: &Normalization,
         options: LoaderOptions,
     ) -> Result<Self> {
-        normalization.validate(dataset.channels)?;
-        if options.batch_size == 0 {
-            return Err(DataError::Invalid("batch size must be positive".into()));
-        }
-        let Shard { index, count } = options.shard;
-        if index >= count {
-            return Err(DataError::Invalid(format!(
-                "shard {index} of {count}: a shard index lies in 0..count"
-            )));
-        }
-        let tables = normalization.lookup_tables();
+        check(dataset, normalization, &options)?;
         let resident = match options.resident {
-            true => Some(Resident::upload(
-                dataset,
-                &tables,
-                options.augmentation.crop_padding,
-                options.device,
-            )?),
+            true => Some(ResidentData::upload(dataset, normalization, &options)?),
             false => None,
         };
         Ok(BatchLoader {
             dataset,
-            tables,
+            tables: normalization.lookup_tables(),
             options,
             resident,
+        })
+    }
+
+    /// A loader that builds its batches on the device from `resident`, an
+    /// upload of `dataset` made for these `normalization` and `options`
+    /// (refused otherwise), whatever `options.resident` says: the loader of
+    /// each epoch then uploads nothing.
+    pub fn with_resident(
+        dataset: &'a Dataset,
+        normalization: &Normalization,
+        options: LoaderOptions,
+        resident: &ResidentData,
+    ) -> Result<Self> {
+        check(dataset, normalization, &options)?;
+        resident.check_made_for(dataset, normalization, &options)?;
+        Ok(BatchLoader {
+            dataset,
+            tables: normalization.lookup_tables(),
+            options,
+            resident: Some(resident.clone()),
         })
     }
 
@@ -222,6 +229,23 @@ impl<'a> BatchLoader<'a> {
         let ys = Tensor::from_slice(&labels).to_device(self.options.device);
         (xs, ys)
     }
+}
+
+/// Refuses a normalisation of another channel count (or with non-finite
+/// means, or stds that are not positive and finite), a zero batch size and a
+/// shard outside its count.
+fn check(dataset: &Dataset, normalization: &Normalization, options: &LoaderOptions) -> Result<()> {
+    normalization.validate(dataset.channels)?;
+    if options.batch_size == 0 {
+        return Err(DataError::Invalid("batch size must be positive".into()));
+    }
+    let Shard { index, count } = options.shard;
+    if index >= count {
+        return Err(DataError::Invalid(format!(
+            "shard {index} of {count}: a shard index lies in 0..count"
+        )));
+    }
+    Ok(())
 }
 
 /// Batches of `batch_size` in an epoch of `n` examples (the last one

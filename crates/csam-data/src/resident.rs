@@ -1,5 +1,5 @@
 //! Batches built on the device from a dataset kept there
-//! ([`crate::LoaderOptions::resident`]).
+//! ([`crate::LoaderOptions::resident`], [`ResidentData`]).
 //!
 //! The dataset is uploaded once as `u8 [N, C, H + 2p, W + 2p]`, zero-padded
 //! by the crop padding `p`, with the normalisation's lookup tables as
@@ -19,6 +19,8 @@ use tch::{Device, Kind, Tensor};
 use super::augment::Draw;
 use super::dataset::Dataset;
 use super::error::{DataError, Result};
+use super::loader::LoaderOptions;
+use super::normalize::Normalization;
 
 /// The most bytes of padded images kept on a device other than the CPU:
 /// 4 GiB. tch has no query of a device's free memory, so this is a fixed
@@ -27,9 +29,14 @@ use super::error::{DataError, Result};
 /// many times over. On the CPU the dataset is in memory already.
 pub const RESIDENT_DEVICE_LIMIT: u64 = 4 << 30;
 
-/// A dataset, its labels and its lookup tables on one device.
+/// A dataset, its labels and its normalisation's lookup tables on one
+/// device, for the loaders of one set of [`LoaderOptions`] (crop padding and
+/// device): [`crate::BatchLoader::new`] uploads one for its own use;
+/// [`crate::BatchLoader::with_resident`] builds a loader on one uploaded
+/// earlier, so that a loader per epoch uploads nothing. Cloning it makes
+/// another handle on the same device memory.
 #[derive(Debug)]
-pub(crate) struct Resident {
+pub struct ResidentData {
     /// `u8 [N, C, H + 2p, W + 2p]`.
     images: Tensor,
     /// `i64 [N]`.
@@ -38,30 +45,37 @@ pub(crate) struct Resident {
     tables: Tensor,
     /// `(C, H, W)` of a sample before padding.
     shape: [i64; 3],
+    /// What it was uploaded for: samples, normalisation, crop padding, device.
+    n: usize,
+    normalization: Normalization,
+    padding: usize,
+    device: Device,
 }
 
-impl Clone for Resident {
-    /// Another handle on the same device memory.
+impl Clone for ResidentData {
     fn clone(&self) -> Self {
-        Resident {
+        ResidentData {
             images: self.images.shallow_clone(),
             labels: self.labels.shallow_clone(),
             tables: self.tables.shallow_clone(),
-            shape: self.shape,
+            normalization: self.normalization.clone(),
+            ..*self
         }
     }
 }
 
-impl Resident {
-    /// Uploads `dataset` padded by `padding`, its labels and `tables` to
-    /// `device`, after checking the padded images against
-    /// [`RESIDENT_DEVICE_LIMIT`] (off the CPU).
-    pub(crate) fn upload(
+impl ResidentData {
+    /// Uploads `dataset` padded by the crop padding of `options`, its labels
+    /// and the lookup tables of `normalization` to `options.device`, after
+    /// checking the normalisation against the dataset and the padded images
+    /// against [`RESIDENT_DEVICE_LIMIT`] (off the CPU).
+    pub fn upload(
         dataset: &Dataset,
-        tables: &[[f32; 256]],
-        padding: usize,
-        device: Device,
-    ) -> Result<Resident> {
+        normalization: &Normalization,
+        options: &LoaderOptions,
+    ) -> Result<ResidentData> {
+        normalization.validate(dataset.channels)?;
+        let (padding, device) = (options.augmentation.crop_padding, options.device);
         let (c, h, w) = dataset.sample_shape();
         let needed = [c, h + 2 * padding, w + 2 * padding]
             .iter()
@@ -77,12 +91,42 @@ impl Resident {
             .constant_pad_nd([p, p, p, p])
             .to_device(device);
         let labels: Vec<i64> = dataset.labels.iter().map(|&l| l as i64).collect();
-        Ok(Resident {
+        let tables = normalization.lookup_tables();
+        Ok(ResidentData {
             images,
             labels: Tensor::from_slice(&labels).to_device(device),
             tables: Tensor::from_slice(tables.as_flattened()).to_device(device),
             shape,
+            n: dataset.n,
+            normalization: normalization.clone(),
+            padding,
+            device,
         })
+    }
+
+    /// Refuses a loader of `dataset`, `normalization` and `options` that
+    /// this upload was not made for (other samples, normalisation, crop
+    /// padding or device).
+    pub(crate) fn check_made_for(
+        &self,
+        dataset: &Dataset,
+        normalization: &Normalization,
+        options: &LoaderOptions,
+    ) -> Result<()> {
+        let (c, h, w) = dataset.sample_shape();
+        let same = self.n == dataset.n
+            && self.shape == [c as i64, h as i64, w as i64]
+            && self.normalization == *normalization
+            && self.padding == options.augmentation.crop_padding
+            && self.device == options.device;
+        match same {
+            true => Ok(()),
+            false => Err(DataError::Invalid(format!(
+                "{}: its resident data was uploaded for other samples, normalisation, crop \
+                 padding or device than this loader's",
+                dataset.name
+            ))),
+        }
     }
 
     /// The batch of the samples `indices` augmented by `draws` (one each):

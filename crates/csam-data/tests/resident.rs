@@ -4,7 +4,8 @@
 //! own augmentation is checked against hand-computed cases in `augment.rs`.
 
 use csam_data::{
-    load, Augmentation, BatchLoader, Dataset, DatasetSpec, LoaderOptions, Normalization, Shard,
+    load, Augmentation, BatchLoader, Dataset, DatasetSpec, LoaderOptions, Normalization,
+    ResidentData, Shard,
 };
 use rand::{Rng, SeedableRng};
 use tch::{Device, Tensor};
@@ -112,6 +113,36 @@ fn resident_batches_without_shuffle_and_with_drop_last_are_the_host_batches() {
     };
     let host = assert_resident_is_host(&dataset, options, Device::Cpu);
     assert_eq!(host.len(), 3 * 2);
+}
+
+#[test]
+fn one_upload_serves_the_loader_of_every_epoch_and_no_other() {
+    let dataset = rgb(50);
+    let norm = Normalization::fit(&dataset).unwrap();
+    let options = LoaderOptions::training(16, Augmentation::standard(5, 7), 9, Device::Cpu);
+    let upload = ResidentData::upload(&dataset, &norm, &options).unwrap();
+    let host = BatchLoader::new(&dataset, &norm, options).unwrap();
+    for epoch in 0..3 {
+        let loader = BatchLoader::with_resident(&dataset, &norm, options, &upload).unwrap();
+        for ((hx, hy), (rx, ry)) in host.epoch(epoch).zip(loader.epoch(epoch)) {
+            assert!(hx.equal(&rx) && hy.equal(&ry), "epoch {epoch}");
+        }
+    }
+    let other_padding = LoaderOptions {
+        augmentation: Augmentation::NONE,
+        ..options
+    };
+    let other_norm = Normalization::identity(3);
+    let other_data = rgb(49);
+    let refused = [
+        BatchLoader::with_resident(&dataset, &norm, other_padding, &upload),
+        BatchLoader::with_resident(&dataset, &other_norm, options, &upload),
+        BatchLoader::with_resident(&other_data, &norm, options, &upload),
+    ];
+    for (case, loader) in refused.into_iter().enumerate() {
+        let message = loader.unwrap_err().to_string();
+        assert!(message.contains("uploaded for"), "case {case}: {message}");
+    }
 }
 
 #[test]
