@@ -123,6 +123,7 @@ fn every_key_round_trips_through_the_spec_and_its_toml() {
                 let got = match key.name {
                     "device" => runtime.device.map(toml::Value::String),
                     "tensorboard" => Some(toml::Value::Boolean(runtime.tensorboard)),
+                    "resident_data" => Some(toml::Value::Boolean(runtime.resident_data)),
                     "workers" => runtime.workers.map(|t| toml::Value::Integer(t as i64)),
                     _ => runtime.threads.map(|t| toml::Value::Integer(t as i64)),
                 };

@@ -205,6 +205,7 @@ impl RunArgs {
             // Experiments train in-memory data sets, which have no decoding
             // threads.
             workers: None,
+            resident_data: false,
         }
     }
 

@@ -142,6 +142,14 @@ pub struct Runtime {
     /// not depend on it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub workers: Option<usize>,
+    /// Keep the training split on the device and build its batches there
+    /// ([`csam_data::LoaderOptions::resident`]): meant for a GPU and data
+    /// that fits in its memory (CIFAR-sized). A runtime setting: the
+    /// batches are the same bits either way, so on the CPU it changes
+    /// nothing but where the gather runs. Absent in older `runtime.toml`
+    /// files: off.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub resident_data: bool,
 }
 
 fn default_tensorboard() -> bool {
@@ -155,6 +163,7 @@ impl Default for Runtime {
             threads: None,
             tensorboard: default_tensorboard(),
             workers: None,
+            resident_data: false,
         }
     }
 }

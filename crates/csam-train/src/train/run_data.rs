@@ -4,7 +4,9 @@
 //!
 //! - In memory (every source but `imagenet:`): the splits of
 //!   [`crate::spec::DataSpec::splits`], normalised with the mean and std
-//!   fitted on the training split, batched by [`csam_data::BatchLoader`].
+//!   fitted on the training split, batched by [`csam_data::BatchLoader`];
+//!   with `resident_data` the training split is uploaded to the device once
+//!   ([`csam_data::ResidentData`]) and every epoch's batches are built there.
 //! - Streamed (`imagenet:DIR`): file lists only
 //!   ([`csam_data::streaming::ImageNetSplits`]: `train/`, and `val/` split
 //!   20 / 80 into validation and test by the split seed), decoded by worker
@@ -23,7 +25,8 @@ use csam_data::streaming::{
     ImageFiles, ImageNetSplits, ImageTransform, StreamOptions, StreamingLoader,
 };
 use csam_data::{
-    Augmentation, BatchLoader, DatasetSpec, LoaderOptions, Normalization, Shard, Splits,
+    Augmentation, BatchLoader, Dataset, DatasetSpec, LoaderOptions, Normalization, ResidentData,
+    Shard, Splits,
 };
 use csam_nn::model::{InputShape, Mode, Model};
 use tch::{Device, Tensor};
@@ -41,6 +44,8 @@ pub const STREAMED_IMAGE_SIZE: usize = 224;
 pub struct RunData {
     parts: Parts,
     normalization: Normalization,
+    /// The training split on the device (`resident_data`).
+    resident: Option<ResidentData>,
 }
 
 enum Parts {
@@ -65,9 +70,19 @@ pub struct TrainEpoch<'a> {
 impl RunData {
     /// Loads (or lists, for a streamed source) the data of `spec` and splits
     /// off its validation part; a streamed source decodes with `workers`
-    /// threads.
-    pub fn load(spec: &RunSpec, workers: usize) -> Result<RunData> {
+    /// threads. With `resident`, the training split is uploaded to that
+    /// device (an in-memory source only).
+    pub fn load(spec: &RunSpec, workers: usize, resident: Option<Device>) -> Result<RunData> {
         if let DatasetSpec::ImageNet(dir) = &spec.data.source {
+            if resident.is_some() {
+                return Err(ConfigError::invalid(
+                    "resident_data",
+                    true,
+                    "an imagenet: source is streamed from disk batch by batch and never held \
+                     in memory; resident_data keeps an in-memory data set on the device",
+                )
+                .into());
+            }
             let name = spec.data.source.to_string();
             let splits = ImageNetSplits::open(dir, &name, spec.data.split_seed(spec.seed))?;
             return Ok(RunData {
@@ -78,13 +93,26 @@ impl RunData {
                     workers,
                 },
                 normalization: Normalization::imagenet(),
+                resident: None,
             });
         }
         let splits = spec.data.splits(spec.seed)?;
         let normalization = Normalization::fit(&splits.train)?;
+        let resident = match resident {
+            Some(device) => {
+                let options = train_options(spec, &splits.train, device, Shard::WHOLE);
+                Some(ResidentData::upload(
+                    &splits.train,
+                    &normalization,
+                    &options,
+                )?)
+            }
+            None => None,
+        };
         Ok(RunData {
             parts: Parts::InMemory(Box::new(splits)),
             normalization,
+            resident,
         })
     }
 
@@ -139,16 +167,14 @@ impl RunData {
         match &self.parts {
             Parts::InMemory(splits) => {
                 let train = &splits.train;
-                let augmentation = match spec.data.augment {
-                    true => Augmentation::standard(train.height, train.width),
-                    false => Augmentation::NONE,
+                let options = train_options(spec, train, device, shard);
+                let normalization = &self.normalization;
+                let loader = match &self.resident {
+                    Some(resident) => {
+                        BatchLoader::with_resident(train, normalization, options, resident)?
+                    }
+                    None => BatchLoader::new(train, normalization, options)?,
                 };
-                let options = LoaderOptions {
-                    shuffle: spec.data.shuffle,
-                    shard,
-                    ..LoaderOptions::training(spec.batch_size, augmentation, spec.seed, device)
-                };
-                let loader = BatchLoader::new(train, &self.normalization, options)?;
                 let order = loader.order(epoch);
                 let batches = loader.epoch(epoch).map(Ok);
                 Ok(TrainEpoch {
@@ -247,6 +273,21 @@ impl RunData {
             ));
         }
         Ok(())
+    }
+}
+
+/// How the training split `train` of `spec` is batched on `device`, or
+/// `shard`'s part of each batch: shuffled as the spec says, with the standard
+/// augmentation of its image size when the spec augments.
+fn train_options(spec: &RunSpec, train: &Dataset, device: Device, shard: Shard) -> LoaderOptions {
+    let augmentation = match spec.data.augment {
+        true => Augmentation::standard(train.height, train.width),
+        false => Augmentation::NONE,
+    };
+    LoaderOptions {
+        shuffle: spec.data.shuffle,
+        shard,
+        ..LoaderOptions::training(spec.batch_size, augmentation, spec.seed, device)
     }
 }
 

@@ -146,7 +146,7 @@ pub fn prepare_replica(request: &TrainRequest, replica: Option<Replica>) -> Resu
             plan => plan == PLAN_RESUME,
         };
         request.runtime.apply_threads();
-        let session = Session::prepare(spec, device, request.runtime.data_workers(), replica)?;
+        let session = Session::prepare(spec, device, &request.runtime, replica)?;
         let training = Training::new(request, session, (run_dir, resuming), None);
         return Ok(PreparedRun::train(Vec::new(), training));
     }
@@ -181,7 +181,7 @@ pub fn prepare_replica(request: &TrainRequest, replica: Option<Replica>) -> Resu
     };
     preflight::check_writable(run_dir.root())?;
     request.runtime.apply_threads();
-    let session = Session::prepare(spec, device, request.runtime.data_workers(), replica)?;
+    let session = Session::prepare(spec, device, &request.runtime, replica)?;
     notices.extend(notice::full_batch(spec.batch_size, session.data.n_train()));
     let run_bytes = session.estimated_output_bytes();
     let needed = match resuming {

@@ -16,7 +16,7 @@ use super::replica::Replica;
 use super::run_data::RunData;
 use super::rundir::{RunDir, Split};
 use crate::spec::{
-    BaseSpec, LossSpec, MixingSpec, ModelSpec, OptimSpec, RunSpec, Schedule, UpdateRule,
+    BaseSpec, LossSpec, MixingSpec, ModelSpec, OptimSpec, RunSpec, Runtime, Schedule, UpdateRule,
 };
 use csam_data::{BatchLoader, Dataset, LoaderOptions, Normalization};
 use csam_nn::loss::{AdaFocal, AdaFocalBins, CorrectnessHistory, TrainingLoss};
@@ -116,16 +116,19 @@ impl Session {
     /// the spec's init weights) and the optimizer. A resumed run then
     /// overwrites the weights with its checkpoint's. A data-parallel
     /// `replica` trains its part of every batch and averages its gradients
-    /// with the other replicas' ([`super::replica`]).
+    /// with the other replicas' ([`super::replica`]). `runtime` says how the
+    /// data is read: decoding threads of a streamed source, the training
+    /// split kept on `device` with `resident_data`.
     pub fn prepare(
         spec: &RunSpec,
         device: Device,
-        workers: usize,
+        runtime: &Runtime,
         replica: Option<Replica>,
     ) -> Result<Session> {
         RunData::check_spec(spec)?;
+        let resident = runtime.resident_data.then_some(device);
         // A source without a training part is refused by the split, which names it.
-        let data = RunData::load(spec, workers)?;
+        let data = RunData::load(spec, runtime.data_workers(), resident)?;
         if let Some(replica) = &replica {
             replica.check_spec(spec, data.n_train())?;
         }
