@@ -42,7 +42,8 @@ pub struct LoaderOptions {
     /// the augmentations and sends them with the sample indices. Meant for a
     /// GPU and data that fits in its memory (CIFAR-sized; refused above
     /// [`crate::RESIDENT_DEVICE_LIMIT`]); the batches are the same bits as
-    /// without it, so on the CPU it changes nothing but where the gather runs.
+    /// without it, so on the CPU it changes nothing but where the gather runs
+    /// (and is slower there: the gathers go through `i64` index tensors).
     pub resident: bool,
 }
 

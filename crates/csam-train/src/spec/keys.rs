@@ -305,7 +305,7 @@ pub static KEYS: &[Key] = &[
     runtime("workers", Count,
         "Threads that decode a streamed data set's images (imagenet:DIR); the batches do not depend on it (default: one per core)"),
     runtime("resident_data", Switch,
-        "Keep the training split on the device (padded bytes, at most 4 GiB off the CPU) and crop, flip and normalise each batch there, so a GPU never waits for the host; in-memory data sets only (not imagenet:DIR). The batches are the same bits either way: on the CPU it changes nothing but where the gather runs (default false)"),
+        "Keep the training split on the device (padded bytes, at most 4 GiB off the CPU) and crop, flip and normalise each batch there, so a GPU never waits for the host; in-memory data sets only (not imagenet:DIR). The batches are the same bits either way: on the CPU it changes nothing but where the gather runs, and is slower there (default false)"),
     runtime("tensorboard", Switch,
         "Write a TensorBoard event file (events.out.tfevents.*) into the run directory: every number of metrics.jsonl per epoch and, with track_theory, of theory.jsonl per step; tensorboard --logdir DIR plots it, also while the run trains. On by default: under a kilobyte per epoch, one append per epoch, and no number of the run changes (default true)"),
 ];

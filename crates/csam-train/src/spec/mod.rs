@@ -146,7 +146,7 @@ pub struct Runtime {
     /// ([`csam_data::LoaderOptions::resident`]): meant for a GPU and data
     /// that fits in its memory (CIFAR-sized). A runtime setting: the
     /// batches are the same bits either way, so on the CPU it changes
-    /// nothing but where the gather runs. Absent in older `runtime.toml`
+    /// nothing but where the gather runs (and is slower there). Absent in older `runtime.toml`
     /// files: off.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub resident_data: bool,
