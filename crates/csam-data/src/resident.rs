@@ -159,8 +159,8 @@ impl ResidentData {
             .expand([b, c, h, w], false);
         let bytes = images.gather(3, &columns, false);
         let offsets = (Tensor::arange(c, (Kind::Int64, device)) * 256).view([1, c, 1, 1]);
-        let xs = self.tables.take(&(bytes.to_kind(Kind::Int64) + offsets));
-        (xs, self.labels.index_select(0, &index))
+        let pixels = self.tables.take(&(bytes.to_kind(Kind::Int64) + offsets));
+        (pixels, self.labels.index_select(0, &index))
     }
 }
 
