@@ -467,7 +467,8 @@ fn check_resume_spec(run_dir: &RunDir, spec: &RunSpec) -> Result<()> {
     } else {
         Err(TrainError::RunDir(format!(
             "resuming with settings that differ from {} ({}); a resumed run must use the \
-             settings it started with (only the device and the thread count may change)",
+             settings it started with (only the runtime settings may change: device, threads, \
+             workers, resident_data, tensorboard)",
             run_dir.config().display(),
             changed.join(", ")
         )))
