@@ -17,6 +17,7 @@ use tch::{Device, Kind, Tensor};
 use crate::spec::{LossSpec, MixingSpec, ModelSpec, OptimSpec, OptimizerFamily, UpdateRule};
 use crate::train::error::{Result, TrainError};
 use csam_nn::device::device_name;
+use csam_nn::model::memory_format::MemoryFormat;
 use csam_nn::model::precision::Precision;
 use csam_nn::model::{InputShape, ModelKind};
 
@@ -47,6 +48,9 @@ pub struct BenchOptions {
     pub device: Device,
     /// Precision of the forward passes (autocast, [`csam_nn::model::precision`]).
     pub precision: Precision,
+    /// Layout of the convolution weights and batches
+    /// ([`csam_nn::model::memory_format`]).
+    pub memory_format: MemoryFormat,
 }
 
 /// One row of the table.
@@ -120,6 +124,7 @@ fn bench_case(
     let model = ModelSpec {
         arch: kind,
         precision: options.precision,
+        memory_format: options.memory_format,
         ..ModelSpec::default()
     }
     .normalized();
@@ -196,12 +201,13 @@ pub fn format_table(rows: &[BenchRow], options: &BenchOptions) -> String {
         width,
     } = options.input;
     let mut out = format!(
-        "csam {}, device {}, threads {}, precision {}, batch {}, input {channels}x{height}x{width}, \
-         {} warm-up + {} timed steps (median)\n",
+        "csam {}, device {}, threads {}, precision {}, memory format {}, batch {}, \
+         input {channels}x{height}x{width}, {} warm-up + {} timed steps (median)\n",
         env!("CARGO_PKG_VERSION"),
         device_name(options.device),
         tch::get_num_threads(),
         options.precision.name(),
+        options.memory_format.name(),
         options.batch_size,
         options.warmup,
         options.steps,
@@ -254,6 +260,7 @@ mod tests {
             steps: 2,
             device: Device::Cpu,
             precision: Precision::Fp32,
+            memory_format: MemoryFormat::Contiguous,
         };
         let rows = run_bench(&options).unwrap();
         let names: Vec<String> = rows.iter().map(|r| r.optimizer.to_string()).collect();
