@@ -278,6 +278,36 @@ mod tests {
         assert!(table.contains("input 1x28x28"));
     }
 
+    /// channels_last reaches the benchmark's model (its FLOPs are the
+    /// contiguous model's) and its table's header, and is refused for the
+    /// MLP as in training.
+    #[test]
+    fn channels_last_bench_times_the_same_model() {
+        let options = |model: &str, memory_format| BenchOptions {
+            models: vec![model.into()],
+            optimizers: vec![OptimizerFamily::Sgd],
+            input: InputShape {
+                channels: 1,
+                height: 8,
+                width: 8,
+            },
+            n_classes: 10,
+            batch_size: 4,
+            warmup: 0,
+            steps: 1,
+            device: Device::Cpu,
+            precision: Precision::Fp32,
+            memory_format,
+        };
+        let nhwc = options("cnn", MemoryFormat::ChannelsLast);
+        let rows = run_bench(&nhwc).unwrap();
+        let plain = run_bench(&options("cnn", MemoryFormat::Contiguous)).unwrap();
+        assert_eq!(rows[0].step_flops, plain[0].step_flops);
+        assert!(format_table(&rows, &nhwc).contains("memory format channels_last"));
+        let refused = run_bench(&options("mlp", MemoryFormat::ChannelsLast)).unwrap_err();
+        assert!(refused.to_string().contains("not mlp"), "{refused}");
+    }
+
     #[test]
     fn median_of_odd_and_even() {
         assert_eq!(median(&mut [3.0, 1.0, 2.0]), 2.0);
