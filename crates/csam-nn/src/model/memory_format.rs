@@ -232,6 +232,74 @@ mod tests {
         }
     }
 
+    /// Members (BatchEnsemble, MIMO) and Gaussian layers (mean-field,
+    /// rank-1) compute in channels_last what they compute contiguous, from
+    /// the same weights and noise seed, to float tolerance.
+    #[test]
+    fn members_and_posteriors_compute_the_same_in_channels_last() {
+        use crate::model::{build_model_in, Bayesian, Ensemble, InputShape, Mode, ModelOptions};
+        let batch_ensemble = Ensemble::BatchEnsemble {
+            size: 2,
+            random_sign_init: -0.5,
+        };
+        let cases = [
+            (batch_ensemble, Bayesian::None),
+            (
+                Ensemble::Mimo {
+                    size: 2,
+                    input_repetition: 0.0,
+                    batch_repetitions: 1,
+                },
+                Bayesian::None,
+            ),
+            (
+                Ensemble::Single,
+                Bayesian::MeanField {
+                    prior_std: 1.0,
+                    samples: 2,
+                    kl_annealing_epochs: 0,
+                },
+            ),
+            (
+                batch_ensemble,
+                Bayesian::Rank1 {
+                    prior_std: 0.1,
+                    samples: 1,
+                    kl_annealing_epochs: 0,
+                },
+            ),
+        ];
+        let input = InputShape {
+            channels: 3,
+            height: 6,
+            width: 5,
+        };
+        let xs = Tensor::randn([4, 3, 6, 5], (Kind::Float, Device::Cpu));
+        for (ensemble, bayesian) in cases {
+            let logits = |memory_format, from: Option<&VarStore>| {
+                let mut vs = VarStore::new(Device::Cpu);
+                let options = ModelOptions {
+                    ensemble,
+                    bayesian,
+                    memory_format,
+                    ..ModelOptions::default()
+                };
+                let model = build_model_in("cnn".parse().unwrap(), &vs, input, 4, &options)
+                    .unwrap_or_else(|e| panic!("{ensemble:?} {bayesian:?}: {e}"));
+                if let Some(from) = from {
+                    vs.copy(from).unwrap();
+                }
+                model.set_noise_seed(3);
+                let train = model.forward_mode(&xs, Mode::Train);
+                (vs, train)
+            };
+            let (nhwc_vs, nhwc) = logits(MemoryFormat::ChannelsLast, None);
+            let (_, plain) = logits(MemoryFormat::Contiguous, Some(&nhwc_vs));
+            let d = (&nhwc - &plain).abs().max().double_value(&[]);
+            assert!(d < 1e-5, "{ensemble:?} {bayesian:?}: logits differ by {d}");
+        }
+    }
+
     /// A weights file is the same bytes whichever layout the model holds
     /// (`weights::save_safetensors` writes the standard one).
     #[test]
