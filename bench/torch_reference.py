@@ -10,11 +10,16 @@ pass 2 (same batch) with cross entropy (SAM) or the CSAM loss, BatchNorm
 running statistics restored to their post-pass-1 values; theta restored by
 copy; SGD (momentum 0.9, weight decay 5e-4) steps with g'.
 
+`--channels-last` times the model as csam's `--memory-format channels_last`
+runs it: `model.to(memory_format=torch.channels_last)` once, and every forward
+pass's batch converted with `contiguous(memory_format=torch.channels_last)`.
+
     .venv/bin/python bench/torch_reference.py --input cifar --steps 5 --threads 2
     .venv/bin/python bench/torch_reference.py --input imagenet --models resnet50,vit-s16 \
         --batch-size 32 --warmup 1 --steps 3
     .venv/bin/python bench/torch_reference.py --flops > bench/flops_reference.json
     .venv/bin/python bench/torch_reference.py --device cuda --precision bf16
+    .venv/bin/python bench/torch_reference.py --models resnet20 --channels-last
 
 `--flops` counts the multiply-adds of one example's forward pass with
 PyTorch's FlopCounterMode (convolutions and matrix products; half its FLOPs),
@@ -85,8 +90,9 @@ def csam_loss(logits, ys, gamma):
 
 
 class Stepper:
-    def __init__(self, model, family, autocast):
+    def __init__(self, model, family, autocast, memory_format):
         self.model, self.family, self.autocast = model, family, autocast
+        self.memory_format = memory_format
         self.params = [p for p in model.parameters() if p.requires_grad]
         self.buffers = [b for name, b in model.named_buffers() if "running" in name]
         self.opt = torch.optim.SGD(self.params, lr=LR, momentum=MOMENTUM, weight_decay=WEIGHT_DECAY)
@@ -98,7 +104,10 @@ class Stepper:
 
     def forward(self, xs):
         """The logits, under autocast when timing a lower precision (as csam's
-        --precision: the forward pass in the region, logits back in float32)."""
+        --precision: the forward pass in the region, logits back in float32),
+        of the batch in the model's memory format (as csam's Model converts
+        it in every forward pass)."""
+        xs = xs.contiguous(memory_format=self.memory_format)
         if self.autocast is None:
             return self.model(xs)
         with torch.autocast(xs.device.type, dtype=self.autocast):
@@ -158,8 +167,10 @@ def peak_bytes(device):
 def bench_case(kind, family, args, device):
     shape, n_classes = INPUTS[args.input], CLASSES[args.input]
     torch.manual_seed(0)
+    memory_format = torch.channels_last if args.channels_last else torch.contiguous_format
     model = build(kind, shape, n_classes).to(device).train()
-    stepper = Stepper(model, family, PRECISIONS[args.precision])
+    model = model.to(memory_format=memory_format)
+    stepper = Stepper(model, family, PRECISIONS[args.precision], memory_format)
     xs = torch.randn(args.batch_size, *shape, device=device)
     ys = torch.randint(n_classes, (args.batch_size,), device=device)
     reset_peak(device)
@@ -191,6 +202,8 @@ def main():
     parser.add_argument("--threads", type=int)
     parser.add_argument("--precision", choices=sorted(PRECISIONS), default="fp32",
                         help="forward passes under torch.autocast in bf16 / fp16 (fp16 with torch.amp.GradScaler)")
+    parser.add_argument("--channels-last", action="store_true",
+                        help="convolution weights and batches in torch.channels_last (csam's --memory-format)")
     parser.add_argument("--flops", action="store_true", help="print forward MACs as JSON and exit")
     args = parser.parse_args()
     if args.flops:
@@ -217,6 +230,7 @@ def main():
     c, h, w = shape
     print(f"torch {torch.__version__}, device {device}, threads {torch.get_num_threads()}, "
           f"precision {args.precision}, "
+          f"memory format {'channels_last' if args.channels_last else 'contiguous'}, "
           f"batch {args.batch_size}, input {c}x{h}x{w}, {args.warmup} warm-up + {args.steps} timed steps (median)")
     print(f"{'model':<18} {'opt':<6} {'ms/step':>10} {'img/s':>10} {'peak MiB':>12} {'GFLOP/step':>12} {'GFLOP/s':>9} {'x SGD':>7}")
     for r in rows:

@@ -17,8 +17,12 @@
 
 mod support;
 
+use csam_nn::model::memory_format::{is_channels_last, MemoryFormat};
 use csam_nn::model::precision::Precision;
-use csam_nn::model::{build_model_with, InputShape, Mode, Model, ModelKind, ModelOptions};
+use csam_nn::model::weights::save_safetensors;
+use csam_nn::model::{
+    build_model_in, build_model_with, InputShape, Mode, Model, ModelKind, ModelOptions,
+};
 use std::path::{Path, PathBuf};
 use std::sync::MutexGuard;
 use support::{lock_generator, python};
@@ -669,4 +673,153 @@ fn autocast_matches_torch_autocast() {
             assert!(d <= 1e-6, "{label}: gradient of {name} differs by {d}");
         }
     }
+}
+
+/// How far channels_last results may be from PyTorch's and from the
+/// contiguous model's (float32), relative to `max(|reference|, 1)`: the
+/// kernels of the two layouts sum in other orders.
+const CHANNELS_LAST_TOLERANCE: f64 = 1e-5;
+
+/// A model's eval logits, then the cross entropy of a train-mode pass and
+/// its gradient for every parameter (by name, sorted).
+fn eval_loss_grads(
+    model: &Model,
+    vs: &nn::VarStore,
+    (x, labels): (&Tensor, &Tensor),
+) -> (Tensor, Tensor, Vec<(String, Tensor)>) {
+    let eval = tch::no_grad(|| model.forward_t(x, false));
+    let loss = model.forward_t(x, true).cross_entropy_for_logits(labels);
+    let params = parameters(vs);
+    let tensors: Vec<Tensor> = params.iter().map(|(_, t)| t.shallow_clone()).collect();
+    let grads = Tensor::run_backward(&[&loss], &tensors, false, false);
+    let named = params.into_iter().map(|(n, _)| n).zip(grads).collect();
+    (eval, loss, named)
+}
+
+/// The memory format channels_last: the small CNN and ResNet-20 built with
+/// it ([`build_model_in`]) hold every convolution weight in NHWC strides and
+/// compute what PyTorch computes after `model.to(memory_format=
+/// torch.channels_last)` on the converted batch, from the same weights: eval
+/// logits, the cross entropy of a train-mode pass and every gradient (the
+/// convolutions' in NHWC strides, as PyTorch's), to
+/// [`CHANNELS_LAST_TOLERANCE`]; and what the same weights compute
+/// contiguous, to the same tolerance. The weights file it writes is
+/// PyTorch's standard layout (twins.py loads it with `strict=True`).
+#[test]
+fn channels_last_matches_torch_channels_last() {
+    let Some((_generator, python, dir)) = twin_test(12) else {
+        return;
+    };
+    let cases = [("cnn", shape(3, 9, 7), 5), ("resnet20", shape(3, 8, 8), 10)];
+    let mut manifest = Vec::new();
+    let mut rust_side = Vec::new();
+    for (i, &(kind, input, n_classes)) in cases.iter().enumerate() {
+        let case = Case {
+            kind,
+            input,
+            n_classes,
+            options: ModelOptions {
+                memory_format: MemoryFormat::ChannelsLast,
+                ..Default::default()
+            },
+        };
+        let vs = nn::VarStore::new(Device::Cpu);
+        let model =
+            build_model_in(kind.parse().unwrap(), &vs, input, n_classes, &case.options).unwrap();
+        randomise_buffers(&vs);
+        let convs: Vec<(String, Tensor)> = parameters(&vs)
+            .into_iter()
+            .filter(|(_, t)| t.dim() == 4)
+            .collect();
+        assert!(!convs.is_empty(), "{kind}: no convolution weights");
+        for (name, w) in &convs {
+            assert!(
+                is_channels_last(w) && !w.is_contiguous(),
+                "{kind}: {name} is not in channels_last"
+            );
+        }
+        // The same weights, contiguous.
+        let mut plain_vs = nn::VarStore::new(Device::Cpu);
+        let plain = build_model_with(
+            kind.parse().unwrap(),
+            &plain_vs.root(),
+            input,
+            n_classes,
+            &ModelOptions::default(),
+        )
+        .unwrap();
+        plain_vs.copy(&vs).unwrap();
+        let x = Tensor::randn(
+            [6, input.channels, input.height, input.width],
+            (Kind::Float, Device::Cpu),
+        );
+        let labels = Tensor::randint(n_classes, [6], (Kind::Int64, Device::Cpu));
+        let file = |stem: &str| dir.path().join(format!("nhwc{i}_{stem}.safetensors"));
+        save_safetensors(&vs, &file("rust_weights")).unwrap();
+        Tensor::write_safetensors(&[("x", &x), ("labels", &labels)], file("input")).unwrap();
+        let channels_last = eval_loss_grads(&model, &vs, (&x, &labels));
+        let contiguous = eval_loss_grads(&plain, &plain_vs, (&x, &labels));
+        let mut entry = architecture(&case);
+        entry.extend([
+            ("channels_last".to_string(), serde_json::json!(true)),
+            ("input".to_string(), serde_json::json!(file("input"))),
+            (
+                "rust_weights".to_string(),
+                serde_json::json!(file("rust_weights")),
+            ),
+            ("out".to_string(), serde_json::json!(file("out"))),
+        ]);
+        manifest.push(entry.into());
+        rust_side.push((channels_last, contiguous));
+    }
+    run_twins(&python, dir.path(), manifest);
+    let worst = std::cell::Cell::new((0.0f64, 0.0f64));
+    let close = |what: &str, a: &Tensor, b: &Tensor| {
+        let d = max_abs_diff(a, b) / b.abs().max().double_value(&[]).max(1.0);
+        assert!(d <= CHANNELS_LAST_TOLERANCE, "{what} differs by {d}");
+        let (torch, plain) = worst.get();
+        worst.set(if what.ends_with("(PyTorch)") {
+            (torch.max(d), plain)
+        } else {
+            (torch, plain.max(d))
+        });
+    };
+    for (i, ((kind, ..), (channels_last, contiguous))) in cases.iter().zip(rust_side).enumerate() {
+        let out =
+            Tensor::read_safetensors(dir.path().join(format!("nhwc{i}_out.safetensors"))).unwrap();
+        let (eval, loss, grads) = channels_last;
+        close(
+            &format!("{kind}: eval logits (PyTorch)"),
+            &eval,
+            get(&out, "eval"),
+        );
+        close(
+            &format!("{kind}: eval logits (contiguous)"),
+            &eval,
+            &contiguous.0,
+        );
+        close(
+            &format!("{kind}: loss (PyTorch)"),
+            &loss.reshape([1]),
+            get(&out, "loss"),
+        );
+        close(&format!("{kind}: loss (contiguous)"), &loss, &contiguous.1);
+        for ((name, grad), (_, plain)) in grads.iter().zip(&contiguous.2) {
+            if grad.dim() == 4 {
+                assert!(is_channels_last(grad), "{kind}: {name}'s gradient is NCHW");
+            }
+            close(
+                &format!("{kind}: gradient of {name} (PyTorch)"),
+                grad,
+                get(&out, &format!("grad.{name}")),
+            );
+            close(
+                &format!("{kind}: gradient of {name} (contiguous)"),
+                grad,
+                plain,
+            );
+        }
+    }
+    let (torch, plain) = worst.get();
+    eprintln!("largest relative differences: PyTorch {torch:e}, contiguous {plain:e}");
 }

@@ -48,6 +48,7 @@ fn sample_value(name: &str, kind: ValueKind) -> toml::Value {
         "edges" => V::String("left-closed-with-one-bin".into()),
         "adaptive" => V::String("chunked".into()),
         "precision" => V::String("bf16".into()),
+        "memory_format" => V::String("channels_last".into()),
         // Files the spec only checks for existence.
         "init" | "script" => V::String(env!("CARGO_MANIFEST_DIR").to_string() + "/Cargo.toml"),
         "val_size" => V::Float(0.2),
@@ -975,4 +976,70 @@ fn batch_ensemble_applies_to_its_models_and_stays_out_of_old_configs() {
         }
         other => panic!("batch-ensemble on wrn-16-4: {other:?}"),
     }
+}
+
+#[test]
+fn channels_last_applies_to_the_convolutional_models_and_stays_out_of_old_configs() {
+    use csam_nn::model::memory_format::MemoryFormat;
+    use csam_nn::model::ModelKind;
+    // The key table's models are the registry's convolutional ones.
+    let Some(Applies::When { selector, values }) = KEYS
+        .iter()
+        .find(|k| k.name == "memory_format")
+        .map(|k| k.applies)
+    else {
+        panic!("memory_format applies to some models");
+    };
+    assert_eq!(selector, "model");
+    let registered: Vec<&str> = ModelKind::all()
+        .filter(ModelKind::is_convolutional)
+        .map(|kind| kind.name())
+        .collect();
+    assert_eq!(values, registered.as_slice());
+    // Contiguous by default, and left out of config.toml, so a run written
+    // before the key existed loads and compares equal.
+    let plain = build(&[("model", "resnet20".into())]).unwrap();
+    assert_eq!(plain.model.memory_format, MemoryFormat::Contiguous);
+    assert!(!plain.to_toml().contains("memory_format"));
+    let on = build(&[
+        ("model", "resnet20".into()),
+        ("memory_format", "channels_last".into()),
+    ])
+    .unwrap();
+    on.validate().unwrap();
+    assert_eq!(on.model.options().memory_format, MemoryFormat::ChannelsLast);
+    assert!(on
+        .differences(&plain)
+        .iter()
+        .any(|d| d.contains("memory_format")));
+    let saved = RunSpec::from_saved_toml(&on.to_toml(), "config.toml").unwrap();
+    assert_eq!(saved, on);
+    // Refused by flag on a model without convolutions, and in a nested
+    // config.toml, which bypasses the flat keys' branch check; an unknown
+    // name is refused naming both formats.
+    let flags = build(&[
+        ("model", "mlp".into()),
+        ("memory_format", "channels_last".into()),
+    ]);
+    assert!(
+        matches!(flags, Err(ConfigError::Inapplicable { .. })),
+        "{flags:?}"
+    );
+    let nested = "schema = 2\n[data]\nsource = \"digits\"\n[model]\narch = \"vit-ti16\"\n\
+                  memory_format = \"channels_last\"\n";
+    let spec = RunSpec::from_saved_toml(nested, "x.toml").unwrap();
+    match spec.validate() {
+        Err(ConfigError::Invalid { key, reason, .. }) => {
+            assert_eq!(key, "memory_format");
+            assert!(
+                reason.contains("applies only to cnn, resnet20")
+                    && reason.ends_with("not vit-ti16"),
+                "{reason}"
+            );
+        }
+        other => panic!("channels_last on vit-ti16: {other:?}"),
+    }
+    let unknown = build(&[("model", "cnn".into()), ("memory_format", "nhwc".into())]);
+    let message = unknown.unwrap_err().to_string();
+    assert!(message.contains("channels_last"), "{message}");
 }

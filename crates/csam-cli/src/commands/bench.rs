@@ -75,6 +75,10 @@ pub struct BenchArgs {
     /// dynamic loss scaling as training runs it (as `bench/torch_reference.py --precision`).
     #[arg(long, default_value = "fp32", value_parser = Choices::of(choices::precision_names()))]
     precision: String,
+    /// Layout of the convolution weights and batches: contiguous (NCHW) or channels_last
+    /// (NHWC, for the convolutional models; as `bench/torch_reference.py --channels-last`).
+    #[arg(long, default_value = "contiguous", value_parser = Choices::of(choices::memory_format_names()))]
+    memory_format: String,
     /// Print the rows as JSON instead of a table.
     #[arg(long)]
     json: bool,
@@ -134,6 +138,10 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
             .precision
             .parse()
             .map_err(|e| anyhow::anyhow!("--precision {:?}: {e}", args.precision))?,
+        memory_format: args
+            .memory_format
+            .parse()
+            .map_err(|e| anyhow::anyhow!("--memory-format {:?}: {e}", args.memory_format))?,
     };
     let rows = run_bench(&options)?;
     if args.json {

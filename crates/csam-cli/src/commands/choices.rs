@@ -14,6 +14,7 @@ use csam_calib::binning::{AdaptiveVariant, EdgeConvention};
 use csam_lab::experiment::method::{self, Method};
 use csam_nn::loss::TrainingLoss;
 use csam_nn::mixing::Mixing;
+use csam_nn::model::memory_format::MemoryFormat;
 use csam_nn::model::precision::Precision;
 use csam_nn::model::{Bayesian, Ensemble, Head, ModelKind};
 use csam_nn::optim::SamPolicy;
@@ -82,6 +83,7 @@ pub fn of_key(key: &str) -> Option<Vec<&'static str>> {
         "edges" => variants::<EdgeConvention>(None),
         "adaptive" => variants::<AdaptiveVariant>(None),
         "precision" => precision_names(),
+        "memory_format" => memory_format_names(),
         _ => return None,
     })
 }
@@ -89,6 +91,11 @@ pub fn of_key(key: &str) -> Option<Vec<&'static str>> {
 /// The precisions of a model's forward passes.
 pub fn precision_names() -> Vec<&'static str> {
     variants::<Precision>(None)
+}
+
+/// The layouts of a convolutional model's weights and batches.
+pub fn memory_format_names() -> Vec<&'static str> {
+    variants::<MemoryFormat>(None)
 }
 
 /// The model registry's architectures (`torchscript` takes its file as

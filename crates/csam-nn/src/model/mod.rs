@@ -36,6 +36,7 @@ mod head;
 mod imagenet_resnet;
 mod layers;
 mod macs;
+pub mod memory_format;
 mod mimo;
 mod mlp;
 mod noise;
@@ -57,7 +58,7 @@ pub use head::Head;
 pub use imagenet_resnet::{Blocks, ImageNetResNet, ResNetLayout, Stem};
 pub use mlp::Mlp;
 pub use pyramidnet::{PyramidNet, PyramidUnit};
-pub use registry::{build_model, build_model_with, ModelKind, ModelOptions};
+pub use registry::{build_model, build_model_in, build_model_with, ModelKind, ModelOptions};
 pub use resnet::ResNet;
 pub use torchscript::TorchScriptNetwork;
 pub use vit::{VisionTransformer, VitShape};
@@ -210,6 +211,8 @@ pub struct Model {
     posterior: Option<Arc<bayesian::Posterior>>,
     /// The precision of its forward passes; its logits are float32 whatever it is.
     precision: precision::Precision,
+    /// The layout its forward passes give a 4-D input batch.
+    memory_format: memory_format::MemoryFormat,
 }
 
 /// The outputs of a forward pass: the model's logits and, for a model with
@@ -301,14 +304,16 @@ impl Model {
     }
 
     /// The forward pass in `mode` of the network as it is (with a
-    /// posterior, the weights of the current seed).
+    /// posterior, the weights of the current seed), on the batch laid out in
+    /// the model's memory format.
     fn sampled_outputs(&self, xs: &Tensor, mode: Mode) -> Outputs {
         if !self.ensemble.is_single() {
             let m = self.ensemble.members();
             return self.member_outputs(&ensemble::tile_members(xs, m), mode);
         }
         let (linear, etf) = self.precision.autocast(xs.device(), || {
-            let features = self.network.features(xs, mode);
+            let xs = self.memory_format.apply(xs);
+            let features = self.network.features(&xs, mode);
             let etf = self.balcal.as_ref().map(|b| b.etf_logits(&features, mode));
             (self.network.classify(&features), etf)
         });
@@ -344,12 +349,15 @@ impl Model {
             .precision
             .autocast(stacked.device(), || match self.ensemble {
                 Ensemble::Mimo { .. } => {
-                    let joined = mimo::concat_members(stacked, m);
+                    let joined = self.memory_format.apply(&mimo::concat_members(stacked, m));
                     let logits = self.network.classify(&self.network.features(&joined, mode));
                     mimo::split_heads(&logits, m)
                 }
                 Ensemble::Single | Ensemble::BatchEnsemble { .. } => {
-                    let logits = self.network.classify(&self.network.features(stacked, mode));
+                    let stacked = self.memory_format.apply(stacked);
+                    let logits = self
+                        .network
+                        .classify(&self.network.features(&stacked, mode));
                     logits.reshape([m, -1, logits.size()[1]])
                 }
             });

@@ -16,6 +16,7 @@ use std::str::FromStr;
 use std::sync::Arc;
 use tch::nn;
 
+use super::memory_format::MemoryFormat;
 use super::precision::Precision;
 
 /// Options shared by the architectures (each uses those that apply to it).
@@ -51,6 +52,11 @@ pub struct ModelOptions {
     /// The precision of the forward passes ([`super::precision`]).
     #[serde(default)]
     pub precision: Precision,
+    /// The layout of the 4-D weights and input batches
+    /// ([`super::memory_format`]); channels_last applies to the
+    /// convolutional architectures ([`ModelKind::is_convolutional`]).
+    #[serde(default)]
+    pub memory_format: MemoryFormat,
 }
 
 impl Default for ModelOptions {
@@ -65,6 +71,7 @@ impl Default for ModelOptions {
             ensemble: Ensemble::Single,
             bayesian: Bayesian::None,
             precision: Precision::Fp32,
+            memory_format: MemoryFormat::Contiguous,
         }
     }
 }
@@ -104,6 +111,12 @@ struct Architecture {
     /// does (the architectures the papers and their reference code use
     /// them on: MLPs, small CNNs, CIFAR ResNets).
     members: bool,
+    /// Whether its layers are convolutions over `[B, C, H, W]` feature maps,
+    /// which [`MemoryFormat::ChannelsLast`] lays out: every architecture
+    /// but the MLP (no convolution), the ViTs (one convolution, the patch
+    /// embedding, whose output becomes `[B, N, D]` tokens at once) and a
+    /// TorchScript module (layers csam does not know).
+    convolutional: bool,
     build: Builder,
 }
 
@@ -205,6 +218,7 @@ static ARCHITECTURES: &[Architecture] = &[
         any_spatial_size: false,
         hidden_widths: true,
         members: true,
+        convolutional: false,
         build: |p, a| {
             let o = a.options;
             let shape = (a.input.features(), o.mlp_hidden.as_slice(), a.n_classes);
@@ -218,6 +232,7 @@ static ARCHITECTURES: &[Architecture] = &[
         any_spatial_size: true,
         hidden_widths: false,
         members: true,
+        convolutional: true,
         build: |p, a| {
             let o = a.options;
             let shape = (a.input.channels, a.n_classes);
@@ -231,6 +246,7 @@ static ARCHITECTURES: &[Architecture] = &[
         any_spatial_size: true,
         hidden_widths: false,
         members: true,
+        convolutional: true,
         build: |p, a| resnet(p, a, 20),
     },
     Architecture {
@@ -239,6 +255,7 @@ static ARCHITECTURES: &[Architecture] = &[
         any_spatial_size: true,
         hidden_widths: false,
         members: true,
+        convolutional: true,
         build: |p, a| resnet(p, a, 32),
     },
     Architecture {
@@ -247,6 +264,7 @@ static ARCHITECTURES: &[Architecture] = &[
         any_spatial_size: true,
         hidden_widths: false,
         members: true,
+        convolutional: true,
         build: |p, a| resnet(p, a, 44),
     },
     Architecture {
@@ -255,6 +273,7 @@ static ARCHITECTURES: &[Architecture] = &[
         any_spatial_size: true,
         hidden_widths: false,
         members: true,
+        convolutional: true,
         build: |p, a| resnet(p, a, 56),
     },
     Architecture {
@@ -263,6 +282,7 @@ static ARCHITECTURES: &[Architecture] = &[
         any_spatial_size: true,
         hidden_widths: false,
         members: true,
+        convolutional: true,
         build: |p, a| resnet(p, a, 110),
     },
     Architecture {
@@ -271,6 +291,7 @@ static ARCHITECTURES: &[Architecture] = &[
         any_spatial_size: true,
         hidden_widths: false,
         members: false,
+        convolutional: true,
         build: |p, a| torchvision_resnet(p, a, (Blocks::Basic, RESNET18, Stem::ImageNet)),
     },
     Architecture {
@@ -279,6 +300,7 @@ static ARCHITECTURES: &[Architecture] = &[
         any_spatial_size: true,
         hidden_widths: false,
         members: false,
+        convolutional: true,
         build: |p, a| torchvision_resnet(p, a, (Blocks::Basic, RESNET34, Stem::ImageNet)),
     },
     Architecture {
@@ -287,6 +309,7 @@ static ARCHITECTURES: &[Architecture] = &[
         any_spatial_size: true,
         hidden_widths: false,
         members: false,
+        convolutional: true,
         build: |p, a| torchvision_resnet(p, a, (Blocks::Bottleneck, RESNET34, Stem::ImageNet)),
     },
     Architecture {
@@ -295,6 +318,7 @@ static ARCHITECTURES: &[Architecture] = &[
         any_spatial_size: true,
         hidden_widths: false,
         members: false,
+        convolutional: true,
         build: |p, a| torchvision_resnet(p, a, (Blocks::Basic, RESNET18, Stem::Cifar)),
     },
     Architecture {
@@ -303,6 +327,7 @@ static ARCHITECTURES: &[Architecture] = &[
         any_spatial_size: true,
         hidden_widths: false,
         members: false,
+        convolutional: true,
         build: |p, a| torchvision_resnet(p, a, (Blocks::Basic, RESNET34, Stem::Cifar)),
     },
     Architecture {
@@ -311,6 +336,7 @@ static ARCHITECTURES: &[Architecture] = &[
         any_spatial_size: true,
         hidden_widths: false,
         members: false,
+        convolutional: true,
         build: |p, a| torchvision_resnet(p, a, (Blocks::Bottleneck, RESNET34, Stem::Cifar)),
     },
     Architecture {
@@ -319,6 +345,7 @@ static ARCHITECTURES: &[Architecture] = &[
         any_spatial_size: true,
         hidden_widths: false,
         members: false,
+        convolutional: true,
         build: |p, a| pyramidnet(p, a, (110, 48.0, PyramidUnit::Basic)),
     },
     Architecture {
@@ -327,6 +354,7 @@ static ARCHITECTURES: &[Architecture] = &[
         any_spatial_size: true,
         hidden_widths: false,
         members: false,
+        convolutional: true,
         build: |p, a| pyramidnet(p, a, (110, 270.0, PyramidUnit::Basic)),
     },
     Architecture {
@@ -335,6 +363,7 @@ static ARCHITECTURES: &[Architecture] = &[
         any_spatial_size: true,
         hidden_widths: false,
         members: false,
+        convolutional: true,
         build: |p, a| pyramidnet(p, a, (272, 200.0, PyramidUnit::Bottleneck)),
     },
     Architecture {
@@ -343,6 +372,7 @@ static ARCHITECTURES: &[Architecture] = &[
         any_spatial_size: false,
         hidden_widths: false,
         members: false,
+        convolutional: false,
         build: |p, a| vit(p, a, (16, 192, 3)),
     },
     Architecture {
@@ -351,6 +381,7 @@ static ARCHITECTURES: &[Architecture] = &[
         any_spatial_size: false,
         hidden_widths: false,
         members: false,
+        convolutional: false,
         build: |p, a| vit(p, a, (16, 384, 6)),
     },
     Architecture {
@@ -359,6 +390,7 @@ static ARCHITECTURES: &[Architecture] = &[
         any_spatial_size: false,
         hidden_widths: false,
         members: false,
+        convolutional: false,
         build: |p, a| vit(p, a, (32, 384, 6)),
     },
     Architecture {
@@ -367,6 +399,7 @@ static ARCHITECTURES: &[Architecture] = &[
         any_spatial_size: false,
         hidden_widths: false,
         members: false,
+        convolutional: false,
         build: |p, a| vit(p, a, (16, 768, 12)),
     },
     Architecture {
@@ -376,6 +409,7 @@ static ARCHITECTURES: &[Architecture] = &[
         any_spatial_size: true,
         hidden_widths: false,
         members: false,
+        convolutional: true,
         build: |p, a| wide_resnet(p, a, (16, 4)),
     },
     Architecture {
@@ -384,6 +418,7 @@ static ARCHITECTURES: &[Architecture] = &[
         any_spatial_size: true,
         hidden_widths: false,
         members: false,
+        convolutional: true,
         build: |p, a| wide_resnet(p, a, (16, 8)),
     },
     Architecture {
@@ -393,6 +428,7 @@ static ARCHITECTURES: &[Architecture] = &[
         any_spatial_size: true,
         hidden_widths: false,
         members: false,
+        convolutional: true,
         build: |p, a| wide_resnet(p, a, (28, 10)),
     },
     Architecture {
@@ -402,6 +438,7 @@ static ARCHITECTURES: &[Architecture] = &[
         any_spatial_size: true,
         hidden_widths: false,
         members: false,
+        convolutional: true,
         build: |p, a| wide_resnet(p, a, (40, 2)),
     },
     Architecture {
@@ -410,6 +447,7 @@ static ARCHITECTURES: &[Architecture] = &[
         any_spatial_size: false,
         hidden_widths: false,
         members: false,
+        convolutional: false,
         build: torchscript,
     },
 ];
@@ -449,6 +487,12 @@ impl ModelKind {
     /// ([`ModelOptions::bayesian`]).
     pub fn takes_members(&self) -> bool {
         self.0.members
+    }
+
+    /// Whether the architecture is made of convolutions over feature maps,
+    /// which [`ModelOptions::memory_format`] can lay out in channels_last.
+    pub fn is_convolutional(&self) -> bool {
+        self.0.convolutional
     }
 
     /// Every registered architecture, in registry order.
@@ -554,6 +598,7 @@ pub fn build_model_with(
         .map_err(|e| ModelError::InvalidConfig(e.to_string()))?;
     check_ensemble(kind, options)?;
     check_bayesian(kind, options)?;
+    check_memory_format(kind, options)?;
     let posterior = Posterior::of(&options.bayesian).map(Arc::new);
     let args = BuildArgs {
         input: network_input,
@@ -581,16 +626,58 @@ pub fn build_model_with(
         ensemble: options.ensemble,
         posterior,
         precision: options.precision,
+        memory_format: options.memory_format,
     })
+}
+
+/// [`build_model_with`] on the root of `vs`, with the 4-D weights then laid
+/// out in [`ModelOptions::memory_format`] ([`MemoryFormat::convert_variables`]).
+/// The way to build a model in channels_last: [`build_model_with`] alone
+/// leaves the weights contiguous (its forward passes still convert the
+/// inputs, and give the same values, more slowly).
+pub fn build_model_in(
+    kind: ModelKind,
+    vs: &nn::VarStore,
+    input: InputShape,
+    n_classes: i64,
+    options: &ModelOptions,
+) -> Result<Model, ModelError> {
+    let model = build_model_with(kind, &vs.root(), input, n_classes, options)?;
+    options.memory_format.convert_variables(vs);
+    Ok(model)
+}
+
+/// The architectures made of convolutions, comma-separated.
+pub fn convolutional_models() -> String {
+    models_where(ModelKind::is_convolutional)
+}
+
+/// Refuses channels_last for an architecture that is not convolutional.
+/// PyTorch's `model.to(memory_format=torch.channels_last)` accepts any
+/// module and converts whatever 4-D parameters it has, but on these the
+/// layout would reach at most one layer (a ViT's patch embedding) or none
+/// (the MLP flattens its input; a TorchScript module's layers csam does
+/// not know), so the option would promise a speed-up it cannot give.
+fn check_memory_format(kind: ModelKind, options: &ModelOptions) -> Result<(), ModelError> {
+    if options.memory_format == MemoryFormat::Contiguous || kind.is_convolutional() {
+        return Ok(());
+    }
+    Err(ModelError::InvalidConfig(format!(
+        "memory_format {} applies to the convolutional models {}, not {kind}",
+        options.memory_format.name(),
+        convolutional_models()
+    )))
+}
+
+/// The architectures for which `has` holds, comma-separated.
+fn models_where(has: fn(&ModelKind) -> bool) -> String {
+    let names: Vec<&str> = ModelKind::all().filter(has).map(|k| k.name()).collect();
+    names.join(", ")
 }
 
 /// The architectures that build members and Gaussian layers, comma-separated.
 fn member_models() -> String {
-    let takes: Vec<&str> = ModelKind::all()
-        .filter(ModelKind::takes_members)
-        .map(|k| k.name())
-        .collect();
-    takes.join(", ")
+    models_where(ModelKind::takes_members)
 }
 
 /// Refuses a posterior outside its definition, on an architecture that does

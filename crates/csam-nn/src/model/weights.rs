@@ -1,5 +1,6 @@
 //! Importing safetensors weights (`csam train --init`, a run's best model)
-//! into a model's [`VarStore`], checked tensor by tensor.
+//! into a model's [`VarStore`], checked tensor by tensor, and saving a
+//! `VarStore` in the standard layout ([`save_safetensors`]).
 //!
 //! tch's `VarStore::load` broadcasts a stored tensor into a variable of
 //! another shape (a `[5]` bias silently fills a `[10, 5]` weight) and turns a
@@ -147,4 +148,19 @@ fn is_float(kind: Kind) -> bool {
         kind,
         Kind::Half | Kind::BFloat16 | Kind::Float | Kind::Double
     )
+}
+
+/// Writes the variables of `vs` to the safetensors file `path` under their
+/// names, each in the standard contiguous (row-major) layout: a
+/// channels_last model's convolution weights ([`super::memory_format`]) are
+/// written as a contiguous model's are, so the file does not depend on the
+/// layout that computed it (safetensors stores no strides, and tch's
+/// `VarStore::save` refuses a non-contiguous tensor).
+pub fn save_safetensors(vs: &VarStore, path: &Path) -> Result<(), tch::TchError> {
+    let tensors: Vec<(String, Tensor)> = vs
+        .variables()
+        .into_iter()
+        .map(|(name, t)| (name, t.contiguous()))
+        .collect();
+    Tensor::write_safetensors(&tensors, path)
 }

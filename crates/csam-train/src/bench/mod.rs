@@ -17,6 +17,7 @@ use tch::{Device, Kind, Tensor};
 use crate::spec::{LossSpec, MixingSpec, ModelSpec, OptimSpec, OptimizerFamily, UpdateRule};
 use crate::train::error::{Result, TrainError};
 use csam_nn::device::device_name;
+use csam_nn::model::memory_format::MemoryFormat;
 use csam_nn::model::precision::Precision;
 use csam_nn::model::{InputShape, ModelKind};
 
@@ -47,6 +48,9 @@ pub struct BenchOptions {
     pub device: Device,
     /// Precision of the forward passes (autocast, [`csam_nn::model::precision`]).
     pub precision: Precision,
+    /// Layout of the convolution weights and batches
+    /// ([`csam_nn::model::memory_format`]).
+    pub memory_format: MemoryFormat,
 }
 
 /// One row of the table.
@@ -120,6 +124,7 @@ fn bench_case(
     let model = ModelSpec {
         arch: kind,
         precision: options.precision,
+        memory_format: options.memory_format,
         ..ModelSpec::default()
     }
     .normalized();
@@ -196,12 +201,13 @@ pub fn format_table(rows: &[BenchRow], options: &BenchOptions) -> String {
         width,
     } = options.input;
     let mut out = format!(
-        "csam {}, device {}, threads {}, precision {}, batch {}, input {channels}x{height}x{width}, \
-         {} warm-up + {} timed steps (median)\n",
+        "csam {}, device {}, threads {}, precision {}, memory format {}, batch {}, \
+         input {channels}x{height}x{width}, {} warm-up + {} timed steps (median)\n",
         env!("CARGO_PKG_VERSION"),
         device_name(options.device),
         tch::get_num_threads(),
         options.precision.name(),
+        options.memory_format.name(),
         options.batch_size,
         options.warmup,
         options.steps,
@@ -254,6 +260,7 @@ mod tests {
             steps: 2,
             device: Device::Cpu,
             precision: Precision::Fp32,
+            memory_format: MemoryFormat::Contiguous,
         };
         let rows = run_bench(&options).unwrap();
         let names: Vec<String> = rows.iter().map(|r| r.optimizer.to_string()).collect();
@@ -269,6 +276,36 @@ mod tests {
         let table = format_table(&rows, &options);
         assert_eq!(table.lines().count(), 2 + rows.len());
         assert!(table.contains("input 1x28x28"));
+    }
+
+    /// channels_last reaches the benchmark's model (its FLOPs are the
+    /// contiguous model's) and its table's header, and is refused for the
+    /// MLP as in training.
+    #[test]
+    fn channels_last_bench_times_the_same_model() {
+        let options = |model: &str, memory_format| BenchOptions {
+            models: vec![model.into()],
+            optimizers: vec![OptimizerFamily::Sgd],
+            input: InputShape {
+                channels: 1,
+                height: 8,
+                width: 8,
+            },
+            n_classes: 10,
+            batch_size: 4,
+            warmup: 0,
+            steps: 1,
+            device: Device::Cpu,
+            precision: Precision::Fp32,
+            memory_format,
+        };
+        let nhwc = options("cnn", MemoryFormat::ChannelsLast);
+        let rows = run_bench(&nhwc).unwrap();
+        let plain = run_bench(&options("cnn", MemoryFormat::Contiguous)).unwrap();
+        assert_eq!(rows[0].step_flops, plain[0].step_flops);
+        assert!(format_table(&rows, &nhwc).contains("memory format channels_last"));
+        let refused = run_bench(&options("mlp", MemoryFormat::ChannelsLast)).unwrap_err();
+        assert!(refused.to_string().contains("not mlp"), "{refused}");
     }
 
     #[test]

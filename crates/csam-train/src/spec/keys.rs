@@ -84,6 +84,29 @@ const MEMBER_MODELS: &[&str] = &[
     "resnet56",
     "resnet110",
 ];
+/// The architectures made of convolutions over feature maps, which
+/// channels_last lays out (all but the MLP, the ViTs and TorchScript).
+const CONVOLUTIONAL_MODELS: &[&str] = &[
+    "cnn",
+    "resnet20",
+    "resnet32",
+    "resnet44",
+    "resnet56",
+    "resnet110",
+    "resnet18",
+    "resnet34",
+    "resnet50",
+    "resnet18-cifar",
+    "resnet34-cifar",
+    "resnet50-cifar",
+    "pyramidnet110-a48",
+    "pyramidnet110-a270",
+    "pyramidnet272-a200",
+    "wrn-16-4",
+    "wrn-16-8",
+    "wrn-28-10",
+    "wrn-40-2",
+];
 /// The rules with m-sharpness (VASSO averages whole-batch gradients).
 const M_SHARPNESS: &[&str] = &["sam", "asam", "csam"];
 
@@ -149,6 +172,8 @@ pub static KEYS: &[Key] = &[
     key("dropout", &["model", "dropout"], Real, "Dropout rate in [0, 1) (default 0)"),
     key("precision", &["model", "precision"], Text,
         "Precision of the forward passes: fp32, bf16 or fp16 (autocast to bfloat16 or float16 around forward passes, as torch.autocast; weights, gradients, optimizer state, losses and SAM's perturbation in float32; fp16 with dynamic loss scaling as torch.amp.GradScaler) (default fp32)"),
+    when("memory_format", &["model", "memory_format"], Text, ("model", CONVOLUTIONAL_MODELS),
+        "Layout of the convolution weights and input batches: contiguous (NCHW), or channels_last (NHWC, as model.to(memory_format=torch.channels_last) with each batch converted; same values, saved weights in the standard layout) (default contiguous)"),
     when("drop_path", &["model", "drop_path"], Real, ("model", VITS),
         "Stochastic depth rate r in [0, 1) of the ViTs: block i of 12 drops each residual branch per example with rate r i / 11 in training, kept branches scaled by 1/(1 - rate) (timm's drop_path_rate; Huang et al. 2016) (default 0)"),
     when("shakedrop", &["model", "shakedrop"], Real, ("model", PYRAMIDNETS),

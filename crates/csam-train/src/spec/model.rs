@@ -9,6 +9,7 @@ use super::check::{invalid, unit_interval};
 use super::keys::{self, Applies};
 use super::loss::keyed;
 use crate::train::ConfigError;
+use csam_nn::model::memory_format::MemoryFormat;
 use csam_nn::model::precision::Precision;
 use csam_nn::model::{Bayesian, Ensemble, Head, ModelKind, ModelOptions};
 
@@ -84,6 +85,17 @@ pub struct ModelSpec {
     /// `config.toml`, so runs written before it load and compare equal.
     #[serde(default, skip_serializing_if = "is_fp32")]
     pub precision: Precision,
+    /// The layout of the convolution weights and input batches: contiguous
+    /// (NCHW), or channels_last (NHWC, as `torch.channels_last`;
+    /// [`csam_nn::model::memory_format`]) for the convolutional models;
+    /// contiguous is left out of `config.toml`, so runs written before it
+    /// load and compare equal.
+    #[serde(default, skip_serializing_if = "is_contiguous")]
+    pub memory_format: MemoryFormat,
+}
+
+fn is_contiguous(format: &MemoryFormat) -> bool {
+    *format == MemoryFormat::Contiguous
 }
 
 fn is_fp32(precision: &Precision) -> bool {
@@ -125,6 +137,8 @@ struct ModelFields {
     bayesian: Bayesian,
     #[serde(default)]
     precision: Precision,
+    #[serde(default)]
+    memory_format: MemoryFormat,
 }
 
 impl TryFrom<ModelFields> for ModelSpec {
@@ -154,6 +168,7 @@ impl TryFrom<ModelFields> for ModelSpec {
             ensemble: fields.ensemble,
             bayesian: fields.bayesian,
             precision: fields.precision,
+            memory_format: fields.memory_format,
         })
     }
 }
@@ -196,6 +211,7 @@ impl Default for ModelSpec {
             ensemble: Ensemble::Single,
             bayesian: Bayesian::None,
             precision: Precision::Fp32,
+            memory_format: MemoryFormat::Contiguous,
         }
     }
 }
@@ -231,6 +247,9 @@ impl ModelSpec {
         keyed(&["model", "head"], self.head.name(), self.head.validate())?;
         self.validate_ensemble()?;
         self.validate_bayesian()?;
+        if self.memory_format != MemoryFormat::Contiguous {
+            self.read_by_arch("memory_format", self.memory_format.name())?;
+        }
         match (&self.mlp_hidden, self.arch.takes_hidden_widths()) {
             (Some(widths), false) => {
                 return Err(invalid(
@@ -371,6 +390,7 @@ impl ModelSpec {
             ensemble: self.ensemble,
             bayesian: self.bayesian,
             precision: self.precision,
+            memory_format: self.memory_format,
         }
     }
 }

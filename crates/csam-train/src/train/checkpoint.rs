@@ -21,6 +21,7 @@ use tch::{nn::VarStore, Tensor};
 use super::atomic::{write_atomic, write_atomic_with};
 use super::error::{Result, TrainError};
 use super::rundir::RunDir;
+use csam_nn::model::weights::save_safetensors;
 
 /// The best validation score so far and the epoch (1-based) that reached it.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
@@ -134,9 +135,12 @@ fn save_files(
 }
 
 /// Saves a VarStore to `path` atomically (safetensors, names of the
-/// PyTorch twin).
+/// PyTorch twin), in the standard layout whatever the model's memory format
+/// ([`csam_nn::model::weights::save_safetensors`]).
 pub fn save_weights(vs: &VarStore, path: &std::path::Path) -> Result<()> {
-    write_atomic_with(path, |tmp| vs.save(tmp).map_err(TrainError::from))
+    write_atomic_with(path, |tmp| {
+        save_safetensors(vs, tmp).map_err(TrainError::from)
+    })
 }
 
 fn remove_older_epochs(run: &RunDir, keep: usize) -> Result<()> {

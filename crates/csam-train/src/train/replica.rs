@@ -101,12 +101,20 @@ impl Replica {
     }
 
     /// Copies rank 0's `tensors` into every replica's, in place, in the
-    /// given order (the same on every rank).
+    /// given order (the same on every rank). Gloo sends contiguous tensors:
+    /// a tensor in another layout (a channels_last weight) goes through a
+    /// contiguous copy, written back into it.
     pub fn broadcast_from_first(&self, tensors: &[Tensor]) -> Result<()> {
         tch::no_grad(|| {
-            tensors
-                .iter()
-                .try_for_each(|tensor| self.group.broadcast(tensor, 0))
+            tensors.iter().try_for_each(|tensor| {
+                if tensor.is_contiguous() {
+                    return self.group.broadcast(tensor, 0);
+                }
+                let dense = tensor.contiguous();
+                self.group.broadcast(&dense, 0)?;
+                tensor.shallow_clone().copy_(&dense);
+                Ok(())
+            })
         })?;
         Ok(())
     }
@@ -344,6 +352,63 @@ mod tests {
     use std::time::Duration;
     use tch::{Device, Kind};
 
+    /// A free local port for a test's rendezvous.
+    fn free_port() -> u16 {
+        std::net::TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .unwrap()
+            .port()
+    }
+
+    /// Rank `rank`'s group of two, meeting on `port`.
+    fn connect(rank: usize, port: u16) -> ProcessGroup {
+        ProcessGroup::connect(&Rendezvous {
+            rank,
+            world_size: 2,
+            local_rank: rank,
+            master_addr: "127.0.0.1".into(),
+            master_port: port,
+            timeout: Duration::from_secs(60),
+        })
+        .unwrap()
+    }
+
+    /// Rank 0's weights reach rank 1's channels_last convolution weight
+    /// (which Gloo cannot send as it is), which keeps its layout.
+    #[test]
+    fn broadcast_reaches_channels_last_variables() {
+        use csam_nn::model::memory_format::{is_channels_last, MemoryFormat};
+        let port = free_port();
+        let weights: Vec<(Tensor, Tensor)> = std::thread::scope(|scope| {
+            let ranks: Vec<_> = (0..2usize)
+                .map(|rank| {
+                    scope.spawn(move || {
+                        let vs = VarStore::new(Device::Cpu);
+                        let values =
+                            Tensor::arange(48, (Kind::Float, Device::Cpu)) * (rank + 1) as f64;
+                        let w = vs.root().var_copy("conv", &values.reshape([4, 3, 2, 2]));
+                        let b = vs.root().var_copy(
+                            "bias",
+                            &Tensor::full([4], rank as f64, (Kind::Float, Device::Cpu)),
+                        );
+                        MemoryFormat::ChannelsLast.convert_variables(&vs);
+                        Replica::new(connect(rank, port))
+                            .broadcast_variables(&vs)
+                            .unwrap();
+                        (w, b)
+                    })
+                })
+                .collect();
+            ranks.into_iter().map(|r| r.join().unwrap()).collect()
+        });
+        let expected = Tensor::arange(48, (Kind::Float, Device::Cpu)).reshape([4, 3, 2, 2]);
+        for (w, b) in &weights {
+            assert!(is_channels_last(w) && !w.is_contiguous());
+            assert_eq!((w - &expected).abs().max().double_value(&[]), 0.0);
+            assert_eq!(b.abs().max().double_value(&[]), 0.0);
+        }
+    }
+
     /// Two ranks (threads with a group each) reduce gradients that span two
     /// buckets (20 MB, then 12 MB and a small one): every entry is the
     /// row-weighted mean, `(1 x 1 + 3 x 2) / 4`.
@@ -352,23 +417,12 @@ mod tests {
         let sizes = [5_000_000i64, 3_000_000, 10];
         let bytes: Vec<usize> = sizes.iter().map(|&n| n as usize * 4).collect();
         assert!(bytes[0] + bytes[1] > BUCKET_BYTES && bytes[0] < BUCKET_BYTES);
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .and_then(|l| l.local_addr())
-            .unwrap()
-            .port();
+        let port = free_port();
         let reduced: Vec<Vec<Tensor>> = std::thread::scope(|scope| {
             let ranks: Vec<_> = (0..2usize)
                 .map(|rank| {
                     scope.spawn(move || {
-                        let group = ProcessGroup::connect(&Rendezvous {
-                            rank,
-                            world_size: 2,
-                            local_rank: rank,
-                            master_addr: "127.0.0.1".into(),
-                            master_port: port,
-                            timeout: Duration::from_secs(60),
-                        })
-                        .unwrap();
+                        let group = connect(rank, port);
                         let vs = VarStore::new(Device::Cpu);
                         let _ = vs.root().zeros("w", &[1]);
                         let sgd = Sgd::new(&vs, SgdConfig::default()).unwrap();

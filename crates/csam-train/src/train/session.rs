@@ -25,7 +25,7 @@ use csam_nn::model::balcal::HeadLogits;
 use csam_nn::model::bayesian::kl_weight;
 use csam_nn::model::precision::Precision;
 use csam_nn::model::weights::{load_safetensors_file_with, LoadOptions, WeightsError};
-use csam_nn::model::{build_model_with, Head, InputShape, Mode, Model, ModelKind, ModelOptions};
+use csam_nn::model::{build_model_in, Head, InputShape, Mode, Model, ModelKind, ModelOptions};
 use csam_nn::optim::{
     plain_step, AdamW, AdamWConfig, BaseOptimizer, BsamConfig, BsamStep, Horizon, LossScaleConfig,
     LossScaled, LrSchedule, OptimError, SamConfig, SamStep, Sgd, SgdConfig, StepStats,
@@ -515,7 +515,7 @@ pub fn input_shape(dataset: &Dataset) -> InputShape {
     }
 }
 
-/// Builds model `kind` in `vs`.
+/// Builds model `kind` in `vs`, its weights in the options' memory format.
 pub fn build_network(
     kind: ModelKind,
     vs: &VarStore,
@@ -523,13 +523,7 @@ pub fn build_network(
     n_classes: usize,
     options: &ModelOptions,
 ) -> Result<Model> {
-    Ok(build_model_with(
-        kind,
-        &vs.root(),
-        input,
-        n_classes as i64,
-        options,
-    )?)
+    Ok(build_model_in(kind, vs, input, n_classes as i64, options)?)
 }
 
 /// A model's predictions in `mode` on a whole data set, in file order, one
