@@ -106,7 +106,8 @@ pub(crate) fn scan_row<T: Real>(row: &[T], check: &mut EntryCheck<T>) -> Top<T> 
     let top = max.iter().fold(first, |a, &b| if b > a { b } else { a });
     let mut index = usize::MAX;
     for lane in 0..LANES {
-        let position = (at[lane].into() as usize) * LANES + lane;
+        // Through i64: one instruction (the group number is below 2^53).
+        let position = (at[lane].into() as i64 as usize) * LANES + lane;
         index = if max[lane] == top {
             index.min(position)
         } else {
