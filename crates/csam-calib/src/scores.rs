@@ -5,7 +5,7 @@
 //! so finite logits of any size give finite probabilities that sum to 1.
 //! Validators return an error naming the first offending row (and column).
 
-use ndarray::{Array2, ArrayView1, ArrayView2, Zip};
+use ndarray::{Array2, ArrayView1, ArrayView2};
 
 use crate::error::{CalibError, Result};
 use crate::prefetch;
@@ -300,17 +300,39 @@ fn check_row_sum<T: Real>(row: ArrayView1<'_, T>, row_index: usize, tolerance: f
 }
 
 /// Checks an `N x K` logit matrix: at least one row and one column, every entry
-/// finite. The error names the first NaN or infinity.
+/// finite. The error names the first NaN or infinity (in row-major order).
 pub fn validate_logits<T: Real>(logits: ArrayView2<'_, T>) -> Result<()> {
     check_not_empty(logits.dim(), "logits")?;
-    let mut first_bad = None;
-    Zip::indexed(logits).for_each(|(row, col), &value| {
-        let value: f64 = value.into();
-        if !value.is_finite() && first_bad.is_none() {
-            first_bad = Some(CalibError::NonFinite { row, col, value });
+    // Fast path: `0 * v` is 0 for a finite `v` and NaN for an infinity or a
+    // NaN, so one lane-wise sum over contiguous entries says whether all are
+    // finite; only a matrix that fails is searched for its first bad entry.
+    if let Some(values) = logits.as_slice() {
+        let mut lanes = [0.0_f64; 8];
+        let (groups, tail) = values.as_chunks::<8>();
+        for group in groups {
+            for lane in 0..8 {
+                let v: f64 = group[lane].into();
+                lanes[lane] += 0.0 * v;
+            }
         }
-    });
-    first_bad.map_or(Ok(()), Err)
+        for (lane, &v) in tail.iter().enumerate() {
+            let v: f64 = v.into();
+            lanes[lane] += 0.0 * v;
+        }
+        if lanes.iter().all(|&lane| lane == 0.0) {
+            return Ok(());
+        }
+    }
+    // The first bad entry in row-major order, whatever the memory layout.
+    for (row, values) in logits.outer_iter().enumerate() {
+        for (col, &value) in values.iter().enumerate() {
+            let value: f64 = value.into();
+            if !value.is_finite() {
+                return Err(CalibError::NonFinite { row, col, value });
+            }
+        }
+    }
+    Ok(())
 }
 
 /// Checks that there is one label per row and each label is in `0..n_classes`.
@@ -550,6 +572,26 @@ mod tests {
                     .map_err(|e| e.to_string());
                 prop_assert_eq!(fast, reference);
             }
+        }
+
+        #[test]
+        fn logit_check_names_the_same_entry_contiguous_or_strided(
+            rows in 1usize..12,
+            k in 1usize..20,
+            bad in prop::collection::vec((any::<prop::sample::Index>(), prop_oneof![Just(f64::NAN), Just(f64::INFINITY), Just(f64::NEG_INFINITY), Just(f64::MAX), Just(-f64::MAX)]), 0..3),
+        ) {
+            // f64::MAX is finite (0 * v = 0): only NaN and the infinities fail.
+            let mut logits = Array2::from_shape_fn((rows, k), |(i, j)| (i * k + j) as f64 - 7.5);
+            for (at, value) in bad {
+                let i = at.index(rows * k);
+                logits[[i / k, i % k]] = value;
+            }
+            let mut strided = Array2::zeros((rows, k).f());
+            strided.assign(&logits);
+            let fast = validate_logits(logits.view()).map_err(|e| e.to_string());
+            let slow = validate_logits(strided.view()).map_err(|e| e.to_string());
+            prop_assert_eq!(&fast, &slow);
+            prop_assert_eq!(fast.is_ok(), logits.iter().all(|v| v.is_finite()));
         }
 
         #[test]
