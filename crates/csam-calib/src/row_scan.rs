@@ -77,6 +77,21 @@ pub(crate) struct Top<T> {
 /// `check`.
 #[inline(always)]
 pub(crate) fn scan_row<T: Real>(row: &[T], check: &mut EntryCheck<T>) -> Top<T> {
+    scan::<T, true>(row, check)
+}
+
+/// The largest entry of a non-empty contiguous row (NaN entries skipped,
+/// unless the first is NaN), without its index: [`scan_row`] less the
+/// lanes' positions, for passes that only check entries.
+#[inline(always)]
+pub(crate) fn scan_max<T: Real>(row: &[T], check: &mut EntryCheck<T>) -> T {
+    scan::<T, false>(row, check).value
+}
+
+/// [`scan_row`], keeping the positions only if `INDEX` (else the index is 0
+/// and the value the maximum, whichever zero it is if that is `+-0`).
+#[inline(always)]
+fn scan<T: Real, const INDEX: bool>(row: &[T], check: &mut EntryCheck<T>) -> Top<T> {
     let (groups, tail) = row.as_chunks::<LANES>();
     if groups.len() as f64 >= 2.0 / T::EPSILON {
         return scan_entries(row, check);
@@ -91,7 +106,9 @@ pub(crate) fn scan_row<T: Real>(row: &[T], check: &mut EntryCheck<T>) -> Top<T> 
             let v = group[lane];
             let greater = v > max[lane];
             max[lane] = if greater { v } else { max[lane] };
-            at[lane] = if greater { group_number } else { at[lane] };
+            if INDEX {
+                at[lane] = if greater { group_number } else { at[lane] };
+            }
             check.add(lane, v);
         }
         group_number = group_number + T::ONE;
@@ -104,6 +121,12 @@ pub(crate) fn scan_row<T: Real>(row: &[T], check: &mut EntryCheck<T>) -> Top<T> 
         check.add(lane, v);
     }
     let top = max.iter().fold(first, |a, &b| if b > a { b } else { a });
+    if !INDEX {
+        return Top {
+            value: top,
+            index: 0,
+        };
+    }
     let mut index = usize::MAX;
     for lane in 0..LANES {
         // Through i64: one instruction (the group number is below 2^53).

@@ -9,7 +9,7 @@ use ndarray::{Array2, ArrayView1, ArrayView2};
 
 use crate::error::{CalibError, Result};
 use crate::prefetch;
-use crate::row_scan::{scan_row, EntryCheck};
+use crate::row_scan::{scan_max, scan_row, EntryCheck};
 
 /// Element types a metric accepts: `f32` or `f64`. Metrics read values through
 /// `Into<f64>` and accumulate in `f64`; comparisons run in the type itself.
@@ -265,9 +265,9 @@ pub fn validate_probabilities<T: Real>(probs: ArrayView2<'_, T>, tolerance: f64)
         }
         if let Some(values) = row.as_slice() {
             let mut check = EntryCheck::new();
-            let top = scan_row(values, &mut check);
+            let top = scan_max(values, &mut check);
             let sum = check.sum();
-            if in_unit_interval(top.value)
+            if in_unit_interval(top)
                 && check.passed()
                 && (sum - 1.0).abs() <= tolerance - margin * sum.max(1.0)
             {
