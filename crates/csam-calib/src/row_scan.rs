@@ -13,7 +13,7 @@
 //!
 //! The group numbers are kept in the entries' own type, so that the
 //! selections run on lanes of one width; they are exact integers as long as
-//! the row has fewer than `2 / epsilon` groups (`2^24` for `f32`, over 268
+//! the row has fewer than `2 / epsilon` groups (`2^24` for `f32`, over 134
 //! million entries); longer rows are scanned entry by entry.
 
 use crate::scores::Real;
