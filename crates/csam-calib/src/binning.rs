@@ -261,6 +261,14 @@ impl BinCollector {
         Ok(())
     }
 
+    /// Makes room for `additional` more pairs of an equal-mass scheme (no
+    /// effect on equal-width bins, which keep no pairs).
+    pub(crate) fn reserve(&mut self, additional: usize) {
+        if let CollectorState::EqualMass { keys, .. } = &mut self.state {
+            keys.reserve(additional);
+        }
+    }
+
     /// Takes in the pairs of `later`, a collector of the same scheme fed the
     /// pairs that follow this one's: counts and hits add exactly, each bin's
     /// sum becomes `self + later`, equal-mass pairs are appended (they are
@@ -301,10 +309,9 @@ impl BinCollector {
                 mut keys,
             } => {
                 radix::sort(&mut keys);
-                let pairs: Vec<(f64, bool)> = keys.into_iter().map(pair_of).collect();
                 match variant {
-                    AdaptiveVariant::Interpolated => interpolated_bins(&pairs, n_bins),
-                    AdaptiveVariant::Chunked => chunked_bins(&pairs, n_bins),
+                    AdaptiveVariant::Interpolated => interpolated_bins(&keys, n_bins),
+                    AdaptiveVariant::Chunked => chunked_bins(&keys, n_bins),
                 }
             }
         };
@@ -471,10 +478,18 @@ fn ceil(x: f64) -> usize {
     floor + usize::from((floor as f64) < x)
 }
 
-/// Lineage (a) equal-mass bins over pairs sorted by score: edges interpolated
-/// as numpy's `interp(linspace(0, N, M + 1), arange(N), sorted)`, bins `(lo, hi]`.
-fn interpolated_bins(sorted: &[(f64, bool)], n_bins: usize) -> Vec<Bin> {
+/// The score of a [`pair_key`].
+#[inline]
+fn score_of_pair(key: u64) -> f64 {
+    pair_of(key).0
+}
+
+/// Lineage (a) equal-mass bins over pairs sorted by score (as sorted
+/// [`pair_key`]s): edges interpolated as numpy's `interp(linspace(0, N, M +
+/// 1), arange(N), sorted)`, bins `(lo, hi]`.
+fn interpolated_bins(sorted: &[u64], n_bins: usize) -> Vec<Bin> {
     let n = sorted.len();
+    let score = |i: usize| score_of_pair(sorted[i]);
     let step = n as f64 / n_bins as f64;
     let interpolate = |j: usize| {
         // numpy's linspace: position j * step, the last one exactly n.
@@ -485,20 +500,24 @@ fn interpolated_bins(sorted: &[(f64, bool)], n_bins: usize) -> Vec<Bin> {
         };
         let last = (n - 1) as f64;
         if position >= last {
-            return sorted[n - 1].0;
+            return score(n - 1);
         }
         let i = position.floor() as usize;
         if position == i as f64 {
-            sorted[i].0
+            score(i)
         } else {
-            (sorted[i + 1].0 - sorted[i].0) * (position - i as f64) + sorted[i].0
+            (score(i + 1) - score(i)) * (position - i as f64) + score(i)
         }
     };
     let edges: Vec<f64> = (0..=n_bins).map(interpolate).collect();
     let mut bins: Vec<Bin> = edges.windows(2).map(|w| Bin::empty(w[0], w[1])).collect();
     // Sorted scores and non-decreasing edges: walk both once.
     let mut b = 0;
-    for &(score, hit) in sorted.iter().filter(|&&(s, _)| s > edges[0]) {
+    for (score, hit) in sorted
+        .iter()
+        .map(|&key| pair_of(key))
+        .filter(|&(s, _)| s > edges[0])
+    {
         while score > bins[b].hi {
             b += 1; // Stays in range: the last edge is the largest score.
         }
@@ -507,8 +526,9 @@ fn interpolated_bins(sorted: &[(f64, bool)], n_bins: usize) -> Vec<Bin> {
     bins
 }
 
-/// Equal-count chunks of the sorted pairs, sizes as numpy's `array_split`.
-fn chunked_bins(sorted: &[(f64, bool)], n_bins: usize) -> Vec<Bin> {
+/// Equal-count chunks of the sorted pairs (as sorted [`pair_key`]s), sizes as
+/// numpy's `array_split`.
+fn chunked_bins(sorted: &[u64], n_bins: usize) -> Vec<Bin> {
     let (base, extra) = (sorted.len() / n_bins, sorted.len() % n_bins);
     let mut start = 0;
     (0..n_bins)
@@ -516,15 +536,20 @@ fn chunked_bins(sorted: &[(f64, bool)], n_bins: usize) -> Vec<Bin> {
             let chunk = &sorted[start..start + base + usize::from(b < extra)];
             start += chunk.len();
             let (lo, hi) = match (chunk.first(), chunk.last()) {
-                (Some(first), Some(last)) => (first.0, last.0),
+                (Some(&first), Some(&last)) => (score_of_pair(first), score_of_pair(last)),
                 // An empty chunk (fewer samples than bins) sits at the previous edge.
                 _ => {
-                    let at = start.checked_sub(1).map_or(0.0, |i| sorted[i].0);
+                    let at = start
+                        .checked_sub(1)
+                        .map_or(0.0, |i| score_of_pair(sorted[i]));
                     (at, at)
                 }
             };
             let mut bin = Bin::empty(lo, hi);
-            chunk.iter().for_each(|&(score, hit)| bin.add(score, hit));
+            chunk.iter().for_each(|&key| {
+                let (score, hit) = pair_of(key);
+                bin.add(score, hit);
+            });
             bin
         })
         .collect()

@@ -63,6 +63,7 @@ pub mod parallel;
 pub mod plot;
 mod prefetch;
 mod radix;
+mod row_scan;
 pub mod scores;
 
 pub use error::{CalibError, Result};

@@ -3,10 +3,10 @@
 //!
 //! An `f64` maps to a `u64` key whose unsigned order is the float's order
 //! ([`f64::total_cmp`]), so a million scores sort by an LSD radix sort over the
-//! key bytes (a counting pass and one scatter per byte that varies) instead of
-//! a comparison sort. Bytes that are the same in every key are skipped: the
+//! key bits (a counting pass and one scatter per 11-bit digit) instead of
+//! a comparison sort. Bits that are the same in every key are skipped: the
 //! low 29 bits of a widened `f32` are zero, and scores in `[0, 1]` share their
-//! top bits, so a sort of `f32` confidences takes three or four scatters.
+//! top bits, so a sort of `f32` confidences takes three scatters.
 
 /// The key of `score` under [`f64::total_cmp`]: non-negative floats get the
 /// sign bit set, negative ones have every bit flipped.
@@ -30,40 +30,58 @@ pub(crate) fn score_of(key: u64) -> f64 {
     })
 }
 
-/// Sorts `keys` ascending. Stable, `O(N)` per varying byte; short inputs use
-/// the standard library's sort.
+/// Sorts `keys` ascending. Stable, `O(N)` per digit; short inputs use the
+/// standard library's sort.
+///
+/// The digits are windows of [`DIGIT_BITS`] bits placed over the bits that
+/// vary between keys (bits every key shares do not affect the order): the
+/// first window starts at the lowest varying bit, each next one at the lowest
+/// varying bit above the windows so far. `f32` confidences widened to `f64`
+/// vary in bits 29 to 55 or so: three scatters. One pass finds the varying
+/// bits, one counts every digit, then one scatter per digit.
 pub(crate) fn sort(keys: &mut Vec<u64>) {
     const SHORT: usize = 256;
+    const RADIX: usize = 1 << DIGIT_BITS;
+    const MASK: u64 = RADIX as u64 - 1;
     if keys.len() < SHORT {
         keys.sort_unstable();
         return;
     }
-    // One counting pass for all eight bytes.
-    let mut counts = vec![[0usize; 256]; 8];
+    let (all, any) = keys
+        .iter()
+        .fold((u64::MAX, 0), |(all, any), &key| (all & key, any | key));
+    let mut varying = all ^ any;
+    let mut shifts = Vec::new();
+    while varying != 0 {
+        let shift = varying.trailing_zeros();
+        shifts.push(shift);
+        varying &= !(MASK << shift);
+    }
+    let mut counts = vec![[0usize; RADIX]; shifts.len()];
     for &key in keys.iter() {
-        for (byte, count) in counts.iter_mut().enumerate() {
-            count[(key >> (8 * byte)) as usize & 0xff] += 1;
+        for (count, &shift) in counts.iter_mut().zip(&shifts) {
+            count[((key >> shift) & MASK) as usize] += 1;
         }
     }
     let mut buffer = vec![0u64; keys.len()];
-    for (byte, count) in counts.iter().enumerate() {
-        if count.contains(&keys.len()) {
-            continue; // Every key has the same byte here.
-        }
-        let mut offsets = [0usize; 256];
+    for (count, &shift) in counts.iter().zip(&shifts) {
+        let mut offsets = [0usize; RADIX];
         let mut next = 0;
         for (offset, &n) in offsets.iter_mut().zip(count) {
             *offset = next;
             next += n;
         }
         for &key in keys.iter() {
-            let digit = (key >> (8 * byte)) as usize & 0xff;
+            let digit = ((key >> shift) & MASK) as usize;
             buffer[offsets[digit]] = key;
             offsets[digit] += 1;
         }
         std::mem::swap(keys, &mut buffer);
     }
 }
+
+/// Bits per digit of [`sort`]: 2048 counters (16 KB) per digit, in the L1 cache.
+const DIGIT_BITS: u32 = 11;
 
 #[cfg(test)]
 mod tests {
@@ -101,6 +119,21 @@ mod tests {
                 any::<f32>().prop_map(|v| order_key(f64::from(v))),
             ], 0..2000)
         ) {
+            let mut expected = keys.clone();
+            expected.sort_unstable();
+            sort(&mut keys);
+            prop_assert_eq!(keys, expected);
+        }
+
+        #[test]
+        fn keys_that_vary_in_a_few_scattered_bits_sort_too(
+            base in any::<u64>(),
+            mask in prop_oneof![any::<u64>(), Just(1u64 | 0x7ff << 30), Just(1u64 << 63 | 1), Just(0u64)],
+            noise in prop::collection::vec(any::<u64>(), 256..3000),
+        ) {
+            // Only the bits of `mask` vary: digit windows start at its lowest
+            // set bit and skip the gaps (also at the top bit, or none at all).
+            let mut keys: Vec<u64> = noise.iter().map(|n| (base & !mask) | (n & mask)).collect();
             let mut expected = keys.clone();
             expected.sort_unstable();
             sort(&mut keys);

@@ -159,14 +159,17 @@ fn temperature_and_tce_match_numpy() {
         tce(val.view(), &val_labels, test, labels, &options, objective).unwrap()
     };
 
-    // Newton stops at 1e-6 in ln T, numpy's golden section at 1e-12: compare T
-    // to 1e-5 relative and the NLL at it (flat at the minimum) to 1e-9.
+    // Ours stops within about 1e-13 of the minimiser in ln T; numpy's golden
+    // section compares NLL values, which near the minimum differ by less
+    // than their rounding once the bracket is below about sqrt(epsilon)
+    // ~1e-8, so that is as close as it locates T: compare T to 1e-7
+    // relative and the NLL at it (flat at the minimum) to 1e-9.
     let by_nll = fit(TemperatureObjective::Nll);
     let t_numpy = number(expected, "nll_temperature");
     assert_close(
         by_nll.temperature,
         t_numpy,
-        1e-5 * t_numpy,
+        1e-7 * t_numpy,
         "NLL temperature",
     );
     let nll_numpy = number(expected, "nll_value");

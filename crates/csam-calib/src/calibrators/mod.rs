@@ -31,6 +31,7 @@ pub mod platt;
 pub mod registry;
 pub mod vector;
 
+mod exp_lanes;
 mod input;
 mod lbfgs;
 mod one_vs_rest;

@@ -42,6 +42,7 @@ pub fn par_reliability_diagram<T: Real>(
     check_predictions(probs, labels)?;
     let pass = |probs: ArrayView2<'_, T>, labels: &[usize]| {
         let mut collector = BinCollector::new(binning)?;
+        collector.reserve(probs.nrows());
         for_each_top_class(probs, |row, predicted, confidence| {
             collector.push(confidence.into(), predicted == labels[row])
         })?;
