@@ -779,9 +779,13 @@ fn gradients(
         return Ok(Tensor::f_run_backward(&[objective], params, false, false)?);
     }
     let scaled = objective * loss_scale;
-    let grads = Tensor::f_run_backward(&[&scaled], params, false, false)?;
-    let inverse = 1.0 / loss_scale;
-    Ok(tch::no_grad(|| grads.iter().map(|g| g * inverse).collect()))
+    let mut grads = Tensor::f_run_backward(&[&scaled], params, false, false)?;
+    // The gradients are this step's own tensors: unscaled in place.
+    let _guard = tch::no_grad_guard();
+    for grad in &mut grads {
+        let _ = grad.f_mul_scalar_(1.0 / loss_scale)?;
+    }
+    Ok(grads)
 }
 
 /// One plain step: train-mode forward, the training loss, gradient, optional
