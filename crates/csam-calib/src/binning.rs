@@ -216,6 +216,9 @@ enum CollectorState {
         variant: AdaptiveVariant,
         /// The pairs as [`pair_key`]s, sorted at the end.
         keys: Vec<u64>,
+        /// The pairs whose score is an `f32` (every confidence of an `f32`
+        /// matrix), as [`narrow_pair_key`]s: half the bytes to sort.
+        narrow_keys: Vec<u32>,
     },
 }
 
@@ -235,6 +238,7 @@ impl BinCollector {
                 n_bins,
                 variant,
                 keys: Vec::new(),
+                narrow_keys: Vec::new(),
             },
         };
         Ok(BinCollector { state, offered: 0 })
@@ -256,16 +260,26 @@ impl BinCollector {
                     bins[i].add(score, hit);
                 }
             }
-            CollectorState::EqualMass { keys, .. } => keys.push(pair_key(score, hit)),
+            CollectorState::EqualMass {
+                keys, narrow_keys, ..
+            } => match narrow_pair_key(score, hit) {
+                Some(key) => narrow_keys.push(key),
+                None => keys.push(pair_key(score, hit)),
+            },
         }
         Ok(())
     }
 
     /// Makes room for `additional` more pairs of an equal-mass scheme (no
-    /// effect on equal-width bins, which keep no pairs).
+    /// effect on equal-width bins, which keep no pairs), in either width
+    /// (address space only until written).
     pub(crate) fn reserve(&mut self, additional: usize) {
-        if let CollectorState::EqualMass { keys, .. } = &mut self.state {
+        if let CollectorState::EqualMass {
+            keys, narrow_keys, ..
+        } = &mut self.state
+        {
             keys.reserve(additional);
+            narrow_keys.reserve(additional);
         }
     }
 
@@ -287,10 +301,17 @@ impl BinCollector {
                 }
             }
             (
-                CollectorState::EqualMass { keys, .. },
-                CollectorState::EqualMass { keys: more, .. },
+                CollectorState::EqualMass {
+                    keys, narrow_keys, ..
+                },
+                CollectorState::EqualMass {
+                    keys: more,
+                    narrow_keys: more_narrow,
+                    ..
+                },
             ) => {
                 keys.extend(more);
+                narrow_keys.extend(more_narrow);
             }
             _ => unreachable!("collectors of one scheme are merged"),
         }
@@ -306,9 +327,10 @@ impl BinCollector {
             CollectorState::EqualMass {
                 n_bins,
                 variant,
-                mut keys,
+                keys,
+                narrow_keys,
             } => {
-                radix::sort(&mut keys);
+                let keys = sorted_pair_keys(keys, narrow_keys);
                 match variant {
                     AdaptiveVariant::Interpolated => interpolated_bins(&keys, n_bins),
                     AdaptiveVariant::Chunked => chunked_bins(&keys, n_bins),
@@ -420,6 +442,39 @@ fn check_n_bins(binning: &Binning) -> Result<()> {
 #[inline]
 fn pair_key(score: f64, hit: bool) -> u64 {
     ((radix::order_key(score) - radix::order_key(-0.0)) << 1) | u64::from(hit)
+}
+
+/// The [`pair_key`] of a pair whose score is an `f32`, in 32 bits with the
+/// same order (the score's [`radix::order_key_f32`] counted from that of
+/// `-0.0`, at most `0x3F80_0001`, then the hit); `None` for a score that is
+/// not an `f32`.
+#[inline]
+fn narrow_pair_key(score: f64, hit: bool) -> Option<u32> {
+    let narrow = score as f32;
+    (f64::from(narrow).to_bits() == score.to_bits()).then(|| {
+        ((radix::order_key_f32(narrow) - radix::order_key_f32(-0.0)) << 1) | u32::from(hit)
+    })
+}
+
+/// The [`pair_key`] of a [`narrow_pair_key`].
+#[inline]
+fn widen_pair_key(key: u32) -> u64 {
+    let score = radix::score_of_f32((key >> 1) + radix::order_key_f32(-0.0));
+    pair_key(f64::from(score), key & 1 == 1)
+}
+
+/// All pairs as [`pair_key`]s in ascending order: the narrow keys sorted in
+/// their own width, then widened (which keeps their order), and sorted with
+/// the wide ones only if there are any.
+fn sorted_pair_keys(mut keys: Vec<u64>, mut narrow_keys: Vec<u32>) -> Vec<u64> {
+    radix::sort(&mut narrow_keys);
+    let widened = narrow_keys.into_iter().map(widen_pair_key);
+    if keys.is_empty() {
+        return widened.collect();
+    }
+    keys.extend(widened);
+    radix::sort(&mut keys);
+    keys
 }
 
 /// The pair of a [`pair_key`].
@@ -726,6 +781,40 @@ mod tests {
             for outside in [f64::NAN, -tiny.max(f64::from_bits(1)), 1.0_f64.next_up(), -1.0] {
                 prop_assert!(!(lo < outside && outside < hi), "{}", outside);
             }
+        }
+
+        #[test]
+        fn narrow_keys_give_the_wide_keys_order(
+            pairs in prop::collection::vec((prop_oneof![
+                (0u8..=16).prop_map(|v| f64::from(v) / 16.0),
+                Just(-0.0), Just(0.0), Just(1.0),
+                (0.0..=1.0_f64).prop_map(|v| f64::from(v as f32)),
+                0.0..=1.0_f64,
+            ], any::<bool>()), 1..600),
+        ) {
+            // f32 scores go narrow, the others wide; the sorted keys are
+            // those of sorting every pair's wide key (the previous code).
+            let (mut wide, mut narrow) = (Vec::new(), Vec::new());
+            for &(score, hit) in &pairs {
+                match narrow_pair_key(score, hit) {
+                    Some(key) => {
+                        prop_assert_eq!(f64::from(score as f32).to_bits(), score.to_bits());
+                        prop_assert_eq!(widen_pair_key(key), pair_key(score, hit));
+                        narrow.push(key);
+                    }
+                    None => wide.push(pair_key(score, hit)),
+                }
+            }
+            let mut expected: Vec<u64> = pairs.iter().map(|&(s, h)| pair_key(s, h)).collect();
+            expected.sort_unstable();
+            prop_assert_eq!(sorted_pair_keys(wide.clone(), narrow.clone()), expected.clone());
+            prop_assert_eq!(sorted_pair_keys(Vec::new(), narrow), {
+                let mut only: Vec<u64> = pairs.iter()
+                    .filter(|p| narrow_pair_key(p.0, p.1).is_some())
+                    .map(|&(s, h)| pair_key(s, h)).collect();
+                only.sort_unstable();
+                only
+            });
         }
 
         #[test]

@@ -9,12 +9,13 @@ use ndarray::{Array2, ArrayView1, ArrayView2};
 
 use crate::error::{CalibError, Result};
 use crate::prefetch;
-use crate::row_scan::{scan_max, scan_row, EntryCheck};
+use crate::row_scan::{lane_sum, row_scanner, scan_max, scan_row, EntryCheck, LaneBits, Top};
 
-/// Element types a metric accepts: `f32` or `f64`. Metrics read values through
-/// `Into<f64>` and accumulate in `f64`; comparisons run in the type itself.
+/// Element types a metric accepts: `f32` or `f64` (the trait is sealed).
+/// Metrics read values through `Into<f64>` and accumulate in `f64`;
+/// comparisons run in the type itself or on its bits.
 pub trait Real:
-    Copy + Send + Sync + Into<f64> + PartialOrd + std::ops::Add<Output = Self> + 'static
+    Copy + Send + Sync + Into<f64> + PartialOrd + std::ops::Add<Output = Self> + LaneBits + 'static
 {
     /// 0 in this type.
     const ZERO: Self;
@@ -146,8 +147,8 @@ fn checked_top_class<T: Real>(row: ArrayView1<'_, T>, row_index: usize) -> Resul
 /// memory speed; fails with [`top_class`]'s error at the first bad entry.
 ///
 /// Per row, one branch-free pass finds the maximum and its first index
-/// (module `row_scan`); on x86-64 CPUs with AVX2 the pass is compiled for
-/// AVX2 (the same operations, so the same bits). The checks of the other entries
+/// (module `row_scan`); on x86-64 CPUs with AVX2 the scan is written in AVX2
+/// instructions (the same operations, so the same results). The checks of the other entries
 /// (none below 0, none NaN) run lane-wise over a block of rows and are reduced
 /// once per block; a block that fails them is scanned again entry by entry to
 /// name the first bad one. `visit` therefore only ever sees confidences in
@@ -164,34 +165,16 @@ pub fn for_each_top_class<T: Real>(
         }
         return Ok(());
     };
-    #[cfg(target_arch = "x86_64")]
-    if std::arch::is_x86_feature_detected!("avx2") {
-        // SAFETY: the CPU runs AVX2 instructions (checked just above).
-        return unsafe { scan_blocks_avx2(probs, values, &mut visit) };
-    }
-    scan_blocks(probs, values, &mut visit)
-}
-
-/// [`scan_blocks`] compiled for AVX2: the same operations on the same lanes,
-/// so the same bits, eight `f32` lanes to an instruction instead of four.
-/// Callers must check that the CPU has AVX2.
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2")]
-unsafe fn scan_blocks_avx2<T: Real>(
-    probs: ArrayView2<'_, T>,
-    values: &[T],
-    visit: &mut impl FnMut(usize, usize, T) -> Result<()>,
-) -> Result<()> {
-    scan_blocks(probs, values, visit)
+    scan_blocks(probs, values, &mut visit, row_scanner())
 }
 
 /// The pass of [`for_each_top_class`] over the rows of a contiguous `probs`
-/// (`values`, its entries in order).
-#[inline(always)]
+/// (`values`, its entries in order), each row scanned by `scan_row`.
 fn scan_blocks<T: Real>(
     probs: ArrayView2<'_, T>,
     values: &[T],
     visit: &mut impl FnMut(usize, usize, T) -> Result<()>,
+    scan_row: fn(&[T], &mut EntryCheck<T>) -> Top<T>,
 ) -> Result<()> {
     /// Rows per block: a few hundred KB, so a refused block is re-read from cache.
     const BLOCK_ROWS: usize = 512;
@@ -266,7 +249,7 @@ pub fn validate_probabilities<T: Real>(probs: ArrayView2<'_, T>, tolerance: f64)
         if let Some(values) = row.as_slice() {
             let mut check = EntryCheck::new();
             let top = scan_max(values, &mut check);
-            let sum = check.sum();
+            let sum = lane_sum(values);
             if in_unit_interval(top)
                 && check.passed()
                 && (sum - 1.0).abs() <= tolerance - margin * sum.max(1.0)
@@ -550,12 +533,12 @@ mod tests {
                     Ok(())
                 }).map(|()| seen)
             };
-            // The pass compiled without AVX2 (the fallback on older CPUs).
+            // The scan compiled without AVX2 (the fallback on older CPUs).
             let mut portable = Vec::new();
             let portable = scan_blocks(probs.view(), probs.as_slice().unwrap(), &mut |row, predicted, confidence: f64| {
                 portable.push((row, predicted, confidence.to_bits()));
                 Ok(())
-            }).map(|()| portable);
+            }, scan_row).map(|()| portable);
             let fast = visit_all(probs.view());
             for other in [visit_all(strided.view()), portable] {
                 match (&fast, other) {

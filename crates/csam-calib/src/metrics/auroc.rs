@@ -14,7 +14,7 @@ use serde::{Deserialize, Serialize};
 use super::check_predictions;
 use crate::error::{CalibError, Result};
 use crate::parallel::{fold_rows, Threads};
-use crate::radix;
+use crate::radix::{self, RadixKey};
 use crate::scores::{for_each_top_class, probability_error, Real};
 
 /// `P(score of a positive > score of a negative) + P(equal) / 2` over all
@@ -41,20 +41,20 @@ pub fn auroc(scores: &[f64], positive: &[bool]) -> Result<f64> {
     mann_whitney(positives, negatives, "AUROC")
 }
 
-/// The sort key of a score: its [`radix::order_key`], with `-0.0` read as
-/// `0.0` (they tie).
+/// The sort key of a score: its order key in its own width
+/// ([`radix::order_key`]), with `-0.0` read as `0.0` (they tie).
 #[inline]
-fn tie_key(score: f64) -> u64 {
-    radix::order_key(score + 0.0)
+fn tie_key<T: Real>(score: T) -> T::Key {
+    (score + T::ZERO).order_key()
 }
 
 /// The AUROC of positives and negatives given by their [`tie_key`]s: each
 /// list sorted once, then one linear merge that counts, for every distinct
 /// positive score, the negatives below it and those tied with it. Undefined (an error
 /// naming `metric`) when either list is empty.
-fn mann_whitney(
-    mut positives: Vec<u64>,
-    mut negatives: Vec<u64>,
+fn mann_whitney<K: RadixKey>(
+    mut positives: Vec<K>,
+    mut negatives: Vec<K>,
     metric: &'static str,
 ) -> Result<f64> {
     if positives.is_empty() || negatives.is_empty() {
@@ -85,7 +85,7 @@ fn mann_whitney(
 /// merge in [`mann_whitney`] visits every negative once in all), not a
 /// binary search per positive score, which misses the cache on large lists.
 #[inline]
-fn count_while(keys: &[u64], holds: impl Fn(u64) -> bool) -> usize {
+fn count_while<K: RadixKey>(keys: &[K], holds: impl Fn(K) -> bool) -> usize {
     keys.iter()
         .position(|&key| !holds(key))
         .unwrap_or(keys.len())
@@ -114,14 +114,14 @@ pub fn par_auroc_misclassification<T: Real>(
         let (mut right, mut wrong) = (Vec::with_capacity(rows), Vec::with_capacity(rows));
         for_each_top_class(probs, |row, predicted, confidence| {
             match predicted == labels[row] {
-                true => right.push(tie_key(confidence.into())),
-                false => wrong.push(tie_key(confidence.into())),
+                true => right.push(tie_key(confidence)),
+                false => wrong.push(tie_key(confidence)),
             }
             Ok(())
         })?;
         Ok((right, wrong))
     };
-    let merge = |(mut right, mut wrong): (Vec<u64>, Vec<u64>), (more_right, more_wrong)| {
+    let merge = |(mut right, mut wrong): (Vec<T::Key>, Vec<T::Key>), (more_right, more_wrong)| {
         right.extend(more_right);
         wrong.extend(more_wrong);
         (right, wrong)
