@@ -11,7 +11,7 @@
 
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use csam_calib::binning::{AdaptiveVariant, Binning, Norm};
-use csam_calib::calibrators::temperature::{fit_temperature, TemperatureObjective};
+use csam_calib::calibrators::temperature::{par_fit_temperature, TemperatureObjective};
 use csam_calib::metrics;
 use csam_calib::parallel::Threads;
 use csam_calib::scores::softmax;
@@ -82,8 +82,8 @@ fn bench_metrics(c: &mut Criterion) {
     group.bench_function("validate probabilities (entries and row sums)", |b| {
         b.iter(|| csam_calib::scores::validate_probabilities(p, 1e-3).unwrap())
     });
-    // Each metric on one thread, then on every thread the machine offers.
     let all = Threads::available();
+    // Each metric on one thread, then on every thread the machine offers.
     for threads in [Threads::ONE, all]
         .into_iter()
         .take(1 + usize::from(all.get() > 1))
@@ -115,17 +115,27 @@ fn bench_metrics(c: &mut Criterion) {
     let z_labels = sampled_labels(&softmax(z.view()), 8);
     let mut group = c.benchmark_group("100k x 100 f64 logits");
     group.sample_size(10);
-    group.bench_function("temperature fit (NLL)", |b| {
-        b.iter(|| {
-            fit_temperature(
-                z.view(),
-                &z_labels,
-                TemperatureObjective::Nll,
-                &Binning::default(),
-            )
-            .unwrap()
-        })
-    });
+    for threads in [Threads::ONE, all]
+        .into_iter()
+        .take(1 + usize::from(all.get() > 1))
+    {
+        let name = match threads.get() {
+            1 => "temperature fit (NLL)".to_string(),
+            n => format!("temperature fit (NLL), {n} threads"),
+        };
+        group.bench_function(name, |b| {
+            b.iter(|| {
+                par_fit_temperature(
+                    z.view(),
+                    &z_labels,
+                    TemperatureObjective::Nll,
+                    &Binning::default(),
+                    threads,
+                )
+                .unwrap()
+            })
+        });
+    }
     group.finish();
 }
 

@@ -40,6 +40,7 @@ use super::exp_lanes::exp_nonpositive;
 use super::Calibrator;
 use crate::binning::{BinStats, Binning, Norm};
 use crate::error::{CalibError, Result};
+use crate::parallel::{fold_rows, Threads};
 use crate::scores::{softmax, validate_labels, validate_logits};
 
 /// What the temperature is chosen to minimise on the validation set.
@@ -124,16 +125,32 @@ const MAX_ITERATIONS: usize = 200;
 
 /// Fits `T` on validation logits (`N x K`, finite) and labels. `ece_binning`
 /// is the binning of the [`TemperatureObjective::EceGrid`] objective.
+/// [`par_fit_temperature`] on one thread.
 pub fn fit_temperature(
     logits: ArrayView2<'_, f64>,
     labels: &[usize],
     objective: TemperatureObjective,
     ece_binning: &Binning,
 ) -> Result<TemperatureFit> {
+    par_fit_temperature(logits, labels, objective, ece_binning, Threads::ONE)
+}
+
+/// [`fit_temperature`] with the NLL's passes over the rows split across
+/// `threads` (see [`crate::parallel`]): each pass's sums become sums of
+/// per-thread partial sums, which can move the fitted temperature in the
+/// last bits between thread counts (tested within `1e-12`); the same thread
+/// count gives the same bits. The ECE grid runs on one thread.
+pub fn par_fit_temperature(
+    logits: ArrayView2<'_, f64>,
+    labels: &[usize],
+    objective: TemperatureObjective,
+    ece_binning: &Binning,
+    threads: Threads,
+) -> Result<TemperatureFit> {
     validate_logits(logits)?;
     validate_labels(labels, logits.nrows(), logits.ncols())?;
     match objective {
-        TemperatureObjective::Nll => Ok(fit_nll(logits, labels)),
+        TemperatureObjective::Nll => Ok(fit_nll(logits, labels, threads)),
         TemperatureObjective::EceGrid => fit_ece_grid(logits, labels, ece_binning),
     }
 }
@@ -148,38 +165,46 @@ struct NllAt {
     fourth: f64,
 }
 
-/// [`NllAt`] at `s` in one pass over the rows (compiled for AVX2 where the
-/// CPU has it: the same operations on the same lanes, so the same bits).
-fn nll_at(logits: ArrayView2<'_, f64>, labels: &[usize], s: f64) -> NllAt {
-    #[cfg(target_arch = "x86_64")]
-    if std::arch::is_x86_feature_detected!("avx2") {
-        // SAFETY: the CPU runs AVX2 instructions (checked just above).
-        return unsafe { nll_at_avx2(logits, labels, s) };
+/// The sums over rows of the NLL's terms and their derivatives in `b`.
+#[derive(Clone, Copy, Default)]
+struct NllSums {
+    g: f64,
+    dg: f64,
+    d2g: f64,
+    d3g: f64,
+    d4g: f64,
+}
+
+impl NllSums {
+    /// The sums of the rows of `self` and then those of `later`.
+    fn then(self, later: NllSums) -> NllSums {
+        NllSums {
+            g: self.g + later.g,
+            dg: self.dg + later.dg,
+            d2g: self.d2g + later.d2g,
+            d3g: self.d3g + later.d3g,
+            d4g: self.d4g + later.d4g,
+        }
     }
-    nll_pass(logits, labels, s)
 }
 
-/// [`nll_pass`] compiled for AVX2; callers check that the CPU has it.
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2")]
-unsafe fn nll_at_avx2(logits: ArrayView2<'_, f64>, labels: &[usize], s: f64) -> NllAt {
-    nll_pass(logits, labels, s)
-}
-
-#[inline(always)]
-fn nll_pass(logits: ArrayView2<'_, f64>, labels: &[usize], s: f64) -> NllAt {
+/// [`NllAt`] at `s` in one pass over the rows, split across `threads` (the
+/// partial sums added in row order: the same bits for the same thread
+/// count), each part compiled for AVX2 where the CPU has it (the same
+/// operations on the same lanes, so the same bits).
+fn nll_at(logits: ArrayView2<'_, f64>, labels: &[usize], s: f64, threads: Threads) -> NllAt {
     let b = (-s).exp();
-    let (mut g, mut dg, mut d2g, mut d3g, mut d4g) = (0.0, 0.0, 0.0, 0.0, 0.0);
-    for (row, &label) in logits.outer_iter().zip(labels) {
-        let moments = scaled_moments(row, b);
-        g += moments.log_sum_exp_minus(row[label]);
-        dg += moments.mean - row[label];
-        d2g += moments.variance;
-        d3g += moments.third_cumulant;
-        d4g += moments.fourth_cumulant;
-    }
+    let pass = |rows: ArrayView2<'_, f64>, labels: &[usize]| Ok(nll_sums(rows, labels, b));
+    // The pass cannot fail, so neither can the fold.
+    let sums = fold_rows(logits, labels, threads, pass, NllSums::then).unwrap_or_default();
     let n = labels.len() as f64;
-    let (g, dg, d2g, d3g, d4g) = (g / n, dg / n, d2g / n, d3g / n, d4g / n);
+    let (g, dg, d2g, d3g, d4g) = (
+        sums.g / n,
+        sums.dg / n,
+        sums.d2g / n,
+        sums.d3g / n,
+        sums.d4g / n,
+    );
     // f(s) = g(b(s)), b = e^{-s}, db/ds = -b, g^(k) the k-th cumulant's mean:
     // f' = -b g', f'' = b^2 g'' + b g', f''' = -b^3 g''' - 3 b^2 g'' - b g',
     // f'''' = b^4 g'''' + 6 b^3 g''' + 7 b^2 g'' + b g'.
@@ -191,6 +216,37 @@ fn nll_pass(logits: ArrayView2<'_, f64>, labels: &[usize], s: f64) -> NllAt {
         third: -b3 * d3g - 3.0 * b2 * d2g - b * dg,
         fourth: b3 * b * d4g + 6.0 * b3 * d3g + 7.0 * b2 * d2g + b * dg,
     }
+}
+
+/// [`nll_pass`] in the widest instructions the CPU runs.
+fn nll_sums(logits: ArrayView2<'_, f64>, labels: &[usize], b: f64) -> NllSums {
+    #[cfg(target_arch = "x86_64")]
+    if std::arch::is_x86_feature_detected!("avx2") {
+        // SAFETY: the CPU runs AVX2 instructions (checked just above).
+        return unsafe { nll_sums_avx2(logits, labels, b) };
+    }
+    nll_pass(logits, labels, b)
+}
+
+/// [`nll_pass`] compiled for AVX2; callers check that the CPU has it.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+unsafe fn nll_sums_avx2(logits: ArrayView2<'_, f64>, labels: &[usize], b: f64) -> NllSums {
+    nll_pass(logits, labels, b)
+}
+
+#[inline(always)]
+fn nll_pass(logits: ArrayView2<'_, f64>, labels: &[usize], b: f64) -> NllSums {
+    let mut sums = NllSums::default();
+    for (row, &label) in logits.outer_iter().zip(labels) {
+        let moments = scaled_moments(row, b);
+        sums.g += moments.log_sum_exp_minus(row[label]);
+        sums.dg += moments.mean - row[label];
+        sums.d2g += moments.variance;
+        sums.d3g += moments.third_cumulant;
+        sums.d4g += moments.fourth_cumulant;
+    }
+    sums
 }
 
 /// For `p = softmax(b z)`: `logsumexp(b z)` as `b m + ln_sum` (`m = max z`),
@@ -288,15 +344,15 @@ fn add_powers(sums: &mut [[f64; LANES]; 5], lane: usize, w: f64, d: f64) {
 /// step lands within about `1e-8`, and stops after two passes instead of five
 /// to ten; it stops by the same rule as a search from `T = 1`, at the same
 /// minimiser.
-fn fit_nll(logits: ArrayView2<'_, f64>, labels: &[usize]) -> TemperatureFit {
+fn fit_nll(logits: ArrayView2<'_, f64>, labels: &[usize], threads: Threads) -> TemperatureFit {
     let start = if labels.len() >= WARM_START_MIN_ROWS {
         let rows = logits.slice(s![..;WARM_START_STRIDE, ..]);
         let row_labels: Vec<usize> = labels.iter().step_by(WARM_START_STRIDE).copied().collect();
-        search_nll(rows, &row_labels, 0.0).temperature.ln()
+        search_nll(rows, &row_labels, 0.0, threads).temperature.ln()
     } else {
         0.0
     };
-    search_nll(logits, labels, start)
+    search_nll(logits, labels, start, threads)
 }
 
 /// Every how many rows the warm start of [`fit_nll`] reads.
@@ -307,11 +363,16 @@ const WARM_START_MIN_ROWS: usize = 64 * WARM_START_STRIDE;
 
 /// Newton / golden-section search of the NLL's minimiser in `s = ln T` from
 /// `s = start` (the module doc); `iterations` counts its steps.
-fn search_nll(logits: ArrayView2<'_, f64>, labels: &[usize], start: f64) -> TemperatureFit {
+fn search_nll(
+    logits: ArrayView2<'_, f64>,
+    labels: &[usize],
+    start: f64,
+    threads: Threads,
+) -> TemperatureFit {
     const GOLDEN: f64 = 0.381_966_011_250_105_1; // (3 - sqrt 5) / 2
     let (mut lo, mut hi) = (T_MIN.ln(), T_MAX.ln());
     let mut s = start;
-    let mut at = nll_at(logits, labels, s);
+    let mut at = nll_at(logits, labels, s, threads);
     let mut iterations = 0;
     while iterations < MAX_ITERATIONS {
         iterations += 1;
@@ -358,7 +419,7 @@ fn search_nll(logits: ArrayView2<'_, f64>, labels: &[usize], start: f64) -> Temp
             };
         }
         s = next;
-        at = nll_at(logits, labels, s);
+        at = nll_at(logits, labels, s, threads);
     }
     TemperatureFit {
         temperature: s.exp(),
@@ -473,9 +534,9 @@ mod tests {
         let (logits, labels) = calibrated_at(1.5, 300, 4, 1);
         let s = 0.3;
         let h = 1e-5;
-        let at = nll_at(logits.view(), &labels, s);
-        let plus = nll_at(logits.view(), &labels, s + h);
-        let minus = nll_at(logits.view(), &labels, s - h);
+        let at = nll_at(logits.view(), &labels, s, Threads::ONE);
+        let plus = nll_at(logits.view(), &labels, s + h, Threads::ONE);
+        let minus = nll_at(logits.view(), &labels, s - h, Threads::ONE);
         assert!((at.slope - (plus.value - minus.value) / (2.0 * h)).abs() < 1e-7);
         assert!((at.curvature - (plus.slope - minus.slope) / (2.0 * h)).abs() < 1e-6);
         // The higher derivatives of the quartic step.
@@ -500,9 +561,11 @@ mod tests {
         assert!(fit.iterations < 30, "{} iterations", fit.iterations);
         let s = fit.temperature.ln();
         for delta in [-1e-3, 1e-3] {
-            assert!(nll_at(logits.view(), &labels, s + delta).value > fit.objective_value);
+            assert!(
+                nll_at(logits.view(), &labels, s + delta, Threads::ONE).value > fit.objective_value
+            );
         }
-        assert!(nll_at(logits.view(), &labels, s).slope.abs() < 1e-8);
+        assert!(nll_at(logits.view(), &labels, s, Threads::ONE).slope.abs() < 1e-8);
     }
 
     /// `f'(s)` with libm's `exp` and sequential sums, as the fit computed it
@@ -530,9 +593,9 @@ mod tests {
         // below 1e-6, where the search stopped before, left up to about 1e-12).
         for (t_true, seed) in [(2.0, 11), (0.5, 12), (1.0, 13), (4.0, 14), (0.2, 15)] {
             let (logits, labels) = calibrated_at(t_true, 4000, 10, seed);
-            let fit = fit_nll(logits.view(), &labels);
+            let fit = fit_nll(logits.view(), &labels, Threads::ONE);
             let s = fit.temperature.ln();
-            let at = nll_at(logits.view(), &labels, s);
+            let at = nll_at(logits.view(), &labels, s, Threads::ONE);
             let offset = libm_slope(&logits, &labels, s) / at.curvature;
             assert!(
                 offset.abs() < 1e-13,
@@ -545,15 +608,41 @@ mod tests {
     #[test]
     fn avx2_and_portable_passes_agree_to_the_bit() {
         let (logits, labels) = calibrated_at(1.7, 700, 37, 16);
-        for s in [-1.0, 0.0, 0.4] {
-            let (a, b) = (
-                nll_at(logits.view(), &labels, s),
-                nll_pass(logits.view(), &labels, s),
+        for b in [0.5, 1.0, 2.7] {
+            let (fast, portable) = (
+                nll_sums(logits.view(), &labels, b),
+                nll_pass(logits.view(), &labels, b),
             );
-            let bits = |at: &NllAt| {
-                [at.value, at.slope, at.curvature, at.third, at.fourth].map(f64::to_bits)
-            };
-            assert_eq!(bits(&a), bits(&b), "s = {s}");
+            let bits =
+                |sums: &NllSums| [sums.g, sums.dg, sums.d2g, sums.d3g, sums.d4g].map(f64::to_bits);
+            assert_eq!(bits(&fast), bits(&portable), "b = {b}");
+        }
+    }
+
+    #[test]
+    fn threads_move_the_fit_by_rounding_only() {
+        let (logits, labels) = calibrated_at(1.7, 3000, 20, 17);
+        let fit = |threads: usize| {
+            let threads = Threads::new(threads).unwrap();
+            par_fit_temperature(
+                logits.view(),
+                &labels,
+                TemperatureObjective::Nll,
+                &Binning::default(),
+                threads,
+            )
+            .unwrap()
+        };
+        let one = fit(1);
+        for threads in [2, 3, 7] {
+            let many = fit(threads);
+            let gap = (many.temperature.ln() - one.temperature.ln()).abs();
+            assert!(gap < 1e-12, "{threads} threads: ln T differs by {gap:e}");
+            assert!((many.objective_value - one.objective_value).abs() < 1e-12);
+            assert_eq!(
+                fit(threads).temperature.to_bits(),
+                many.temperature.to_bits()
+            );
         }
     }
 
@@ -561,12 +650,12 @@ mod tests {
     fn warm_start_reaches_the_minimiser_of_the_search_from_one() {
         for (t_true, seed) in [(2.0, 4), (0.5, 5), (1.0, 6), (4.0, 7)] {
             let (logits, labels) = calibrated_at(t_true, 5000, 8, seed);
-            let warm = fit_nll(logits.view(), &labels);
-            let from_one = search_nll(logits.view(), &labels, 0.0);
+            let warm = fit_nll(logits.view(), &labels, Threads::ONE);
+            let from_one = search_nll(logits.view(), &labels, 0.0, Threads::ONE);
             let gap = (warm.temperature.ln() - from_one.temperature.ln()).abs();
             assert!(gap < 1e-12, "T {t_true}: ln T differs by {gap:e}");
             // The reported value (a Taylor step from the last pass) is the NLL there.
-            let direct = nll_at(logits.view(), &labels, warm.temperature.ln()).value;
+            let direct = nll_at(logits.view(), &labels, warm.temperature.ln(), Threads::ONE).value;
             assert!((warm.objective_value - direct).abs() < 1e-12 * direct);
         }
     }
