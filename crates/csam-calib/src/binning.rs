@@ -19,7 +19,7 @@
 use serde::{Deserialize, Serialize};
 
 use crate::error::{CalibError, Result};
-use crate::radix;
+use crate::pair_keys::{pair_of, PairKeys};
 
 /// Which side of an equal-width bin is closed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
@@ -214,11 +214,8 @@ enum CollectorState {
     EqualMass {
         n_bins: usize,
         variant: AdaptiveVariant,
-        /// The pairs as [`pair_key`]s, sorted at the end.
-        keys: Vec<u64>,
-        /// The pairs whose score is an `f32` (every confidence of an `f32`
-        /// matrix), as [`narrow_pair_key`]s: half the bytes to sort.
-        narrow_keys: Vec<u32>,
+        /// The pairs, sorted at the end (or by each thread's collector).
+        pairs: PairKeys,
     },
 }
 
@@ -237,8 +234,7 @@ impl BinCollector {
             Binning::EqualMass { n_bins, variant } => CollectorState::EqualMass {
                 n_bins,
                 variant,
-                keys: Vec::new(),
-                narrow_keys: Vec::new(),
+                pairs: PairKeys::default(),
             },
         };
         Ok(BinCollector { state, offered: 0 })
@@ -260,12 +256,7 @@ impl BinCollector {
                     bins[i].add(score, hit);
                 }
             }
-            CollectorState::EqualMass {
-                keys, narrow_keys, ..
-            } => match narrow_pair_key(score, hit) {
-                Some(key) => narrow_keys.push(key),
-                None => keys.push(pair_key(score, hit)),
-            },
+            CollectorState::EqualMass { pairs, .. } => pairs.push(score, hit),
         }
         Ok(())
     }
@@ -274,19 +265,24 @@ impl BinCollector {
     /// effect on equal-width bins, which keep no pairs), in either width
     /// (address space only until written).
     pub(crate) fn reserve(&mut self, additional: usize) {
-        if let CollectorState::EqualMass {
-            keys, narrow_keys, ..
-        } = &mut self.state
-        {
-            keys.reserve(additional);
-            narrow_keys.reserve(additional);
+        if let CollectorState::EqualMass { pairs, .. } = &mut self.state {
+            pairs.reserve(additional);
+        }
+    }
+
+    /// Sorts the equal-mass pairs collected so far (nothing to do for
+    /// equal-width bins): a pass on several threads sorts each thread's
+    /// pairs on that thread, and [`BinCollector::merge`] merges them.
+    pub(crate) fn sort_pairs(&mut self) {
+        if let CollectorState::EqualMass { pairs, .. } = &mut self.state {
+            pairs.sort();
         }
     }
 
     /// Takes in the pairs of `later`, a collector of the same scheme fed the
     /// pairs that follow this one's: counts and hits add exactly, each bin's
-    /// sum becomes `self + later`, equal-mass pairs are appended (they are
-    /// sorted at the end, so their order does not matter).
+    /// sum becomes `self + later`, equal-mass pairs are appended (merged
+    /// when both are sorted; the order of the pairs does not matter).
     pub(crate) fn merge(&mut self, later: BinCollector) {
         self.offered += later.offered;
         match (&mut self.state, later.state) {
@@ -301,18 +297,9 @@ impl BinCollector {
                 }
             }
             (
-                CollectorState::EqualMass {
-                    keys, narrow_keys, ..
-                },
-                CollectorState::EqualMass {
-                    keys: more,
-                    narrow_keys: more_narrow,
-                    ..
-                },
-            ) => {
-                keys.extend(more);
-                narrow_keys.extend(more_narrow);
-            }
+                CollectorState::EqualMass { pairs, .. },
+                CollectorState::EqualMass { pairs: more, .. },
+            ) => pairs.append(more),
             _ => unreachable!("collectors of one scheme are merged"),
         }
     }
@@ -327,10 +314,9 @@ impl BinCollector {
             CollectorState::EqualMass {
                 n_bins,
                 variant,
-                keys,
-                narrow_keys,
+                pairs,
             } => {
-                let keys = sorted_pair_keys(keys, narrow_keys);
+                let keys = pairs.into_sorted();
                 match variant {
                     AdaptiveVariant::Interpolated => interpolated_bins(&keys, n_bins),
                     AdaptiveVariant::Chunked => chunked_bins(&keys, n_bins),
@@ -435,57 +421,6 @@ fn check_n_bins(binning: &Binning) -> Result<()> {
     Ok(())
 }
 
-/// `(score, hit)` with `score` in `[0, 1]` as one key whose order is by score
-/// ([`f64::total_cmp`], the numeric order there), then misses before hits:
-/// the score's [`radix::order_key`] counted from that of `-0.0` (the least
-/// score in `[0, 1]`, so the difference fits in 62 bits), the hit in bit 0.
-#[inline]
-fn pair_key(score: f64, hit: bool) -> u64 {
-    ((radix::order_key(score) - radix::order_key(-0.0)) << 1) | u64::from(hit)
-}
-
-/// The [`pair_key`] of a pair whose score is an `f32`, in 32 bits with the
-/// same order (the score's [`radix::order_key_f32`] counted from that of
-/// `-0.0`, at most `0x3F80_0001`, then the hit); `None` for a score that is
-/// not an `f32`.
-#[inline]
-fn narrow_pair_key(score: f64, hit: bool) -> Option<u32> {
-    let narrow = score as f32;
-    (f64::from(narrow).to_bits() == score.to_bits()).then(|| {
-        ((radix::order_key_f32(narrow) - radix::order_key_f32(-0.0)) << 1) | u32::from(hit)
-    })
-}
-
-/// The [`pair_key`] of a [`narrow_pair_key`].
-#[inline]
-fn widen_pair_key(key: u32) -> u64 {
-    let score = radix::score_of_f32((key >> 1) + radix::order_key_f32(-0.0));
-    pair_key(f64::from(score), key & 1 == 1)
-}
-
-/// All pairs as [`pair_key`]s in ascending order: the narrow keys sorted in
-/// their own width, then widened (which keeps their order), and sorted with
-/// the wide ones only if there are any.
-fn sorted_pair_keys(mut keys: Vec<u64>, mut narrow_keys: Vec<u32>) -> Vec<u64> {
-    radix::sort(&mut narrow_keys);
-    let widened = narrow_keys.into_iter().map(widen_pair_key);
-    if keys.is_empty() {
-        return widened.collect();
-    }
-    keys.extend(widened);
-    radix::sort(&mut keys);
-    keys
-}
-
-/// The pair of a [`pair_key`].
-#[inline]
-fn pair_of(key: u64) -> (f64, bool) {
-    (
-        radix::score_of((key >> 1) + radix::order_key(-0.0)),
-        key & 1 == 1,
-    )
-}
-
 /// The equal-width bin of `score` in `[0, 1]` given the `M + 1` edges `k / M`:
 /// a guess from `score * M`, corrected by one step against the exact edges (the
 /// product's rounding can be off by at most one bin). `None` when the score
@@ -533,14 +468,14 @@ fn ceil(x: f64) -> usize {
     floor + usize::from((floor as f64) < x)
 }
 
-/// The score of a [`pair_key`].
+/// The score of a [`pair_key`](crate::pair_keys::pair_key).
 #[inline]
 fn score_of_pair(key: u64) -> f64 {
     pair_of(key).0
 }
 
 /// Lineage (a) equal-mass bins over pairs sorted by score (as sorted
-/// [`pair_key`]s): edges interpolated as numpy's `interp(linspace(0, N, M +
+/// [`pair_key`](crate::pair_keys::pair_key)s): edges interpolated as numpy's `interp(linspace(0, N, M +
 /// 1), arange(N), sorted)`, bins `(lo, hi]`.
 fn interpolated_bins(sorted: &[u64], n_bins: usize) -> Vec<Bin> {
     let n = sorted.len();
@@ -581,7 +516,7 @@ fn interpolated_bins(sorted: &[u64], n_bins: usize) -> Vec<Bin> {
     bins
 }
 
-/// Equal-count chunks of the sorted pairs (as sorted [`pair_key`]s), sizes as
+/// Equal-count chunks of the sorted pairs (as sorted [`pair_key`](crate::pair_keys::pair_key)s), sizes as
 /// numpy's `array_split`.
 fn chunked_bins(sorted: &[u64], n_bins: usize) -> Vec<Bin> {
     let (base, extra) = (sorted.len() / n_bins, sorted.len() % n_bins);
@@ -781,40 +716,6 @@ mod tests {
             for outside in [f64::NAN, -tiny.max(f64::from_bits(1)), 1.0_f64.next_up(), -1.0] {
                 prop_assert!(!(lo < outside && outside < hi), "{}", outside);
             }
-        }
-
-        #[test]
-        fn narrow_keys_give_the_wide_keys_order(
-            pairs in prop::collection::vec((prop_oneof![
-                (0u8..=16).prop_map(|v| f64::from(v) / 16.0),
-                Just(-0.0), Just(0.0), Just(1.0),
-                (0.0..=1.0_f64).prop_map(|v| f64::from(v as f32)),
-                0.0..=1.0_f64,
-            ], any::<bool>()), 1..600),
-        ) {
-            // f32 scores go narrow, the others wide; the sorted keys are
-            // those of sorting every pair's wide key (the previous code).
-            let (mut wide, mut narrow) = (Vec::new(), Vec::new());
-            for &(score, hit) in &pairs {
-                match narrow_pair_key(score, hit) {
-                    Some(key) => {
-                        prop_assert_eq!(f64::from(score as f32).to_bits(), score.to_bits());
-                        prop_assert_eq!(widen_pair_key(key), pair_key(score, hit));
-                        narrow.push(key);
-                    }
-                    None => wide.push(pair_key(score, hit)),
-                }
-            }
-            let mut expected: Vec<u64> = pairs.iter().map(|&(s, h)| pair_key(s, h)).collect();
-            expected.sort_unstable();
-            prop_assert_eq!(sorted_pair_keys(wide.clone(), narrow.clone()), expected.clone());
-            prop_assert_eq!(sorted_pair_keys(Vec::new(), narrow), {
-                let mut only: Vec<u64> = pairs.iter()
-                    .filter(|p| narrow_pair_key(p.0, p.1).is_some())
-                    .map(|&(s, h)| pair_key(s, h)).collect();
-                only.sort_unstable();
-                only
-            });
         }
 
         #[test]

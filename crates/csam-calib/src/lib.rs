@@ -59,6 +59,7 @@ pub mod calibrators;
 pub mod error;
 pub mod io;
 pub mod metrics;
+mod pair_keys;
 pub mod parallel;
 pub mod plot;
 mod prefetch;

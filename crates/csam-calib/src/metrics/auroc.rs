@@ -38,7 +38,7 @@ pub fn auroc(scores: &[f64], positive: &[bool]) -> Result<f64> {
             false => negatives.push(tie_key(score)),
         }
     }
-    mann_whitney(positives, negatives, "AUROC")
+    mann_whitney(positives, negatives, "AUROC", Threads::ONE)
 }
 
 /// The sort key of a score: its order key in its own width
@@ -49,13 +49,15 @@ fn tie_key<T: Real>(score: T) -> T::Key {
 }
 
 /// The AUROC of positives and negatives given by their [`tie_key`]s: each
-/// list sorted once, then one linear merge that counts, for every distinct
-/// positive score, the negatives below it and those tied with it. Undefined (an error
-/// naming `metric`) when either list is empty.
+/// list sorted once (the two at once on two threads when `threads` allows),
+/// then one linear merge that counts, for every distinct positive score, the
+/// negatives below it and those tied with it. Undefined (an error naming
+/// `metric`) when either list is empty.
 fn mann_whitney<K: RadixKey>(
     mut positives: Vec<K>,
     mut negatives: Vec<K>,
     metric: &'static str,
+    threads: Threads,
 ) -> Result<f64> {
     if positives.is_empty() || negatives.is_empty() {
         return Err(CalibError::Undefined {
@@ -67,8 +69,15 @@ fn mann_whitney<K: RadixKey>(
             ),
         });
     }
-    radix::sort(&mut positives);
-    radix::sort(&mut negatives);
+    if threads.get() > 1 {
+        std::thread::scope(|scope| {
+            scope.spawn(|| radix::sort(&mut negatives));
+            radix::sort(&mut positives);
+        });
+    } else {
+        radix::sort(&mut positives);
+        radix::sort(&mut negatives);
+    }
     // Twice the number of (positive, negative) pairs won, ties counting 1: exact in u128.
     let mut doubled_wins: u128 = 0;
     let mut below = 0; // negatives with a smaller score than the current group
@@ -127,7 +136,7 @@ pub fn par_auroc_misclassification<T: Real>(
         (right, wrong)
     };
     let (right, wrong) = fold_rows(probs, labels, threads, pass, merge)?;
-    mann_whitney(right, wrong, "misclassification AUROC")
+    mann_whitney(right, wrong, "misclassification AUROC", threads)
 }
 
 /// The per-sample score used to separate in-distribution from OOD inputs;

@@ -46,6 +46,8 @@ pub fn par_reliability_diagram<T: Real>(
         for_each_top_class(probs, |row, predicted, confidence| {
             collector.push(confidence.into(), predicted == labels[row])
         })?;
+        // Equal-mass pairs sorted here, on this chunk's thread.
+        collector.sort_pairs();
         Ok(collector)
     };
     let merge = |mut earlier: BinCollector, later| {
@@ -161,6 +163,8 @@ fn classwise_collectors<T: Real>(
                 .map_err(|_| probability_error(row, class, value))?;
         }
     }
+    // Sorted on this chunk's thread, merged after.
+    collectors.iter_mut().for_each(BinCollector::sort_pairs);
     Ok(collectors)
 }
 
