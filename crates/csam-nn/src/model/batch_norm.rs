@@ -160,8 +160,6 @@ impl BatchNorm {
             _ => xs.shallow_clone(),
         };
         // A copy, not a view: this call updates running_mean in place below.
-        // (With a view, two-rank SAM steps drifted from the full-batch step
-        // from the second step on; tests/sync_batch_norm.rs in csam-train.)
         let shift = bn.running_mean.detach().to_kind(x.kind()).copy();
         let d = &x - shift.view(shape.as_slice());
         let count = (x.numel() as i64 / channels) as f64;
