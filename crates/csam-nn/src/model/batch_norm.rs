@@ -305,6 +305,36 @@ mod tests {
         assert!(diff < 1e-6, "evaluation");
     }
 
+    /// Under bfloat16 autocast the synchronised layers normalise in float32
+    /// and return bfloat16 as libtorch's BatchNorm does: the logits agree to
+    /// bfloat16's rounding.
+    #[test]
+    fn synchronised_layers_work_under_bf16_autocast() {
+        use crate::model::precision::Precision;
+        let sync = BatchNormSync::new(Arc::new(OneReplica { fails: false }));
+        let bf16 = |sync| ModelOptions {
+            precision: Precision::Bf16,
+            sync_batch_norm: sync,
+            ..ModelOptions::default()
+        };
+        let kind: ModelKind = "cnn".parse().unwrap();
+        let local_vs = VarStore::new(Device::Cpu);
+        let local = build_model_in(kind, &local_vs, INPUT, 10, &bf16(None)).unwrap();
+        let mut sync_vs = VarStore::new(Device::Cpu);
+        let synced = build_model_in(kind, &sync_vs, INPUT, 10, &bf16(Some(sync.clone()))).unwrap();
+        sync_vs.copy(&local_vs).unwrap();
+        let xs = Tensor::randn([6, 3, 8, 8], (Kind::Float, Device::Cpu));
+        let (a, b) = (local.forward_t(&xs, true), synced.forward_t(&xs, true));
+        assert_eq!(b.kind(), a.kind());
+        let scale = a.abs().max().double_value(&[]);
+        assert!(
+            max_diff(&a, &b) < 2e-2 * scale.max(1.0),
+            "{}",
+            max_diff(&a, &b)
+        );
+        assert!(sync.take_failure().is_none());
+    }
+
     /// A failing sum is recorded once, the batch is normalised locally, and
     /// evaluation never calls it.
     #[test]
