@@ -1,7 +1,9 @@
 //! Data-parallel training over c10d's Gloo on loopback, two processes:
 //! SGD equals one process on the global batch; SAM equals one process with
 //! m-sharpness of the per-process batch, and with `--global-ascent` plain
-//! SAM on the global batch; a killed process stops the other with an error,
+//! SAM on the global batch; with `--sync-batch-norm` the small CNN's SGD
+//! equals one process's on the global batch (without SyncBN it does not);
+//! a killed process stops the other with an error,
 //! and the run resumes to the uninterrupted run's weights.
 
 mod support;
@@ -114,6 +116,25 @@ fn sam_on_two_processes_is_m_sharpness_of_their_batches_or_with_global_ascent_sa
     assert_trained(&launch("2", &run("global"), &global));
     let exact = weight_gap(&run("global"), &run("one"));
     assert!(exact < 1e-6, "--global-ascent vs SAM on 128: {exact}");
+}
+
+/// BatchNorm's statistics are the global batch's with `--sync-batch-norm`:
+/// two processes of 64 rows train the small CNN as one process on 128 (the
+/// weights and running statistics after two epochs); without SyncBN each
+/// process normalises with its own 64 rows, and the weights part.
+#[test]
+fn sgd_with_sync_batch_norm_on_two_processes_equals_one_process_on_the_global_batch() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = |name: &str| dir.path().join(name);
+    let cnn = ["--model", "cnn", "--epochs", "2"];
+    let synced = [&cnn[..], &["--sync-batch-norm"]].concat();
+    assert_trained(&launch("2", &run("synced"), &synced));
+    assert_trained(&launch("2", &run("local"), &cnn));
+    assert_trained(&train(&run("one"), &cnn));
+    let exact = weight_gap(&run("synced"), &run("one"));
+    assert!(exact < 1e-6, "SyncBN on 2 processes vs 1 on 128: {exact}");
+    let apart = weight_gap(&run("local"), &run("one"));
+    assert!(apart > 1e-3, "per-process BN vs 1 on 128: only {apart}");
 }
 
 /// The two processes of a job, started as torchrun would.

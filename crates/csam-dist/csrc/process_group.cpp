@@ -1,12 +1,15 @@
 // The parts of libtorch's distributed engine (c10d) that csam uses: a TCP
 // rendezvous store, a Gloo process group over it, and its all-reduce,
-// broadcast and barrier. Used by crates/csam-dist/src/process_group.rs.
+// broadcast and barrier, and one differentiable collective (a sum
+// all-reduce that autograd differentiates, for SyncBatchNorm). Used by
+// crates/csam-dist/src/process_group.rs.
 //
 // Every function that can fail returns NULL on success or a message the
 // caller frees with csam_dist_free_error; no C++ exception crosses into Rust.
 
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
+#include <torch/csrc/autograd/custom_function.h>
 
 #include "shim_errors.h"
 
@@ -26,6 +29,41 @@ struct csam_process_group {
 struct csam_work {
   c10::intrusive_ptr<c10d::Work> work;
 };
+
+namespace {
+
+// Sums `tensor` over `group` into a new tensor and waits for it.
+at::Tensor summed(const c10::intrusive_ptr<c10d::ProcessGroupGloo> &group, const at::Tensor &tensor) {
+  std::vector<at::Tensor> tensors{tensor.clone(at::MemoryFormat::Contiguous)};
+  c10d::AllreduceOptions options;
+  options.reduceOp = c10d::ReduceOp::SUM;
+  group->allreduce(tensors, options)->wait();
+  return tensors[0];
+}
+
+// y = sum over the ranks of x, as a function autograd differentiates. Its
+// adjoint is again a sum all-reduce: rank r's x reaches every rank's y, so
+// dL/dx_r = sum over ranks r' of dL/dy_r' (torch.distributed.nn's
+// all_reduce, and what SyncBatchNorm's backward computes). Every rank runs
+// the backward in the same order, as the forward (the same graph).
+struct DifferentiableSum : public torch::autograd::Function<DifferentiableSum> {
+  static at::Tensor forward(torch::autograd::AutogradContext *ctx, const at::Tensor &x,
+                            c10::intrusive_ptr<c10d::ProcessGroupGloo> group) {
+    // The group rides in the graph, so a backward run after the Rust
+    // handle is gone still finds it alive.
+    ctx->saved_data["group"] = c10::IValue::make_capsule(group);
+    return summed(group, x);
+  }
+
+  static torch::autograd::variable_list backward(torch::autograd::AutogradContext *ctx,
+                                                 torch::autograd::variable_list grads) {
+    auto group = c10::static_intrusive_pointer_cast<c10d::ProcessGroupGloo>(
+        ctx->saved_data["group"].toCapsule());
+    return {summed(group, grads[0]), at::Tensor()};
+  }
+};
+
+} // namespace
 
 extern "C" {
 
@@ -65,6 +103,15 @@ char *csam_dist_all_reduce_sum(csam_process_group *group, dist_tensor tensor, cs
     c10d::AllreduceOptions options;
     options.reduceOp = c10d::ReduceOp::SUM;
     *out = new csam_work{group->group->allreduce(tensors, options)};
+  });
+}
+
+// `*out` = the sum of `tensor` over the group, a new tensor whose gradient
+// is summed over the group again in the backward pass (DifferentiableSum).
+char *csam_dist_differentiable_sum(csam_process_group *group, dist_tensor tensor,
+                                   dist_tensor *out) {
+  return protect([&] {
+    *out = new torch::Tensor(DifferentiableSum::apply(*tensor, group->group));
   });
 }
 

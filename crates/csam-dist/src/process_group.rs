@@ -36,6 +36,11 @@ extern "C" {
         tensor: *const C_tensor,
         out: *mut *mut RawWork,
     ) -> *mut c_char;
+    fn csam_dist_differentiable_sum(
+        group: *mut RawGroup,
+        tensor: *const C_tensor,
+        out: *mut *mut C_tensor,
+    ) -> *mut c_char;
     fn csam_dist_broadcast(
         group: *mut RawGroup,
         tensor: *const C_tensor,
@@ -172,6 +177,26 @@ impl ProcessGroup {
         self.start_all_reduce_sum(tensor)?.wait()
     }
 
+    /// The sum of `tensor` over the ranks, as a new tensor that autograd
+    /// differentiates: its backward pass sums the incoming gradient over the
+    /// ranks (the adjoint of a sum all-reduce; `torch.distributed.nn`'s
+    /// `all_reduce`), so every rank must run its backward pass too, in the
+    /// same order. `tensor` may be in any layout; it is left unchanged.
+    /// The collective in either pass fails (an error here, or of the
+    /// backward call) when a rank is gone or the group's timeout passes.
+    pub fn differentiable_sum(&self, tensor: &Tensor) -> Result<Tensor, DistError> {
+        if tensor.device() != Device::Cpu {
+            return Err(not_cpu(tensor.device()));
+        }
+        let mut out = std::ptr::null_mut();
+        // SAFETY: `tensor` is live; `out` is written on success only, with a
+        // tensor this call now owns.
+        checked(unsafe { csam_dist_differentiable_sum(self.raw, tensor.as_ptr(), &mut out) })
+            .map_err(|message| self.failed("differentiable all-reduce", message))?;
+        // SAFETY: the shim allocated `out` for the caller, which frees it once.
+        Ok(unsafe { Tensor::from_ptr(out) })
+    }
+
     /// Copies rank `root`'s `tensor` into every rank's `tensor`, in place.
     pub fn broadcast(&self, tensor: &Tensor, root: usize) -> Result<(), DistError> {
         check_tensor(tensor)?;
@@ -219,11 +244,7 @@ impl Drop for ProcessGroup {
 /// Gloo's collectives take dense, contiguous CPU tensors.
 fn check_tensor(tensor: &Tensor) -> Result<(), DistError> {
     if tensor.device() != Device::Cpu {
-        return Err(DistError::Tensor(format!(
-            "the Gloo process group runs on CPU tensors; this one is on {:?} (NCCL for CUDA \
-             tensors is not available yet)",
-            tensor.device()
-        )));
+        return Err(not_cpu(tensor.device()));
     }
     if !tensor.is_contiguous() {
         return Err(DistError::Tensor(
@@ -231,4 +252,11 @@ fn check_tensor(tensor: &Tensor) -> Result<(), DistError> {
         ));
     }
     Ok(())
+}
+
+fn not_cpu(device: Device) -> DistError {
+    DistError::Tensor(format!(
+        "the Gloo process group runs on CPU tensors; this one is on {device:?} (NCCL for CUDA \
+         tensors is not available yet)"
+    ))
 }

@@ -133,3 +133,33 @@ fn cuda_tensors_and_strided_views_are_refused_before_gloo_sees_them() {
     let message = results[0].clone().expect_err("refused");
     assert!(message.contains("contiguous"), "{message}");
 }
+
+/// The differentiable sum over three ranks: the forward value is the sum of
+/// the ranks' inputs, and rank r's input gradient is the sum over the ranks
+/// of the gradients reaching their outputs (here `r' + 1` on rank r', each
+/// output entry weighted by it), by the chain rule through the sum: 1 + 2 + 3.
+#[test]
+fn differentiable_sum_sums_values_forward_and_gradients_backward() {
+    let results = on_ranks(3, Duration::from_secs(30), |group| {
+        let rank = group.rank() as f64;
+        let x = Tensor::from_slice(&[rank, 2.0 * rank])
+            .to_kind(Kind::Float)
+            .set_requires_grad(true);
+        let y = group.differentiable_sum(&(&x * 1.0)).expect("forward");
+        (&y * (rank + 1.0)).sum(Kind::Float).backward();
+        (
+            Vec::<f32>::try_from(&y.detach()).unwrap(),
+            Vec::<f32>::try_from(&x.grad()).unwrap(),
+            Vec::<f32>::try_from(&x.detach()).unwrap(),
+        )
+    });
+    for (rank, (y, grad, x)) in results.into_iter().enumerate() {
+        assert_eq!(y, vec![3.0, 6.0]);
+        assert_eq!(grad, vec![6.0, 6.0]);
+        assert_eq!(
+            x,
+            vec![rank as f32, 2.0 * rank as f32],
+            "the input is left as it was"
+        );
+    }
+}

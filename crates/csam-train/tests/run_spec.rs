@@ -1043,3 +1043,47 @@ fn channels_last_applies_to_the_convolutional_models_and_stays_out_of_old_config
     let message = unknown.unwrap_err().to_string();
     assert!(message.contains("channels_last"), "{message}");
 }
+
+#[test]
+fn sync_batch_norm_is_part_of_the_run_for_the_batch_norm_models_only() {
+    // Off by default and left out of config.toml, so a run written before
+    // the key existed loads and compares equal.
+    let plain = build(&[("model", "resnet20".into())]).unwrap();
+    assert!(!plain.model.sync_batch_norm);
+    assert!(!plain.to_toml().contains("sync_batch_norm"));
+    let on = build(&[
+        ("model", "resnet20".into()),
+        ("sync_batch_norm", true.into()),
+    ])
+    .unwrap();
+    on.validate().unwrap();
+    assert_eq!(
+        KEYS.iter()
+            .find(|k| k.name == "sync_batch_norm")
+            .map(|k| k.scope),
+        Some(Scope::Run)
+    );
+    // A resume with the other value is refused: the specs differ by it.
+    assert!(on
+        .differences(&plain)
+        .iter()
+        .any(|d| d.contains("sync_batch_norm")));
+    let saved = RunSpec::from_saved_toml(&on.to_toml(), "config.toml").unwrap();
+    assert_eq!(saved, on);
+    // Refused on a model without BatchNorm, by flag and in a nested config.
+    let flags = build(&[("model", "mlp".into()), ("sync_batch_norm", true.into())]);
+    assert!(
+        matches!(flags, Err(ConfigError::Inapplicable { .. })),
+        "{flags:?}"
+    );
+    let nested = "schema = 2\n[data]\nsource = \"digits\"\n[model]\narch = \"vit-ti16\"\n\
+                  sync_batch_norm = true\n";
+    let spec = RunSpec::from_saved_toml(nested, "x.toml").unwrap();
+    match spec.validate() {
+        Err(ConfigError::Invalid { key, reason, .. }) => {
+            assert_eq!(key, "sync_batch_norm");
+            assert!(reason.ends_with("not vit-ti16"), "{reason}");
+        }
+        other => panic!("sync_batch_norm on vit-ti16: {other:?}"),
+    }
+}

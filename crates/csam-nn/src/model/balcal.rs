@@ -11,7 +11,7 @@
 
 use tch::{nn, nn::Module, nn::ModuleT, Kind, Tensor};
 
-use super::layers::{batch_norm1d, linear, Linear, TORCH_DEFAULT_INIT};
+use super::layers::{batch_norm1d, linear, BatchNorm, Linear, TORCH_DEFAULT_INIT};
 use super::{Mode, ModelError};
 use crate::loss::LossError;
 
@@ -45,11 +45,11 @@ const NORM_EPS: f64 = 1e-12;
 /// `tests/fixtures/balcal_reference.py` computes the model from them.
 #[derive(Debug)]
 pub struct BalcalHead {
-    bn1: nn::BatchNorm,
+    bn1: BatchNorm,
     fc1: Linear,
-    bn2: nn::BatchNorm,
+    bn2: BatchNorm,
     fc2: Linear,
-    bn: nn::BatchNorm,
+    bn: BatchNorm,
     etf: Tensor,
     lambda: Tensor,
 }

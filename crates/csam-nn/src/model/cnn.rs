@@ -1,7 +1,9 @@
 //! A small convolutional network for quick experiments (MNIST-sized inputs).
 
 use super::batch_ensemble::Members;
-use super::layers::{batch_norm2d, dropout, global_avg_pool, Conv2d, Linear, TORCH_DEFAULT_INIT};
+use super::layers::{
+    batch_norm2d, dropout, global_avg_pool, BatchNorm, Conv2d, Linear, TORCH_DEFAULT_INIT,
+};
 use super::{Mode, Network};
 use tch::{nn, nn::Module, nn::ModuleT, Tensor};
 
@@ -20,7 +22,7 @@ const STAGES: [(i64, i64); 3] = [(32, 1), (64, 2), (128, 2)];
 /// BatchNorms shared.
 #[derive(Debug)]
 pub struct SmallCnn {
-    stages: Vec<(Conv2d, nn::BatchNorm)>,
+    stages: Vec<(Conv2d, BatchNorm)>,
     fc: Linear,
     dropout: f64,
 }

@@ -2,8 +2,8 @@
 //! stem or the CIFAR stem.
 
 use super::layers::{
-    batch_norm2d, conv_no_bias, dropout, global_avg_pool, linear, Conv2d, ConvBnChain, Linear,
-    HE_NORMAL_FAN_OUT_INIT, TORCH_DEFAULT_INIT,
+    batch_norm2d, conv_no_bias, dropout, global_avg_pool, linear, BatchNorm, Conv2d, ConvBnChain,
+    Linear, HE_NORMAL_FAN_OUT_INIT, TORCH_DEFAULT_INIT,
 };
 use super::{Mode, ModelError, Network};
 use tch::nn::{self, Module, ModuleT};
@@ -58,7 +58,7 @@ impl Blocks {
 #[derive(Debug)]
 pub struct ImageNetResNet {
     conv1: Conv2d,
-    bn1: nn::BatchNorm,
+    bn1: BatchNorm,
     stem: Stem,
     blocks: Vec<Block>,
     fc: Linear,
@@ -153,7 +153,7 @@ impl Network for ImageNetResNet {
 struct Block {
     branch: ConvBnChain,
     /// The projection `(1x1 conv, bn)` where the block changes shape.
-    downsample: Option<(Conv2d, nn::BatchNorm)>,
+    downsample: Option<(Conv2d, BatchNorm)>,
 }
 
 impl Block {

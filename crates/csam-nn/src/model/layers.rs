@@ -3,10 +3,14 @@
 //! weights uniform in +-1/sqrt(fan_in)) unless an architecture asks otherwise.
 
 use std::borrow::Borrow;
+use std::cell::RefCell;
+use std::sync::Arc;
 use tch::nn::{self, init::FanInOut, init::NonLinearity, init::NormalOrUniform, Init};
 use tch::nn::{Module, ModuleT};
 use tch::Tensor;
 
+pub(crate) use super::batch_norm::BatchNorm;
+use super::batch_norm::BatchNormSync;
 pub(crate) use super::macs::{Conv2d, Linear};
 
 /// PyTorch's default weight initialisation of `nn.Linear` and `nn.Conv2d`
@@ -50,14 +54,61 @@ pub(crate) fn conv_no_bias<'a>(
     Conv2d::plain(nn::conv2d(p, c_in, c_out, kernel, config))
 }
 
-/// `nn.BatchNorm2d(channels)` with PyTorch's initialisation.
-pub(crate) fn batch_norm2d(p: nn::Path, channels: i64) -> nn::BatchNorm {
-    nn::batch_norm2d(p, channels, batch_norm_config())
+thread_local! {
+    /// The synchronisation the BatchNorm layers built now take, and how many
+    /// took it ([`SyncScope`]).
+    static BUILD_SYNC: RefCell<Option<(Arc<BatchNormSync>, usize)>> = const { RefCell::new(None) };
 }
 
-/// `nn.BatchNorm1d(features)` with PyTorch's initialisation.
-pub(crate) fn batch_norm1d(p: nn::Path, features: i64) -> nn::BatchNorm {
-    nn::batch_norm1d(p, features, batch_norm_config())
+/// While alive, the BatchNorm layers this thread builds are synchronised
+/// over `sync` (`torch.nn.SyncBatchNorm.convert_sync_batchnorm` at build
+/// time). The model builders reach their BatchNorms through many
+/// constructors; a build scope reaches them all without a parameter in
+/// each architecture's signature, as `ModelOptions::sync_batch_norm` asks.
+pub(crate) struct SyncScope(());
+
+impl SyncScope {
+    /// Synchronises the layers built until the scope ends, when `sync` is given.
+    pub(crate) fn enter(sync: Option<Arc<BatchNormSync>>) -> SyncScope {
+        BUILD_SYNC.with(|slot| *slot.borrow_mut() = sync.map(|s| (s, 0)));
+        SyncScope(())
+    }
+
+    /// How many BatchNorm layers took the synchronisation so far.
+    pub(crate) fn layers(&self) -> usize {
+        BUILD_SYNC.with(|slot| slot.borrow().as_ref().map_or(0, |(_, n)| *n))
+    }
+}
+
+impl Drop for SyncScope {
+    fn drop(&mut self) {
+        BUILD_SYNC.with(|slot| *slot.borrow_mut() = None);
+    }
+}
+
+/// The layer `build` makes with PyTorch's BatchNorm configuration,
+/// synchronised when a [`SyncScope`] is active.
+fn in_scope(build: impl FnOnce(nn::BatchNormConfig) -> nn::BatchNorm) -> BatchNorm {
+    let config = batch_norm_config();
+    let sync = BUILD_SYNC.with(|slot| {
+        slot.borrow_mut().as_mut().map(|(sync, n)| {
+            *n += 1;
+            Arc::clone(sync)
+        })
+    });
+    BatchNorm::new(build(config), &config, sync)
+}
+
+/// `nn.BatchNorm2d(channels)` with PyTorch's initialisation (`nn.SyncBatchNorm`
+/// inside a [`SyncScope`]).
+pub(crate) fn batch_norm2d(p: nn::Path, channels: i64) -> BatchNorm {
+    in_scope(|config| nn::batch_norm2d(p, channels, config))
+}
+
+/// `nn.BatchNorm1d(features)` with PyTorch's initialisation (`nn.SyncBatchNorm`
+/// inside a [`SyncScope`]).
+pub(crate) fn batch_norm1d(p: nn::Path, features: i64) -> BatchNorm {
+    in_scope(|config| nn::batch_norm1d(p, features, config))
 }
 
 fn batch_norm_config() -> nn::BatchNormConfig {
@@ -126,7 +177,7 @@ pub(crate) fn drop_path(xs: Tensor, rate: f64, active: bool) -> Tensor {
 /// The residual branch of the ResNet family: convolutions, each followed by
 /// BatchNorm, with a ReLU between two and none after the last.
 #[derive(Debug)]
-pub(crate) struct ConvBnChain(Vec<(Conv2d, nn::BatchNorm)>);
+pub(crate) struct ConvBnChain(Vec<(Conv2d, BatchNorm)>);
 
 impl ConvBnChain {
     /// One bias-free convolution per `(c_in, c_out, kernel, stride)` of

@@ -28,6 +28,7 @@
 
 pub mod balcal;
 mod batch_ensemble;
+pub mod batch_norm;
 pub mod bayesian;
 mod cnn;
 pub mod ensemble;
@@ -51,6 +52,7 @@ pub mod weights;
 mod wrn;
 
 pub use balcal::{BalcalHead, TwoHeads};
+pub use batch_norm::{BatchNormSync, ReplicaSum, SyncBatchNormError};
 pub use bayesian::Bayesian;
 pub use cnn::SmallCnn;
 pub use ensemble::{mixture_logits, Ensemble};

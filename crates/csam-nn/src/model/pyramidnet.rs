@@ -2,8 +2,8 @@
 //! whose width grows a little at every block.
 
 use super::layers::{
-    batch_norm2d, conv_no_bias, dropout, global_avg_pool, linear_zero_bias, Conv2d, ConvBnChain,
-    Linear, HE_NORMAL_FAN_OUT_INIT, TORCH_DEFAULT_INIT,
+    batch_norm2d, conv_no_bias, dropout, global_avg_pool, linear_zero_bias, BatchNorm, Conv2d,
+    ConvBnChain, Linear, HE_NORMAL_FAN_OUT_INIT, TORCH_DEFAULT_INIT,
 };
 use super::{Mode, ModelError, Network};
 use tch::nn::{self, Module, ModuleT};
@@ -70,9 +70,9 @@ impl PyramidUnit {
 #[derive(Debug)]
 pub struct PyramidNet {
     conv1: Conv2d,
-    bn1: nn::BatchNorm,
+    bn1: BatchNorm,
     units: Vec<Unit>,
-    bn_final: nn::BatchNorm,
+    bn_final: BatchNorm,
     fc: Linear,
     dropout: f64,
     width: i64,
@@ -147,7 +147,7 @@ impl Network for PyramidNet {
 /// branch.
 #[derive(Debug)]
 struct Unit {
-    bn_in: nn::BatchNorm,
+    bn_in: BatchNorm,
     branch: ConvBnChain,
     stride: i64,
     /// ShakeDrop's probability `p_l` of perturbing the branch.

@@ -16,6 +16,8 @@ use std::str::FromStr;
 use std::sync::Arc;
 use tch::nn;
 
+use super::batch_norm::BatchNormSync;
+use super::layers::SyncScope;
 use super::memory_format::MemoryFormat;
 use super::precision::Precision;
 
@@ -57,6 +59,12 @@ pub struct ModelOptions {
     /// convolutional architectures ([`ModelKind::is_convolutional`]).
     #[serde(default)]
     pub memory_format: MemoryFormat,
+    /// The replicas whose global batch the BatchNorm layers normalise with
+    /// in training (`nn.SyncBatchNorm`, [`super::batch_norm`]); `None`:
+    /// each process's own batch. A handle of the running job, not a
+    /// setting: never serialised.
+    #[serde(skip)]
+    pub sync_batch_norm: Option<Arc<BatchNormSync>>,
 }
 
 impl Default for ModelOptions {
@@ -72,6 +80,7 @@ impl Default for ModelOptions {
             bayesian: Bayesian::None,
             precision: Precision::Fp32,
             memory_format: MemoryFormat::Contiguous,
+            sync_batch_norm: None,
         }
     }
 }
@@ -606,7 +615,13 @@ pub fn build_model_with(
         options,
         posterior: posterior.as_ref(),
     };
+    let scope = SyncScope::enter(options.sync_batch_norm.clone());
     let network = (kind.0.build)(p, &args)?;
+    if options.sync_batch_norm.is_some() && scope.layers() == 0 {
+        return Err(ModelError::InvalidConfig(format!(
+            "sync_batch_norm synchronises BatchNorm layers, and {kind} has none"
+        )));
+    }
     let balcal = match options.head {
         Head::Linear => None,
         Head::Balcal { lambda, .. } => Some(BalcalHead::new(
@@ -616,6 +631,7 @@ pub fn build_model_with(
             lambda,
         )?),
     };
+    drop(scope);
     Ok(Model {
         network,
         balcal,

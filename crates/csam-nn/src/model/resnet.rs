@@ -1,7 +1,9 @@
 //! CIFAR ResNet of depth 6n + 2 (He et al. 2016, Section 4.2).
 
 use super::batch_ensemble::Members;
-use super::layers::{batch_norm2d, dropout, global_avg_pool, Conv2d, Linear, HE_NORMAL_INIT};
+use super::layers::{
+    batch_norm2d, dropout, global_avg_pool, BatchNorm, Conv2d, Linear, HE_NORMAL_INIT,
+};
 use super::{Mode, ModelError, Network};
 use tch::{nn, nn::Module, nn::ModuleT, Tensor};
 
@@ -31,7 +33,7 @@ const STAGE_WIDTHS: [i64; 3] = [16, 32, 64];
 #[derive(Debug)]
 pub struct ResNet {
     conv1: Conv2d,
-    bn1: nn::BatchNorm,
+    bn1: BatchNorm,
     blocks: Vec<BasicBlock>,
     fc: Linear,
     dropout: f64,
@@ -114,9 +116,9 @@ impl Network for ResNet {
 #[derive(Debug)]
 struct BasicBlock {
     conv1: Conv2d,
-    bn1: nn::BatchNorm,
+    bn1: BatchNorm,
     conv2: Conv2d,
-    bn2: nn::BatchNorm,
+    bn2: BatchNorm,
     stride: i64,
     /// Zero channels padded before and after the input on the shortcut.
     pad: (i64, i64),

@@ -2,8 +2,8 @@
 //! 2016), with pre-activation blocks.
 
 use super::layers::{
-    batch_norm2d, conv_no_bias, dropout, global_avg_pool, linear_zero_bias, Conv2d, Linear,
-    HE_NORMAL_FAN_OUT_INIT, TORCH_DEFAULT_INIT,
+    batch_norm2d, conv_no_bias, dropout, global_avg_pool, linear_zero_bias, BatchNorm, Conv2d,
+    Linear, HE_NORMAL_FAN_OUT_INIT, TORCH_DEFAULT_INIT,
 };
 use super::{Mode, ModelError, Network};
 use tch::nn::{self, Module, ModuleT};
@@ -35,7 +35,7 @@ use tch::Tensor;
 pub struct WideResNet {
     conv1: Conv2d,
     blocks: Vec<PreActBlock>,
-    bn: nn::BatchNorm,
+    bn: BatchNorm,
     fc: Linear,
     width: i64,
 }
@@ -100,9 +100,9 @@ impl Network for WideResNet {
 /// One pre-activation block of a wide ResNet.
 #[derive(Debug)]
 struct PreActBlock {
-    bn1: nn::BatchNorm,
+    bn1: BatchNorm,
     conv1: Conv2d,
-    bn2: nn::BatchNorm,
+    bn2: BatchNorm,
     conv2: Conv2d,
     /// The 1x1 convolution of a block that changes the width.
     shortcut: Option<Conv2d>,

@@ -85,7 +85,8 @@ const MEMBER_MODELS: &[&str] = &[
     "resnet110",
 ];
 /// The architectures made of convolutions over feature maps, which
-/// channels_last lays out (all but the MLP, the ViTs and TorchScript).
+/// channels_last lays out (all but the MLP, the ViTs and TorchScript); also
+/// those with BatchNorm layers, which sync_batch_norm synchronises.
 const CONVOLUTIONAL_MODELS: &[&str] = &[
     "cnn",
     "resnet20",
@@ -174,6 +175,8 @@ pub static KEYS: &[Key] = &[
         "Precision of the forward passes: fp32, bf16 or fp16 (autocast to bfloat16 or float16 around forward passes, as torch.autocast; weights, gradients, optimizer state, losses and SAM's perturbation in float32; fp16 with dynamic loss scaling as torch.amp.GradScaler) (default fp32)"),
     when("memory_format", &["model", "memory_format"], Text, ("model", CONVOLUTIONAL_MODELS),
         "Layout of the convolution weights and input batches: contiguous (NCHW), or channels_last (NHWC, as model.to(memory_format=torch.channels_last) with each batch converted; same values, saved weights in the standard layout) (default contiguous)"),
+    when("sync_batch_norm", &["model", "sync_batch_norm"], Switch, ("model", CONVOLUTIONAL_MODELS),
+        "Data-parallel runs: BatchNorm in training normalises with the statistics of the global batch, all processes' rows (nn.SyncBatchNorm), instead of each process's own; one all-reduce of 2C+1 values per BatchNorm layer in every forward and backward pass. Changes the results; for small per-process batches (default false)"),
     when("drop_path", &["model", "drop_path"], Real, ("model", VITS),
         "Stochastic depth rate r in [0, 1) of the ViTs: block i of 12 drops each residual branch per example with rate r i / 11 in training, kept branches scaled by 1/(1 - rate) (timm's drop_path_rate; Huang et al. 2016) (default 0)"),
     when("shakedrop", &["model", "shakedrop"], Real, ("model", PYRAMIDNETS),

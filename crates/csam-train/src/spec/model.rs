@@ -92,6 +92,13 @@ pub struct ModelSpec {
     /// load and compare equal.
     #[serde(default, skip_serializing_if = "is_contiguous")]
     pub memory_format: MemoryFormat,
+    /// Whether a data-parallel run's BatchNorm layers normalise with the
+    /// statistics of the global batch (`nn.SyncBatchNorm`;
+    /// [`csam_nn::model::batch_norm`]) instead of each process's rows. It
+    /// changes the numbers, so it is part of the run; false is left out of
+    /// `config.toml`, so runs written before it load and compare equal.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub sync_batch_norm: bool,
 }
 
 fn is_contiguous(format: &MemoryFormat) -> bool {
@@ -139,6 +146,8 @@ struct ModelFields {
     precision: Precision,
     #[serde(default)]
     memory_format: MemoryFormat,
+    #[serde(default)]
+    sync_batch_norm: bool,
 }
 
 impl TryFrom<ModelFields> for ModelSpec {
@@ -169,6 +178,7 @@ impl TryFrom<ModelFields> for ModelSpec {
             bayesian: fields.bayesian,
             precision: fields.precision,
             memory_format: fields.memory_format,
+            sync_batch_norm: fields.sync_batch_norm,
         })
     }
 }
@@ -212,6 +222,7 @@ impl Default for ModelSpec {
             bayesian: Bayesian::None,
             precision: Precision::Fp32,
             memory_format: MemoryFormat::Contiguous,
+            sync_batch_norm: false,
         }
     }
 }
@@ -249,6 +260,9 @@ impl ModelSpec {
         self.validate_bayesian()?;
         if self.memory_format != MemoryFormat::Contiguous {
             self.read_by_arch("memory_format", self.memory_format.name())?;
+        }
+        if self.sync_batch_norm {
+            self.read_by_arch("sync_batch_norm", "true")?;
         }
         match (&self.mlp_hidden, self.arch.takes_hidden_widths()) {
             (Some(widths), false) => {
@@ -391,6 +405,7 @@ impl ModelSpec {
             bayesian: self.bayesian,
             precision: self.precision,
             memory_format: self.memory_format,
+            sync_batch_norm: None,
         }
     }
 }

@@ -23,10 +23,12 @@
 //!   paper's and google-research/sam's data-parallel step), one all-reduce
 //!   per step as SGD; `global_ascent` averages pass 1's gradient too
 //!   (exact SAM on the global batch) for a second all-reduce per step;
-//! - BatchNorm normalises with each replica's own batch statistics; the
-//!   running statistics are rank 0's, broadcast at every epoch's end (what
-//!   DDP's `broadcast_buffers` gives at evaluation time); SyncBN is not
-//!   offered;
+//! - BatchNorm normalises with each replica's own batch statistics, or with
+//!   `sync_batch_norm` with the global batch's (`nn.SyncBatchNorm`,
+//!   [`csam_nn::model::batch_norm`], over this group's differentiable
+//!   all-reduce); the running statistics are rank 0's, broadcast at every
+//!   epoch's end (what DDP's `broadcast_buffers` gives at evaluation time;
+//!   with SyncBN they are equal on every replica anyway);
 //! - rank 0 alone validates, tests, writes the run directory and decides the
 //!   plan (start, resume, finished); the others train in step with it and
 //!   read the checkpoint it wrote when resuming. The epoch's training loss
@@ -38,7 +40,7 @@ use std::sync::Arc;
 use csam_data::Shard;
 use csam_dist::ProcessGroup;
 use csam_nn::loss::TrainingLoss;
-use csam_nn::model::Head;
+use csam_nn::model::{BatchNormSync, Head, ReplicaSum};
 use csam_nn::optim::{BaseOptimizer, OptimError, Params, SamPolicy};
 use tch::{nn::VarStore, Tensor};
 
@@ -53,6 +55,22 @@ pub const BUCKET_BYTES: usize = 25 << 20;
 #[derive(Clone)]
 pub struct Replica {
     group: Arc<ProcessGroup>,
+    /// The synchronisation of the BatchNorm layers of a `sync_batch_norm`
+    /// model, whose failures the next gradient reduction reports.
+    batch_norm: Arc<BatchNormSync>,
+}
+
+/// The group's differentiable sum, for SyncBatchNorm.
+#[derive(Debug)]
+struct GroupSum(Arc<ProcessGroup>);
+
+impl ReplicaSum for GroupSum {
+    fn differentiable_sum(
+        &self,
+        tensor: &Tensor,
+    ) -> std::result::Result<Tensor, Box<dyn std::error::Error + Send + Sync>> {
+        Ok(self.0.differentiable_sum(tensor)?)
+    }
 }
 
 impl std::fmt::Debug for Replica {
@@ -64,9 +82,17 @@ impl std::fmt::Debug for Replica {
 impl Replica {
     /// The replica of `group`.
     pub fn new(group: ProcessGroup) -> Replica {
+        let group = Arc::new(group);
         Replica {
-            group: Arc::new(group),
+            batch_norm: BatchNormSync::new(Arc::new(GroupSum(Arc::clone(&group)))),
+            group,
         }
+    }
+
+    /// What a `sync_batch_norm` model's BatchNorm layers synchronise over
+    /// (the same for every model this replica builds).
+    pub fn batch_norm_sync(&self) -> Arc<BatchNormSync> {
+        Arc::clone(&self.batch_norm)
     }
 
     /// This replica's rank.
@@ -97,6 +123,7 @@ impl Replica {
         Box::new(DataParallel {
             inner: optimizer,
             group: Arc::clone(&self.group),
+            batch_norm: Arc::clone(&self.batch_norm),
         })
     }
 
@@ -237,9 +264,12 @@ impl Replica {
 /// replica's gradient (the mean over its `rows`) weighted by its rows, summed
 /// over the replicas and divided by their total rows, so replicas with
 /// unequal parts (an epoch's last batch) give the global batch's mean.
+/// A SyncBatchNorm all-reduce that failed in the forward pass is reported
+/// here, before the gradients it shaped are used.
 struct DataParallel {
     inner: Box<dyn BaseOptimizer>,
     group: Arc<ProcessGroup>,
+    batch_norm: Arc<BatchNormSync>,
 }
 
 impl DataParallel {
@@ -311,6 +341,9 @@ impl BaseOptimizer for DataParallel {
     }
 
     fn reduce_gradient(&self, grads: Vec<Tensor>, rows: usize) -> Result<Vec<Tensor>, OptimError> {
+        if let Some(failure) = self.batch_norm.take_failure() {
+            return Err(OptimError::Replicas(Box::new(failure)));
+        }
         if grads.is_empty() {
             return Ok(grads);
         }

@@ -235,7 +235,20 @@ impl Trainer {
         replica: Option<&Replica>,
     ) -> Result<Trainer> {
         let vs = VarStore::new(device);
-        let network = build_network(model.arch, &vs, input, n_classes, &model.options())?;
+        let mut options = model.options();
+        if model.sync_batch_norm {
+            let Some(replica) = replica else {
+                return Err(ConfigError::invalid(
+                    "sync_batch_norm",
+                    true,
+                    "synchronises BatchNorm over the processes of a data-parallel run \
+                     (csam launch, torchrun); this run has one process",
+                )
+                .into());
+            };
+            options.sync_batch_norm = Some(replica.batch_norm_sync());
+        }
+        let network = build_network(model.arch, &vs, input, n_classes, &options)?;
         let updater = match build_bsam(optim, &objective.loss, &vs, n_train)? {
             Some(bsam) => Updater::Bsam(bsam),
             None => Updater::Base {
