@@ -541,6 +541,10 @@ impl Term {
             weight,
         }
     }
+
+    fn detached(&self) -> Term {
+        Term::new(self.scores.detached(), &self.targets, self.weight)
+    }
 }
 
 /// The outputs of one forward pass as the terms of its objective.
@@ -619,9 +623,63 @@ impl Forward {
         self.heads.as_ref().map(|(linear, etf)| (linear, etf))
     }
 
+    /// The same outputs, sharing storage, without the autograd graph: what
+    /// a step keeps of a pass once its gradient is taken, so that the
+    /// graph's nodes are freed with its activations (see
+    /// docs/conventions.md, "The SAM step").
+    pub fn detached(&self) -> Forward {
+        Forward {
+            terms: self.terms.iter().map(Term::detached).collect(),
+            shown: self
+                .shown
+                .as_ref()
+                .map(|(scores, targets)| (scores.detached(), targets.shallow_clone())),
+            heads: self
+                .heads
+                .as_ref()
+                .map(|(linear, etf)| (linear.detach(), etf.detach())),
+            penalty: self.penalty.as_ref().map(Tensor::detach),
+        }
+    }
+
     /// Whether the pass fed the batch as it is and its objective is the
     /// loss (no KL term).
     pub fn is_plain(&self) -> bool {
         self.terms.len() == 1 && self.penalty.is_none()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::loss::TrainingLoss;
+    use tch::{nn, Device, Kind};
+
+    /// A detached pass keeps its values, in the same storage, but no
+    /// autograd graph: what the SAM step keeps of pass 1 holds none of its
+    /// nodes.
+    #[test]
+    fn detached_pass_shares_values_without_the_graph() {
+        let vs = nn::VarStore::new(Device::Cpu);
+        let w = vs.root().randn("w", &[4, 3], 0.0, 1.0);
+        let model = nn::func_t(move |xs, _| xs.matmul(&w));
+        let xs = Tensor::randn([5, 4], (Kind::Float, Device::Cpu));
+        let ys = Tensor::from_slice(&[0i64, 1, 2, 0, 1]);
+        let pass = TrainBatch::plain(&xs, &ys).forward(&model).unwrap();
+        let kept = pass.detached();
+        let ((scores, y), (kept_scores, kept_y)) = (pass.primary(), kept.primary());
+        assert!(scores.logits.requires_grad() && scores.log_probs.requires_grad());
+        assert!(!kept_scores.logits.requires_grad() && !kept_scores.log_probs.requires_grad());
+        assert_eq!(kept_scores.logits.data_ptr(), scores.logits.data_ptr());
+        assert_eq!(
+            kept_scores.log_probs.data_ptr(),
+            scores.log_probs.data_ptr()
+        );
+        assert!(kept_y.equal(y));
+        let loss = TrainingLoss::default();
+        let objective = |p: &Forward| p.objective(|s, t| loss.mean_of(s, t)).unwrap();
+        let (live, spent) = (objective(&pass), objective(&kept));
+        assert!(live.requires_grad() && !spent.requires_grad());
+        assert!(spent.equal(&live.detach()));
     }
 }

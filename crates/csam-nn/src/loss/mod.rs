@@ -146,6 +146,15 @@ impl Scores {
             correctness: self.correctness.as_ref().map(Tensor::shallow_clone),
         }
     }
+
+    /// The same tensors, sharing storage, without the autograd graph.
+    pub fn detached(&self) -> Scores {
+        Scores {
+            logits: self.logits.detach(),
+            log_probs: self.log_probs.detach(),
+            correctness: self.correctness.as_ref().map(Tensor::detach),
+        }
+    }
 }
 
 /// Refuses logits that are not `[B >= 1, K >= 1]` and targets that are not

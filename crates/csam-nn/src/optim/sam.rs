@@ -607,9 +607,11 @@ fn first_pass<M: TrainingPass + ?Sized>(
     let pass = batch.forward(model)?;
     let objective = pass.objective(|scores, y| loss.mean_of(scores, y))?;
     let grads = gradients(&objective, params, loss_scale)?;
-    let cross_entropy = reported_cross_entropy(loss, objective, &pass)?;
+    let cross_entropy = reported_cross_entropy(loss, objective, &pass)?.detach();
+    // The graph is spent: its nodes, scattered between the activations in the
+    // heap, go now rather than after the second pass.
     Ok(FirstPass {
-        pass,
+        pass: pass.detached(),
         cross_entropy,
         grads,
     })
