@@ -9,7 +9,7 @@ use ndarray::{Array2, ArrayView1, ArrayView2};
 
 use crate::error::{CalibError, Result};
 use crate::prefetch;
-use crate::row_scan::{lane_sum, row_scanner, scan_max, scan_row, EntryCheck, LaneBits, Top};
+use crate::row_scan::{entries_and_sum, row_scanner, scan_row, EntryCheck, LaneBits, Top};
 
 /// Element types a metric accepts: `f32` or `f64` (the trait is sealed).
 /// Metrics read values through `Into<f64>` and accumulate in `f64`;
@@ -247,13 +247,8 @@ pub fn validate_probabilities<T: Real>(probs: ArrayView2<'_, T>, tolerance: f64)
             prefetch::ahead(all, row_index * probs.ncols(), probs.ncols());
         }
         if let Some(values) = row.as_slice() {
-            let mut check = EntryCheck::new();
-            let top = scan_max(values, &mut check);
-            let sum = lane_sum(values);
-            if in_unit_interval(top)
-                && check.passed()
-                && (sum - 1.0).abs() <= tolerance - margin * sum.max(1.0)
-            {
+            let (entries_valid, sum) = entries_and_sum(values);
+            if entries_valid && (sum - 1.0).abs() <= tolerance - margin * sum.max(1.0) {
                 continue;
             }
         }
