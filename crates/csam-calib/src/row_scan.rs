@@ -210,8 +210,8 @@ pub(crate) fn entries_and_sum<T: Real>(row: &[T]) -> (bool, f64) {
         sum: [T::ZERO; LANES],
     };
     for group in groups {
-        for lane in 0..LANES {
-            lanes.add(lane, group[lane]);
+        for (lane, &v) in group.iter().enumerate() {
+            lanes.add(lane, v);
         }
     }
     for (lane, &v) in tail.iter().enumerate() {
