@@ -42,9 +42,6 @@ pub trait LaneBits: Copy {
     const ZERO_BITS: Self::Bits;
     /// The largest integer of the type.
     const MAX_INT: Self::Bits;
-    /// The pattern of `1.0`: every entry in `[0, 1]` but `-0.0` has a pattern
-    /// in `ZERO_BITS..=ONE_BITS`.
-    const ONE_BITS: Self::Bits;
     /// The pattern of `self`, reinterpreted as signed.
     fn lane_bits(self) -> Self::Bits;
     /// The float of a pattern.
@@ -68,14 +65,13 @@ pub trait LaneBits: Copy {
 }
 
 /// `LaneBits` for a float type: its signed and unsigned integers of the same
-/// width, the pattern of 1.0, its order key and its AVX2 scan.
+/// width, its order key and its AVX2 scan.
 macro_rules! lane_bits {
-    ($float:ty, $signed:ty, $unsigned:ty, $one:expr, $order_key:path, $scan_avx2:path) => {
+    ($float:ty, $signed:ty, $unsigned:ty, $order_key:path, $scan_avx2:path) => {
         impl LaneBits for $float {
             type Bits = $signed;
             const ZERO_BITS: $signed = 0;
             const MAX_INT: $signed = <$signed>::MAX;
-            const ONE_BITS: $signed = $one;
             #[inline(always)]
             fn lane_bits(self) -> $signed {
                 self.to_bits() as $signed
@@ -106,22 +102,8 @@ macro_rules! lane_bits {
     };
 }
 
-lane_bits!(
-    f32,
-    i32,
-    u32,
-    0x3F80_0000,
-    radix::order_key_f32,
-    avx2::scan_f32
-);
-lane_bits!(
-    f64,
-    i64,
-    u64,
-    0x3FF0_0000_0000_0000,
-    radix::order_key,
-    avx2::scan_f64
-);
+lane_bits!(f32, i32, u32, radix::order_key_f32, avx2::scan_f32);
+lane_bits!(f64, i64, u64, radix::order_key, avx2::scan_f64);
 
 /// Lane-wise running minimum of the patterns scanned: a negative entry, `-0.0`
 /// or a negative NaN turns it negative (an entry above 1 or a positive NaN is
