@@ -30,6 +30,12 @@ struct csam_work {
   c10::intrusive_ptr<c10d::Work> work;
 };
 
+// The Gloo group behind a handle, for the other shim files
+// (gradient_buckets.cpp).
+c10::intrusive_ptr<c10d::ProcessGroupGloo> csam_dist_group_of(csam_process_group *group) {
+  return group->group;
+}
+
 namespace {
 
 // Sums `tensor` over `group` into a new tensor and waits for it.

@@ -14,11 +14,16 @@
 //! - [`ProcessGroup`]: the group, joined from a rendezvous; its collectives
 //!   fail with [`DistError::Collective`] (never hang) when a rank dies or a
 //!   collective outlasts the group's timeout.
+//! - [`GradientBuckets`]: a model's gradients averaged over the group in
+//!   buckets whose all-reduce starts while the backward pass still runs
+//!   (DDP's overlap).
 
 mod error;
+mod gradient_buckets;
 mod process_group;
 pub mod rendezvous;
 
 pub use error::DistError;
+pub use gradient_buckets::{BucketCaps, GradientBuckets, ReducedGradients, Round};
 pub use process_group::{Pending, ProcessGroup};
 pub use rendezvous::Rendezvous;

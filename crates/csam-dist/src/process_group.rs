@@ -10,7 +10,7 @@ use crate::{DistError, Rendezvous};
 
 /// The C++ group object, opaque here.
 #[repr(C)]
-struct RawGroup {
+pub(crate) struct RawGroup {
     _private: [u8; 0],
 }
 
@@ -52,7 +52,7 @@ extern "C" {
 }
 
 /// Turns the shim's returned message (null: success) into a `Result`.
-fn checked(message: *mut c_char) -> Result<(), String> {
+pub(crate) fn checked(message: *mut c_char) -> Result<(), String> {
     if message.is_null() {
         return Ok(());
     }
@@ -224,7 +224,12 @@ impl ProcessGroup {
         }
     }
 
-    fn failed(&self, operation: &'static str, message: String) -> DistError {
+    /// The group's handle, for the other shim bindings.
+    pub(crate) fn raw(&self) -> *mut RawGroup {
+        self.raw
+    }
+
+    pub(crate) fn failed(&self, operation: &'static str, message: String) -> DistError {
         DistError::Collective {
             operation,
             rank: self.rank,

@@ -174,7 +174,7 @@ fn two_ranks(fixture: &Fixture, sync: bool) -> Vec<Pass> {
         let rank = replica.rank() as i64;
         let (vs, model) = resnet20(&weights, sync.then(|| replica.batch_norm_sync()));
         let sgd = Sgd::new(&vs, SgdConfig::default()).unwrap();
-        let optimizer = replica.wrap(Box::new(sgd));
+        let optimizer = replica.wrap(Box::new(sgd)).unwrap();
         let rows = |t: &Tensor| t.narrow(0, rank * ROWS, ROWS);
         let pass = train_pass(&vs, &model, &rows(&xs), &rows(&ys), |grads| {
             optimizer.reduce_gradient(grads, ROWS as usize).unwrap()
@@ -323,7 +323,7 @@ fn sam_with_sync_batch_norm_and_global_ascent_on_two_ranks_is_sam_on_the_global_
             let Fixture { weights, xs, ys } = fixture;
             let rank = replica.rank() as i64;
             let (vs, model) = resnet20(&weights, sync.then(|| replica.batch_norm_sync()));
-            let mut optimizer = replica.wrap(sgd(&vs));
+            let mut optimizer = replica.wrap(sgd(&vs)).unwrap();
             let rows = |t: &Tensor| t.narrow(0, rank * ROWS, ROWS);
             sam_step(&vs, &model, (&rows(&xs), &rows(&ys)), &mut *optimizer, true)
         });

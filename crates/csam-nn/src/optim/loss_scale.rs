@@ -166,6 +166,15 @@ impl BaseOptimizer for LossScaled {
         self.inner.reduce_gradient(grads, rows)
     }
 
+    fn reduced_backward(
+        &self,
+        objective: &Tensor,
+        params: &[Tensor],
+        rows: usize,
+    ) -> Result<Vec<Tensor>, OptimError> {
+        self.inner.reduced_backward(objective, params, rows)
+    }
+
     fn state(&self) -> Vec<(String, Tensor)> {
         let mut state = self.inner.state();
         let on_host = (Kind::Double, Device::Cpu);

@@ -90,6 +90,22 @@ pub trait BaseOptimizer: Send {
         Ok(grads)
     }
 
+    /// The gradient of `objective` with respect to `params` (this
+    /// optimiser's parameters), reduced as [`BaseOptimizer::reduce_gradient`]
+    /// reduces this process's gradient over `rows` examples: backward, then
+    /// the reduction, except under data parallelism, where the wrapper sums
+    /// the gradients over the replicas in buckets while the backward pass
+    /// still runs (DDP's overlap).
+    fn reduced_backward(
+        &self,
+        objective: &Tensor,
+        params: &[Tensor],
+        rows: usize,
+    ) -> Result<Vec<Tensor>, OptimError> {
+        let grads = Tensor::f_run_backward(&[objective], params, false, false)?;
+        self.reduce_gradient(grads, rows)
+    }
+
     /// The factor the steps multiply each loss by before backward and divide
     /// its gradient by right after: 1, except under float16 loss scaling
     /// ([`LossScaled`]).

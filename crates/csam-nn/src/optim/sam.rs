@@ -391,6 +391,7 @@ impl SamStep {
             batch,
             params,
             optimizer.loss_scale(),
+            Reduction::<O>::Own,
         )
     }
 
@@ -414,7 +415,7 @@ impl SamStep {
         let clip_norm = self.config.clip_grad_norm;
         if look.is_sam_step(step) {
             let sharpness = self.sharpness_gradient(model, batch, &*optimizer, Some(first))?;
-            let sam_grad = tch::no_grad(|| flatten(&sharpness.update))?;
+            let sam_grad = tch::no_grad(|| flatten(sharpness.update.tensors()))?;
             let direction = LookSam::orthogonal(&grad, &sam_grad);
             let stats = self.apply_sharpness(sharpness, batch, optimizer)?;
             // A step skipped for a float16 overflow leaves the last direction.
@@ -433,7 +434,7 @@ impl SamStep {
         let update = look.reused(&grad, direction);
         let grads = chunk_views(&update, params)?;
         let stats = first.plain_stats(batch, &grad.norm());
-        apply((grads, batch), clip_norm, optimizer, stats)
+        apply((Update::Own(grads), batch), clip_norm, optimizer, stats)
     }
 
     /// AE-SAM ([`AeSam`]): one pass, then the second one only where
@@ -465,7 +466,12 @@ impl SamStep {
             return self.apply_sharpness(sharpness, batch, optimizer);
         }
         let stats = first.plain_stats(batch, &grad_norm);
-        apply((first.grads, batch), clip_norm, optimizer, stats)
+        apply(
+            (Update::Own(first.grads), batch),
+            clip_norm,
+            optimizer,
+            stats,
+        )
     }
 
     /// The second-pass gradient `g'` of a batch (averaged over its
@@ -506,17 +512,29 @@ impl SamStep {
         let saved = &*self.saved_params.insert(saved);
         let mut stats = StatsAccumulator::new(batch.carries_correctness());
         let mut update: Vec<Tensor> = Vec::new();
+        // A whole batch's g' is reduced as its backward pass runs; the
+        // parts' sum after the last part.
+        let whole_batch = parts.len() == 1;
         for (i, part) in parts.iter().enumerate() {
             let share = part.rows_per_member() as f64 / size as f64;
-            let pass = match first.take() {
-                Some(pass) => Ok(pass),
-                None => first_pass(&self.config.loss, model, part, params, loss_scale),
+            let replicas = Reduction::Replicas(optimizer, part.rows_per_member() as usize);
+            let first_reduction = match self.config.reduce_first_gradient {
+                true => replicas,
+                false => Reduction::Own,
             };
-            let pass = match self.config.reduce_first_gradient {
-                true => {
-                    pass.and_then(|pass| pass.reduced(optimizer, part.rows_per_member() as usize))
+            let pass = match first.take() {
+                Some(pass) if self.config.reduce_first_gradient => {
+                    pass.reduced(optimizer, part.rows_per_member() as usize)
                 }
-                false => pass,
+                Some(pass) => Ok(pass),
+                None => first_pass(
+                    &self.config.loss,
+                    model,
+                    part,
+                    params,
+                    loss_scale,
+                    first_reduction,
+                ),
             };
             let part = pass.and_then(|pass| {
                 perturbed_gradient(
@@ -533,6 +551,10 @@ impl SamStep {
                         share,
                         step,
                         loss_scale,
+                        reduction: match whole_batch {
+                            true => replicas,
+                            false => Reduction::Own,
+                        },
                     },
                     pass,
                     &mut stats,
@@ -555,7 +577,10 @@ impl SamStep {
         }
         self.buffers.restore()?;
         Ok(SharpnessGradient {
-            update,
+            update: match whole_batch {
+                true => Update::Mean(update),
+                false => Update::Own(update),
+            },
             stats,
             prior_memory,
         })
@@ -565,14 +590,14 @@ impl SamStep {
 /// What the two passes of a SAM step computed, for [`SamStep::apply_sharpness`].
 struct SharpnessGradient {
     /// `g'`, the second-pass gradient, averaged over the m-sharpness parts.
-    update: Vec<Tensor>,
+    update: Update,
     stats: StatsAccumulator,
     /// The perturbation's memory before the step (VASSO's average).
     prior_memory: Option<Tensor>,
 }
 
 /// One (sub-)batch of a SAM step.
-struct Part<'a, M: ?Sized> {
+struct Part<'a, M: ?Sized, O: ?Sized> {
     model: &'a M,
     batch: &'a TrainBatch,
     params: &'a [Tensor],
@@ -584,6 +609,9 @@ struct Part<'a, M: ?Sized> {
     step: u64,
     /// What the losses are multiplied by before backward ([`BaseOptimizer::loss_scale`]).
     loss_scale: f64,
+    /// Whose gradient pass 2 gives: the part's own, or (a whole-batch part)
+    /// already the replicas' mean.
+    reduction: Reduction<'a, O>,
 }
 
 /// The first pass at theta: the training loss's gradient `g` and what the
@@ -596,17 +624,19 @@ struct FirstPass {
 }
 
 /// Train-mode forward of `batch`, the training loss and its gradient
-/// (backward from the loss times `loss_scale`, see [`gradients`]).
-fn first_pass<M: TrainingPass + ?Sized>(
+/// (backward from the loss times `loss_scale`, see [`gradients`]), this
+/// process's own or reduced over the replicas by `reduction`.
+fn first_pass<M: TrainingPass + ?Sized, O: BaseOptimizer + ?Sized>(
     loss: &TrainingLoss,
     model: &M,
     batch: &TrainBatch,
     params: &[Tensor],
     loss_scale: f64,
+    reduction: Reduction<'_, O>,
 ) -> Result<FirstPass, OptimError> {
     let pass = batch.forward(model)?;
     let objective = pass.objective(|scores, y| loss.mean_of(scores, y))?;
-    let grads = gradients(&objective, params, loss_scale)?;
+    let grads = gradients(&objective, params, loss_scale, reduction)?;
     let cross_entropy = reported_cross_entropy(loss, objective, &pass)?.detach();
     // The graph is spent: its nodes, scattered between the activations in the
     // heap, go now rather than after the second pass.
@@ -646,13 +676,13 @@ impl FirstPass {
 /// `saved`). The BatchNorm buffers are captured after pass 1 of the first
 /// part.
 #[allow(clippy::too_many_arguments)]
-fn perturbed_gradient<M: TrainingPass + ?Sized>(
+fn perturbed_gradient<M: TrainingPass + ?Sized, O: BaseOptimizer + ?Sized>(
     config: &SamConfig,
     second_loss: &SecondLossFn,
     buffers: &mut BufferSnapshot,
     memory: &mut Option<Tensor>,
     saved: &FlatCopy,
-    part: Part<'_, M>,
+    part: Part<'_, M, O>,
     first_pass: FirstPass,
     stats: &mut StatsAccumulator,
 ) -> Result<Vec<Tensor>, OptimError> {
@@ -664,6 +694,7 @@ fn perturbed_gradient<M: TrainingPass + ?Sized>(
         share,
         step,
         loss_scale,
+        reduction,
     } = part;
     let FirstPass {
         pass,
@@ -713,7 +744,7 @@ fn perturbed_gradient<M: TrainingPass + ?Sized>(
     } else {
         &objective * share
     };
-    let grads_tilde = gradients(&weighted, params, loss_scale)?;
+    let grads_tilde = gradients(&weighted, params, loss_scale, reduction)?;
     let ce_tilde = tch::no_grad(|| cross_entropy_from_log_probs(&log_p_tilde));
     stats.add(
         share,
@@ -753,35 +784,76 @@ fn sharpness_sensitive_rows<M: TrainingPass + ?Sized>(
     })
 }
 
-/// Reduces `update` (this process's gradient over `batch`) over the
-/// data-parallel replicas, clips it, takes the base optimiser's step with it
-/// and reads the step's statistics back.
+/// Reduces `update` (the gradient over `batch`) over the data-parallel
+/// replicas unless it is already their mean, clips it, takes the base
+/// optimiser's step with it and reads the step's statistics back.
 fn apply<O: BaseOptimizer + ?Sized>(
-    (update, batch): (Vec<Tensor>, &TrainBatch),
+    (update, batch): (Update, &TrainBatch),
     clip_grad_norm: Option<f64>,
     optimizer: &mut O,
     stats: StatsAccumulator,
 ) -> Result<StepStats, OptimError> {
-    let update = optimizer.reduce_gradient(update, batch.rows_per_member() as usize)?;
+    let update = match update {
+        Update::Own(grads) => optimizer.reduce_gradient(grads, batch.rows_per_member() as usize)?,
+        Update::Mean(grads) => grads,
+    };
     let update = clip(update, clip_grad_norm)?;
     optimizer.step(&update)?;
     stats.finish(optimizer.skipped_last_step())
 }
 
-/// The gradient of `objective` with respect to `params`. Under loss scaling
-/// (`loss_scale` != 1, [`super::LossScaled`]) backward runs from
-/// `loss_scale * objective` and the gradients are divided by `loss_scale`
-/// again, as `GradScaler.scale` and `unscale_` do (a power of two: exact).
-fn gradients(
+/// Whose gradient a backward pass gives.
+enum Reduction<'o, O: ?Sized> {
+    /// This process's own.
+    Own,
+    /// The data-parallel replicas' mean, each over its `rows` examples
+    /// ([`BaseOptimizer::reduced_backward`]).
+    Replicas(&'o O, usize),
+}
+
+// By hand: derived impls would ask `O: Clone`, and a reference is Copy anyway.
+impl<O: ?Sized> Clone for Reduction<'_, O> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+impl<O: ?Sized> Copy for Reduction<'_, O> {}
+
+/// The gradient a step updates with: this process's own, which [`apply`]
+/// reduces over the replicas, or one that already is their mean.
+enum Update {
+    Own(Vec<Tensor>),
+    Mean(Vec<Tensor>),
+}
+
+impl Update {
+    fn tensors(&self) -> &[Tensor] {
+        match self {
+            Update::Own(grads) | Update::Mean(grads) => grads,
+        }
+    }
+}
+
+/// The gradient of `objective` with respect to `params`, reduced by
+/// `reduction`. Under loss scaling (`loss_scale` != 1,
+/// [`super::LossScaled`]) backward runs from `loss_scale * objective` and
+/// the gradients are divided by `loss_scale` again, as `GradScaler.scale`
+/// and `unscale_` do (a power of two: exact).
+fn gradients<O: BaseOptimizer + ?Sized>(
     objective: &Tensor,
     params: &[Tensor],
     loss_scale: f64,
+    reduction: Reduction<'_, O>,
 ) -> Result<Vec<Tensor>, OptimError> {
+    let backward = |objective: &Tensor| match reduction {
+        Reduction::Own => Ok(Tensor::f_run_backward(&[objective], params, false, false)?),
+        Reduction::Replicas(optimizer, rows) => optimizer.reduced_backward(objective, params, rows),
+    };
     if loss_scale == 1.0 {
-        return Ok(Tensor::f_run_backward(&[objective], params, false, false)?);
+        return backward(objective);
     }
     let scaled = objective * loss_scale;
-    let mut grads = Tensor::f_run_backward(&[&scaled], params, false, false)?;
+    let mut grads = backward(&scaled)?;
     // The gradients are this step's own tensors: unscaled in place.
     let _guard = tch::no_grad_guard();
     for grad in &mut grads {
@@ -803,17 +875,23 @@ where
     M: TrainingPass + ?Sized,
     O: BaseOptimizer + ?Sized,
 {
-    check_batch(batch)?;
+    let rows = check_batch(batch)? as usize;
     let first = first_pass(
         loss,
         model,
         batch,
         optimizer.params().tensors(),
         optimizer.loss_scale(),
+        Reduction::Replicas(&*optimizer, rows),
     )?;
     let grad_norm = tch::no_grad(|| global_norm(&first.grads))?;
     let stats = first.plain_stats(batch, &grad_norm);
-    apply((first.grads, batch), clip_grad_norm, optimizer, stats)
+    apply(
+        (Update::Mean(first.grads), batch),
+        clip_grad_norm,
+        optimizer,
+        stats,
+    )
 }
 
 /// The mean cross entropy a step reports (its `loss`, whose `exp(-loss)` is

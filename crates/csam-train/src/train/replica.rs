@@ -11,12 +11,13 @@
 //!   rows `floor(r n / W) .. floor((r + 1) n / W)` of each batch of `n`
 //!   ([`csam_data::Shard`]);
 //! - before every update the replicas' gradients are averaged with their
-//!   rows as weights ([`DataParallel`]), in buckets of at most
-//!   [`BUCKET_BYTES`] summed concurrently, so every replica takes the same
-//!   step on the global batch's mean gradient. (DDP also overlaps the
-//!   all-reduce with the backward pass through autograd hooks, which tch
-//!   does not expose; here it follows the backward pass.) SGD with `W`
-//!   replicas therefore equals one process on the global batch, up to
+//!   rows as weights ([`DataParallel`]), so every replica takes the same
+//!   step on the global batch's mean gradient: in [`GradientBuckets`]
+//!   whose all-reduce starts during the backward pass that computes the
+//!   update (DDP's overlap; [`BaseOptimizer::reduced_backward`]), or after
+//!   the passes where the update sums several of them (m-sharpness parts)
+//!   or is computed from them (LookSAM's reuse). SGD with `W` replicas
+//!   therefore equals one process on the global batch, up to
 //!   floating-point summation order;
 //! - SAM: each replica perturbs with its own gradient and the second-pass
 //!   gradients are averaged (m-sharpness with `m` = the replica's rows, as the
@@ -38,7 +39,7 @@
 use std::sync::Arc;
 
 use csam_data::Shard;
-use csam_dist::ProcessGroup;
+use csam_dist::{BucketCaps, GradientBuckets, ProcessGroup};
 use csam_nn::loss::TrainingLoss;
 use csam_nn::model::{BatchNormSync, Head, ReplicaSum};
 use csam_nn::optim::{BaseOptimizer, OptimError, Params, SamPolicy};
@@ -46,10 +47,6 @@ use tch::{nn::VarStore, Tensor};
 
 use super::error::{ConfigError, Result};
 use crate::spec::{RunSpec, UpdateRule};
-
-/// Largest bucket of gradients summed in one all-reduce: DDP's default
-/// `bucket_cap_mb` (25 MiB).
-pub const BUCKET_BYTES: usize = 25 << 20;
 
 /// This process's place in a data-parallel run.
 #[derive(Clone)]
@@ -118,13 +115,20 @@ impl Replica {
         }
     }
 
-    /// `optimizer`, with its gradients averaged over the replicas.
-    pub fn wrap(&self, optimizer: Box<dyn BaseOptimizer>) -> Box<dyn BaseOptimizer> {
-        Box::new(DataParallel {
+    /// `optimizer`, with its gradients averaged over the replicas (hooks on
+    /// its parameters fill [`GradientBuckets`] during the backward passes
+    /// whose gradient the step uses).
+    pub fn wrap(&self, optimizer: Box<dyn BaseOptimizer>) -> Result<Box<dyn BaseOptimizer>> {
+        let buckets = GradientBuckets::new(
+            Arc::clone(&self.group),
+            optimizer.params().tensors(),
+            BucketCaps::default(),
+        )?;
+        Ok(Box::new(DataParallel {
             inner: optimizer,
-            group: Arc::clone(&self.group),
             batch_norm: Arc::clone(&self.batch_norm),
-        })
+            buckets,
+        }))
     }
 
     /// Copies rank 0's `tensors` into every replica's, in place, in the
@@ -268,42 +272,19 @@ impl Replica {
 /// here, before the gradients it shaped are used.
 struct DataParallel {
     inner: Box<dyn BaseOptimizer>,
-    group: Arc<ProcessGroup>,
     batch_norm: Arc<BatchNormSync>,
+    /// The buckets of `inner`'s parameters, reduced during a backward pass.
+    buckets: GradientBuckets,
 }
 
 impl DataParallel {
-    /// `grads` (at least one) as buckets of at most [`BUCKET_BYTES`] (a
-    /// gradient larger than that is a bucket of its own), each flat, holding
-    /// `rows * g`, the last bucket followed by `rows`.
-    fn buckets(grads: &[Tensor], rows: usize) -> Vec<(std::ops::Range<usize>, Tensor)> {
-        let mut buckets = Vec::new();
-        let (mut start, mut bytes) = (0, 0);
-        for (i, grad) in grads.iter().enumerate() {
-            let size = grad.numel() * grad.kind().elt_size_in_bytes();
-            if i > start && bytes + size > BUCKET_BYTES {
-                buckets.push(start..i);
-                (start, bytes) = (i, 0);
-            }
-            bytes += size;
+    /// The error of a SyncBatchNorm all-reduce that failed in the forward
+    /// pass, which the gradient must not be used after.
+    fn batch_norm_failure(&self) -> Result<(), OptimError> {
+        match self.batch_norm.take_failure() {
+            Some(failure) => Err(OptimError::Replicas(Box::new(failure))),
+            None => Ok(()),
         }
-        buckets.push(start..grads.len());
-        let last = buckets.len() - 1;
-        buckets
-            .into_iter()
-            .enumerate()
-            .map(|(k, range)| {
-                let mut parts: Vec<Tensor> = grads[range.clone()]
-                    .iter()
-                    .map(|g| g.reshape([-1]) * rows as f64)
-                    .collect();
-                if k == last {
-                    let like = &parts[0];
-                    parts.push(Tensor::full([1], rows as f64, (like.kind(), like.device())));
-                }
-                (range, Tensor::cat(&parts, 0))
-            })
-            .collect()
     }
 }
 
@@ -340,41 +321,37 @@ impl BaseOptimizer for DataParallel {
         self.inner.load_state(state)
     }
 
+    /// The backward pass with the buckets armed: each bucket's all-reduce
+    /// starts as soon as its gradients are computed.
+    fn reduced_backward(
+        &self,
+        objective: &Tensor,
+        params: &[Tensor],
+        rows: usize,
+    ) -> Result<Vec<Tensor>, OptimError> {
+        self.batch_norm_failure()?;
+        let round = self.buckets.arm(rows).map_err(replicas_failed)?;
+        // The local gradients are in the buckets already.
+        drop(Tensor::f_run_backward(&[objective], params, false, false)?);
+        Ok(round.finish().map_err(replicas_failed)?.grads)
+    }
+
+    /// `grads`, computed already, through the same buckets.
     fn reduce_gradient(&self, grads: Vec<Tensor>, rows: usize) -> Result<Vec<Tensor>, OptimError> {
-        if let Some(failure) = self.batch_norm.take_failure() {
-            return Err(OptimError::Replicas(Box::new(failure)));
-        }
+        self.batch_norm_failure()?;
         if grads.is_empty() {
             return Ok(grads);
         }
-        let failed = |e: csam_dist::DistError| OptimError::Replicas(Box::new(e));
-        let buckets = tch::no_grad(|| Self::buckets(&grads, rows));
-        let pending = buckets
-            .iter()
-            .map(|(_, flat)| self.group.start_all_reduce_sum(flat))
-            .collect::<Result<Vec<_>, _>>()
-            .map_err(failed)?;
-        for collective in pending {
-            collective.wait().map_err(failed)?;
+        let round = self.buckets.arm(rows).map_err(replicas_failed)?;
+        for (index, grad) in grads.iter().enumerate() {
+            round.add(index, grad).map_err(replicas_failed)?;
         }
-        let Some((_, last)) = buckets.last() else {
-            return Ok(grads);
-        };
-        let total_rows = last.double_value(&[last.numel() as i64 - 1]);
-        tch::no_grad(|| {
-            let mut reduced = Vec::with_capacity(grads.len());
-            for (range, flat) in &buckets {
-                let mut offset = 0;
-                for grad in &grads[range.clone()] {
-                    let n = grad.numel() as i64;
-                    let mean = flat.narrow(0, offset, n).view_as(grad) / total_rows;
-                    reduced.push(mean.to_kind(grad.kind()));
-                    offset += n;
-                }
-            }
-            Ok(reduced)
-        })
+        Ok(round.finish().map_err(replicas_failed)?.grads)
     }
+}
+
+fn replicas_failed(error: csam_dist::DistError) -> OptimError {
+    OptimError::Replicas(Box::new(error))
 }
 
 #[cfg(test)]
@@ -442,14 +419,15 @@ mod tests {
         }
     }
 
-    /// Two ranks (threads with a group each) reduce gradients that span two
-    /// buckets (20 MB, then 12 MB and a small one): every entry is the
-    /// row-weighted mean, `(1 x 1 + 3 x 2) / 4`.
+    /// Two ranks (threads with a group each) reduce gradients, computed
+    /// already, that span three buckets (a small one, then 12 MB, then 20
+    /// MB): every entry is the row-weighted mean, `(1 x 1 + 3 x 2) / 4`.
     #[test]
     fn gradients_over_several_buckets_are_the_row_weighted_mean() {
         let sizes = [5_000_000i64, 3_000_000, 10];
         let bytes: Vec<usize> = sizes.iter().map(|&n| n as usize * 4).collect();
-        assert!(bytes[0] + bytes[1] > BUCKET_BYTES && bytes[0] < BUCKET_BYTES);
+        let caps = BucketCaps::default();
+        assert_eq!(caps.layout(&bytes).len(), 3);
         let port = free_port();
         let reduced: Vec<Vec<Tensor>> = std::thread::scope(|scope| {
             let ranks: Vec<_> = (0..2usize)
@@ -457,13 +435,17 @@ mod tests {
                     scope.spawn(move || {
                         let group = connect(rank, port);
                         let vs = VarStore::new(Device::Cpu);
-                        let _ = vs.root().zeros("w", &[1]);
+                        for (i, &n) in sizes.iter().enumerate() {
+                            let _ = vs.root().zeros(&format!("w{i}"), &[n]);
+                        }
                         let sgd = Sgd::new(&vs, SgdConfig::default()).unwrap();
-                        let optimizer = Replica::new(group).wrap(Box::new(sgd));
+                        let optimizer = Replica::new(group).wrap(Box::new(sgd)).unwrap();
                         let value = (rank + 1) as f64;
-                        let grads = sizes
+                        let grads = optimizer
+                            .params()
+                            .tensors()
                             .iter()
-                            .map(|&n| Tensor::full([n], value, (Kind::Float, Device::Cpu)))
+                            .map(|p| p.full_like(value))
                             .collect();
                         let rows = 1 + 2 * rank;
                         optimizer.reduce_gradient(grads, rows).unwrap()
@@ -474,8 +456,7 @@ mod tests {
         });
         for grads in reduced {
             assert_eq!(grads.len(), sizes.len());
-            for (grad, &n) in grads.iter().zip(&sizes) {
-                assert_eq!(grad.size(), [n]);
+            for grad in &grads {
                 let (min, max) = (grad.min().double_value(&[]), grad.max().double_value(&[]));
                 assert_eq!((min, max), (1.75, 1.75));
             }

@@ -255,7 +255,7 @@ impl Trainer {
                 optimizer: {
                     let base = build_optimizer(&vs, optim, model.precision)?;
                     match replica {
-                        Some(replica) => replica.wrap(base),
+                        Some(replica) => replica.wrap(base)?,
                         None => base,
                     }
                 },
