@@ -231,6 +231,7 @@ def main():
     print(f"torch {torch.__version__}, device {device}, threads {torch.get_num_threads()}, "
           f"precision {args.precision}, "
           f"memory format {'channels_last' if args.channels_last else 'contiguous'}, "
+          f"huge pages {'on' if os.environ.get('THP_MEM_ALLOC_ENABLE', '').strip() == '1' else 'off'}, "
           f"batch {args.batch_size}, input {c}x{h}x{w}, {args.warmup} warm-up + {args.steps} timed steps (median)")
     print(f"{'model':<18} {'opt':<6} {'ms/step':>10} {'img/s':>10} {'peak MiB':>12} {'GFLOP/step':>12} {'GFLOP/s':>9} {'x SGD':>7}")
     for r in rows:

@@ -201,13 +201,17 @@ pub fn format_table(rows: &[BenchRow], options: &BenchOptions) -> String {
         width,
     } = options.input;
     let mut out = format!(
-        "csam {}, device {}, threads {}, precision {}, memory format {}, batch {}, \
-         input {channels}x{height}x{width}, {} warm-up + {} timed steps (median)\n",
+        "csam {}, device {}, threads {}, precision {}, memory format {}, huge pages {}, \
+         batch {}, input {channels}x{height}x{width}, {} warm-up + {} timed steps (median)\n",
         env!("CARGO_PKG_VERSION"),
         device_name(options.device),
         tch::get_num_threads(),
         options.precision.name(),
         options.memory_format.name(),
+        match crate::train::allocator::huge_pages_requested() {
+            true => "on",
+            false => "off",
+        },
         options.batch_size,
         options.warmup,
         options.steps,
