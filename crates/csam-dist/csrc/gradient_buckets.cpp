@@ -22,6 +22,7 @@
 
 #include "shim_errors.h"
 
+#include <cstdlib>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -88,7 +89,7 @@ struct BucketState {
     if (!armed || !error.empty() || arrived[index]) {
       return;
     }
-    try {
+    keep_first_error(protect([&] {
       const Slot &slot = slots[index];
       at::NoGradGuard no_grad;
       buckets[slot.bucket].flat.narrow(0, slot.offset, slot.numel).copy_(grad.reshape({-1}));
@@ -97,11 +98,15 @@ struct BucketState {
       size_t before = launched;
       launch_ready();
       launched_early += launched - before;
-    } catch (const c10::Error &e) {
-      error = e.what_without_backtrace();
-    } catch (const std::exception &e) {
-      error = e.what();
-    }
+    }));
+  }
+
+  // Records `message` (from `protect`, freed here) unless an earlier
+  // failure of the round is recorded already.
+  void keep_first_error(char *message) {
+    if (message == nullptr) return;
+    if (error.empty()) error = message;
+    free(message);
   }
 };
 
@@ -110,13 +115,7 @@ struct BucketState {
 void wait_all(BucketState &state) {
   for (size_t b = 0; b < state.launched; b++) {
     if (!state.buckets[b].work) continue;
-    try {
-      state.buckets[b].work->wait();
-    } catch (const c10::Error &e) {
-      if (state.error.empty()) state.error = e.what_without_backtrace();
-    } catch (const std::exception &e) {
-      if (state.error.empty()) state.error = e.what();
-    }
+    state.keep_first_error(protect([&] { state.buckets[b].work->wait(); }));
     state.buckets[b].work.reset();
   }
 }

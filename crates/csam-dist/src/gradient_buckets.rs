@@ -54,7 +54,9 @@ extern "C" {
 /// starts early, and 25 MiB for the others (`bucket_cap_mb`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct BucketCaps {
+    /// Cap of the first bucket (the last parameters'), in bytes.
     pub first_bytes: usize,
+    /// Cap of every other bucket, in bytes.
     pub bytes: usize,
 }
 
@@ -129,6 +131,7 @@ pub struct ReducedGradients {
     /// all-reduce before [`Round::finish`]: during the backward pass (the
     /// overlap), or as gradients were added.
     pub launched_early: usize,
+    /// Number of buckets.
     pub buckets: usize,
 }
 

@@ -286,6 +286,19 @@ impl DataParallel {
             None => Ok(()),
         }
     }
+
+    /// The buckets hold every parameter of the optimizer: a pass over
+    /// `count` tensors must be over all of them.
+    fn check_count(&self, count: usize) -> Result<(), OptimError> {
+        let expected = self.inner.params().tensors().len();
+        match count == expected {
+            true => Ok(()),
+            false => Err(OptimError::Mismatch(format!(
+                "the data-parallel buckets hold the optimizer's {expected} parameters, \
+                 a gradient of {count} tensors was given"
+            ))),
+        }
+    }
 }
 
 impl BaseOptimizer for DataParallel {
@@ -330,6 +343,7 @@ impl BaseOptimizer for DataParallel {
         rows: usize,
     ) -> Result<Vec<Tensor>, OptimError> {
         self.batch_norm_failure()?;
+        self.check_count(params.len())?;
         let round = self.buckets.arm(rows).map_err(replicas_failed)?;
         // The local gradients are in the buckets already.
         drop(Tensor::f_run_backward(&[objective], params, false, false)?);
@@ -342,6 +356,7 @@ impl BaseOptimizer for DataParallel {
         if grads.is_empty() {
             return Ok(grads);
         }
+        self.check_count(grads.len())?;
         let round = self.buckets.arm(rows).map_err(replicas_failed)?;
         for (index, grad) in grads.iter().enumerate() {
             round.add(index, grad).map_err(replicas_failed)?;
@@ -421,7 +436,8 @@ mod tests {
 
     /// Two ranks (threads with a group each) reduce gradients, computed
     /// already, that span three buckets (a small one, then 12 MB, then 20
-    /// MB): every entry is the row-weighted mean, `(1 x 1 + 3 x 2) / 4`.
+    /// MB): every entry is the row-weighted mean, `(1 x 1 + 3 x 2) / 4`. A
+    /// list missing a parameter is refused before any collective.
     #[test]
     fn gradients_over_several_buckets_are_the_row_weighted_mean() {
         let sizes = [5_000_000i64, 3_000_000, 10];
@@ -448,6 +464,15 @@ mod tests {
                             .map(|p| p.full_like(value))
                             .collect();
                         let rows = 1 + 2 * rank;
+                        let short: Vec<Tensor> = optimizer.params().tensors()[1..]
+                            .iter()
+                            .map(|p| p.full_like(value))
+                            .collect();
+                        let refused = optimizer.reduce_gradient(short, rows);
+                        assert!(
+                            matches!(refused, Err(OptimError::Mismatch(_))),
+                            "a gradient missing a parameter must be refused"
+                        );
                         optimizer.reduce_gradient(grads, rows).unwrap()
                     })
                 })
