@@ -30,6 +30,8 @@
 
 struct csam_process_group;
 c10::intrusive_ptr<c10d::ProcessGroupGloo> csam_dist_group_of(csam_process_group *group);
+c10::intrusive_ptr<c10d::Work> csam_dist_start_sum(
+    const c10::intrusive_ptr<c10d::ProcessGroupGloo> &group, const at::Tensor &tensor);
 
 namespace {
 
@@ -75,10 +77,7 @@ struct BucketState {
       Bucket &bucket = buckets[launched];
       at::NoGradGuard no_grad;
       bucket.flat.mul_(rows);
-      std::vector<at::Tensor> tensors{bucket.flat};
-      c10d::AllreduceOptions options;
-      options.reduceOp = c10d::ReduceOp::SUM;
-      bucket.work = group->allreduce(tensors, options);
+      bucket.work = csam_dist_start_sum(group, bucket.flat);
       launched++;
     }
   }

@@ -36,15 +36,23 @@ c10::intrusive_ptr<c10d::ProcessGroupGloo> csam_dist_group_of(csam_process_group
   return group->group;
 }
 
+// Starts summing `tensor` (dense, contiguous) over `group` in place: every
+// sum all-reduce of the shims (also gradient_buckets.cpp's).
+c10::intrusive_ptr<c10d::Work> csam_dist_start_sum(
+    const c10::intrusive_ptr<c10d::ProcessGroupGloo> &group, const at::Tensor &tensor) {
+  std::vector<at::Tensor> tensors{tensor};
+  c10d::AllreduceOptions options;
+  options.reduceOp = c10d::ReduceOp::SUM;
+  return group->allreduce(tensors, options);
+}
+
 namespace {
 
 // Sums `tensor` over `group` into a new tensor and waits for it.
 at::Tensor summed(const c10::intrusive_ptr<c10d::ProcessGroupGloo> &group, const at::Tensor &tensor) {
-  std::vector<at::Tensor> tensors{tensor.clone(at::MemoryFormat::Contiguous)};
-  c10d::AllreduceOptions options;
-  options.reduceOp = c10d::ReduceOp::SUM;
-  group->allreduce(tensors, options)->wait();
-  return tensors[0];
+  at::Tensor sum = tensor.clone(at::MemoryFormat::Contiguous);
+  csam_dist_start_sum(group, sum)->wait();
+  return sum;
 }
 
 // y = sum over the ranks of x, as a function autograd differentiates. Its
@@ -105,10 +113,7 @@ void csam_dist_free(csam_process_group *group) { delete group; }
 // Starts summing `tensor` over the group in place.
 char *csam_dist_all_reduce_sum(csam_process_group *group, dist_tensor tensor, csam_work **out) {
   return protect([&] {
-    std::vector<at::Tensor> tensors{*tensor};
-    c10d::AllreduceOptions options;
-    options.reduceOp = c10d::ReduceOp::SUM;
-    *out = new csam_work{group->group->allreduce(tensors, options)};
+    *out = new csam_work{csam_dist_start_sum(group->group, *tensor)};
   });
 }
 

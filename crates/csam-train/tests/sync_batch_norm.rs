@@ -110,12 +110,7 @@ fn fixture() -> Fixture {
         &ModelOptions::default(),
     )
     .unwrap();
-    let mut named: Vec<(String, Tensor)> = vs
-        .variables()
-        .into_iter()
-        .map(|(n, t)| (n, t.detach().copy()))
-        .collect();
-    named.sort_by(|a, b| a.0.cmp(&b.0));
+    let named = sorted_copies(&vs);
     let xs = Tensor::randn([2 * ROWS, 3, 8, 8], (Kind::Float, Device::Cpu)) * 1.5 + 0.7;
     let ys = Tensor::randint(CLASSES, [2 * ROWS], (Kind::Int64, Device::Cpu));
     Fixture {
@@ -280,6 +275,11 @@ fn sam_step(
     };
     let mut sam = csam_nn::optim::SamStep::new(config, vs).unwrap();
     sam.step(model, xs, ys, optimizer).unwrap();
+    sorted_copies(vs)
+}
+
+/// The variables of `vs` as (name, tensor), sorted by name, deep-copied.
+fn sorted_copies(vs: &VarStore) -> Vec<(String, Tensor)> {
     let mut variables: Vec<(String, Tensor)> = vs
         .variables()
         .into_iter()
