@@ -280,14 +280,21 @@ impl RunData {
 /// `shard`'s part of each batch: shuffled as the spec says, with the standard
 /// augmentation of its image size when the spec augments.
 fn train_options(spec: &RunSpec, train: &Dataset, device: Device, shard: Shard) -> LoaderOptions {
-    let augmentation = match spec.data.augment {
-        true => Augmentation::standard(train.height, train.width),
-        false => Augmentation::NONE,
-    };
+    let augmentation = train_augmentation(spec, train.height, train.width);
     LoaderOptions {
         shuffle: spec.data.shuffle,
         shard,
         ..LoaderOptions::training(spec.batch_size, augmentation, spec.seed, device)
+    }
+}
+
+/// The training augmentation of `spec` for images of `height x width`: the
+/// standard crop, and the mirror only where the data's labels survive it
+/// (clothing and natural images, not digits: a mirrored 2 is no digit).
+fn train_augmentation(spec: &RunSpec, height: usize, width: usize) -> Augmentation {
+    match spec.data.augment {
+        true => spec.data.source.standard_augmentation(height, width),
+        false => Augmentation::NONE,
     }
 }
 
@@ -331,5 +338,28 @@ pub fn predict_files(
     match failure {
         Some(e) => Err(e.into()),
         None => Ok(predictions),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::spec::DataSpec;
+
+    #[test]
+    fn digits_are_cropped_but_never_mirrored_and_clothing_is_both() {
+        let augmented = |source: &str| {
+            let spec = RunSpec::new(DataSpec::new(source.parse().unwrap()));
+            train_augmentation(&spec, 8, 8)
+        };
+        for digits in ["digits", "mnist", "idx:some/dir", "svhn:some/dir"] {
+            let augmentation = augmented(digits);
+            assert!(!augmentation.horizontal_flip, "{digits} mirrored");
+            assert_eq!(augmentation.crop_padding, 1, "{digits}");
+        }
+        assert!(augmented("fashion-mnist").horizontal_flip);
+        let mut plain = RunSpec::new(DataSpec::new("fashion-mnist".parse().unwrap()));
+        plain.data.augment = false;
+        assert_eq!(train_augmentation(&plain, 8, 8), Augmentation::NONE);
     }
 }
