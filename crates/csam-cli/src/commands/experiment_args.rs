@@ -56,6 +56,10 @@ pub struct RunArgs {
     /// The opposite of --augment.
     #[arg(long, overrides_with = "augment")]
     no_augment: bool,
+    /// Precision of every run's forward passes: fp32, bf16 or fp16 (default fp32; see
+    /// `csam train --precision`).
+    #[arg(long, value_name = "NAME")]
+    precision: Option<csam_nn::model::precision::Precision>,
     /// cpu, cuda or cuda:N (default: cuda when available).
     #[arg(long)]
     device: Option<String>,
@@ -186,6 +190,7 @@ impl RunArgs {
                 (_, true) => false,
                 _ => defaults.augment,
             },
+            precision: self.precision.unwrap_or(defaults.precision),
             ..defaults
         })
     }

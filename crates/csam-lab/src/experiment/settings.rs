@@ -12,6 +12,7 @@ use serde::{Deserialize, Serialize};
 use csam_calib::metrics::summary::MetricOptions;
 
 use csam_data::{DatasetSpec, DEFAULT_DATA};
+use csam_nn::model::precision::Precision;
 use csam_train::spec::{DataSpec, ModelSpec, OptimizerFamily, RunSpec, UpdateRule, ValSize};
 use csam_train::train::atomic::write_atomic;
 use csam_train::train::{self, Remedy, TrainError};
@@ -51,6 +52,11 @@ pub struct SharedSettings {
     /// [`csam_train::theory`]). Absent in older settings files: off.
     #[serde(default)]
     pub track_theory: bool,
+    /// Precision of every run's forward passes (autocast to bfloat16 or
+    /// float16, or float32). Float32 is left out of the settings file, so
+    /// experiments written before it resume and compare equal.
+    #[serde(default, skip_serializing_if = "is_fp32")]
+    pub precision: Precision,
     /// Binning of every calibration metric: per-epoch validation, the
     /// table, post-hoc columns and the report's figures. Absent in older
     /// settings files: the default (15 bins, right-closed edges).
@@ -77,6 +83,7 @@ impl Default for SharedSettings {
             weight_decay: 5e-4,
             augment: false,
             track_theory: false,
+            precision: Precision::Fp32,
             metrics: MetricOptions::default(),
         }
     }
@@ -106,7 +113,10 @@ impl SharedSettings {
         spec.seed = seed;
         spec.epochs = self.epochs;
         spec.batch_size = self.batch_size;
-        spec.model = model;
+        spec.model = ModelSpec {
+            precision: self.precision,
+            ..model
+        };
         spec.optim.lr = self.lr;
         spec.optim.weight_decay = self.weight_decay;
         spec.optim.rule = UpdateRule::of_family(optimizer, rho, gamma);
@@ -125,6 +135,10 @@ impl SharedSettings {
         }
         Ok(())
     }
+}
+
+fn is_fp32(precision: &Precision) -> bool {
+    *precision == Precision::Fp32
 }
 
 /// A configuration error for `key`.
