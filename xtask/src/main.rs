@@ -9,8 +9,10 @@
 //!
 //! ```text
 //! cargo xtask setup            # create .venv and install PyTorch (+ test packages) if missing
-//! cargo xtask test [ARGS]      # setup, then cargo test --workspace [ARGS]; without
-//!                              # ARGS also the Python package's tests (`python`)
+//! cargo xtask test [ARGS]      # setup, then cargo test --workspace --no-fail-fast
+//!                              # [ARGS] with CSAM_REQUIRE_TWINS=1 (a twin that finds
+//!                              # no python fails); without ARGS the Python package
+//!                              # is built first and its tests run after (`python`)
 //! cargo xtask python           # build csam_calib (crates/csam-calib-py) into .venv
 //!                              # with maturin, then run its pytest suite
 //! cargo xtask bench [ARGS]     # setup, then cargo bench --workspace [ARGS]
@@ -92,14 +94,33 @@ fn run(args: &[String]) -> Result<ExitCode, String> {
         }
         "test" => {
             ensure_libtorch(&root)?;
-            let code = cargo(&root, &["test", "--workspace"], rest)?;
-            match rest.is_empty() && code == ExitCode::SUCCESS {
-                true => python_tests(&root),
-                false => Ok(code),
+            // The whole suite: the package first, since the CLI's tests compare
+            // with it; every test binary runs and every failure is reported.
+            let whole = rest.is_empty();
+            if whole {
+                build_python_package(&root)?;
             }
+            let rust = cargo_with(
+                &root,
+                &["test", "--workspace", "--no-fail-fast"],
+                rest,
+                &[(REQUIRE_TWINS, "1")],
+            )?;
+            let python = match whole {
+                true => python_tests(&root)?,
+                false => ExitCode::SUCCESS,
+            };
+            Ok(
+                match (rust == ExitCode::SUCCESS, python == ExitCode::SUCCESS) {
+                    (true, true) => ExitCode::SUCCESS,
+                    (false, _) => rust,
+                    (true, false) => python,
+                },
+            )
         }
         "python" => {
             ensure_libtorch(&root)?;
+            build_python_package(&root)?;
             python_tests(&root)
         }
         "fuzz" => {
@@ -140,7 +161,8 @@ fn usage() -> &'static str {
     "usage: cargo xtask setup | test [ARGS] | python | bench [ARGS] | fuzz [ARGS] | deny | <csam subcommand> [ARGS]\n\
      \n\
      setup   create .venv with torch==2.11.0 (libtorch) if it is missing\n\
-     test    set up, then run the whole test suite (Rust, then the Python package's)\n\
+     test    set up, then run the whole test suite (Rust, then the Python package's),\n\
+     \x20       every test binary, failing where a PyTorch twin finds no python\n\
      python  set up, build the Python package csam_calib into .venv, run its tests\n\
      bench   set up, then run the benchmarks\n\
      deny    install cargo-deny if missing, check licences, duplicate versions and sources\n\
@@ -218,12 +240,21 @@ fn install_missing(python: &Path, wanted: &[(&str, &str)], note: &str) -> Result
     )
 }
 
+/// Set for the Rust tests by `cargo xtask test`, which has just created the
+/// venv: a PyTorch twin that finds no python then fails instead of skipping
+/// (crates/csam-testkit, `twin::REQUIRE_TWINS`).
+const REQUIRE_TWINS: &str = "CSAM_REQUIRE_TWINS";
+
 /// Builds the Python package into the project venv (an editable install:
-/// the compiled module lands beside its Python code) and runs its tests.
-fn python_tests(root: &Path) -> Result<ExitCode, String> {
+/// the compiled module lands beside its Python code), with the packages its
+/// build and tests need.
+fn build_python_package(root: &Path) -> Result<(), String> {
     let venv = root.join(".venv");
-    let python = venv.join("bin").join("python");
-    install_missing(&python, &PYTHON_PACKAGES, "a minute")?;
+    install_missing(
+        &venv.join("bin").join("python"),
+        &PYTHON_PACKAGES,
+        "a minute",
+    )?;
     check(
         Command::new(venv.join("bin").join("maturin"))
             .current_dir(root)
@@ -231,7 +262,12 @@ fn python_tests(root: &Path) -> Result<ExitCode, String> {
             .args(["develop", "--release", "--quiet", "-m"])
             .arg(Path::new(PYTHON_CRATE).join("Cargo.toml")),
         "maturin develop (building the Python package csam_calib)",
-    )?;
+    )
+}
+
+/// Runs the Python package's tests (built by [`build_python_package`]).
+fn python_tests(root: &Path) -> Result<ExitCode, String> {
+    let python = root.join(".venv").join("bin").join("python");
     let status = Command::new(&python)
         .current_dir(root)
         .args(["-m", "pytest", "-q", "-p", "no:cacheprovider"])
@@ -312,11 +348,22 @@ fn check(command: &mut Command, what: &str) -> Result<(), String> {
 }
 
 fn cargo(root: &Path, fixed: &[&str], extra: &[String]) -> Result<ExitCode, String> {
+    cargo_with(root, fixed, extra, &[])
+}
+
+/// `cargo FIXED EXTRA` in `root` with the variables `env` set.
+fn cargo_with(
+    root: &Path,
+    fixed: &[&str],
+    extra: &[String],
+    env: &[(&str, &str)],
+) -> Result<ExitCode, String> {
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_string());
     let status = Command::new(cargo)
         .current_dir(root)
         .args(fixed)
         .args(extra)
+        .envs(env.iter().copied())
         .status()
         .map_err(|e| format!("could not start cargo: {e}"))?;
     Ok(match status.code() {

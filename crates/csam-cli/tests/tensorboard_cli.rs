@@ -14,24 +14,9 @@ use support::{assert_one_line_error, csam, text, DIGITS_MLP};
 /// Tag -> (step, value) as TensorBoard reads them.
 type Scalars = BTreeMap<String, Vec<(i64, f64)>>;
 
-/// The project venv's python with the `tensorboard` package (or
-/// `CSAM_PYTHON`); None, with a notice, when there is none.
+/// The project venv's python with the `tensorboard` package.
 fn python() -> Option<PathBuf> {
-    let python = match std::env::var_os("CSAM_PYTHON") {
-        Some(p) => PathBuf::from(p),
-        None => Path::new(env!("CARGO_MANIFEST_DIR")).join("../../.venv/bin/python"),
-    };
-    let has_package = std::process::Command::new(&python)
-        .args(["-c", "import tensorboard"])
-        .output()
-        .is_ok_and(|o| o.status.success());
-    if !has_package {
-        eprintln!(
-            "SKIPPED: no python with the tensorboard package at <workspace>/.venv/bin/python \
-             (set CSAM_PYTHON; cargo xtask installs it)"
-        );
-    }
-    has_package.then_some(python)
+    csam_testkit::twin::python_with(&["tensorboard"])
 }
 
 /// Every scalar of the event files in `dir`, as TensorBoard reads them.

@@ -4,25 +4,14 @@
 
 #![allow(dead_code)] // each test binary uses its own share of these helpers
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use csam_data::{load, Dataset, DatasetSpec};
 
-/// The project venv's python (`<workspace>/.venv/bin/python`), or
-/// `CSAM_PYTHON`; None, with a notice, when neither exists (the test then
-/// skips).
-pub fn python() -> Option<PathBuf> {
-    let python = match std::env::var_os("CSAM_PYTHON") {
-        Some(p) => PathBuf::from(p),
-        None => Path::new(env!("CARGO_MANIFEST_DIR")).join("../../.venv/bin/python"),
-    };
-    if python.exists() {
-        Some(python)
-    } else {
-        eprintln!("SKIPPED: no python at <workspace>/.venv/bin/python (set CSAM_PYTHON)");
-        None
-    }
-}
+/// The twins' python: a bare `cargo test` without it skips a twin, `cargo
+/// xtask test` fails it.
+#[allow(unused_imports)] // not every test binary runs a twin
+pub use csam_testkit::twin::python;
 
 /// Runs `tests/data_fixtures/<script> <args>` with `python`; panics with its
 /// stderr if it fails.
