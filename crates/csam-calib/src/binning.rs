@@ -607,6 +607,8 @@ mod tests {
         // bin (0.867, 0.933]: conf 0.9, acc 0 (gap 0.9, weight 1/2).
         let stats =
             BinStats::from_pairs(&Binning::default(), [(0.45, true), (0.9, false)]).unwrap();
+        // <= 6 f64 roundings of values below 1 a side (0.5 ulp <= 5.5e-17 each):
+        // < 7e-16; a sample in another bin changes these by >= 0.1.
         assert!((stats.calibration_error(Norm::L1) - 0.725).abs() < 1e-15);
         let rms = (0.5 * 0.55 * 0.55 + 0.5 * 0.9 * 0.9_f64).sqrt();
         assert!((stats.calibration_error(Norm::L2) - rms).abs() < 1e-15);
@@ -644,6 +646,7 @@ mod tests {
                                                                        // N = 4, M = 3: positions 0, 4/3, 8/3, 4.
         let stats = BinStats::from_pairs(&mass(3, AdaptiveVariant::Interpolated), pairs).unwrap();
         let e1 = 0.3 + (0.5 - 0.3) * (4.0 / 3.0 - 1.0);
+        // numpy's interp formula, <= 5 roundings of values below 1 a side: < 6e-16.
         assert!((stats.bins[0].hi - e1).abs() < 1e-15);
         assert_eq!(
             stats.bins.iter().map(|b| b.count).collect::<Vec<_>>(),

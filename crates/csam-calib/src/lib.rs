@@ -43,6 +43,7 @@
 //! let with_one_bin = Binning::EqualWidth { n_bins: 15, edges: EdgeConvention::LeftClosedWithOneBin };
 //! let a = metrics::ece(probs.view(), &labels, &right_closed, Norm::L1)?;
 //! let b = metrics::ece(probs.view(), &labels, &with_one_bin, Norm::L1)?;
+//! // A few f64 roundings of values <= 1 (~1e-16 each); another bin moves these by 0.05.
 //! assert!((a - 0.475).abs() < 1e-12 && (b - 0.525).abs() < 1e-12);
 //!
 //! let summary = summarize(probs.view(), &labels, &MetricOptions::default())?;

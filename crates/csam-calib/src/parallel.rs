@@ -140,6 +140,8 @@ mod tests {
     use proptest::prelude::*;
 
     /// Counts and hits equal, sums within `1e-12` (relative to the count).
+    /// Two orders of summing `c <= 300` confidences in `[0, 1]` differ by at most
+    /// `2 * c * eps * c <= c * 1.4e-13` (f64 eps = 2.2e-16), below `1e-12 * c`.
     fn close(a: &BinStats, b: &BinStats) -> bool {
         a.n_samples == b.n_samples
             && a.bins.len() == b.bins.len()
@@ -207,6 +209,8 @@ mod tests {
                         prop_assert!(close(&a, &b), "{:?} vs {:?}", a, b);
                         for norm in [Norm::L1, Norm::L2, Norm::Max] {
                             let (x, z) = (a.calibration_error(norm), b.calibration_error(norm));
+                            // Each bin's mean confidence moves by <= 2 * 300 * eps ~ 1.4e-13
+                            // (see `close`), so each norm of the gaps moves by no more.
                             prop_assert!((x - z).abs() <= 1e-12, "{} vs {}", x, z);
                         }
                     }

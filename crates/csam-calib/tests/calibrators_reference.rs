@@ -68,6 +68,8 @@ fn isotonic_regression_matches_sklearn_with_ties_weights_and_clipping() {
         let fit = IsotonicRegression::fit(&case.x, &case.y, case.weights.as_deref()).unwrap();
         for (&q, &expected) in case.query.iter().zip(&case.predictions) {
             let ours = fit.predict(q);
+            // Pooled weighted means of <= 80 values |y| <= 5, any order: <= 80 * 2.2e-16
+            // * 5 ~ 1e-13, plus an interpolation's few roundings; a wrong pool is >= 1e-2 off.
             assert!(
                 (ours - expected).abs() <= 1e-9,
                 "{}: at x = {q}: ours {ours}, sklearn {expected}",
@@ -92,6 +94,8 @@ fn one_vs_rest_isotonic_matches_sklearn() {
     let mut calibrator = IsotonicCalibration::default();
     calibrator.fit(matrix(&f.logits).view(), &f.labels).unwrap();
     let ours = calibrator.transform(matrix(&f.test_logits).view()).unwrap();
+    // Pooled means of <= 240 probabilities, then a renormalisation over 4 classes:
+    // <= 250 * 2.2e-16 ~ 6e-14 of values <= 1; 1e-9 is loose, a wrong pool is not.
     assert_close("isotonic", &ours, &f.isotonic, 1e-9);
 }
 
@@ -101,6 +105,8 @@ fn histogram_binning_matches_numpy() {
     let mut calibrator = HistogramBinning::default();
     calibrator.fit(matrix(&f.logits).view(), &f.labels).unwrap();
     let ours = calibrator.transform(matrix(&f.test_logits).view()).unwrap();
+    // Integer counts, one division and a renormalisation over 4 classes: a few
+    // roundings of values <= 1, ~1e-15; a row in the wrong bin moves a mean by >= 1/240.
     assert_close("histogram", &ours, &f.histogram, 1e-12);
 }
 
@@ -160,6 +166,10 @@ fn check_affine<V: AffineVariant>(
     let n_params = k + if V::NAME == "vector" { k } else { k * k };
     let objective = mean_nll(&calibrator.transform(logits.view()).unwrap(), &f.labels)
         + penalty(case.regularisation, &weights, calibrator.bias(), n_params);
+    // Above: our stop (max |grad| <= 1e-9, smallest identified Hessian eigenvalue
+    // >= 0.027 here, numpy on the fixture) leaves |grad|^2 / 2 lambda ~ 1e-16, and the
+    // mean of 300 NLL terms ~7e-14 of round-off. Below: room for a reference that
+    // stopped on its ftol / gtol before the optimum.
     assert!(
         objective <= case.objective + 1e-10 && objective >= case.objective - 1e-8,
         "{}: objective ours {objective}, reference {}",
@@ -167,6 +177,9 @@ fn check_affine<V: AffineVariant>(
         case.objective
     );
     let test = calibrator.transform(matrix(&f.test_logits).view()).unwrap();
+    // Both stop at max |grad| <= 1e-9 (the references: 1e-12); with lambda >= 0.027
+    // the parameters agree within sqrt(8) * 1e-9 / 0.027 ~ 1e-7, which moves logits of
+    // features of norm <= 20 by <= 2e-6 and probabilities (slope <= 1/2) by <= 1e-6.
     assert_close(&case.name, &test, &case.test_probabilities, 1e-6);
 }
 
@@ -210,6 +223,9 @@ fn platt_scaling_matches_sklearn_logistic_regression_on_smoothed_targets() {
         (platt.slope(), f.sigmoid_calibration_slope),
         (platt.intercept(), f.sigmoid_calibration_intercept),
     ] {
+        // A 200-row logistic fit, both stopped at max |grad| <= 1e-9 (sklearn: tol
+        // 1e-12); the Hessian's smaller eigenvalue is 0.159 (numpy, on the fixture),
+        // so the parameters agree within sqrt(2) * 1e-9 / 0.159 ~ 9e-9.
         assert!(
             (ours - reference).abs() <= 1e-6,
             "ours {ours}, sklearn {reference}"
@@ -217,11 +233,14 @@ fn platt_scaling_matches_sklearn_logistic_regression_on_smoothed_targets() {
     }
     let q = platt.transform(matrix(&f.test_logits).view()).unwrap();
     for (n, &expected) in f.test_probability_1.iter().enumerate() {
+        // Parameters within 9e-9 move p by <= 1/4 * 9e-9 * |(margin, 1)| <= 7e-8
+        // (test margins <= 30).
         assert!(
             (q[[n, 1]] - expected).abs() <= 1e-7,
             "row {n}: {} vs {expected}",
             q[[n, 1]]
         );
+        // sigmoid(-u) + sigmoid(u): two quotients and a sum, <= 3 * 0.5 ulp(1) ~ 3.3e-16.
         assert!((q[[n, 0]] + q[[n, 1]] - 1.0).abs() <= 1e-15);
     }
 }

@@ -12,6 +12,10 @@ use csam_calib::scores::Real;
 use ndarray::Array2;
 use serde_json::Value;
 
+/// Both sides are f64 over <= 300 x 5 entries: sums of <= 1500 terms (any
+/// order: numpy sums pairwise) and logs within a few ulps, so each is within
+/// ~1500 * 2.2e-16 ~ 3.3e-13 of the exact value, times values <= 2; 1e-9 is
+/// loose. A sample in another bin moves an ECE by >= 1/218 ~ 5e-3.
 const TOLERANCE: f64 = 1e-9;
 
 fn fixture() -> Value {
@@ -178,6 +182,7 @@ fn temperature_and_tce_match_numpy() {
 
     let by_grid = fit(TemperatureObjective::EceGrid);
     let t_grid = number(expected, "grid_temperature");
+    // Both grids hold step / 10 (numpy: a few roundings of 1.7): equal up to ulps.
     assert_close(by_grid.temperature, t_grid, 1e-12, "grid temperature");
     let got = tce_by(TemperatureObjective::EceGrid);
     assert_close(

@@ -55,6 +55,8 @@ fn assert_calibrators_finite(logits: ArrayView2<'_, f64>, labels: &[usize], what
         let fitted = fit(kind, logits, labels).unwrap_or_else(|e| panic!("{what} {kind}: {e}"));
         let q = fitted.transform(logits).unwrap();
         for row in q.rows() {
+            // Rows are normalised: <= 5 quotients by a sum of <= 5 terms, summed again,
+            // < 3 * 5 * 2.2e-16 ~ 3.3e-15; an unnormalised row is off by far more.
             assert!(
                 row.iter().all(|p| p.is_finite() && (0.0..=1.0).contains(p))
                     && (row.sum() - 1.0).abs() < 1e-9,
@@ -122,6 +124,8 @@ proptest! {
     ) {
         let base = nll_from_logits(z.view(), &y).unwrap();
         let shifted = nll_from_logits((&z + shift).view(), &y).unwrap();
+        // z + 1e4 rounds each logit by <= 0.5 ulp(1e4) = 9.1e-13, and lse(z) - z_y is
+        // 1-Lipschitz in each: <= 1.8e-12 per row; a naive softmax gives inf or NaN.
         prop_assert!((base - shifted).abs() <= 1e-9 * base.max(1.0), "{base} vs {shifted}");
     }
 
@@ -131,6 +135,7 @@ proptest! {
     fn logits_of_ten_thousand_give_finite_metrics((z, y) in problem(extreme_logits)) {
         let probs = softmax(z.view());
         for row in probs.rows() {
+            // <= 5 quotients by a sum of <= 5 terms, summed again: < 3.3e-15.
             prop_assert!(row.iter().all(|p| p.is_finite()) && (row.sum() - 1.0).abs() < 1e-12, "{row}");
         }
         prop_assert!(nll_from_logits(z.view(), &y).unwrap().is_finite());
@@ -198,12 +203,16 @@ proptest! {
 
         let binning = Binning::EqualWidth { n_bins: 15, edges: EdgeConvention::RightClosed };
         let ece32 = ece(probs.view(), &labels, &binning, Norm::L1).unwrap();
+        // Sums of one f32 value over < 2^20 rows need < 44 bits: exact in f64. What is
+        // left is a division and a subtraction a side, <= 2 ulps of values < 1 (2.2e-16).
         prop_assert!((ece32 - (acc - conf).abs()).abs() < 1e-14, "ECE {ece32} vs {}", (acc - conf).abs());
         prop_assert_eq!(accuracy(probs.view(), &labels).unwrap(), acc);
         prop_assert!((mean_confidence(probs.view(), &labels).unwrap() - conf).abs() < 1e-15);
         let wrong = n as f64 - n_right;
         let expected_nll = -(n_right * conf.ln() + wrong * rest.ln()) / n as f64;
         let got = nll(probs.view(), &labels).unwrap();
+        // A running f64 sum of ~1e6 same-sign terms: relative error <= n * eps ~ 2.2e-10
+        // (Higham's gamma_n); a running f32 sum drifts by percent.
         prop_assert!((got - expected_nll).abs() < 1e-9 * expected_nll, "NLL {got} vs {expected_nll}");
     }
 }

@@ -12,6 +12,8 @@ use std::process::{Child, Command, Stdio};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
+use csam_testkit::deadline::within;
+
 use support::{assert_one_line_error, csam, text};
 
 /// 3 methods x 4 seeds of the digits MLP, 3 epochs each.
@@ -142,18 +144,26 @@ fn three_workers_drain_a_plan_with_one_killed_and_each_run_finishes_once() {
         std::thread::sleep(Duration::from_millis(5));
     }
     workers[0].child.kill().unwrap();
-    workers[0].child.wait().unwrap();
-    let mut finished: Vec<String> = Vec::new();
-    for (k, mut worker) in workers.into_iter().enumerate() {
-        let status = worker.child.wait().unwrap();
-        assert!(k == 0 || status.success(), "worker {k}: {status:?}");
-        let lines = worker.lines.join().unwrap();
-        finished.extend(
-            lines
-                .iter()
-                .filter_map(|l| l.strip_suffix(": finished").map(String::from)),
-        );
-    }
+    // The two others drain the 12 runs of 3 digits epochs (seconds each); a
+    // worker that hangs fails the test instead of holding the suite.
+    let mut finished = within(
+        Duration::from_secs(600),
+        "the workers draining the plan",
+        || {
+            let mut finished: Vec<String> = Vec::new();
+            for (k, mut worker) in workers.into_iter().enumerate() {
+                let status = worker.child.wait().unwrap();
+                assert!(k == 0 || status.success(), "worker {k}: {status:?}");
+                let lines = worker.lines.join().unwrap();
+                finished.extend(
+                    lines
+                        .iter()
+                        .filter_map(|l| l.strip_suffix(": finished").map(String::from)),
+                );
+            }
+            finished
+        },
+    );
     finished.sort();
     let mut unique = finished.clone();
     unique.dedup();

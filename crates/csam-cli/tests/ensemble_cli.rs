@@ -110,6 +110,10 @@ fn ensembles_and_mc_dropout_train_their_members_once_and_average_probabilities()
     assert!(two["best_epoch"].is_null() && single["best_epoch"].is_u64());
 
     // An ensemble of one is its member (to float32 rounding of the files).
+    // Both evaluate the same weights at the same batch size with the same
+    // kernels (equal float32 logits); the ensemble's file holds f32(ln p), off
+    // by 6e-8 * |ln p|: probabilities move by <= p |ln p| 6e-8 <= 2.2e-8 and the
+    // metrics (means over 355 rows) by ~1e-7, 10x under 1e-6.
     assert_eq!(one["test"]["accuracy"], single["test"]["accuracy"]);
     for key in ["ece", "nll", "brier"] {
         let (a, b) = (one["test"][key].as_f64(), single["test"][key].as_f64());
@@ -125,6 +129,7 @@ fn ensembles_and_mc_dropout_train_their_members_once_and_average_probabilities()
     let members = [runs.join("sgd-seed0"), runs.join("sgd-seed0-member1")];
     let members: Vec<&Path> = members.iter().map(|p| p.as_path()).collect();
     let ensemble = record_probabilities(&out, two);
+    // The same f32(ln p) rounding as above: <~ 5e-8 after the softmax.
     assert!(max_difference(&ensemble, &mean_softmax_of_test_logits(&members)) < 1e-6);
     let logits: Vec<Array2<f64>> = members
         .iter()
@@ -135,6 +140,8 @@ fn ensembles_and_mc_dropout_train_their_members_once_and_average_probabilities()
         .unwrap()
         .mean_axis(Axis(0))
         .unwrap();
+    // Two members' Jensen gap is far above 1e-4, which is 1000x the rounding
+    // above: only asks for a visible difference.
     assert!(max_difference(&ensemble, &softmax(mean_logits)) > 1e-4);
     let val = read_logits(&out.join("predictions/ensemble2-seed0/val_logits.npy"));
     assert_eq!(val.nrows(), 300, "the members' shared validation split");
@@ -142,6 +149,9 @@ fn ensembles_and_mc_dropout_train_their_members_once_and_average_probabilities()
     // MC-Dropout samples: its mean differs from the network's evaluation pass.
     let eval = softmax(read_logits(&runs.join("sgd-dropout-seed0/test_logits.npy")));
     let sampled = record_probabilities(&out, mc);
+    // Dropout 0.1 over 2 passes moves probabilities far above 1e-4 (1000x the
+    // files' rounding); a float64 softmax sums to 1 within ~1e-15, so 1e-5
+    // only checks that these are probabilities.
     assert!(max_difference(&sampled, &eval) > 1e-4);
     assert!(sampled
         .sum_axis(Axis(1))

@@ -103,6 +103,7 @@ fn tracked_sam_run_then_sharpness_then_refusals() {
     let repeated: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(run.join("sharpness.json")).unwrap())
             .unwrap();
+    // The same seed, ops and thread count on one machine: equal bits.
     assert_eq!(repeated["kappa_max"], report["kappa_max"]);
     assert_eq!(repeated["path"], report["path"]);
 

@@ -40,8 +40,12 @@ fn train_then_eval_then_refuse_to_overwrite() {
         serde_json::from_str(&std::fs::read_to_string(out.join("summary.json")).unwrap()).unwrap();
     assert_eq!(summary["optimizer"], "csam");
     assert_eq!(summary["device"], "cpu");
+    // Set from chance, not from a run (float32 training takes another path on
+    // another CPU): a network that learned nothing scores 0.10 +- 0.016 (one
+    // standard error on 355 test digits), 0.3 is 12 of them above; 2-epoch
+    // digits MLPs measured 0.52-0.58 (compare_cli), ~8 (0.026) above 0.3.
     assert!(
-        summary["test"]["accuracy"].as_f64().unwrap() > 0.5,
+        summary["test"]["accuracy"].as_f64().unwrap() > 0.3,
         "{summary}"
     );
 
@@ -272,6 +276,9 @@ fn init_starts_from_saved_weights_and_refuses_foreign_ones() {
     let init = weights.to_str().unwrap();
     let resumed = train(&second, &["--epochs", "1", "--lr", "1e-9", "--init", init]);
     assert!(resumed.status.success(), "{}", text(&resumed));
+    // lr 1e-9 moves weights by ~1e-10 a step, mostly below their float32
+    // rounding: only an example whose two best logits tie within ~1e-8 could
+    // change its prediction (none expected among 355).
     assert_eq!(
         summary(&second)["test"]["accuracy"],
         summary(&first)["test"]["accuracy"]
@@ -558,7 +565,8 @@ fn mimo_trains_evaluates_and_refuses_a_model_it_does_not_build() {
     let summary: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(out.join("summary.json")).unwrap()).unwrap();
     // Learning, well above the 10 classes' chance (two epochs leave MIMO
-    // behind the plain network, whose heads each read their own image).
+    // behind the plain network, whose heads each read their own image): chance
+    // scores 0.10 +- 0.016 on 355 test digits, 0.3 is 12 standard errors above.
     assert!(
         summary["test"]["accuracy"].as_f64().unwrap() > 0.3,
         "{summary}"

@@ -296,6 +296,8 @@ mod tests {
                     .iter()
                     .map(|&w| i64::from(w))
                     .sum();
+                // Each normalised weight is rounded to an integer (off by <= 0.5), so
+                // the sum is off by <= len / 2; len allows for the f64 normalisation.
                 assert!(
                     (sum - (1 << PRECISION_BITS)).abs() <= axis.len[k] as i64,
                     "{i}->{o}"

@@ -46,6 +46,7 @@ fn split_is_deterministic_disjoint_stratified_and_complete() {
         .enumerate()
     {
         let share = 300.0 * n as f64 / 1442.0;
+        // Quotas are floor(share) or floor(share) + 1; share's f64 round-off is ~1e-14.
         assert!((v as f64 - share).abs() < 1.0, "class {c}: {v} vs {share}");
     }
 }
@@ -136,6 +137,8 @@ fn batches_are_normalised_pixels() {
     let (mean, std) = (norm.mean[0] as f64, norm.std[0] as f64);
     for (i, &x) in xs.iter().enumerate() {
         let byte = s.val.images[i] as f64;
+        // The table holds this f64 formula rounded once to f32: <= 0.5 ulp at |x| < 4,
+        // 2.4e-7; a wrong byte or channel is off by >= 1 / (255 std) ~ 1e-2.
         assert!((x as f64 - (byte / 255.0 - mean) / std).abs() < 1e-5);
     }
     assert_eq!(
@@ -145,6 +148,9 @@ fn batches_are_normalised_pixels() {
     // On the training split the normalised pixels have mean 0 and std 1.
     let (all, _) = to_tensors(&s.train, &norm, Device::Cpu).unwrap();
     let all = all.to_kind(Kind::Double);
+    // Exactly 0 and 1 but for the f32 roundings of mean and std (<= 6e-8 relative)
+    // and of each pixel (<= 2.4e-7); libtorch's f64 reductions of 73k values add
+    // <= 73k * 1.1e-16 in any order. A wrong split or formula is off by > 1e-2.
     assert!(all.mean(Kind::Double).double_value(&[]).abs() < 1e-5);
     let std = all.std(false).double_value(&[]);
     assert!((std - 1.0).abs() < 1e-5, "{std}");
@@ -170,6 +176,7 @@ fn augmentation_keeps_shapes_and_is_deterministic_per_seed() {
     assert_ne!(xa3[..64], xa[..64]);
     // Padding is a black (byte 0) pixel after normalisation.
     let black = (0.0 - norm.mean[0]) / norm.std[0];
+    // f32 arithmetic here, f64 rounded to f32 in the table: <= 2 f32 ulps of |x| < 2.
     assert!(xa.iter().any(|&x| (x - black).abs() < 1e-6));
 }
 

@@ -284,7 +284,8 @@ fn frost_grows_with_its_weight_on_a_black_image() {
         .collect();
     let weights = [0.2, 0.3, 0.4, 0.4, 0.45];
     for (mean, w) in means.iter().zip(weights) {
-        // Truncation to bytes loses under one level per value.
+        // Truncation to bytes loses under one level per value, so with M the crop's
+        // mean level both mean / w and means[0] / 0.2 lie in (M - 1 / 0.2, M].
         assert!((mean / w - means[0] / 0.2).abs() < 1.0 / 0.2, "{means:?}");
     }
     assert!(means[0] > 20.0, "{means:?}");

@@ -7,7 +7,9 @@ mod support;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+use csam_testkit::deadline::within;
 
 use csam_data::streaming::{
     ImageFiles, ImageNetSplits, ImageTransform, StreamOptions, StreamingLoader,
@@ -121,13 +123,19 @@ fn dropping_an_epoch_early_stops_its_workers() {
     jpeg_tree(dir.path(), 10);
     let files = Arc::new(ImageFiles::list(dir.path(), "tree", None).unwrap());
     let loader = loader(&files, 1, 2, 2);
-    let started = Instant::now();
-    for _ in 0..5 {
-        let mut batches = loader.epoch(0);
-        assert!(batches.next().unwrap().is_ok());
-        drop(batches); // joins the workers, blocked on their full queues
-    }
-    assert!(started.elapsed() < Duration::from_secs(60));
+    // Dropping an epoch joins its workers, blocked on their full queues: a
+    // missed wake-up would deadlock, which the deadline turns into a failure.
+    within(
+        Duration::from_secs(60),
+        "dropping 5 epochs early",
+        move || {
+            for _ in 0..5 {
+                let mut batches = loader.epoch(0);
+                assert!(batches.next().unwrap().is_ok());
+                drop(batches);
+            }
+        },
+    );
 }
 
 #[test]

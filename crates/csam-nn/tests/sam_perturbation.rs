@@ -14,6 +14,8 @@ fn to_vec(t: &Tensor) -> Vec<f64> {
     Vec::try_from(t).unwrap()
 }
 
+/// Float64 on 3-vectors with entries <= 4: a handful of roundings, ~1e-15;
+/// the callers' 1e-12 leaves 1000x (and covers the 1e-12 in the denominator).
 fn assert_all_close(got: &[f64], expected: &[f64], tol: f64) {
     assert_eq!(got.len(), expected.len());
     for (g, e) in got.iter().zip(expected) {
@@ -30,6 +32,7 @@ fn sam_uses_the_global_norm() {
         0.5,
         &mut None,
     );
+    // 9 + 0 + 16 = 25 and sqrt(25) = 5 are exact in float64: 1e-15 is slack.
     assert!((norm.double_value(&[]) - 5.0).abs() < 1e-15);
     assert_all_close(&to_vec(&tilde), &[1.3, -1.0, 2.4], 1e-12);
 }
@@ -55,6 +58,7 @@ fn asam_scales_by_t_squared_over_the_norm_of_t_g() {
     ];
     assert_all_close(&to_vec(&tilde), &expected, 1e-12);
     // The reported norm is ||g||, not ||T g||: sqrt(9 + 1 + 4).
+    // sqrt(14) on both sides, each correctly rounded from an exact 14: <= 1 ulp.
     assert!((norm.double_value(&[]) - 14f64.sqrt()).abs() < 1e-12);
 }
 

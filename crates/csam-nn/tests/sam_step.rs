@@ -228,6 +228,9 @@ fn check_against_reference(second_loss: SecondLoss, m: Option<usize>) {
     let mut step = SamStep::new(sam_config(rho, second_loss, m), &vs).unwrap();
     let stats = step.step(&model, &xs, &ys, &mut opt).unwrap();
     let after = snapshot(&vs);
+    // Float64, a 4-6-3 network on 8 rows, one step: reductions of <= 8 terms
+    // on values ~1, a few dozen chained ops, ~1e-14; 1e-12 leaves 100x. A
+    // step moves weights by ~1e-2, so 1e-6 only asks that they moved.
     for k in TRAINABLE {
         let d = max_diff(&after[k], &expected[k]);
         assert!(
@@ -305,6 +308,8 @@ fn m_equal_to_batch_size_is_plain_sam() {
         snapshot(&vs)
     };
     let (plain, with_m) = (run(None), run(Some(8)));
+    // m = the batch takes the whole-batch path: the same float32 ops in the
+    // same order, equal bits on any CPU (kernels are deterministic there).
     for (k, v) in &plain {
         assert!(v.equal(&with_m[k]), "{k} differs");
     }
@@ -339,6 +344,8 @@ fn theta_is_restored_exactly_and_running_stats_move_once() {
         let _ = tch::no_grad(|| shadow.forward_t(&xs, true));
     }
     let (after, shadow_after) = (snapshot(&vs), snapshot(&shadow_vs));
+    // theta comes back by copy, and the shadow runs the same forward passes on
+    // the same weights and inputs: equal bits on any CPU.
     for k in TRAINABLE {
         assert!(after[k].equal(&before[k]), "{k} not restored exactly");
     }
@@ -368,6 +375,8 @@ fn csam_with_gamma_zero_is_bit_identical_to_sam() {
     let sam = run(SecondLoss::Plain);
     for detach in [false, true] {
         let csam0 = run(SecondLoss::Csam { gamma: 0.0, detach });
+        // Weights (1 + p)^0 = 1 exactly: the same float32 values through the
+        // same ops, so equal bits on any CPU.
         for (k, v) in &sam {
             assert!(v.equal(&csam0[k]), "detach={detach}: {k} differs");
         }
@@ -436,8 +445,11 @@ fn skipped_sam_steps_are_plain_sgd_steps() {
         let b1 = (&theta[*k] - &mid[*k]) / 0.1;
         let d1 = gk + &mid[*k] * 1e-3;
         let expected = &mid[*k] - (b1 * 0.9 + d1) * 0.1;
+        // Float64 on a tiny model: ~1e-15 round-off (b1 recovered through / 0.1
+        // loses ~1e-15); 1e-12 leaves 1000x.
         assert!(max_diff(&after[*k], &expected) < 1e-12, "{k}");
     }
+    // The constant schedule returns the configured 0.1 itself: exact.
     assert!((opt.learning_rate() - 0.1).abs() < 1e-15);
 }
 
@@ -480,7 +492,9 @@ fn clipping_bounds_the_update_gradient_of_both_step_kinds() {
                 })
                 .sum::<f64>()
                 .sqrt();
-            // clip_grad_norm_: g * max_norm / (||g|| + 1e-6).
+            // clip_grad_norm_: g * max_norm / (||g|| + 1e-6). With ||g|| > 1e-2
+            // the 1e-6 shortens the move by <= 1e-3 * 1e-6 / 1e-2 = 1e-7;
+            // float64 round-off adds ~1e-15. 2e-7 is twice the bound.
             assert!(
                 (moved - max_norm).abs() < 2e-7,
                 "sam_every {sam_every} step {s}: {moved}"
@@ -526,6 +540,8 @@ fn a_failed_second_pass_restores_theta_and_running_stats() {
     assert!(step.step(&model, &xs, &ys, &mut opt).is_err());
     let _ = tch::no_grad(|| shadow.forward_t(&xs, true));
     let (after, shadow_after) = (snapshot(&vs), snapshot(&shadow_vs));
+    // Restored by copy; the shadow's one forward pass is the failed step's:
+    // equal bits.
     for k in TRAINABLE {
         assert!(after[k].equal(&before[k]), "{k} left perturbed");
     }
@@ -568,6 +584,8 @@ fn weights_loaded_after_construction_are_used() {
         .unwrap();
 
     let (late, fresh) = (snapshot(&vs), snapshot(&fresh_vs));
+    // One step from the same loaded weights on the same batch: the same ops,
+    // equal bits.
     for (k, v) in &fresh {
         assert!(v.equal(&late[k]), "{k} differs");
     }

@@ -14,6 +14,7 @@
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
+use csam_testkit::roundoff::training_bar;
 use csam_train::spec::{RunSpec, Runtime, SpecLayers};
 use csam_train::train::{RunOutcome, Silent, TrainRequest};
 
@@ -501,20 +502,9 @@ fn balcal_sets_lambda_after_every_epoch_and_keeps_it_with_the_weights() {
     );
 }
 
-/// The project venv's python (or `CSAM_PYTHON`), for writing a TorchScript
-/// module; None when neither exists.
-fn python() -> Option<std::path::PathBuf> {
-    if let Some(p) = std::env::var_os("CSAM_PYTHON") {
-        return Some(p.into());
-    }
-    let venv = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../.venv/bin/python");
-    venv.exists().then_some(venv)
-}
-
 #[test]
 fn torchscript_model_trains_with_csam_and_resumes_bit_identically() {
-    let Some(python) = python() else {
-        eprintln!("SKIPPED: no python at <workspace>/.venv/bin/python (set CSAM_PYTHON)");
+    let Some(python) = csam_testkit::twin::python() else {
         return;
     };
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
@@ -701,21 +691,22 @@ fn mixed_precision_training_stays_within_a_stated_tolerance_of_float32() {
 /// The memory format channels_last (`memory_format`, for the convolutional
 /// models): the small CNN trains with SAM on digits (2 epochs of 3 batches
 /// of 512), a run stopped after epoch 1 and resumed ends bit-identical to
-/// the uninterrupted one, and its weights files (the last model and the
-/// checkpoint) hold the standard layout: tensor by tensor they equal the
-/// same run's in the contiguous format to 1e-5 relative to
-/// `max(|w|, 1)` (2.7e-7 measured; a file written in NHWC order would hold
-/// the convolution weights' elements permuted), which they do not equal
-/// bit for bit (the kernels of the two layouts round differently). Over
-/// many steps the two runs drift apart as any two roundings of SAM on a
-/// BatchNorm network do (1.4e-2 after 46 steps of batch 64).
+/// the uninterrupted one (same machine, same kernels), and its weights files
+/// (the last model and the checkpoint) hold the standard layout: started
+/// from the same weights, a one-epoch run's files equal the contiguous
+/// run's up to float32 round-off of its 3 steps, relative to how far the
+/// weights moved. A file written in NHWC order would hold the convolution
+/// weights' elements permuted, off by about their whole size. The two
+/// layouts' kernels round differently, so over many steps the runs drift
+/// apart at a rate set by the CPU's kernels, which no constant bounds: only
+/// one epoch is compared.
 #[test]
 fn channels_last_trains_saves_the_standard_layout_and_resumes_bit_identically() {
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let dir = tempfile::tempdir().unwrap();
-    let spec = |extra: &str| {
+    let spec = |epochs: usize, extra: &str| {
         let flags: toml::Table = format!(
-            "data = \"digits\"\nval_size = 300\nmodel = \"cnn\"\nepochs = 2\nbatch_size = 512\n\
+            "data = \"digits\"\nval_size = 300\nmodel = \"cnn\"\nepochs = {epochs}\nbatch_size = 512\n\
              augment = false\nlr = 0.05\noptimizer = \"sam\"\n{extra}"
         )
         .parse()
@@ -724,44 +715,55 @@ fn channels_last_trains_saves_the_standard_layout_and_resumes_bit_identically() 
         spec.validate().unwrap();
         spec
     };
-    let channels_last = spec("memory_format = \"channels_last\"\n");
-    assert!(channels_last
+    // The common start: a contiguous run's weights after one epoch.
+    let start_run = dir.path().join("start");
+    train(&spec(1, ""), &start_run, false, None);
+    let start = start_run.join("model-last.safetensors");
+    let from_start = format!("init = {:?}\n", start.to_str().unwrap());
+    let layout = |epochs: usize, channels_last: bool| {
+        let format = match channels_last {
+            true => "memory_format = \"channels_last\"\n",
+            false => "",
+        };
+        spec(epochs, &format!("{from_start}{format}"))
+    };
+    assert!(layout(2, true)
         .to_toml()
         .contains("memory_format = \"channels_last\""));
-    let contiguous = spec("");
-    assert!(!contiguous.to_toml().contains("memory_format"));
-    let nhwc = trains_and_resumes_bit_identically(
-        &channels_last,
-        &dir.path().join("nhwc"),
-        "channels_last",
-    );
-    let nchw = dir.path().join("nchw");
-    train(&contiguous, &nchw, false, None);
-    let read = |path: PathBuf| {
-        let mut named = tch::Tensor::read_safetensors(&path).unwrap();
+    assert!(!layout(2, false).to_toml().contains("memory_format"));
+    trains_and_resumes_bit_identically(&layout(2, true), &dir.path().join("nhwc"), "channels_last");
+    // One epoch in each layout from the common start.
+    let (nhwc, nchw) = (dir.path().join("nhwc-1"), dir.path().join("nchw-1"));
+    train(&layout(1, true), &nhwc, false, None);
+    train(&layout(1, false), &nchw, false, None);
+    let read = |path: &Path| {
+        let mut named = tch::Tensor::read_safetensors(path).unwrap();
         named.sort_by(|a, b| a.0.cmp(&b.0));
         named
     };
-    let checkpoint = |run: &Path| run.join("checkpoint/weights-2.safetensors");
-    for file in [|run: &Path| run.join("model-last.safetensors"), checkpoint] {
-        let (a, b) = (read(file(&nhwc)), read(file(&nchw)));
+    let largest_difference = |a: &[(String, tch::Tensor)], b: &[(String, tch::Tensor)]| {
         assert_eq!(a.len(), b.len());
-        let mut largest = 0.0f64;
-        for ((name, x), (other, y)) in a.iter().zip(&b) {
-            assert_eq!(name, other);
-            assert_eq!(x.size(), y.size(), "{name}");
-            let d = (x - y).abs().max().double_value(&[]);
-            let scale = y.abs().max().double_value(&[]).max(1.0);
-            largest = largest.max(d / scale);
-        }
-        eprintln!("largest relative difference: {largest:e}");
+        a.iter()
+            .zip(b)
+            .fold(0.0f64, |largest, ((name, x), (other, y))| {
+                assert_eq!(name, other);
+                assert_eq!(x.size(), y.size(), "{name}");
+                largest.max((x - y).abs().max().double_value(&[]))
+            })
+    };
+    // 3 SAM steps of 2 passes; the first convolution's weight gradient
+    // reduces 512 rows x 8 x 8 pixels, the longest float32 reduction.
+    let bar = training_bar(3, 2, 512 * 8 * 8);
+    let initial = read(&start);
+    for file in ["model-last.safetensors", "checkpoint/weights-1.safetensors"] {
+        let (a, b) = (read(&nhwc.join(file)), read(&nchw.join(file)));
+        let moved = largest_difference(&b, &initial);
+        assert!(moved > 0.0, "the contiguous run did not train");
+        let gap = largest_difference(&a, &b) / moved;
+        eprintln!("{file}: channels_last vs contiguous {gap:e} of the move");
         assert!(
-            largest < 1e-5,
-            "channels_last vs contiguous weights: {largest}"
-        );
-        assert!(
-            largest > 0.0,
-            "the two layouts computed bit-identically: no channels_last?"
+            gap <= bar,
+            "{file}: channels_last vs contiguous weights {gap} of their move (bar {bar})"
         );
     }
 }

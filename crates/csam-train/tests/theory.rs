@@ -114,6 +114,8 @@ fn hessian_vector_product_matches_the_closed_form_of_softmax_regression() {
         let v: Vec<f64> = Vec::try_from(v).unwrap();
         for (row, got) in h.iter().zip(&hv) {
             let expected: f64 = row.iter().zip(&v).map(|(a, b)| a * b).sum();
+            // Float64: sums of 15 * 12 = 180 terms of magnitude <~ 1 (|v| <= ~10)
+            // on each side, 180 * 2.2e-16 * ~50 = 2e-12 at worst; 1e-10 leaves 50x.
             assert!(
                 (got - expected).abs() < 1e-10,
                 "Hv {got} vs closed form {expected}"
@@ -132,6 +134,9 @@ fn hessian_vector_product_matches_the_closed_form_of_softmax_regression() {
     let down = surface.loss().unwrap();
     surface.set_weights(&theta).unwrap();
     let slope = (up - down) / (2.0 * step);
+    // Central difference with h = 1e-6: truncation h^2 f''' / 6 ~ 1e-12,
+    // round-off 2.2e-16 |loss ~1| / h ~ 2e-10 (and theta +- h rounds by
+    // ulp(0.5) / h ~ 1e-10 relative): ~5e-10, 200x below 1e-7.
     assert!((slope - g.norm().double_value(&[])).abs() < 1e-7);
 }
 
@@ -160,6 +165,9 @@ fn eigenvalue_solvers_find_the_ends_of_the_softmax_hessian() {
     let mut apply = |v: &Tensor| surface.hessian_vector_product(v);
     let top = top_eigenvalue(&mut apply, &start, settings).unwrap();
     assert!(top.converged, "{top:?}");
+    // Stopped at a relative change <= 1e-10: the error left is 1e-10 * r / (1 -
+    // r) with r = (lambda2 / lambda1)^2, under 1e-6 unless r > 1 - 1e-4; LAPACK
+    // adds ~15 * 2.2e-16 * lambda_max.
     assert!(
         (top.value - highest).abs() < 1e-6 * highest,
         "{top:?} vs {highest}"
@@ -168,7 +176,11 @@ fn eigenvalue_solvers_find_the_ends_of_the_softmax_hessian() {
     assert!(bottom.converged, "{bottom:?}");
     // Softmax regression's Hessian is singular (adding a constant to every
     // class's logit changes nothing): its smallest eigenvalue is 0.
+    // LAPACK's float64 eigenvalues are within ~15 * 2.2e-16 * lambda_max (<~ 3)
+    // of the assembled matrix's, itself within ~1e-15 of the exact one: ~1e-14.
     assert!(lowest.abs() < 1e-12);
+    // Lanczos stops at a residual <= 1e-10 * lambda_max, which bounds the Ritz
+    // value's error (symmetric matrix): <~ 3e-10, 30x below 1e-8.
     assert!(
         (bottom.value - lowest).abs() < 1e-8,
         "{bottom:?} vs {lowest}"
@@ -220,6 +232,9 @@ fn logged_quantities_match_an_independent_recomputation() {
     let mut sgd = Sgd::new(&vs, SgdConfig::default()).unwrap();
     let stats = step.step(&model, &x, &y, &mut sgd).unwrap();
     let record = TheoryRecord::from_step(1, 0, rho, &stats).unwrap();
+    // Float64 on 12 rows, 15 weights: the step and the recomputation sum in
+    // possibly other orders, ~15 * 2.2e-16 relative; the lambda ratio divides by
+    // 1 - p_y (~0.7): ~1e-14 at most, 100x below 1e-12.
     let close = |a: f64, b: f64| (a - b).abs() <= 1e-12 * b.abs().max(1.0);
     assert!(close(record.p_y, p_y), "{} vs {p_y}", record.p_y);
     assert!(

@@ -83,8 +83,11 @@ fn csam_on_digits_learns_and_writes_every_artefact() {
     let summary = finished(run(&request(config.clone(), &out)).unwrap());
 
     // Measured: test accuracy 0.870 (validation 0.947) with these settings
-    // and seed 0; a model that did not learn sits near 0.10.
-    assert!(summary.test.accuracy >= 0.82, "{summary:?}");
+    // and seed 0; a model that did not learn sits near 0.10. Float32 training
+    // takes another path on another CPU, so the bar is not that figure: on 355
+    // test digits the standard error is sqrt(0.87 * 0.13 / 355) = 0.018, and
+    // 0.70 lies ~9 of them below 0.870 and ~37 (SE 0.016) above chance.
+    assert!(summary.test.accuracy >= 0.70, "{summary:?}");
     assert_eq!(
         summary.csam_gradient_mode.as_deref(),
         Some("differentiated")
@@ -148,6 +151,7 @@ fn csam_on_digits_learns_and_writes_every_artefact() {
         .argmax(1, false)
         .eq_tensor(&labels)
         .sum(tch::Kind::Int64);
+    // The same count of hits over 355, divided alike: exact.
     assert_eq!(
         hits.int64_value(&[]) as f64 / 355.0,
         summary.test.accuracy,

@@ -74,6 +74,13 @@ mod tests {
     use super::*;
     use proptest::prelude::*;
 
+    /// The bar against libm, derived: here `r` is rounded once (<= 0.25 ulp of
+    /// `e^r`) and four sums near `e^r` are rounded (<= 0.5 ulp each; the other
+    /// roundings are weighted by `r^2 <= 0.12`), Taylor's remainder is 0.05 ulp;
+    /// glibc's `exp` is within 0.52 ulp on either x86-64 path (FMA or not). So
+    /// the two are < 2.9 ulps apart, at most 2 whole ulps.
+    const BAR_ULPS: u64 = 2;
+
     /// Distance in ulps between two positive finite floats.
     fn ulps(a: f64, b: f64) -> u64 {
         a.to_bits().abs_diff(b.to_bits())
@@ -83,9 +90,9 @@ mod tests {
     fn exact_points_and_the_range_ends() {
         assert_eq!(exp_nonpositive(0.0), 1.0);
         assert_eq!(exp_nonpositive(-0.0), 1.0);
-        assert!(ulps(exp_nonpositive(-1.0), (-1.0_f64).exp()) <= 2);
-        assert!(ulps(exp_nonpositive(-700.0), (-700.0_f64).exp()) <= 2);
-        assert!(ulps(exp_nonpositive(LOWEST), LOWEST.exp()) <= 2);
+        assert!(ulps(exp_nonpositive(-1.0), (-1.0_f64).exp()) <= BAR_ULPS);
+        assert!(ulps(exp_nonpositive(-700.0), (-700.0_f64).exp()) <= BAR_ULPS);
+        assert!(ulps(exp_nonpositive(LOWEST), LOWEST.exp()) <= BAR_ULPS);
         assert_eq!(exp_nonpositive(LOWEST.next_down()), 0.0);
         assert_eq!(exp_nonpositive(-1e300), 0.0);
         assert_eq!(exp_nonpositive(f64::NEG_INFINITY), 0.0);
@@ -100,14 +107,14 @@ mod tests {
             let x = -(i as f64) * 1e-4;
             worst = worst.max(ulps(exp_nonpositive(x), x.exp()));
         }
-        assert!(worst <= 2, "{worst} ulps");
+        assert!(worst <= BAR_ULPS, "{worst} ulps");
     }
 
     proptest! {
         #[test]
         fn within_two_ulps_of_libm(x in -708.0..=0.0_f64) {
             let (ours, libm) = (exp_nonpositive(x), x.exp());
-            prop_assert!(ulps(ours, libm) <= 2, "x = {}: {} vs {}", x, ours, libm);
+            prop_assert!(ulps(ours, libm) <= BAR_ULPS, "x = {}: {} vs {}", x, ours, libm);
         }
     }
 }

@@ -214,6 +214,8 @@ mod tests {
         );
         // A row with p_1 = 0.25: class 1 -> 1/3, class 0 (p_0 = 0.75) -> 2/3; sum is 1 already.
         let q = binning.transform(array![row(0.25)].view()).unwrap();
+        // Bin means of 3 rows and one renormalisation: <= 5 f64 roundings of values
+        // <= 2, ~1e-15; a row in the wrong bin moves a value by >= 1/3.
         assert!((q[[0, 0]] - 2.0 / 3.0).abs() < 1e-12);
         assert!((q[[0, 1]] - 1.0 / 3.0).abs() < 1e-12);
     }
@@ -231,6 +233,7 @@ mod tests {
         let z = array![[(0.9f64).ln(), (0.05f64).ln(), (0.05f64).ln()]];
         let q = binning.transform(z.view()).unwrap();
         let sum = 0.9 + 2.0 / 3.0;
+        // As above: a handful of f64 roundings of values <= 2, ~1e-15.
         assert!((q[[0, 0]] - 0.9 / sum).abs() < 1e-12);
         assert!((q[[0, 1]] - (1.0 / 3.0) / sum).abs() < 1e-12);
     }

@@ -307,7 +307,8 @@ mod tests {
         let fit = IsotonicRegression::fit(&x, &y, None).unwrap();
         let fitted: Vec<f64> = x.iter().map(|&v| fit.predict(v)).collect();
         assert_eq!(fitted, vec![1.0, 2.5, 2.5, 3.75, 3.75, 5.0]);
-        // Between thresholds: linear interpolation; outside: clipped.
+        // Between thresholds: linear interpolation; outside: clipped. Every operand
+        // and result (2.5, 3.75, 0.5, 3.125) is a short dyadic fraction: exact in f64.
         assert!((fit.predict(3.5) - 3.125).abs() < 1e-15);
         assert_eq!(fit.predict(-10.0), 1.0);
         assert_eq!(fit.predict(10.0), 5.0);

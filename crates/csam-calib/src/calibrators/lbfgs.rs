@@ -175,6 +175,9 @@ mod tests {
             (1.0 - a).powi(2) + 100.0 * (b - a * a).powi(2)
         };
         let found = minimize(rosenbrock, vec![-1.2, 1.0], &LbfgsOptions::default());
+        // The Hessian at (1, 1) has smallest eigenvalue 0.4: the gradient rule
+        // (max |g| <= 1e-9) leaves |x - x*| <= 1.5e-9 / 0.4 ~ 4e-9; the value rule (a
+        // step gaining <= 1e-13) f - f* ~ 1e-13, |x - x*| <= sqrt(2e-13 / 0.4) ~ 7e-7.
         assert!((found[0] - 1.0).abs() < 1e-6, "{found:?}");
         assert!((found[1] - 1.0).abs() < 1e-6, "{found:?}");
     }
@@ -193,6 +196,9 @@ mod tests {
             f
         };
         let found = minimize(quadratic, vec![5.0; 4], &LbfgsOptions::default());
+        // The gradient rule, max |c_i (x_i - i)| <= 1e-9 with c_i >= 1, bounds each
+        // |x_i - i| by 1e-9; f64 round-off of x_i <= 3 is 4.4e-16. A search that
+        // stopped on the value rule (a step gaining <= 1e-13) before that fails here.
         for (i, xi) in found.iter().enumerate() {
             assert!((xi - i as f64).abs() < 1e-9, "{found:?}");
         }

@@ -537,6 +537,10 @@ mod tests {
         let at = nll_at(logits.view(), &labels, s, Threads::ONE);
         let plus = nll_at(logits.view(), &labels, s + h, Threads::ONE);
         let minus = nll_at(logits.view(), &labels, s - h, Threads::ONE);
+        // Central differences: f64 round-off of a mean of 300 terms bounded by M,
+        // 300 * 2.2e-16 * M, over h: M ~ 6 for the value gives <= 4e-8, M <= 21
+        // (third cumulant of logits 6 wide) <= 1.4e-7; truncation h^2 / 6 times the
+        // derivative two orders up, < 2e-8 below 1e3. A wrong term is off by >= 1e-2.
         assert!((at.slope - (plus.value - minus.value) / (2.0 * h)).abs() < 1e-7);
         assert!((at.curvature - (plus.slope - minus.slope) / (2.0 * h)).abs() < 1e-6);
         // The higher derivatives of the quartic step.
@@ -545,6 +549,7 @@ mod tests {
         // The value is the NLL of the scaled logits.
         let scaled = logits.mapv(|z| z / s.exp());
         let direct = nll_from_logits(scaled.view(), &labels).unwrap();
+        // Two f64 means of 300 terms below 6: <= 2 * 300 * 2.2e-16 * 6 ~ 8e-13.
         assert!((at.value - direct).abs() < 1e-12);
     }
 
@@ -565,6 +570,9 @@ mod tests {
                 nll_at(logits.view(), &labels, s + delta, Threads::ONE).value > fit.objective_value
             );
         }
+        // The search stops within O(1e-24) of its slope's root (a cubic-model step
+        // from a Newton step < 1e-6); the slope's round-off, 2000 * 2.2e-16 * 6
+        // ~ 3e-12, is far below 1e-8, which a search stopped early misses.
         assert!(nll_at(logits.view(), &labels, s, Threads::ONE).slope.abs() < 1e-8);
     }
 
@@ -591,6 +599,10 @@ mod tests {
         // Within 1e-13 of the minimiser in ln T: the slope there, computed
         // with libm's exp, is below 1e-13 times the curvature (a Newton step
         // below 1e-6, where the search stopped before, left up to about 1e-12).
+        // Round-off bound: each slope is a mean of 4000 row terms (exp within 2
+        // ulps of e^x, either glibc path) whose partial sums stay below ~300, so
+        // 0.5 ulp(300) = 2.8e-14 per addition; over the curvature (b / f'' <= 1.7
+        // here) <= ~5e-14 per slope if every rounding went one way, 1e-13 for two.
         for (t_true, seed) in [(2.0, 11), (0.5, 12), (1.0, 13), (4.0, 14), (0.2, 15)] {
             let (logits, labels) = calibrated_at(t_true, 4000, 10, seed);
             let fit = fit_nll(logits.view(), &labels, Threads::ONE);
@@ -637,6 +649,10 @@ mod tests {
         for threads in [2, 3, 7] {
             let many = fit(threads);
             let gap = (many.temperature.ln() - one.temperature.ln()).abs();
+            // Another order of the 3000-row sums: the slope's partial sums stay
+            // below ~250, <= 2 * 0.5 ulp(256) = 5.6e-14 on the mean, and b / f'' ~ 1
+            // here; the NLL's (terms ~3, partial sums growing to 9000): <= 1.1e-16 *
+            // 4500 = 5e-13 on one thread, less in chunks. A lost chunk moves either by > 1e-3.
             assert!(gap < 1e-12, "{threads} threads: ln T differs by {gap:e}");
             assert!((many.objective_value - one.objective_value).abs() < 1e-12);
             assert_eq!(
@@ -653,6 +669,10 @@ mod tests {
             let warm = fit_nll(logits.view(), &labels, Threads::ONE);
             let from_one = search_nll(logits.view(), &labels, 0.0, Threads::ONE);
             let gap = (warm.temperature.ln() - from_one.temperature.ln()).abs();
+            // Both stop at the root of one computed slope (same order of sums), whose
+            // round-off, <= 0.5 ulp(~320) = 3.5e-14 on the mean, b / f'' <= 1.7,
+            // blurs it by ~6e-14 each. The value: the Taylor error < 2e-18 |f'''|
+            // and two means' round-off <= 2 * 1.1e-16 * 5000 / 2 ~ 5.5e-13 relative.
             assert!(gap < 1e-12, "T {t_true}: ln T differs by {gap:e}");
             // The reported value (a Taylor step from the last pass) is the NLL there.
             let direct = nll_at(logits.view(), &labels, warm.temperature.ln(), Threads::ONE).value;
@@ -673,6 +693,8 @@ mod tests {
         )
         .unwrap();
         assert!(fit.temperature < 0.1, "{}", fit.temperature);
+        // The NLL is ln(1 + e^{-2/T}) ~ e^{-2/T}: the slope rounds to 0 once that is
+        // below 1.1e-16 (or T stops at 0.01, e^-200); T = 0.1 would still give 2e-9.
         assert!(fit.objective_value < 1e-12);
     }
 
@@ -682,6 +704,9 @@ mod tests {
         let mut scaler = TemperatureScaling::new(TemperatureObjective::EceGrid);
         scaler.fit(logits.view(), &labels).unwrap();
         let t = scaler.temperature;
+        // t = step / 10, then * 10: two roundings, <= 2 ulp(100) ~ 3e-14 off an integer.
+        // The pick's sampling spread at n = 3000 is about 0.11 (simulated with
+        // numpy, 100 draws of this set-up), so 0.5 is > 4 standard deviations.
         assert!((t * 10.0 - (t * 10.0).round()).abs() < 1e-12 && (0.1..=10.0).contains(&t));
         assert!((t - 2.0).abs() < 0.5, "{t}");
         let probs = scaler.transform(logits.view()).unwrap();
@@ -706,6 +731,7 @@ mod tests {
         let p = scaler
             .transform(array![[0.0, 2.0 * 3.0_f64.ln()]].view())
             .unwrap();
+        // Softmax of (0, ln 3): a few roundings of values <= 4, ~3 ulp(0.75) = 3.3e-16.
         assert!((p[[0, 1]] - 0.75).abs() < 1e-15);
         let json = serde_json::to_string(&scaler).unwrap();
         assert_eq!(json, r#"{"temperature":2.0,"objective":"nll"}"#);
@@ -731,6 +757,8 @@ mod tests {
         fn calibrated_logits_give_temperature_near_one(seed in 0u64..1000) {
             let (logits, labels) = calibrated_at(1.0, 20_000, 10, seed);
             let fit = fit_temperature(logits.view(), &labels, TemperatureObjective::Nll, &Binning::default()).unwrap();
+            // Sampling: SE(ln T) = 1 / sqrt(n f''), f'' = mean Var_p(z) ~ 0.81 here, so
+            // SE ~ 0.008 at n = 20000 and 0.1 is > 12 standard errors.
             prop_assert!((fit.temperature - 1.0).abs() < 0.1, "T = {}", fit.temperature);
             prop_assert!(fit.iterations < 30);
         }

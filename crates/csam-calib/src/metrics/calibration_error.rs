@@ -214,6 +214,11 @@ mod tests {
         edges: EdgeConvention::LeftClosedWithOneBin,
     };
 
+    /// f64 round-off bar: an ECE here is <= 100 weights and gaps summed over
+    /// <= 15 bins, error <= 100 * 2.2e-16 ~ 2.2e-14 of a value <= 1 in any
+    /// order; a wrong bin or hit moves it by >= 1/100.
+    const ROUNDOFF: f64 = 1e-12;
+
     fn ece_of(cases: &[(f64, bool)], binning: &Binning, norm: Norm) -> f64 {
         let (probs, labels) = two_class(cases);
         ece(probs.view(), &labels, binning, norm).unwrap()
@@ -222,15 +227,15 @@ mod tests {
     #[test]
     fn readme_worked_case_one() {
         let cases = [(1.0, false), (0.95, true)];
-        assert!((ece_of(&cases, &RIGHT, Norm::L1) - 0.475).abs() < 1e-12);
-        assert!((ece_of(&cases, &LEFT, Norm::L1) - 0.525).abs() < 1e-12);
+        assert!((ece_of(&cases, &RIGHT, Norm::L1) - 0.475).abs() < ROUNDOFF);
+        assert!((ece_of(&cases, &LEFT, Norm::L1) - 0.525).abs() < ROUNDOFF);
     }
 
     #[test]
     fn readme_worked_case_two() {
         let cases = [(0.8, false), (0.85, true)];
-        assert!((ece_of(&cases, &RIGHT, Norm::L1) - 0.475).abs() < 1e-12);
-        assert!((ece_of(&cases, &LEFT, Norm::L1) - 0.325).abs() < 1e-12);
+        assert!((ece_of(&cases, &RIGHT, Norm::L1) - 0.475).abs() < ROUNDOFF);
+        assert!((ece_of(&cases, &LEFT, Norm::L1) - 0.325).abs() < ROUNDOFF);
     }
 
     #[test]
@@ -238,8 +243,8 @@ mod tests {
         // Right-closed: bins {0.8: gap 0.8} and {0.85: gap 0.15}, weights 1/2.
         let cases = [(0.8, false), (0.85, true)];
         let rms = (0.5 * 0.64 + 0.5 * 0.0225_f64).sqrt();
-        assert!((ece_of(&cases, &RIGHT, Norm::L2) - rms).abs() < 1e-12);
-        assert!((ece_of(&cases, &RIGHT, Norm::Max) - 0.8).abs() < 1e-12);
+        assert!((ece_of(&cases, &RIGHT, Norm::L2) - rms).abs() < ROUNDOFF);
+        assert!((ece_of(&cases, &RIGHT, Norm::Max) - 0.8).abs() < ROUNDOFF);
     }
 
     #[test]
@@ -247,7 +252,7 @@ mod tests {
         let probs = array![[0.75_f32, 0.25], [0.25, 0.75]];
         // Both confidences 0.75 (exact in f32), one right one wrong: |0.5 - 0.75|.
         let e = ece(probs.view(), &[0, 0], &RIGHT, Norm::L1).unwrap();
-        assert!((e - 0.25).abs() < 1e-12);
+        assert!((e - 0.25).abs() < ROUNDOFF);
     }
 
     #[test]
@@ -259,11 +264,11 @@ mod tests {
         let interpolated =
             adaptive_ece(probs.view(), &labels, 2, AdaptiveVariant::Interpolated).unwrap();
         let expected = 0.5 * (1.0 - 0.75) + 0.25 * (1.0 - 0.9);
-        assert!((interpolated - expected).abs() < 1e-12);
+        assert!((interpolated - expected).abs() < ROUNDOFF);
         // Chunked: {0.6, 0.7} acc 0.5, {0.8, 0.9} acc 1.
         let chunked = adaptive_ece(probs.view(), &labels, 2, AdaptiveVariant::Chunked).unwrap();
         let expected = 0.5 * (0.65 - 0.5) + 0.5 * (1.0 - 0.85);
-        assert!((chunked - expected).abs() < 1e-12);
+        assert!((chunked - expected).abs() < ROUNDOFF);
     }
 
     #[test]
@@ -273,7 +278,7 @@ mod tests {
         // Class 0: 0.7 hit, 0.4 hit, separate bins: (0.3 + 0.6) / 2.
         // Class 1: 0.3 miss, 0.6 miss: (0.3 + 0.6) / 2.
         let e = classwise_ece(probs.view(), &[0, 0], &RIGHT).unwrap();
-        assert!((e - 0.45).abs() < 1e-12);
+        assert!((e - 0.45).abs() < ROUNDOFF);
     }
 
     #[test]
@@ -378,7 +383,7 @@ mod tests {
                 let a = ece_of(&cases, &binning, norm);
                 let b = ece_of(&shuffled, &binning, norm);
                 prop_assert!((0.0..=1.0).contains(&a));
-                prop_assert!((a - b).abs() < 1e-12, "{a} vs {b}");
+                prop_assert!((a - b).abs() < ROUNDOFF, "{a} vs {b}");
             }
         }
     }

@@ -132,19 +132,25 @@ mod tests {
     use super::*;
     use ndarray::array;
 
+    /// f64 round-off bar for the hand-computed values below: each side is at most
+    /// a dozen roundings and libm `ln` calls (each <= 1 ulp, at most 2.2e-16 at
+    /// these magnitudes, often scaled down by p <= 0.5), a few 1e-16 in all; a
+    /// wrong class or term moves a value by more than 1e-2.
+    const FEW_ROUNDINGS: f64 = 1e-15;
+
     #[test]
     fn true_class_entropy_by_hand() {
         assert_eq!(binary_entropy(0.0), 0.0);
         assert_eq!(binary_entropy(1.0), 0.0);
-        assert!((binary_entropy(0.5) - std::f64::consts::LN_2).abs() < 1e-15);
+        assert!((binary_entropy(0.5) - std::f64::consts::LN_2).abs() < FEW_ROUNDINGS);
         // p_y = 0.5 and 0.9: (ln 2 + H(0.9)) / 2, H(0.9) = -0.9 ln 0.9 - 0.1 ln 0.1.
         let probs = array![[0.5, 0.5], [0.1, 0.9]];
         let h9 = -0.9f64 * 0.9f64.ln() - 0.1f64 * 0.1f64.ln();
         let got = mean_true_class_entropy(probs.view(), &[0, 1]).unwrap();
-        assert!((got - (std::f64::consts::LN_2 + h9) / 2.0).abs() < 1e-15);
+        assert!((got - (std::f64::consts::LN_2 + h9) / 2.0).abs() < FEW_ROUNDINGS);
         // The true class, not the predicted one: p_y = 0.1 has the same H as 0.9.
         let wrong = mean_true_class_entropy(probs.view(), &[1, 0]).unwrap();
-        assert!((wrong - got).abs() < 1e-15);
+        assert!((wrong - got).abs() < FEW_ROUNDINGS);
         assert!(mean_true_class_entropy(probs.view(), &[0, 2]).is_err());
     }
 
@@ -153,17 +159,17 @@ mod tests {
         let probs = array![[0.5, 0.5, 0.0], [0.2, 0.3, 0.5], [1.0, 0.0, 0.0]];
         let each = entropies(probs.view()).unwrap();
         assert_eq!(each.len(), 3);
-        assert!((each[0] - std::f64::consts::LN_2).abs() < 1e-15);
+        assert!((each[0] - std::f64::consts::LN_2).abs() < FEW_ROUNDINGS);
         assert_eq!(each[2], 0.0);
         let mean = each.iter().sum::<f64>() / 3.0;
-        assert!((mean - mean_entropy(probs.view()).unwrap()).abs() < 1e-15);
+        assert!((mean - mean_entropy(probs.view()).unwrap()).abs() < FEW_ROUNDINGS);
     }
 
     #[test]
     fn nll_by_hand_and_clamped() {
         let probs = array![[0.5, 0.5], [0.25, 0.75]];
         let expected = -(0.5_f64.ln() + 0.75_f64.ln()) / 2.0;
-        assert!((nll(probs.view(), &[0, 1]).unwrap() - expected).abs() < 1e-15);
+        assert!((nll(probs.view(), &[0, 1]).unwrap() - expected).abs() < FEW_ROUNDINGS);
         let certain_wrong = array![[1.0, 0.0]];
         let loss = nll(certain_wrong.view(), &[1]).unwrap();
         assert_eq!(loss, -f64::MIN_POSITIVE.ln());
@@ -174,7 +180,7 @@ mod tests {
         // Logits (0, ln 3): p = (1/4, 3/4).
         let logits = array![[0.0, 3.0_f64.ln()], [1000.0, -1000.0]];
         let loss = nll_from_logits(logits.view(), &[1, 0]).unwrap();
-        assert!((loss - (-(0.75_f64.ln()) / 2.0)).abs() < 1e-15);
+        assert!((loss - (-(0.75_f64.ln()) / 2.0)).abs() < FEW_ROUNDINGS);
         // Huge equal logits keep the ln 2 that logsumexp(z) - z_y would round away.
         let huge = array![[1e300, 1e300]];
         assert_eq!(nll_from_logits(huge.view(), &[0]).unwrap(), 2.0_f64.ln());
@@ -185,6 +191,8 @@ mod tests {
     fn brier_by_hand() {
         // Row 0: (0.7 - 1)^2 + 0.2^2 + 0.1^2 = 0.14; row 1: 0.7^2 + (0.2 - 1)^2 + 0.1^2 = 1.14.
         let probs = array![[0.7, 0.2, 0.1], [0.7, 0.2, 0.1]];
+        // Six squares summed and halved, values <= 1.2: ~8 * 2.2e-16 of round-off;
+        // the wrong target in a row moves the score by >= 0.2.
         assert!((brier(probs.view(), &[0, 1]).unwrap() - 0.64).abs() < 1e-12);
     }
 
@@ -193,11 +201,12 @@ mod tests {
         let probs = array![[0.7_f32, 0.3], [0.5, 0.5], [0.0, 1.0]];
         let labels = [0, 1, 1];
         // Row 1 ties: the prediction is class 0, so wrong.
-        assert!((accuracy(probs.view(), &labels).unwrap() - 2.0 / 3.0).abs() < 1e-15);
+        assert!((accuracy(probs.view(), &labels).unwrap() - 2.0 / 3.0).abs() < FEW_ROUNDINGS);
         let conf = (0.7_f32 as f64 + 0.5 + 1.0) / 3.0;
-        assert!((mean_confidence(probs.view(), &labels).unwrap() - conf).abs() < 1e-15);
+        assert!((mean_confidence(probs.view(), &labels).unwrap() - conf).abs() < FEW_ROUNDINGS);
         let (a, b) = (0.7_f32 as f64, 0.3_f32 as f64);
         let h = (-(a * a.ln() + b * b.ln()) + 2.0_f64.ln() + 0.0) / 3.0;
+        // Five ln terms summed in another order, values <= 1.4: ~10 * 2.2e-16.
         assert!((mean_entropy(probs.view()).unwrap() - h).abs() < 1e-12);
     }
 

@@ -121,6 +121,8 @@ mod tests {
         // round(2.4) = 2 rows, round(2.0) = 2 columns.
         assert_eq!((small.height, small.width), (2, 2));
         let expected = [2 * 10 + 2, 2 * 10 + 7, 7 * 10 + 2, 7 * 10 + 7];
+        // Positions 5 o + 2 land on pixels up to a few roundings (< 4e-15 at < 12),
+        // times a step of <= 10 between neighbours: < 4e-14; a neighbour is off by >= 1.
         for (a, b) in small.data.iter().zip(expected) {
             assert!((a - b as f64).abs() < 1e-12, "{:?}", small.data);
         }

@@ -73,6 +73,7 @@ mod tests {
         // Channel 0: 0.2 and 0.6 (mean 0.4); channel 1: 1.0 and 1.0; channel 2: 0 and 0.4.
         let out = contrast(&rgb(&[[0.2, 1.0, 0.0], [0.6, 1.0, 0.4]]), 0.5);
         let expected = [0.3, 0.5, 1.0, 1.0, 0.1, 0.3];
+        // A mean of 2 values and one blend: <= 4 roundings of values <= 1, < 5e-16.
         for (a, b) in out.data.iter().zip(expected) {
             assert!((a - b).abs() < 1e-12, "{:?}", out.data);
         }
@@ -88,6 +89,8 @@ mod tests {
             0.1,
         );
         let expected = [0.225, 0.1, 1.0, 0.45, 0.1, 1.0, 0.9, 0.1, 1.0];
+        // An HSV round trip is ~10 f64 roundings of values <= 6 (the hue sector):
+        // < 10 * 4.4e-16 ~ 4.4e-15; a wrong sector or channel is off by >= 0.1.
         for (a, b) in out.data.iter().zip(expected) {
             assert!((a - b).abs() < 1e-12, "{:?}", out.data);
         }

@@ -78,6 +78,8 @@ mod tests {
         let mut rng = ChaCha8Rng::seed_from_u64(1);
         let noisy = gaussian_noise(&grey(0.5, 40_000), 0.1, &mut rng);
         let (mean, std) = mean_and_std(&noisy.data);
+        // Sampling: SE(mean) = 0.1 / 200 = 5e-4, SE(std) = 0.1 / sqrt(2 n) = 3.5e-4, so
+        // 0.003 is 6 and 8.5 standard errors; the clip is 5 std away.
         assert!((mean - 0.5).abs() < 0.003, "{mean}");
         assert!((std - 0.1).abs() < 0.003, "{std}");
     }
@@ -88,8 +90,11 @@ mod tests {
         // Rate 0.4 * 50 = 20: mean 0.4, std sqrt(20) / 50.
         let noisy = shot_noise(&grey(0.4, 40_000), 50.0, &mut rng);
         let (mean, std) = mean_and_std(&noisy.data);
+        // Sampling: SE(mean) = 0.089 / 200 = 4.5e-4 (6.7 SE in 0.003); SE(std) =
+        // sqrt(20 + 2 * 20^2) / (2 sqrt(20) 200) / 50 = 3.2e-4 (9 SE in 0.003).
         assert!((mean - 0.4).abs() < 0.003, "{mean}");
         assert!((std - 20f64.sqrt() / 50.0).abs() < 0.003, "{std}");
+        // count / 50 * 50 is two roundings of a value <= 50: <= 2 ulp(50) ~ 1.4e-14.
         assert!(noisy
             .data
             .iter()
@@ -106,6 +111,8 @@ mod tests {
         let pepper = noisy.data.iter().filter(|&&v| v == 0.0).count() as f64;
         let kept = noisy.data.iter().filter(|&&v| v == 0.5).count() as f64;
         assert_eq!(salt + pepper + kept, 100_000.0);
+        // Sampling: SE = sqrt(0.07 * 0.93 / 1e5) = 8.1e-4, so 0.003 is 3.7 standard
+        // errors (fixed seed); the salt share of ~7000 hits has SE 0.006, 0.03 is 5 SE.
         assert!(((salt + pepper) / 1e5 - 0.07).abs() < 0.003);
         assert!((salt / (salt + pepper) - 0.5).abs() < 0.03);
     }

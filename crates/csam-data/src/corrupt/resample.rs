@@ -124,6 +124,8 @@ mod tests {
         let plane = [0.0, 1.0, 2.0, 3.0, 4.0, 5.0];
         let at = |y, x, b| bilinear(&plane, (2, 3), (y, x), b);
         assert_eq!(at(0.0, 2.0, Border::Reflect), 2.0);
+        // Weights (multiples of 1/4) and values (small integers) are exact in f64,
+        // so are these interpolations; a wrong neighbour is off by >= 0.25.
         assert!((at(0.5, 0.5, Border::Reflect) - 2.0).abs() < 1e-15);
         assert!((at(0.25, 1.5, Border::Reflect) - (1.5 + 0.75)).abs() < 1e-15);
         // x = -0.5 reads columns -1 and 0: column 0 twice (reflect) or
@@ -137,6 +139,7 @@ mod tests {
         // scipy: zoom(arange(4.), 1.26, order=1) = [0, 0.75, 1.5, 2.25, 3].
         let (out, h, w) = zoom(&[0.0, 1.0, 2.0, 3.0], (1, 4), 1.26);
         assert_eq!((h, w), (1, 5));
+        // Step 3 / 4 and positions i * 3 / 4 are exact, so is the interpolation.
         for (a, b) in out.iter().zip([0.0, 0.75, 1.5, 2.25, 3.0]) {
             assert!((a - b).abs() < 1e-15, "{out:?}");
         }

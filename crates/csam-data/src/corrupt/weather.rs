@@ -196,6 +196,7 @@ mod tests {
         for y in 0..8 {
             for x in 0..8 {
                 let expected = (0.5 + map[y * 32 + x]) * 0.5 / 1.5;
+                // The same f64 operations in the same order (amount 1 multiplies exactly).
                 assert!((out.data[y * 8 + x] - expected).abs() < 1e-15);
             }
         }
@@ -209,6 +210,9 @@ mod tests {
         let image = grey(0.3, 16, 16);
         let mut rng = ChaCha8Rng::seed_from_u64(9);
         let out = snow_corruption(&image, &SNOW[4], &mut rng);
+        // keep * x + (1 - keep) * max(x, ..) >= x up to 3 roundings of values <= 1
+        // (< 4e-16); the mirrored pixel adds the same two streaks in the other order
+        // (2 roundings). A streak off its mirror moves a pixel by >= 1/255.
         assert!(out.data.iter().all(|&v| v >= 0.3 - 1e-12));
         // Flat image: the layer plus its 180 degree turn is symmetric too.
         for i in 0..256 {
@@ -234,6 +238,7 @@ mod tests {
         assert!(left < 3, "{:?}", out.data);
         for (i, v) in out.data.iter().enumerate() {
             let f = ((left + i % 3) % 6) as f64 / 10.0;
+            // Luma of three equal values and a blend: <= 6 roundings of values <= 1, < 7e-16.
             assert!((v - (0.4 + 0.5 * f)).abs() < 1e-12, "{:?}", out.data);
         }
     }

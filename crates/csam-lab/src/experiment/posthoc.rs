@@ -152,6 +152,8 @@ mod tests {
             TemperatureObjective::Nll,
         )
         .unwrap();
+        // The same logits through the same f64 code, at most summed in other chunks:
+        // an ECE over 30 rows moves by <= 30 * 2.2e-16 ~ 7e-15 (the fit's T likewise).
         assert!((calibration.posthoc.temperature.ece - expected).abs() < 1e-12);
         assert!(calibration.temperature > 1.0, "overconfident: T > 1");
         let (probs, labels) = test_probabilities(&run).unwrap();
@@ -163,6 +165,7 @@ mod tests {
             &calibration.posthoc.temperature,
             &calibration.posthoc.isotonic,
         ] {
+            // An exact count over 30, rounded once like 22 / 30: equal up to 1 ulp.
             assert!(
                 (summary.accuracy - 22.0 / 30.0).abs() < 1e-12,
                 "{summary:?}"

@@ -133,7 +133,8 @@ mod tests {
         let (contiguous, nhwc) = twins();
         let flat = flatten(&nhwc).unwrap();
         assert_eq!(flat.size(), vec![4 * 3 * 2 * 5 + 4]);
-        // Bitwise: the order of a row-major walk over [O, I, H, W].
+        // Bitwise (a copy, no arithmetic): the order of a row-major walk over
+        // [O, I, H, W].
         assert_eq!(max_diff(&flat, &flatten(&contiguous).unwrap()), 0.0);
         let by_index = Tensor::cat(
             &[contiguous[0].reshape([-1]), contiguous[1].shallow_clone()],
@@ -149,6 +150,7 @@ mod tests {
         scatter(&values, &nhwc).unwrap();
         scatter(&values, &contiguous).unwrap();
         assert!(is_channels_last(&nhwc[0]), "the weight keeps its layout");
+        // Copies move values without arithmetic: exact equality on every CPU.
         assert_eq!(max_diff(&nhwc[0], &contiguous[0]), 0.0);
         assert_eq!(max_diff(&flatten(&nhwc).unwrap(), &values), 0.0);
         // A saved copy restores the values into the channels_last weight.

@@ -126,6 +126,8 @@ mod tests {
         };
         let (flat, flat_buffer) = run(Layout::Flat);
         let (each, each_buffer) = run(Layout::PerTensor);
+        // Elementwise float32 ops only, each one IEEE rounding in SIMD and
+        // scalar loops alike (no reductions): equal bits on every CPU.
         assert!(flat.equal(&each), "parameters differ between layouts");
         assert!(
             flat_buffer.equal(&each_buffer),

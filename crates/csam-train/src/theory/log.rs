@@ -115,6 +115,7 @@ mod tests {
         ];
         let summary = TheorySummary::of(&records);
         assert_eq!((summary.steps, summary.lemma2_held), (4, 2));
+        // Counts and means of small integers: exact in f64.
         assert_eq!(summary.lemma2_fraction, Some(0.5));
         assert_eq!(summary.p_tilde_below_p, 3);
         assert_eq!(summary.mean_lambda, Some(2.0));

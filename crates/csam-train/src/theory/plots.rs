@@ -142,6 +142,7 @@ mod tests {
     #[test]
     fn window_means_skip_undefined_values() {
         let chunk = [record(0, Some(1.0)), record(1, None), record(2, Some(3.0))];
+        // Means of small integers: exact in f64.
         assert_eq!(window_mean(&chunk, |r| r.lambda), Some((1.0, 2.0)));
         assert_eq!(window_mean(&chunk, |r| r.lambda_0), None);
     }
@@ -153,6 +154,7 @@ mod tests {
         let lambda = &charts[1].series[0].points;
         assert!(lambda.len() <= MAX_POINTS, "{} points", lambda.len());
         // Windows of 4 consecutive steps: the first is steps 0..=3.
+        // (0 + 1 + 2 + 3) / 4 = 1.5: exact.
         assert_eq!(lambda[0], (1.5, 1.5));
         let short: Vec<TheoryRecord> = (0..10).map(|i| record(i, Some(1.0))).collect();
         assert_eq!(theory_charts(&short).unwrap()[1].series[0].points.len(), 10);

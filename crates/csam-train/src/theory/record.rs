@@ -118,6 +118,8 @@ mod tests {
     fn entropy_of_hand_values() {
         assert_eq!(binary_entropy(0.0), 0.0);
         assert_eq!(binary_entropy(1.0), 0.0);
+        // Pure-Rust f64: two terms of a libm ln (< 1 ulp) on values < 1, a few
+        // ulps (<= 3e-16) apart.
         assert!((binary_entropy(0.5) - std::f64::consts::LN_2).abs() < 1e-15);
         // -0.9 ln 0.9 - 0.1 ln 0.1
         assert!((binary_entropy(0.9) - 0.325_082_973_391_448_2).abs() < 1e-15);
@@ -130,6 +132,9 @@ mod tests {
             TheoryRecord::from_step(2, 17, 0.05, &stats(-(0.8f64.ln()), -(0.5f64.ln()), 4.0))
                 .unwrap();
         assert_eq!((record.epoch, record.global_step), (2, 17));
+        // Pure-Rust f64 from p = exp(ln 0.8), off by <= 1 ulp: bound and entropy
+        // (values < 1) within a few ulps (~3e-16); the ratios divide by 1 - p =
+        // 0.2 (relative error ~6e-16 on 2.5, ~1.4e-15), so their bar is 1e-12.
         assert!((record.bound - 0.8 * (-0.1f64).exp()).abs() < 1e-15);
         assert!(record.lemma2_holds, "0.5 <= 0.724");
         assert!((record.lambda.unwrap() - 0.5 / 0.2).abs() < 1e-12);

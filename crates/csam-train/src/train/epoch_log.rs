@@ -150,6 +150,7 @@ mod tests {
         assert_eq!(log.read().unwrap().len(), 4);
         log.truncate_after(1).unwrap();
         assert_eq!(std::fs::read(&path).unwrap(), after_first);
+        // JSON writes f64 in its shortest round-trip form: read back exactly.
         assert_eq!(log.read().unwrap()[0].value, 0.369_623_653_510_116_83);
     }
 

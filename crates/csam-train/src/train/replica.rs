@@ -377,14 +377,6 @@ mod tests {
     use std::time::Duration;
     use tch::{Device, Kind};
 
-    /// A free local port for a test's rendezvous.
-    fn free_port() -> u16 {
-        std::net::TcpListener::bind("127.0.0.1:0")
-            .and_then(|l| l.local_addr())
-            .unwrap()
-            .port()
-    }
-
     /// Rank `rank`'s group of two, meeting on `port`.
     fn connect(rank: usize, port: u16) -> ProcessGroup {
         ProcessGroup::connect(&Rendezvous {
@@ -403,7 +395,8 @@ mod tests {
     #[test]
     fn broadcast_reaches_channels_last_variables() {
         use csam_nn::model::memory_format::{is_channels_last, MemoryFormat};
-        let port = free_port();
+        let lease = csam_testkit::port::PortLease::take();
+        let port = lease.port();
         let weights: Vec<(Tensor, Tensor)> = std::thread::scope(|scope| {
             let ranks: Vec<_> = (0..2usize)
                 .map(|rank| {
@@ -429,6 +422,7 @@ mod tests {
         let expected = Tensor::arange(48, (Kind::Float, Device::Cpu)).reshape([4, 3, 2, 2]);
         for (w, b) in &weights {
             assert!(is_channels_last(w) && !w.is_contiguous());
+            // A broadcast copies bytes: exact.
             assert_eq!((w - &expected).abs().max().double_value(&[]), 0.0);
             assert_eq!(b.abs().max().double_value(&[]), 0.0);
         }
@@ -444,7 +438,8 @@ mod tests {
         let bytes: Vec<usize> = sizes.iter().map(|&n| n as usize * 4).collect();
         let caps = BucketCaps::default();
         assert_eq!(caps.layout(&bytes).len(), 3);
-        let port = free_port();
+        let lease = csam_testkit::port::PortLease::take();
+        let port = lease.port();
         let reduced: Vec<Vec<Tensor>> = std::thread::scope(|scope| {
             let ranks: Vec<_> = (0..2usize)
                 .map(|rank| {
@@ -483,6 +478,8 @@ mod tests {
             assert_eq!(grads.len(), sizes.len());
             for grad in &grads {
                 let (min, max) = (grad.min().double_value(&[]), grad.max().double_value(&[]));
+                // (1 x 1 + 3 x 2) / 4 = 1.75: small integers and a division by 4, exact
+                // in float32 whatever the order.
                 assert_eq!((min, max), (1.75, 1.75));
             }
         }

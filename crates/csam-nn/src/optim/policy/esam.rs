@@ -143,6 +143,7 @@ mod tests {
         };
         let first = mask(1, 4);
         let rate = first.iter().sum::<f64>() / n as f64;
+        // 4 standard errors of a Bernoulli(0.3) mean over n draws: sqrt(0.21 / n).
         assert!(
             (rate - 0.3).abs() < 4.0 * (0.21f64 / n as f64).sqrt(),
             "{rate}"

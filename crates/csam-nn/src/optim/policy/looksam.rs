@@ -84,6 +84,8 @@ mod tests {
     use super::*;
 
     /// Asserts `t` equals `expected` up to the 1e-12 in the denominators.
+    /// Float64 on 2-vectors with entries <= 6.5: round-off ~1e-15, the 1e-12
+    /// terms shift the result by ~1e-12; 1e-10 is 100x above both.
     fn assert_close(t: &Tensor, expected: [f64; 2]) {
         let got = Vec::<f64>::try_from(t).unwrap();
         let far = got.iter().zip(expected).any(|(a, b)| (a - b).abs() > 1e-10);
