@@ -128,6 +128,14 @@ pub fn load(
         ScoreKind::Logits => {
             with_scores!(&scores, |m| validate_logits(m.view()))
                 .with_context(|| format!("{role} predictions {preds_name} (--logits)"))?;
+            // Rows of probabilities read as logits give a softmax of them,
+            // a silently wrong calibration (every confidence near 1/K).
+            if with_scores!(&scores, |m| validate_probabilities(m.view(), tolerance)).is_ok() {
+                bail!(
+                    "{role} predictions {preds_name} (--logits) are probabilities: every entry \
+                     lies in [0, 1] and every row sums to 1 within {tolerance}; pass --probs"
+                );
+            }
             let probs = match &scores {
                 Scores::F32(m) => Scores::F32(softmax(m.view())),
                 Scores::F64(m) => Scores::F64(softmax(m.view())),
