@@ -94,11 +94,17 @@ pub(crate) fn into_source(
 ) -> Result<DataSource> {
     let n_classes = match classes {
         Classes::Fixed(n) => n,
+        // The training part's labels fix the classes where there is one: a
+        // class only the test part holds can never be predicted, and counting
+        // it would silently widen the model (a test set labelled 255: 256
+        // outputs and 0% accuracy); such a test label is refused below.
         Classes::Inferred => {
             let largest = train
+                .as_ref()
+                .unwrap_or(&test)
+                .labels
                 .iter()
-                .chain(std::iter::once(&test))
-                .flat_map(|part| part.labels.iter().copied())
+                .copied()
                 .max()
                 .ok_or_else(|| {
                     DataError::Invalid(format!("{name}: no samples to infer classes from"))
@@ -156,16 +162,28 @@ mod tests {
     }
 
     #[test]
-    fn inferred_classes_cover_train_and_test() {
+    fn inferred_classes_are_the_training_parts_and_a_test_label_beyond_is_refused() {
         let source = into_source(
             "x",
-            Some(part("a", vec![0, 2], 0, 1)),
-            part("t", vec![4, 1], 0, 1),
+            Some(part("a", vec![0, 4], 0, 1)),
+            part("t", vec![2, 1], 0, 1),
             Classes::Inferred,
         )
         .unwrap();
         assert_eq!(source.test.n_classes, 5);
         assert_eq!(source.train.unwrap().n_classes, 5);
         assert_eq!(source.test.name, "x/test");
+        let beyond = into_source(
+            "x",
+            Some(part("a", vec![0, 2], 0, 1)),
+            part("t", vec![1, 255], 8, 1),
+            Classes::Inferred,
+        )
+        .unwrap_err()
+        .to_string();
+        assert_eq!(beyond, "t: label 255 at byte 9 is outside 0..=2");
+        // Without a training part the test part's labels count.
+        let alone = into_source("x", None, part("t", vec![3, 1], 0, 1), Classes::Inferred);
+        assert_eq!(alone.unwrap().test.n_classes, 4);
     }
 }
