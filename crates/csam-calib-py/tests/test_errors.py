@@ -19,7 +19,7 @@ def test_bad_arrays_are_refused_with_what_is_wrong():
     raises("probability 1.2 at row 0, column 0 is above 1", cc.ece, np.array([[1.2, -0.2], [0.4, 0.6]]), [0, 1])
     raises("non-finite|NaN", cc.ece, np.array([[np.nan, 0.3], [0.4, 0.6]]), [0, 1])
     raises(r"probs must be a 2-D array \(N x K\), got shape \[2\]", cc.ece, np.array([0.7, 0.3]), [0])
-    raises("label 2 at row 1 is outside 0..2", cc.ece, probs, [0, 2])
+    raises("label 2 at row 1 is outside 0..=1", cc.ece, probs, [0, 2])
     raises("label -1", cc.ece, probs, [0, -1])
     raises("labels must hold integer class indices", cc.ece, probs, [0.0, 1.0])
     raises("2 rows|2 labels|shape mismatch", cc.ece, probs, [0, 1, 1])

@@ -16,7 +16,7 @@ pub enum CalibError {
     #[error("non-finite value {value} at row {row}, column {col}")]
     NonFinite { row: usize, col: usize, value: f64 },
     /// A label outside `0..n_classes`.
-    #[error("label {label} at row {row} is outside 0..{n_classes}")]
+    #[error("label {label} at row {row} is outside 0..={last}", last = .n_classes.saturating_sub(1))]
     LabelOutOfRange {
         row: usize,
         label: i64,

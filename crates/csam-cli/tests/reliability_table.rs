@@ -386,6 +386,7 @@ const CASES: &[Case] = &[
     case("metrics", "--labels", "fewer labels than rows", &["metrics", "{fx}/test_logits.npy", "--labels", "{fx}/val_labels.npy", "--logits"]),
     case("metrics", "--logits", "with --probs", &["{metrics}", "--probs"]),
     case("metrics", "--probs", "logits given", &["metrics", "{fx}/test_logits.npy", "--labels", "{fx}/test_labels.npy", "--probs"]),
+    case("metrics", "--logits", "probabilities given", &["metrics", "{dir}/probs.csv", "--labels", "{dir}/labels2.npy", "--logits"]),
     case("metrics", "--probs", "rows summing to 1.2", &["metrics", "{dir}/probs-sum.csv", "--labels", "{dir}/labels2.npy", "--probs"]),
     case("metrics", "--array", "on a .npy file", &["{metrics}", "--array", "logits"]),
     case("metrics", "--array", "no such array", &["metrics", "{calib}/predictions.npz", "--labels", "{calib}/predictions.npz", "--logits", "--array", "nope"]),
@@ -737,6 +738,7 @@ fn prepare(dir: &Path, trained: &Path) -> RunLock {
     write("ragged.csv", "0.1,0.2\n0.3\n");
     write("empty.csv", "");
     write("probs-sum.csv", "0.5,0.7\n0.2,0.8\n");
+    write("probs.csv", "0.25,0.75\n0.6,0.4\n");
     write("bad.toml", "lr = = 0.1\n");
     write("notes.txt", "mine");
     let npy_labels = |name: &str, labels: &[i64]| {

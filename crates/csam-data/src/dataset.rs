@@ -65,7 +65,8 @@ impl Dataset {
         }
         if let Some((i, &label)) = labels.iter().enumerate().find(|(_, &l)| l >= n_classes) {
             return Err(DataError::Invalid(format!(
-                "{name}: label {label} of sample {i} is outside 0..{n_classes}"
+                "{name}: label {label} of sample {i} is outside 0..={}",
+                n_classes.saturating_sub(1)
             )));
         }
         Ok(Dataset {

@@ -79,7 +79,10 @@ pub enum DataError {
     },
 
     /// A label at or above the class count.
-    #[error("{path}: label {label} at byte {offset} is outside 0..{n_classes}")]
+    #[error(
+        "{path}: label {label} at byte {offset} is outside 0..={last}",
+        last = .n_classes.saturating_sub(1)
+    )]
     LabelOutOfRange {
         path: PathBuf,
         offset: u64,
