@@ -35,6 +35,9 @@ def test_bad_options_list_the_valid_ones():
     raises("metric: unknown metric `auc`, expected one of ece", cc.bootstrap, "auc", probs, labels)
     raises("invalid argument", cc.ece, probs, labels, n_bins=0)
     raises("level must be in", cc.bootstrap, "ece", probs, labels, level=1.5)
+    # A NaN tolerance would let any row through, a negative one none.
+    raises("tolerance must be a number >= 0, got NaN", cc.ece, np.array([[0.7, 3.8], [0.4, 0.6]]), labels, tolerance=float("nan"))
+    raises("tolerance must be a number >= 0, got -1", cc.ece, probs, labels, tolerance=-1.0)
 
 
 def test_undefined_metrics_say_why():

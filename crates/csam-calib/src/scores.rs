@@ -236,6 +236,13 @@ pub(crate) fn probability_error(row: usize, col: usize, value: f64) -> CalibErro
 /// entry finite and in `[0, 1]`, every row summing to 1 within `tolerance`
 /// (absolute). The error names the first offending row.
 pub fn validate_probabilities<T: Real>(probs: ArrayView2<'_, T>, tolerance: f64) -> Result<()> {
+    // A NaN tolerance would pass every row (no comparison with NaN fails),
+    // a negative one none.
+    if tolerance.is_nan() || tolerance < 0.0 {
+        return Err(CalibError::InvalidArgument(format!(
+            "tolerance must be a number >= 0, got {tolerance}"
+        )));
+    }
     check_not_empty(probs.dim(), "probabilities")?;
     // Bound on how far the lane-wise sum in `T` and the sequential sum in f64
     // below can differ (entries in [0, 1]): a row whose lane-wise sum is
@@ -419,6 +426,20 @@ mod tests {
             top_class(array![1.5, -0.5].view(), 2),
             Err(CalibError::InvalidArgument(_))
         ));
+    }
+
+    #[test]
+    fn a_nan_or_negative_tolerance_is_refused() {
+        // Rows summing to 4.5 would pass a NaN tolerance unchecked.
+        let off = array![[0.7, 3.8]];
+        for tolerance in [f64::NAN, -1.0] {
+            assert!(matches!(
+                validate_probabilities(off.view(), tolerance),
+                Err(CalibError::InvalidArgument(_))
+            ));
+        }
+        assert!(validate_probabilities(off.view(), f64::INFINITY).is_err());
+        assert!(validate_probabilities(array![[0.5, 0.5]].view(), 0.0).is_ok());
     }
 
     #[test]

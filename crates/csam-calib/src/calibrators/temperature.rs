@@ -99,7 +99,15 @@ impl Calibrator for TemperatureScaling {
         }
         validate_logits(logits)?;
         let t = self.temperature;
-        Ok(softmax(logits.mapv(|z| z / t).view()))
+        let scaled = logits.mapv(|z| z / t);
+        // A tiny temperature (1e-320, say, read from a file) sends finite
+        // logits to infinity, and the softmax to NaN.
+        if scaled.iter().any(|z| !z.is_finite()) {
+            return Err(CalibError::InvalidArgument(format!(
+                "temperature {t} divides the logits beyond the float64 range"
+            )));
+        }
+        Ok(softmax(scaled.view()))
     }
 }
 
@@ -742,6 +750,14 @@ mod tests {
             ..scaler
         };
         assert!(bad.transform(array![[0.0, 1.0]].view()).is_err());
+        // Positive and finite, but dividing by it overflows: refused, not NaN.
+        let subnormal: TemperatureScaling =
+            serde_json::from_str(r#"{"temperature":1e-320,"objective":"nll"}"#).unwrap();
+        let refused = subnormal.transform(array![[0.0, 1.0]].view()).unwrap_err();
+        assert!(
+            refused.to_string().contains("beyond the float64 range"),
+            "{refused}"
+        );
     }
 
     #[test]
