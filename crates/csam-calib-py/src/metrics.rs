@@ -3,6 +3,7 @@
 //! `0..K`), then computes with the GIL released.
 
 use csam_calib::binning::Norm;
+use csam_calib::metrics::bootstrap::MAX_RESAMPLES;
 use csam_calib::metrics::summary::MetricOptions;
 use csam_calib::metrics::{self, BootstrapOptions, OodScore};
 use csam_calib::scores::{validate_probabilities, Real};
@@ -14,7 +15,7 @@ use pyo3::types::PyDict;
 
 use crate::arrays::{labels, to_numpy, with_view, Matrix, View};
 use crate::errors::from_calib;
-use crate::options::{binning, metric_options, parse};
+use crate::options::{bin_count, binning, count, metric_options, parse};
 
 /// The metrics of `(probs, labels)` by name: each Python function below is
 /// one of them, and [`bootstrap`] takes any by its name.
@@ -121,7 +122,7 @@ fn metric(
 fn ece(
     probs: &Bound<'_, PyAny>,
     labels: &Bound<'_, PyAny>,
-    n_bins: usize,
+    #[pyo3(from_py_with = bin_count)] n_bins: usize,
     edges: &str,
     norm: &str,
     tolerance: f64,
@@ -138,7 +139,7 @@ fn ece(
 fn adaptive_ece(
     probs: &Bound<'_, PyAny>,
     labels: &Bound<'_, PyAny>,
-    n_bins: usize,
+    #[pyo3(from_py_with = bin_count)] n_bins: usize,
     variant: &str,
     tolerance: f64,
 ) -> PyResult<f64> {
@@ -153,7 +154,7 @@ fn adaptive_ece(
 fn classwise_ece(
     probs: &Bound<'_, PyAny>,
     labels: &Bound<'_, PyAny>,
-    n_bins: usize,
+    #[pyo3(from_py_with = bin_count)] n_bins: usize,
     edges: &str,
     tolerance: f64,
 ) -> PyResult<f64> {
@@ -232,7 +233,7 @@ fn tce(
     val_labels: &Bound<'_, PyAny>,
     test_logits: &Bound<'_, PyAny>,
     test_labels: &Bound<'_, PyAny>,
-    n_bins: usize,
+    #[pyo3(from_py_with = bin_count)] n_bins: usize,
     edges: &str,
     objective: &str,
 ) -> PyResult<f64> {
@@ -266,7 +267,7 @@ fn reliability_diagram<'py>(
     py: Python<'py>,
     probs: &Bound<'py, PyAny>,
     labels: &Bound<'py, PyAny>,
-    n_bins: usize,
+    #[pyo3(from_py_with = bin_count)] n_bins: usize,
     scheme: &str,
     edges: &str,
     variant: &str,
@@ -297,6 +298,11 @@ fn reliability_diagram<'py>(
     Ok(out)
 }
 
+/// `resamples` of a bootstrap: 2..=[`MAX_RESAMPLES`], else a ValueError.
+fn resample_count(value: &Bound<'_, PyAny>) -> PyResult<usize> {
+    count("resamples", value, 2, MAX_RESAMPLES)
+}
+
 /// A percentile bootstrap interval of the metric named `metric` (`ece`,
 /// `rms_ce`, `mce`, `adaptive_ece`, `classwise_ece`, `nll`, `brier`,
 /// `accuracy`, `auroc_misclassification`, `auroc_ovr`): rows resampled with
@@ -309,10 +315,10 @@ fn bootstrap(
     metric: &str,
     probs: &Bound<'_, PyAny>,
     labels: &Bound<'_, PyAny>,
-    resamples: usize,
+    #[pyo3(from_py_with = resample_count)] resamples: usize,
     level: f64,
     seed: u64,
-    n_bins: usize,
+    #[pyo3(from_py_with = bin_count)] n_bins: usize,
     edges: &str,
     variant: &str,
     tolerance: f64,
@@ -342,7 +348,7 @@ fn summarize<'py>(
     py: Python<'py>,
     probs: &Bound<'py, PyAny>,
     labels: &Bound<'py, PyAny>,
-    n_bins: usize,
+    #[pyo3(from_py_with = bin_count)] n_bins: usize,
     edges: &str,
     variant: &str,
     tolerance: f64,

@@ -34,6 +34,13 @@ def test_bad_options_list_the_valid_ones():
     raises("variant: unknown variant", cc.adaptive_ece, probs, labels, variant="quantile")
     raises("metric: unknown metric `auc`, expected one of ece", cc.bootstrap, "auc", probs, labels)
     raises("invalid argument", cc.ece, probs, labels, n_bins=0)
+    # Counts no machine could allocate, negative or non-integer ones: a
+    # ValueError each, the interpreter unharmed.
+    for function in (cc.ece, cc.adaptive_ece, cc.classwise_ece, cc.reliability_diagram, cc.summarize):
+        for n_bins in (10**12, 2**62, 10**30, -1, 2.5):
+            raises(r"n_bins must be an integer in 1..=100000", function, probs, labels, n_bins=n_bins)
+    for resamples in (10**10, -3, 1):
+        raises(r"resamples must be an integer in 2..=10000000", cc.bootstrap, "ece", probs, labels, resamples=resamples)
     raises("level must be in", cc.bootstrap, "ece", probs, labels, level=1.5)
     # A NaN tolerance would let any row through, a negative one none.
     raises("tolerance must be a number >= 0, got NaN", cc.ece, np.array([[0.7, 3.8], [0.4, 0.6]]), labels, tolerance=float("nan"))

@@ -411,6 +411,12 @@ impl EqualWidthIndex {
     }
 }
 
+/// The most bins a caller should ask for: far beyond any use (a reliability
+/// diagram of 100,000 bins), and small enough that the bins' edges and
+/// statistics fit in memory. The CLI and the Python package refuse more
+/// before any binning is built.
+pub const MAX_BINS: usize = 100_000;
+
 /// Refuses a scheme that asks for no bins.
 fn check_n_bins(binning: &Binning) -> Result<()> {
     if binning.n_bins() == 0 {

@@ -69,6 +69,10 @@ where
     })
 }
 
+/// The most resamples a caller should ask for: 10^7 intervals' worth of
+/// metric values fit in memory; the CLI and the Python package refuse more.
+pub const MAX_RESAMPLES: usize = 10_000_000;
+
 /// [`bootstrap`] for several metrics at once, on the same resamples (each
 /// resample is drawn and copied once, however many metrics read it).
 ///

@@ -81,7 +81,7 @@ pub struct MetricsArgs {
     #[arg(long, value_name = "LIST", requires = "val_preds", value_parser = parse_calibrators)]
     calibrate: Option<CalibratorList>,
     /// Number of bins of every binned metric
-    #[arg(long, value_name = "N", default_value_t = 15, value_parser = clap::value_parser!(u32).range(1..=100_000))]
+    #[arg(long, value_name = "N", default_value_t = 15, value_parser = clap::value_parser!(u32).range(1..=csam_calib::binning::MAX_BINS as i64))]
     bins: u32,
     /// Equal-width bin edges: (lo, hi] (paper, default) or [lo, hi) with an extra bin for confidence 1
     #[arg(long, value_enum, default_value_t = Edges::RightClosed)]
@@ -97,7 +97,7 @@ pub struct MetricsArgs {
     tolerance: f64,
     /// Add a bootstrap percentile interval to every metric, from N resamples
     /// of the test rows (at least 2; 1000 is usual)
-    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(2..=10_000_000))]
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(2..=csam_calib::metrics::bootstrap::MAX_RESAMPLES as u64))]
     bootstrap: Option<u64>,
     /// Coverage of the --bootstrap intervals, in (0, 1)
     #[arg(long, value_name = "LEVEL", default_value_t = BootstrapOptions::default().level, requires = "bootstrap")]
