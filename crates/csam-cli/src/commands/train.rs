@@ -41,7 +41,7 @@ pub struct TrainArgs {
     /// Data-parallel runs (started by `csam launch`, torchrun or srun with RANK and
     /// WORLD_SIZE set): seconds the processes wait for each other, at the rendezvous and at
     /// every step, before failing. Rank 0 validates and writes between epochs while the
-    /// others wait, so it must exceed that time [default: 1800]
+    /// others wait, so it must exceed that time
     #[arg(long, value_name = "SECONDS", default_value_t = 1800.0)]
     dist_timeout: f64,
     /// Test hook: stop (as if killed) after this epoch's checkpoint.
