@@ -66,11 +66,16 @@ fn train(out: &Path, extra: &[&str]) -> std::process::Output {
     csam(&args)
 }
 
-/// A run's last weights (BatchNorm buffers included), sorted by name.
-fn last_weights(run: &Path) -> Vec<(String, Tensor)> {
-    let mut named = Tensor::read_safetensors(run.join("model-last.safetensors")).unwrap();
+/// The tensors of a weights file (BatchNorm buffers included), sorted by name.
+fn sorted_weights(file: &Path) -> Vec<(String, Tensor)> {
+    let mut named = Tensor::read_safetensors(file).unwrap();
     named.sort_by(|x, y| x.0.cmp(&y.0));
     named
+}
+
+/// A run's last weights, sorted by name.
+fn last_weights(run: &Path) -> Vec<(String, Tensor)> {
+    sorted_weights(&run.join("model-last.safetensors"))
 }
 
 /// The largest absolute difference between two runs' final weights.
@@ -101,9 +106,7 @@ fn start_weights(dir: &Path, model: &str) -> PathBuf {
 /// The gap between runs `a` and `b`, both started at `start`, relative to
 /// how far `b` moved from it (largest absolute entries over all tensors).
 fn relative_gap(a: &Path, b: &Path, start: &Path) -> f64 {
-    let mut initial = Tensor::read_safetensors(start).unwrap();
-    initial.sort_by(|x, y| x.0.cmp(&y.0));
-    let moved = largest_difference(&last_weights(b), &initial);
+    let moved = largest_difference(&last_weights(b), &sorted_weights(start));
     assert!(moved > 0.0, "{} did not train", b.display());
     let gap = weight_gap(a, b) / moved;
     eprintln!("{} vs {}: {gap:e} of the move", a.display(), b.display());
