@@ -184,7 +184,7 @@ fn scan_blocks<T: Real>(
         let mut check = EntryCheck::new();
         for (offset, row) in rows.chunks_exact(k).enumerate() {
             prefetch::ahead(values, (first_row + offset) * k, k);
-            let top = scan_row(row, &mut check);
+            let top = first_of_a_zero_row(scan_row(row, &mut check), row);
             if !in_unit_interval(top.value) {
                 let row_index = first_row + offset;
                 return Err(first_bad_entry(probs, first_row..=row_index)
@@ -200,6 +200,25 @@ fn scan_blocks<T: Real>(
         }
     }
     Ok(())
+}
+
+/// `top`, unless the row's maximum is zero: then the row's first entry.
+///
+/// The scan ranks `+0.0` above `-0.0` (their bit patterns differ) where the
+/// floats tie, and the entry-by-entry scan keeps the first of equal entries.
+/// A block holding `-0.0` fails the lane check but has no bad entry, so the
+/// rows it visited stand: in a row of zeros (the only row where `-0.0` can
+/// tie with the maximum) the first entry is what [`top_class`] gives.
+#[inline(always)]
+fn first_of_a_zero_row<T: Real>(top: Top<T>, row: &[T]) -> Top<T> {
+    if top.value == T::ZERO {
+        Top {
+            value: row[0],
+            index: 0,
+        }
+    } else {
+        top
+    }
 }
 
 /// The first entry of `rows` that is NaN or outside `[0, 1]`, as an error.
