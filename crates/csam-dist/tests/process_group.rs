@@ -75,6 +75,10 @@ fn all_reduce_sums_and_broadcast_copies_over_three_ranks() {
 fn a_rank_that_leaves_makes_the_others_fail_not_hang() {
     let timeout = Duration::from_secs(20);
     let results = on_ranks(2, timeout, |group| {
+        // Both ranks have joined once the barrier passes: a rank that left
+        // during the rendezvous would fail rank 0's join instead (Gloo's
+        // connecting side may finish before the listening side).
+        group.barrier().expect("barrier before leaving");
         if group.rank() == 1 {
             drop(group);
             return None;

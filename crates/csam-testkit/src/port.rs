@@ -37,9 +37,9 @@ impl PortLease {
     /// When every candidate port is leased or bound: the machine is out of
     /// ports for tests, which no retry would mend.
     pub fn take() -> PortLease {
-        let dir = std::env::temp_dir().join("csam-test-ports");
+        let dir = lock_dir();
         std::fs::create_dir_all(&dir).expect("create the port lock directory");
-        let highest = ephemeral_start().saturating_sub(1).max(LOWEST + 1);
+        let highest = highest_port(ephemeral_start());
         let span = u32::from(highest - LOWEST);
         // Start at a place of this process's own, so that concurrent test
         // binaries rarely try the same ports first.
@@ -67,6 +67,25 @@ fn lease(dir: &std::path::Path, port: u16) -> Option<PortLease> {
     free.then_some(PortLease { port, _lock: file })
 }
 
+/// The directory of the lock files, one per user: another user's files
+/// (left in a shared temporary directory) cannot be opened for writing.
+fn lock_dir() -> PathBuf {
+    // SAFETY: getuid has no preconditions and cannot fail.
+    let uid = unsafe { libc::getuid() };
+    std::env::temp_dir().join(format!("csam-test-ports-{uid}"))
+}
+
+/// The highest port to lend: the one below the ephemeral range, or, where
+/// that range starts too low to leave a thousand ports above [`LOWEST`],
+/// ten thousand ports from [`LOWEST`] (the bind check in [`lease`] still
+/// skips any that a socket holds).
+fn highest_port(ephemeral_start: u16) -> u16 {
+    match ephemeral_start.checked_sub(1) {
+        Some(below) if below > LOWEST + 1_000 => below,
+        _ => LOWEST + 10_000,
+    }
+}
+
 /// The first port of the kernel's ephemeral range (Linux's default 32768).
 fn ephemeral_start() -> u16 {
     std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
@@ -84,14 +103,22 @@ mod tests {
         let a = PortLease::take();
         let b = PortLease::take();
         assert_ne!(a.port(), b.port());
-        assert!(a.port() >= LOWEST && a.port() < ephemeral_start());
+        assert!(a.port() >= LOWEST && a.port() <= highest_port(ephemeral_start()));
         let port = a.port();
         drop(a);
-        let dir = std::env::temp_dir().join("csam-test-ports");
+        let dir = lock_dir();
         assert!(lease(&dir, port).is_some(), "port {port} stayed leased");
         assert!(
             lease(&dir, b.port()).is_none(),
             "a held lease was lent twice"
         );
+    }
+
+    #[test]
+    fn a_low_ephemeral_range_still_leaves_ports_to_lend() {
+        assert_eq!(highest_port(32_768), 32_767);
+        assert_eq!(highest_port(1_024), LOWEST + 10_000);
+        assert_eq!(highest_port(LOWEST + 500), LOWEST + 10_000);
+        assert_eq!(highest_port(0), LOWEST + 10_000);
     }
 }
