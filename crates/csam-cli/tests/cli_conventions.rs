@@ -19,6 +19,8 @@ fn subcommands() -> Vec<String> {
         .skip_while(|line| !line.starts_with("Commands:"))
         .skip(1)
         .take_while(|line| line.starts_with("  "))
+        // A subcommand's line is indented by two; wrapped text by more.
+        .filter(|line| !line.starts_with("   "))
         .filter_map(|line| line.split_whitespace().next())
         .filter(|name| *name != "help")
         .map(String::from)
@@ -192,4 +194,44 @@ fn a_switch_given_a_value_says_what_to_write() {
         "{}",
         text(&output)
     );
+}
+
+/// The help of `csam COMMAND FLAG`, its words joined by single spaces (so
+/// that text wrapped to the terminal's width reads as written).
+fn help_words(command: &str, flag: &str) -> (String, String) {
+    let output = csam(&[command, flag]);
+    assert!(output.status.success(), "{command} {flag}: {}", text(&output));
+    let help = String::from_utf8_lossy(&output.stdout).into_owned();
+    let words = help.split_whitespace().collect::<Vec<_>>().join(" ");
+    (help, words)
+}
+
+/// `-h` gives every run-spec key its one-line summary, `--help` adds its
+/// details and sources, and no line of either is wider than 200 characters.
+#[test]
+fn help_is_short_with_h_and_carries_the_sources_with_help() {
+    for command in subcommands() {
+        for flag in ["-h", "--help"] {
+            let (help, _) = help_words(&command, flag);
+            for line in help.lines() {
+                assert!(
+                    line.chars().count() <= 200,
+                    "csam {command} {flag}: {} characters: {line}",
+                    line.chars().count()
+                );
+            }
+        }
+    }
+    let (_, short) = help_words("train", "-h");
+    let (_, long) = help_words("train", "--help");
+    let keys = csam_train::spec::keys::KEYS;
+    for key in keys {
+        assert!(short.contains(key.summary()), "-h lacks {}", key.name);
+        assert!(long.contains(key.summary()), "--help lacks {}", key.name);
+        if let Some(details) = key.details() {
+            assert!(!short.contains(details), "-h shows {}'s details", key.name);
+            assert!(long.contains(details), "--help lacks {}'s details", key.name);
+        }
+    }
+    assert!(keys.iter().filter(|key| key.details().is_some()).count() > 30);
 }

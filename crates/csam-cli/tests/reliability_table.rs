@@ -79,6 +79,7 @@ const CASES: &[Case] = &[
     case("train", "--resume", "corrupt checkpoint/state.json", &["{train}", "--resume", "--epochs", "2", "--out", "{dir}/corrupt-state"]),
     case("train", "--resume", "torn checkpoint weights", &["{train}", "--resume", "--epochs", "2", "--out", "{dir}/torn-weights"]),
     case("train", "--resume", "corrupt metrics.jsonl", &["{train}", "--resume", "--epochs", "2", "--out", "{dir}/corrupt-log"]),
+    case("train", "--resume", "runtime.toml: tensorboard = \"maybe\"", &["{train}", "--resume", "--epochs", "2", "--out", "{dir}/bad-runtime"]),
     case("train", "--resume", "corrupt event file", &["{train}", "--resume", "--epochs", "2", "--out", "{dir}/corrupt-events"]),
     case("train", "--resume", "changed settings", &["{train}", "--resume", "--epochs", "2", "--out", "{dir}/resumable", "--lr", "0.5"]),
     case("train", "--data", "unknown name", &["{train}", "--data", "nonsense"]),
@@ -352,6 +353,7 @@ const CASES: &[Case] = &[
     case("train", "config: edges", "\"open\"", &["{train}", "config:edges = \"open\""]),
     case("train", "config: adaptive", "\"quantile\"", &["{train}", "config:adaptive = \"quantile\""]),
     case("train", "config: (file)", "schema 99", &["{train}", "config:schema = 99"]),
+    case("train", "config: (file)", "nested tables without schema", &["{train}", "config:[data]\nsource = \"digits\"\n[optim]\nlr = 0.1"]),
     case("train", "config: (file)", "nested: gamma under optimizer sam", &["{train}", "config:schema = 2\n[data]\nsource = \"digits\"\n[optim.rule]\nkind = \"sam\"\ngamma = 1.0"]),
     case("eval", "--run", "missing directory", &["{eval}", "--run", "{dir}/missing-run"]),
     case("eval", "--run", "run without a model", &["{eval}", "--run", "{dir}/no-model"]),
@@ -780,7 +782,12 @@ fn prepare(dir: &Path, trained: &Path) -> RunLock {
         .output()
         .unwrap();
     assert!(output.status.success(), "{}", text(&output));
-    let damaged: [(&str, &str, &[u8]); 3] = [
+    let damaged: [(&str, &str, &[u8]); 4] = [
+        (
+            "bad-runtime",
+            "runtime.toml",
+            b"tensorboard = \"maybe\"\n",
+        ),
         (
             "corrupt-state",
             "checkpoint/state.json",
@@ -994,6 +1001,9 @@ fn flags_of(command: &str) -> BTreeSet<String> {
         .unwrap();
     let help = String::from_utf8_lossy(&output.stdout).into_owned();
     help.lines()
+        // A flag's line is indented by at most six (two, or two and a short
+        // name); the lines of its help text, wrapped or long, by more.
+        .filter(|line| line.len() - line.trim_start().len() <= 6)
         .map(str::trim_start)
         .filter_map(|line| {
             // A short name first ("-h, --help", "-b, --batch-size").

@@ -94,7 +94,8 @@ fn off_id(key: &Key) -> String {
 fn arg(key: &Key) -> Arg {
     let arg = Arg::new(id(key))
         .long(long(key.name))
-        .help(key.help)
+        .help(key.summary())
+        .long_help(key.details().map(|_| key.help))
         .action(ArgAction::Set)
         .allow_negative_numbers(true);
     let arg = match spelling(key.name) {

@@ -60,7 +60,7 @@ fn spec_error(error: ConfigError) -> anyhow::Error {
 /// Runs `csam train`.
 pub fn run(args: TrainArgs) -> anyhow::Result<()> {
     let saved = args.out.join("config.toml");
-    let mut flags = args.settings.0.clone();
+    let flags = args.settings.0.clone();
     let layers = if args.resume && saved.exists() {
         let layers = match &args.config {
             // The settings restated (as `csam compare` does for every run): the
@@ -73,17 +73,20 @@ pub fn run(args: TrainArgs) -> anyhow::Result<()> {
                 SpecLayers::new().spec(&spec)
             }
         };
-        // The run's last device and threads, unless the flags say otherwise.
+        // The run's last device and threads, a layer below the flags (so that
+        // a bad value is blamed on the file).
         let runtime = args.out.join(Runtime::FILE);
-        if let Ok(text) = std::fs::read_to_string(&runtime) {
-            let last: toml::Table = text
-                .parse()
-                .with_context(|| format!("reading {}", runtime.display()))?;
-            for (key, value) in last {
-                flags.entry(key).or_insert(value);
+        match std::fs::read_to_string(&runtime) {
+            Ok(text) => {
+                let last: toml::Table = text
+                    .parse()
+                    .with_context(|| format!("reading {}", runtime.display()))?;
+                layers
+                    .keys(last, runtime.display().to_string())
+                    .map_err(spec_error)?
             }
+            Err(_) => layers,
         }
-        layers
     } else {
         match &args.config {
             Some(path) => SpecLayers::new().file(path).map_err(spec_error)?,

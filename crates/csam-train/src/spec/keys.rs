@@ -58,8 +58,30 @@ pub struct Key {
     pub applies: Applies,
     /// Run or runtime.
     pub scope: Scope,
-    /// One line for help texts, with the default.
+    /// The help text: its first line, with the default, is the short help
+    /// ([`Key::summary`]); the lines after it, sources and details, complete
+    /// the long help ([`Key::help`]), as clap's doc comments split a short
+    /// and a long help.
     pub help: &'static str,
+}
+
+/// The most characters of a key's first help line: with the flag's column
+/// before it, one line of a terminal (`csam train -h`).
+pub const SUMMARY_MAX_CHARS: usize = 100;
+
+impl Key {
+    /// The first line of the help: what the key sets and its default.
+    pub fn summary(&self) -> &'static str {
+        self.help.lines().next().unwrap_or_default()
+    }
+
+    /// The details after the first line (sources, how the value acts), if any.
+    pub fn details(&self) -> Option<&'static str> {
+        self.help
+            .split_once('\n')
+            .map(|(_, details)| details)
+            .filter(|details| !details.is_empty())
+    }
 }
 
 const SAM_FAMILY: &[&str] = &["sam", "asam", "csam", "vasso"];
@@ -153,9 +175,11 @@ use ValueKind::*;
 /// Every key, in the order of help texts.
 pub static KEYS: &[Key] = &[
     key("data", &["data", "source"], Text,
-        "Data set: fashion-mnist, digits, mnist, fashion-mnist-full, idx:DIR, cifar10:DIR, cifar100:DIR, npy:IMAGES,LABELS, folder:DIR, svhn:DIR, tiny-imagenet:DIR"),
+        "Data set: a bundled name, or a format and its path (SOURCE:PATH)\n\
+         Bundled: fashion-mnist, digits, mnist, fashion-mnist-full. From files: idx:DIR, cifar10:DIR, cifar100:DIR, npy:IMAGES,LABELS, folder:DIR, svhn:DIR, tiny-imagenet:DIR, imagenet:DIR."),
     key("val_size", &["data", "val_size"], CountOrFraction,
-        "Validation hold-out of the training part: a count (5000) or a fraction (0.1), stratified (default 0.1)"),
+        "Validation hold-out: a count (5000) or a fraction (0.1) (default 0.1)\n\
+         Taken from the training part, stratified by class."),
     key("split_seed", &["data", "split_seed"], Count,
         "Seed of the validation hold-out (default: the run's seed; runs that share it share their split)"),
     key("augment", &["data", "augment"], Switch,
@@ -165,58 +189,80 @@ pub static KEYS: &[Key] = &[
     key("seed", &["seed"], Count,
         "Seed of initialisation, split, data order and dropout (default 0)"),
     key("model", &["model", "arch"], Text,
-        "Model: an architecture of the model registry (docs/models.md), or torchscript:FILE (a PyTorch model saved with torch.jit.script) (default resnet20)"),
+        "Model: an architecture of the registry, or torchscript:FILE (default resnet20)\n\
+         The architectures are listed in docs/models.md; torchscript:FILE is a PyTorch model saved with torch.jit.script."),
     when("script", &["model", "script"], Text, ("model", &["torchscript"]),
-        "The file of model torchscript, a module saved with torch.jit.script or torch.jit.trace (--model torchscript:FILE says both)"),
+        "The file of a torchscript model (--model torchscript:FILE says both)\n\
+         A module saved with torch.jit.script or torch.jit.trace."),
     when("mlp_hidden", &["model", "mlp_hidden"], Counts, ("model", &["mlp"]),
         "MLP hidden widths, comma-separated (default 256,256)"),
     key("dropout", &["model", "dropout"], Real, "Dropout rate in [0, 1) (default 0)"),
     key("precision", &["model", "precision"], Text,
-        "Precision of the forward passes: fp32, bf16 or fp16 (autocast to bfloat16 or float16 around forward passes, as torch.autocast; weights, gradients, optimizer state, losses and SAM's perturbation in float32; fp16 with dynamic loss scaling as torch.amp.GradScaler) (default fp32)"),
+        "Precision of the forward passes: fp32, bf16 or fp16 (default fp32)\n\
+         bf16 and fp16 autocast the forward passes to bfloat16 or float16, as torch.autocast; weights, gradients, optimizer state, losses and SAM's perturbation stay in float32. fp16 uses dynamic loss scaling, as torch.amp.GradScaler."),
     when("memory_format", &["model", "memory_format"], Text, ("model", CONVOLUTIONAL_MODELS),
-        "Layout of the convolution weights and input batches: contiguous (NCHW), or channels_last (NHWC, as model.to(memory_format=torch.channels_last) with each batch converted; same values, saved weights in the standard layout) (default contiguous)"),
+        "Layout of convolution weights and batches: contiguous or channels_last (default contiguous)\n\
+         contiguous is NCHW; channels_last is NHWC, as model.to(memory_format=torch.channels_last) with each batch converted. Same values; saved weights are in the standard layout."),
     when("sync_batch_norm", &["model", "sync_batch_norm"], Switch, ("model", CONVOLUTIONAL_MODELS),
-        "Data-parallel runs: BatchNorm in training normalises with the statistics of the global batch, all processes' rows (nn.SyncBatchNorm), instead of each process's own; one all-reduce of 2C+1 values per BatchNorm layer in every forward and backward pass. Changes the results; for small per-process batches (default false)"),
+        "Data-parallel runs: BatchNorm uses the global batch's statistics (default false)\n\
+         In training, BatchNorm normalises with the statistics of all processes' rows (nn.SyncBatchNorm) instead of each process's own: one all-reduce of 2C+1 values per BatchNorm layer in every forward and backward pass. Changes the results; meant for small per-process batches."),
     when("drop_path", &["model", "drop_path"], Real, ("model", VITS),
-        "Stochastic depth rate r in [0, 1) of the ViTs: block i of 12 drops each residual branch per example with rate r i / 11 in training, kept branches scaled by 1/(1 - rate) (timm's drop_path_rate; Huang et al. 2016) (default 0)"),
+        "Stochastic depth rate r in [0, 1) of the ViTs (default 0)\n\
+         Block i of 12 drops each residual branch per example with rate r i / 11 in training; kept branches are scaled by 1/(1 - rate) (timm's drop_path_rate; Huang et al. 2016)."),
     when("shakedrop", &["model", "shakedrop"], Real, ("model", PYRAMIDNETS),
-        "ShakeDrop probability p_L in [0, 1) of PyramidNet's last unit; unit l of L perturbs its residual branch with (l / L) p_L (Yamada et al. 2019, who train with 0.5) (default 0)"),
+        "ShakeDrop probability p_L in [0, 1) of PyramidNet's last unit (default 0)\n\
+         Unit l of L perturbs its residual branch with probability (l / L) p_L (Yamada et al. 2019, who train with 0.5)."),
     key("head", &["model", "head", "kind"], Text,
-        "Classifier on the features: linear, or balcal (BalCAL, Ni et al. 2025: the linear classifier balanced with a fixed simplex ETF classifier) (default linear)"),
+        "Classifier on the features: linear or balcal (default linear)\n\
+         balcal is BalCAL (Ni et al. 2025): the linear classifier balanced with a fixed simplex ETF classifier."),
     when("balcal_lambda", &["model", "head", "lambda"], Real, ("head", &["balcal"]),
-        "BalCAL's weight lambda in [0, 1] of the linear classifier before the first epoch sets it (default 0.8, Ni et al. 2025)"),
+        "BalCAL's weight lambda in [0, 1] of the linear classifier at the start (default 0.8)\n\
+         Used until the first epoch's end sets it (Ni et al. 2025)."),
     when("balcal_delta", &["model", "head", "delta"], Real, ("head", &["balcal"]),
-        "BalCAL's delta > 0: after each epoch lambda is set so that the training logits' mean confidence meets delta times their accuracy (default 1, Ni et al. 2025)"),
+        "BalCAL's delta > 0, the confidence target as a multiple of accuracy (default 1)\n\
+         After each epoch lambda is set so that the training logits' mean confidence meets delta times their accuracy (Ni et al. 2025)."),
     when("ensemble", &["model", "ensemble", "kind"], Text, ("model", MEMBER_MODELS),
-        "Members in one network: single, batch-ensemble (BatchEnsemble, Wen et al. 2020: shared weights times rank-1 fast weights per member; trained on every member's loss) or mimo (MIMO, Havasi et al. 2021: M images in, M heads out, each member trained on its own shuffle of the batch); both predict with their members' mean probabilities (default single)"),
+        "Members in one network: single, batch-ensemble or mimo (default single)\n\
+         batch-ensemble is BatchEnsemble (Wen et al. 2020): shared weights times rank-1 fast weights per member, trained on every member's loss. mimo is MIMO (Havasi et al. 2021): M images in, M heads out, each member trained on its own shuffle of the batch. Both predict with their members' mean probabilities."),
     when("ensemble_size", &["model", "ensemble", "size"], Count, ("ensemble", &["batch-ensemble", "mimo"]),
-        "The number of members M >= 1 (default 4 for batch-ensemble, Wen et al. 2020 on CIFAR; 3 for mimo, Havasi et al. 2021 on CIFAR)"),
+        "The number of members M >= 1 (default 4 for batch-ensemble, 3 for mimo)\n\
+         The defaults are the authors' CIFAR settings: Wen et al. 2020 for BatchEnsemble, Havasi et al. 2021 for MIMO."),
     when("input_repetition", &["model", "ensemble", "input_repetition"], Real, ("ensemble", &["mimo"]),
-        "MIMO's input repetition probability in [0, 1]: the fraction of each training batch's rows that every member reads in the same order (default 0, uncertainty-baselines' CIFAR setting)"),
+        "MIMO's input repetition probability in [0, 1] (default 0)\n\
+         The fraction of each training batch's rows that every member reads in the same order; the default is uncertainty-baselines' CIFAR setting."),
     when("batch_repetitions", &["model", "ensemble", "batch_repetitions"], Count, ("ensemble", &["mimo"]),
-        "MIMO's batch repetitions r >= 1: each member reads its own shuffle of the batch repeated r times (default 4, uncertainty-baselines' CIFAR setting)"),
+        "MIMO's batch repetitions r >= 1 (default 4)\n\
+         Each member reads its own shuffle of the batch repeated r times; the default is uncertainty-baselines' CIFAR setting."),
     when("random_sign_init", &["model", "ensemble", "random_sign_init"], Real, ("ensemble", &["batch-ensemble"]),
-        "How BatchEnsemble's fast weights (with bayesian rank1: their means) start: v > 0 random signs, +1 with probability v; v <= 0 N(1, v^2) (default -0.5, uncertainty-baselines' CIFAR setting)"),
+        "How BatchEnsemble's fast weights start: random signs (v > 0) or N(1, v^2) (default -0.5)\n\
+         v > 0: random signs, +1 with probability v; v <= 0: N(1, v^2). With bayesian rank1 this sets their means. The default is uncertainty-baselines' CIFAR setting."),
     when("bayesian", &["model", "bayesian", "kind"], Text, ("model", MEMBER_MODELS),
-        "Posterior over the weights: none, mean-field (variational inference with the Flipout estimator, Wen et al. 2018, as Ovadia et al. 2019: every weight N(mu, softplus(rho)^2)) or rank1 (rank-1 BNN, Dusenberry et al. 2020: with ensemble batch-ensemble, each member's fast weights r, s Gaussian, sampled per example, prior N(1, prior_std^2)); both trained on the loss plus KL(q || p) / N, predicting with the mean probabilities of weight samples (and members); need weight_decay 0 (default none)"),
+        "Posterior over the weights: none, mean-field or rank1 (default none)\n\
+         mean-field is variational inference with the Flipout estimator (Wen et al. 2018, as Ovadia et al. 2019): every weight N(mu, softplus(rho)^2). rank1 is the rank-1 BNN (Dusenberry et al. 2020): with ensemble batch-ensemble, each member's fast weights r, s are Gaussian, sampled per example, prior N(1, prior_std^2). Both train on the loss plus KL(q || p) / N and predict with the mean probabilities of weight samples (and members); both need weight_decay 0."),
     when("prior_std", &["model", "bayesian", "prior_std"], Real, ("bayesian", &["mean-field", "rank1"]),
-        "The prior's standard deviation prior_std > 0: mean-field's weights N(0, prior_std^2) (default 1, TensorFlow Probability's default prior as Ovadia et al. 2019), rank1's factors N(1, prior_std^2) (default 0.1, uncertainty-baselines' rank1_bnn.py)"),
+        "The prior's standard deviation > 0 (default 1 for mean-field, 0.1 for rank1)\n\
+         mean-field's weights are N(0, prior_std^2) (TensorFlow Probability's default prior, as Ovadia et al. 2019); rank1's factors N(1, prior_std^2) (uncertainty-baselines' rank1_bnn.py)."),
     when("posterior_samples", &["model", "bayesian", "samples"], Count, ("bayesian", &["mean-field", "rank1"]),
-        "Weight samples S >= 1 whose mean probabilities a prediction is, over the members too for rank1 (default 5 for mean-field, uncertainty-baselines' num_eval_samples; 1 for rank1, that of its rank1_bnn.py)"),
+        "Weight samples S >= 1 averaged by a prediction (default 5 for mean-field, 1 for rank1)\n\
+         A prediction is the mean probabilities of S weight samples, over the members too for rank1. The defaults are uncertainty-baselines' num_eval_samples and that of its rank1_bnn.py."),
     when("kl_annealing_epochs", &["model", "bayesian", "kl_annealing_epochs"], Count, ("bayesian", &["mean-field", "rank1"]),
-        "Epochs over which the KL term's weight rises linearly to 1, min(1, (step + 1) / (epochs x steps per epoch)) (uncertainty-baselines' KL annealing); 0 weighs it 1 from the start, as Ovadia et al. 2019 (default 0)"),
+        "Epochs over which the KL term's weight rises linearly to 1 (default 0)\n\
+         The weight is min(1, (step + 1) / (epochs x steps per epoch)), uncertainty-baselines' KL annealing; 0 weighs it 1 from the start, as Ovadia et al. 2019."),
     key("init", &["model", "init"], Text,
         "Start from these safetensors weights (PyTorch key names of the model's twin)"),
     key("init_new_classifier", &["model", "init_new_classifier"], Switch,
-        "With init: keep the model's own freshly initialised classifier (and BalCAL head) instead of the file's, to fine-tune on other classes (default false)"),
+        "With init: keep the model's own new classifier instead of the file's (default false)\n\
+         The freshly initialised classifier (and BalCAL head) is kept, to fine-tune on other classes."),
     key("loss", &["loss", "kind"], Text,
         "Training loss, each described in docs/losses.md (default cross-entropy)"),
     when("focal_gamma", &["loss", "gamma"], Real, ("loss", &["focal", "dual-focal", "mdca"]),
-        "Exponent gamma >= 0 of focal loss (default 3, Mukhoti et al. 2020's FL-3), dual focal loss (default 5, Tao et al. 2023) and MDCA's focal loss (default 0: cross entropy, Hebbalaguppe et al. 2022's NLL+MDCA)"),
+        "Exponent gamma >= 0 of focal, dual focal and MDCA's focal loss (default 3 / 5 / 0)\n\
+         Focal loss: 3, Mukhoti et al. 2020's FL-3. Dual focal loss: 5, Tao et al. 2023. MDCA's focal loss: 0, cross entropy, Hebbalaguppe et al. 2022's NLL+MDCA."),
     when("smoothing", &["loss", "epsilon"], Real, ("loss", &["label-smoothing"]),
         "Label smoothing epsilon in [0, 1) (default 0.1, Szegedy et al. 2016)"),
     when("margin", &["loss", "margin"], Real, ("loss", &["mbls", "acls"]),
-        "Margin m > 0 of MbLS on the logit distances (default 10, Liu et al. 2022) and of ACLS (default 10, Park et al. 2023)"),
+        "Margin m > 0 of MbLS and of ACLS (default 10)\n\
+         MbLS's margin on the logit distances (Liu et al. 2022); ACLS's (Park et al. 2023)."),
     when("margin_weight", &["loss", "alpha"], Real, ("loss", &["mbls", "acls"]),
         "Weight alpha >= 0 of the MbLS margin penalty and of the ACLS regulariser (default 0.1 for both)"),
     when("acls_pos_lambda", &["loss", "pos_lambda"], Real, ("loss", &["acls"]),
@@ -232,23 +278,29 @@ pub static KEYS: &[Key] = &[
     when("adafocal_gamma_min", &["loss", "gamma_min"], Real, ("loss", &["adafocal"]),
         "AdaFocal's smallest exponent, < 0 for inverse focal loss (default -2, Ghosh et al. 2022)"),
     when("adafocal_switch", &["loss", "switch"], Real, ("loss", &["adafocal"]),
-        "AdaFocal's least exponent magnitude S_th > 0, where focal and inverse focal loss switch (default 0.2, Ghosh et al. 2022)"),
+        "AdaFocal's least exponent magnitude S_th > 0 (default 0.2)\n\
+         Where focal and inverse focal loss switch (Ghosh et al. 2022)."),
     when("adafocal_bins", &["loss", "bins"], Count, ("loss", &["adafocal"]),
         "AdaFocal's number of equal-mass validation confidence bins (default 15, Ghosh et al. 2022)"),
     when("crl_weight", &["loss", "weight"], Real, ("loss", &["crl"]),
         "Weight >= 0 of CRL's correctness ranking term added to cross entropy (default 1, Moon et al. 2020)"),
     when("mmce_lambda", &["loss", "lambda"], Real, ("loss", &["mmce"]),
-        "Weight lambda >= 0 of MMCE_w added to cross entropy (default 2, Mukhoti et al. 2020's runs of Kumar et al. 2018)"),
+        "Weight lambda >= 0 of MMCE_w added to cross entropy (default 2)\n\
+         Mukhoti et al. 2020's runs of Kumar et al. 2018."),
     when("mdca_beta", &["loss", "beta"], Real, ("loss", &["mdca"]),
         "Weight beta >= 0 of MDCA added to the classification loss (default 1, Hebbalaguppe et al. 2022)"),
     when("cpc_bdc_weight", &["loss", "bdc_weight"], Real, ("loss", &["cpc"]),
-        "CPC weight >= 0 of the discrimination constraints (default 0.1, Cheng and Vasconcelos 2022 as by-liu/CALS)"),
+        "CPC weight >= 0 of the discrimination constraints (default 0.1)\n\
+         Cheng and Vasconcelos 2022, as by-liu/CALS."),
     when("cpc_bec_weight", &["loss", "bec_weight"], Real, ("loss", &["cpc"]),
-        "CPC weight >= 0 of the exclusion constraints (default 1, Cheng and Vasconcelos 2022 as by-liu/CALS)"),
+        "CPC weight >= 0 of the exclusion constraints (default 1)\n\
+         Cheng and Vasconcelos 2022, as by-liu/CALS."),
     key("mixing", &["mixing", "kind"], Text,
-        "Input mixing of training: none, mixup (Zhang et al. 2018), mit-l (mixup inference in training, Wang et al. 2023) (default none)"),
+        "Input mixing of training: none, mixup or mit-l (default none)\n\
+         mixup: Zhang et al. 2018. mit-l: mixup inference in training, Wang et al. 2023."),
     when("mixup_alpha", &["mixing", "alpha"], Real, ("mixing", &["mixup", "mit-l"]),
-        "Mixing coefficients drawn from Beta(alpha, alpha): alpha >= 0 for mixup (0: no mixing), > 0 for MIT-L (default 1, Zhang et al. 2018; Wang et al. 2023)"),
+        "Mixing coefficients from Beta(alpha, alpha) (default 1)\n\
+         alpha >= 0 for mixup (0: no mixing), > 0 for MIT-L (Zhang et al. 2018; Wang et al. 2023)."),
     when("mit_margin", &["mixing", "margin"], Real, ("mixing", &["mit-l"]),
         "MIT-L's least gap l1 - l2 between its two coefficients, in [0, 1) (default 0, Wang et al. 2023)"),
     key("epochs", &["epochs"], Count, "Number of epochs (default 200)"),
@@ -276,7 +328,8 @@ pub static KEYS: &[Key] = &[
     key("optimizer", &["optim", "rule", "kind"], Text,
         "Update rule (default sgd)"),
     when("rho", &["optim", "rule", "rho"], Real, ("optimizer", RHO),
-        "Perturbation radius of SAM / ASAM / CSAM / VASSO (default 0.05); bSAM's rho in its ascent rho g / s (default 0.01)"),
+        "Perturbation radius of SAM / ASAM / CSAM / VASSO (default 0.05); bSAM's rho (default 0.01)\n\
+         bSAM's rho is the one in its ascent rho g / s."),
     when("bsam_beta2", &["optim", "rule", "beta2"], Real, ("optimizer", &["bsam"]),
         "bSAM's beta2 in [0, 1) of its precision's moving average (default 0.999, Mollenhoff and Khan 2023)"),
     when("bsam_damping", &["optim", "rule", "damping"], Real, ("optimizer", &["bsam"]),
@@ -284,7 +337,8 @@ pub static KEYS: &[Key] = &[
     when("bsam_init_precision", &["optim", "rule", "init_precision"], Real, ("optimizer", &["bsam"]),
         "bSAM's precision s0 > 0 of every weight before the first step (default 1)"),
     when("bsam_data_factor", &["optim", "rule", "data_factor"], Real, ("optimizer", &["bsam"]),
-        "bSAM's N is the training split's size times this factor > 0 (default 1; the authors use 4 with CIFAR's augmentation)"),
+        "bSAM's N is the training split's size times this factor > 0 (default 1)\n\
+         The authors use 4 with CIFAR's augmentation."),
     when("vasso_theta", &["optim", "rule", "theta"], Real, ("optimizer", &["vasso"]),
         "VASSO's weight theta in (0, 1] of the new gradient in its average direction (default 0.4)"),
     when("eta", &["optim", "rule", "eta"], Real, ("optimizer", &["asam"]),
@@ -292,15 +346,18 @@ pub static KEYS: &[Key] = &[
     when("gamma", &["optim", "rule", "gamma"], Real, ("optimizer", &["csam"]),
         "CSAM's gamma, 0 <= gamma <= 2; 0 is SAM (default 1)"),
     when("csam_detach", &["optim", "rule", "detach"], Switch, ("optimizer", &["csam"]),
-        "Treat CSAM's factor (1 + p)^-gamma as a constant weight instead of differentiating it (default false)"),
+        "Treat CSAM's factor (1 + p)^-gamma as a constant weight (default false)\n\
+         The factor is then not differentiated."),
     when("m", &["optim", "rule", "m"], Count, ("optimizer", M_SHARPNESS),
         "m-sharpness: sub-batch size with its own perturbation (default: the whole batch)"),
     when("global_ascent", &["optim", "global_ascent"], Switch, ("optimizer", SAM_FAMILY),
-        "Data-parallel runs: perturb with the global batch's gradient, averaged over the processes (exact SAM, a second all-reduce per step), instead of each process's own (m-sharpness with m = the per-process batch) (default false)"),
+        "Data-parallel runs: perturb with the global batch's gradient (default false)\n\
+         The gradient averaged over the processes: exact SAM, a second all-reduce per step. Without it each process perturbs with its own gradient (m-sharpness with m = the per-process batch)."),
     when("sam_every", &["optim", "rule", "every"], Count, ("optimizer", SAM_FAMILY),
         "Take the sharpness-aware step on every k-th step only (default 1)"),
     when("sam_policy", &["optim", "policy", "kind"], Text, ("optimizer", SAM_FAMILY),
-        "On which steps the second pass runs: every (every sam_every-th step), rst (with probability p, Zhao et al. 2022), looksam (every k-th, reusing its direction in between, Liu et al. 2022) aesam (where ||g||^2 is high, Jiang et al. 2023) or esam (every step, perturbing a random share of the weights and running the second pass on the examples whose loss rises most, Du et al. 2022) (default every)"),
+        "On which steps the second pass runs: every, rst, looksam, aesam or esam (default every)\n\
+         every: every sam_every-th step. rst: with probability p (Zhao et al. 2022). looksam: every k-th, reusing its direction in between (Liu et al. 2022). aesam: where ||g||^2 is high (Jiang et al. 2023). esam: every step, perturbing a random share of the weights and running the second pass on the examples whose loss rises most (Du et al. 2022)."),
     when("rst_p", &["optim", "policy", "p"], Real, ("sam_policy", &["rst"]),
         "RST's probability in [0, 1] of a SAM step (at the first step when rst_p_end is set) (default 0.5)"),
     when("rst_p_end", &["optim", "policy", "p_end"], Real, ("sam_policy", &["rst"]),
@@ -310,20 +367,24 @@ pub static KEYS: &[Key] = &[
     when("looksam_alpha", &["optim", "policy", "alpha"], Real, ("sam_policy", &["looksam"]),
         "LookSAM's weight alpha >= 0 of the reused direction (default 0.7, Liu et al. 2022)"),
     when("aesam_delta", &["optim", "policy", "delta"], Real, ("sam_policy", &["aesam"]),
-        "AE-SAM's factor in [0, 1) of the moving mean and variance of ||g||^2 (default 0.9, Jiang et al. 2023)"),
+        "AE-SAM's factor in [0, 1) of the moving mean and variance of ||g||^2 (default 0.9)\n\
+         Jiang et al. 2023."),
     when("aesam_lambda1", &["optim", "policy", "lambda1"], Real, ("sam_policy", &["aesam"]),
         "AE-SAM's threshold factor c at the first step (default -1)"),
     when("aesam_lambda2", &["optim", "policy", "lambda2"], Real, ("sam_policy", &["aesam"]),
         "AE-SAM's threshold factor c at the last step (default 1)"),
     when("esam_beta", &["optim", "policy", "beta"], Real, ("sam_policy", &["esam"]),
-        "ESAM's share in (0, 1] of the weights each step perturbs, rescaled by 1/beta (default 0.6, Du et al. 2022)"),
+        "ESAM's share in (0, 1] of the weights each step perturbs (default 0.6)\n\
+         The perturbation is rescaled by 1/beta (Du et al. 2022)."),
     when("esam_gamma", &["optim", "policy", "gamma"], Real, ("sam_policy", &["esam"]),
-        "ESAM's share in (0, 1] of the batch, the examples whose loss rises most, that the second pass trains on (default 0.5)"),
+        "ESAM's share in (0, 1] of the batch that the second pass trains on (default 0.5)\n\
+         The examples whose loss rises most (Du et al. 2022)."),
     key("best_metric", &["selection"], Text,
         "Validation metric of the best checkpoint (default nll)"),
     key("bins", &["metrics", "n_bins"], Count, "Bins of every binned metric (default 15)"),
     key("edges", &["metrics", "edges"], Text,
-        "Equal-width bin edges: right-closed (lo, hi], or left-closed-with-one-bin [lo, hi) with confidence 1 in an extra bin (default right-closed)"),
+        "Equal-width bin edges: right-closed or left-closed-with-one-bin (default right-closed)\n\
+         right-closed: bins (lo, hi]. left-closed-with-one-bin: bins [lo, hi), confidence 1 in an extra bin."),
     key("adaptive", &["metrics", "adaptive"], Text,
         "AdaECE variant (default interpolated)"),
     when("track_theory", &["track_theory"], Switch, ("optimizer", &["sam", "csam"]),
@@ -331,11 +392,14 @@ pub static KEYS: &[Key] = &[
     runtime("device", Text, "cpu, cuda or cuda:N (default: cuda when available)"),
     runtime("threads", Count, "CPU threads of libtorch (default: libtorch's)"),
     runtime("workers", Count,
-        "Threads that decode a streamed data set's images (imagenet:DIR); the batches do not depend on it (default: one per core)"),
+        "Threads that decode a streamed data set's images (default: one per core)\n\
+         For imagenet:DIR; the batches do not depend on it."),
     runtime("resident_data", Switch,
-        "Keep the training split on the device (padded bytes, at most 4 GiB off the CPU) and crop, flip and normalise each batch there, so a GPU never waits for the host; in-memory data sets only (not imagenet:DIR). The batches are the same bits either way: on the CPU it changes nothing but where the gather runs, and is slower there (default false)"),
+        "Keep the training split on the device and augment batches there (default false)\n\
+         The padded bytes (at most 4 GiB off the CPU) stay on the device, which crops, flips and normalises each batch, so a GPU never waits for the host; in-memory data sets only (not imagenet:DIR). The batches are the same bits either way: on the CPU it changes nothing but where the gather runs, and is slower there."),
     runtime("tensorboard", Switch,
-        "Write a TensorBoard event file (events.out.tfevents.*) into the run directory: every number of metrics.jsonl per epoch and, with track_theory, of theory.jsonl per step; tensorboard --logdir DIR plots it, also while the run trains. On by default: under a kilobyte per epoch, one append per epoch, and no number of the run changes (default true)"),
+        "Write a TensorBoard event file into the run directory (default true)\n\
+         events.out.tfevents.* holds every number of metrics.jsonl per epoch and, with track_theory, of theory.jsonl per step; tensorboard --logdir DIR plots it, also while the run trains. On by default: under a kilobyte per epoch, one append per epoch, and no number of the run changes."),
 ];
 
 /// The key named `name`.
@@ -347,4 +411,75 @@ pub fn find(name: &str) -> Option<&'static Key> {
 pub fn at_path(path: &[String]) -> Option<&'static Key> {
     KEYS.iter()
         .find(|k| k.scope == Scope::Run && k.path == path)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_summary_is_one_short_line_and_details_follow_it() {
+        for key in KEYS {
+            let summary = key.summary();
+            assert!(
+                !summary.is_empty() && summary.chars().count() <= SUMMARY_MAX_CHARS,
+                "{}: {} characters",
+                key.name,
+                summary.chars().count()
+            );
+            if let Some(details) = key.details() {
+                assert!(!details.contains('\n'), "{}: one paragraph of details", key.name);
+                assert_eq!(key.help, format!("{summary}\n{details}"));
+            }
+        }
+        let precision = find("precision").unwrap();
+        assert!(precision.details().unwrap().contains("torch.amp.GradScaler"));
+        assert!(find("seed").unwrap().details().is_none());
+    }
+
+    /// The line that starts the generated part of `docs/run-spec.md`.
+    const REFERENCE_START: &str = "<!-- The key reference below is generated from the key table. -->";
+
+    /// The key table as a Markdown table: name, place, branches, whole help.
+    fn reference() -> String {
+        let cell = |text: &str| text.replace('|', "\\|").replace('\n', " ");
+        let mut doc = format!(
+            "{REFERENCE_START}\n\n## Every key\n\n\
+             The flag is `--` and the name with `-` for `_` (`csam train -h` lists the few \
+             other spellings); `csam train --help` shows the same text.\n\n\
+             | Key | In `config.toml` | Read when | What it sets |\n|---|---|---|---|\n"
+        );
+        for key in KEYS {
+            let place = match key.scope {
+                Scope::Run => format!("`{}`", key.path.join(".")),
+                Scope::Runtime => "`runtime.toml`".to_string(),
+            };
+            let applies = match key.applies {
+                Applies::Always => "always".to_string(),
+                Applies::When { selector, values } => format!("`{selector}`: {}", values.join(", ")),
+            };
+            doc.push_str(&format!(
+                "| `{}` | {place} | {applies} | {} |\n",
+                key.name,
+                cell(key.help)
+            ));
+        }
+        doc
+    }
+
+    #[test]
+    fn the_key_reference_in_the_docs_is_current() {
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/run-spec.md");
+        let doc = std::fs::read_to_string(&path).expect("docs/run-spec.md");
+        let written = doc.split_once(REFERENCE_START).map_or(doc.as_str(), |(before, _)| before);
+        let generated = format!("{}{}", written, reference());
+        if std::env::var_os("CSAM_UPDATE_DOCS").is_some() {
+            std::fs::write(&path, &generated).expect("write docs/run-spec.md");
+        }
+        assert!(
+            doc == generated,
+            "docs/run-spec.md's key reference is stale; regenerate it with \
+             CSAM_UPDATE_DOCS=1 cargo test -p csam-train --lib keys"
+        );
+    }
 }

@@ -97,6 +97,18 @@ impl SpecLayers {
 
     fn table(mut self, mut table: toml::Table, origin: String) -> Result<SpecLayers, ConfigError> {
         let Some(schema) = table.remove("schema") else {
+            // Flat keys take no tables: a `[optim]` table is the nested
+            // layout without its version line.
+            if let Some((name, _)) = table.iter().find(|(_, value)| value.is_table()) {
+                return Err(ConfigError::Parse {
+                    origin,
+                    message: format!(
+                        "[{name}] is a table of the nested layout, which needs `schema = \
+                         {SCHEMA_VERSION}` at the top of the file (a file without `schema` \
+                         holds flat keys)"
+                    ),
+                });
+            }
             return self.keys(table, origin);
         };
         match schema.as_integer() {
