@@ -31,6 +31,7 @@ fn sam_uses_the_global_norm() {
         &flat(&[3.0, 0.0, 4.0]),
         0.5,
         &mut None,
+        None,
     );
     // 9 + 0 + 16 = 25 and sqrt(25) = 5 are exact in float64: 1e-15 is slack.
     assert!((norm.double_value(&[]) - 5.0).abs() < 1e-15);
@@ -49,6 +50,7 @@ fn asam_scales_by_t_squared_over_the_norm_of_t_g() {
         &flat(&[3.0, 1.0, 2.0]),
         0.5,
         &mut None,
+        None,
     );
     let denom = 13.2214f64.sqrt();
     let expected = [
@@ -63,9 +65,41 @@ fn asam_scales_by_t_squared_over_the_norm_of_t_g() {
 }
 
 #[test]
+fn asam_leaves_entries_outside_weights_unscaled() {
+    // As above, but the last entry is a bias: T = (1.01, 2.01, 1);
+    // T g = (3.03, 2.01, 2); ||T g|| = sqrt(9.1809 + 4.0401 + 4) = sqrt(17.221);
+    // e = rho (T^2 g) / ||T g|| = 0.5 (3.0603, 4.0401, 2) / sqrt(17.221).
+    let names = ["fc.weight".to_string(), "fc.bias".to_string()];
+    let shapes = [Tensor::zeros([2], tch::kind::FLOAT_CPU), Tensor::zeros([1], tch::kind::FLOAT_CPU)];
+    let scaled = csam_nn::optim::weight_entries(&names, &shapes, tch::Device::Cpu).unwrap();
+    assert_eq!(Vec::<bool>::try_from(&scaled).unwrap(), [true, true, false]);
+    let rule = Perturbation::Asam { eta: 0.01 };
+    let (tilde, _) = rule.perturb(
+        &flat(&[1.0, -2.0, 0.0]),
+        &flat(&[3.0, 1.0, 2.0]),
+        0.5,
+        &mut None,
+        Some(&scaled),
+    );
+    let denom = 17.221f64.sqrt();
+    let expected = [
+        1.0 + 0.5 * 3.0603 / denom,
+        -2.0 + 0.5 * 4.0401 / denom,
+        0.5 * 2.0 / denom,
+    ];
+    assert_all_close(&to_vec(&tilde), &expected, 1e-12);
+}
+
+#[test]
 fn zero_gradient_gives_zero_perturbation_not_nan() {
     for rule in [Perturbation::Sam, Perturbation::Asam { eta: 0.0 }] {
-        let (tilde, norm) = rule.perturb(&flat(&[1.0, 2.0]), &flat(&[0.0, 0.0]), 0.05, &mut None);
+        let (tilde, norm) = rule.perturb(
+            &flat(&[1.0, 2.0]),
+            &flat(&[0.0, 0.0]),
+            0.05,
+            &mut None,
+            None,
+        );
         assert_eq!(to_vec(&tilde), [1.0, 2.0], "{rule:?}");
         assert_eq!(norm.double_value(&[]), 0.0);
     }

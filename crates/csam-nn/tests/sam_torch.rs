@@ -1,5 +1,5 @@
-//! SAM and CSAM steps on a real architecture (ResNet-20, option-A shortcuts,
-//! BatchNorm) against a PyTorch implementation of the same step on the twin
+//! SAM, ASAM, VASSO and CSAM steps on a real architecture (ResNet-20,
+//! option-A shortcuts, BatchNorm, a classifier with a bias) against a PyTorch implementation of the same step on the twin
 //! (tests/fixtures/sam_reference.py), float64, three steps with SGD momentum and
 //! weight decay: weights and BatchNorm running statistics agree.
 //!
@@ -68,9 +68,10 @@ fn run_rust(
         perturbation,
         ..SamConfig::default()
     };
-    let vasso_theta = match perturbation {
-        Perturbation::Vasso { theta } => Some(theta),
-        _ => None,
+    let (vasso_theta, asam_eta) = match perturbation {
+        Perturbation::Vasso { theta } => (Some(theta), None),
+        Perturbation::Asam { eta } => (None, Some(eta)),
+        Perturbation::Sam => (None, None),
     };
     let mut step = SamStep::new(config, &vs).unwrap();
     for t in 0..STEPS as usize {
@@ -82,6 +83,7 @@ fn run_rust(
         "hidden": [], "dropout": 0.0,
         "weights": file("weights"), "batches": file("batches"),
         "steps": STEPS, "rho": rho, "gamma": gamma, "detach": detach, "vasso_theta": vasso_theta,
+        "asam_eta": asam_eta,
         "lr": sgd.lr, "momentum": sgd.momentum, "weight_decay": sgd.weight_decay,
         "out": file("out"),
     });
@@ -123,7 +125,7 @@ fn check(pending: &Pending) {
 }
 
 #[test]
-fn sam_and_csam_steps_match_pytorch_on_resnet20() {
+fn sam_asam_vasso_and_csam_steps_match_pytorch_on_resnet20() {
     tch::set_num_threads(1); // tiny tensors: threads only contend
     let Some(python) = python() else {
         return;
@@ -153,6 +155,16 @@ fn sam_and_csam_steps_match_pytorch_on_resnet20() {
                 detach: false,
             },
             Perturbation::Vasso { theta: 0.7 },
+        ),
+        // ASAM as its authors' code: T on the weights (convolutions, BatchNorm's
+        // scale, the classifier's matrix), 1 on the biases.
+        (SecondLoss::Plain, Perturbation::Asam { eta: 0.01 }),
+        (
+            SecondLoss::Csam {
+                gamma: 1.0,
+                detach: false,
+            },
+            Perturbation::Asam { eta: 0.1 },
         ),
     ];
     let (pending, cases): (Vec<Pending>, Vec<serde_json::Value>) = losses

@@ -26,7 +26,7 @@ pub use bsam::{BsamConfig, BsamStep};
 pub use buffers::BufferSnapshot;
 pub use loss_scale::{LossScaleConfig, LossScaled};
 pub use params::Params;
-pub use perturbation::Perturbation;
+pub use perturbation::{weight_entries, Perturbation};
 pub use policy::{AeSam, Esam, Horizon, LookSam, Rst, SamPolicy};
 pub use sam::{plain_step, SamConfig, SamStep, SecondLoss};
 pub use schedule::LrSchedule;

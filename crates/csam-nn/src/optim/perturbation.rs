@@ -4,6 +4,8 @@ use tch::Tensor;
 
 /// Added to norms in denominators so that a zero gradient gives `e = 0`, not NaN.
 const NORM_EPS: f64 = 1e-12;
+/// ASAM's guard in the same place: Kwon et al.'s code adds 1e-16.
+const ASAM_NORM_EPS: f64 = 1e-16;
 
 /// How the ascent step `e` is built from the gradient `g` (docs/conventions.md,
 /// "The SAM step").
@@ -13,8 +15,11 @@ pub enum Perturbation {
     /// SAM (Foret et al. 2021): `e = rho * g / (||g||_2 + 1e-12)`, the global L2
     /// norm over all trainable parameters.
     Sam,
-    /// ASAM (Kwon et al. 2021): `e = rho * T^2 g / (||T g||_2 + 1e-12)` with
-    /// `T = |w| + eta` elementwise, for every parameter tensor. Typical rho 0.5-2.
+    /// ASAM (Kwon et al. 2021), as the authors' code (SamsungLabs/ASAM,
+    /// `asam.py`): `e = rho * T^2 g / (||T g||_2 + 1e-16)` with `T = |w| + eta`
+    /// elementwise on the parameters whose name contains `weight`
+    /// (convolutions, linear layers, BatchNorm's scale) and `T = 1` on the
+    /// others (biases, BatchNorm's shift). Typical rho 0.5-2.
     Asam { eta: f64 },
     /// VASSO (Li and Giannakis 2023, "Enhancing sharpness-aware optimization
     /// through variance suppression", NeurIPS): SAM's step along an
@@ -33,12 +38,16 @@ impl Perturbation {
     /// `theta` and their gradient `g` flattened into 1-D tensors (the global
     /// norms are then plain norms). `memory` is what the rule carries between
     /// steps (VASSO's average direction; untouched by the other rules).
+    /// `weight_entries` marks the entries that ASAM's `T` scales (a boolean
+    /// tensor like `theta`, see [`weight_entries`]); `None`, every entry. The
+    /// other rules do not read it.
     pub fn perturb(
         &self,
         theta: &Tensor,
         grad: &Tensor,
         rho: f64,
         memory: &mut Option<Tensor>,
+        weight_entries: Option<&Tensor>,
     ) -> (Tensor, Tensor) {
         let _guard = tch::no_grad_guard();
         let grad_norm = grad.norm();
@@ -59,12 +68,21 @@ impl Perturbation {
             }
             Perturbation::Asam { eta } => {
                 let t = theta.abs() + eta;
+                let t = match weight_entries {
+                    Some(scaled) => t.where_scalarother(scaled, 1.0),
+                    None => t,
+                };
                 let t_grad = &t * grad;
-                let scale = ratio(rho, &(t_grad.norm() + NORM_EPS));
+                let scale = ratio(rho, &(t_grad.norm() + ASAM_NORM_EPS));
                 theta.addcmul(&(t * t_grad), &scale) // T^2 g
             }
         };
         (theta_tilde, grad_norm)
+    }
+
+    /// Whether the rule reads [`weight_entries`].
+    pub fn scales_weights(&self) -> bool {
+        matches!(self, Perturbation::Asam { .. })
     }
 
     /// Checks the rule's own parameters.
@@ -79,6 +97,28 @@ impl Perturbation {
             }
         }
     }
+}
+
+/// The flat entries (parameters in `names` order, each flattened) of the
+/// parameters whose name contains `weight`: those ASAM's `T` scales, as its
+/// authors' code tests `'weight' in name`. A boolean tensor on `device`.
+pub fn weight_entries(
+    names: &[String],
+    tensors: &[Tensor],
+    device: tch::Device,
+) -> Result<Tensor, tch::TchError> {
+    let parts = names
+        .iter()
+        .zip(tensors)
+        .map(|(name, tensor)| {
+            Tensor::f_full(
+                [tensor.numel() as i64],
+                i64::from(name.contains("weight")),
+                (tch::Kind::Bool, device),
+            )
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    Tensor::f_cat(&parts, 0)
 }
 
 /// `numerator / denominator` for a 0-d tensor denominator, rounded once (as

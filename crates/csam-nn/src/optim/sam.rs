@@ -26,7 +26,7 @@ use super::flat::{chunk_views, flatten, scatter, FlatCopy};
 use super::params::global_norm;
 use super::policy::{AeSam, Esam, GradStatistics, Horizon, LookSam, SamPolicy};
 use super::stats::StatsAccumulator;
-use super::{BaseOptimizer, OptimError, Perturbation, StepStats};
+use super::{weight_entries, BaseOptimizer, OptimError, Perturbation, StepStats};
 use crate::loss::{cross_entropy_from_log_probs, gather_true, CsamLoss, Scores, TrainingLoss};
 use crate::mixing::{Forward, TrainBatch};
 use crate::model::TrainingPass;
@@ -133,6 +133,9 @@ pub struct SamStep {
     second_loss: SecondLossFn,
     /// theta (flat) while the weights are perturbed; allocated on the first SAM step.
     saved_params: Option<FlatCopy>,
+    /// ASAM's entries that its `T` scales (flat, boolean), made with
+    /// `saved_params` from the parameters' names; `None` for the other rules.
+    weight_entries: Option<Tensor>,
     buffers: BufferSnapshot,
     /// What the perturbation rule carries between steps (VASSO's average
     /// gradient, flat); part of a checkpoint (see [`SamStep::state`]).
@@ -203,6 +206,7 @@ impl SamStep {
             second_loss: SecondLossFn::from_config(config.second_loss)?,
             config,
             saved_params: None,
+            weight_entries: None,
             buffers: BufferSnapshot::new(vs)?,
             memory: None,
             direction: None,
@@ -507,7 +511,18 @@ impl SamStep {
                 copy.capture(params)?;
                 copy
             }
-            _ => FlatCopy::new(params)?,
+            _ => {
+                let copy = FlatCopy::new(params)?;
+                self.weight_entries = match self.config.perturbation.scales_weights() {
+                    true => Some(weight_entries(
+                        optimizer.params().names(),
+                        params,
+                        copy.values().device(),
+                    )?),
+                    false => None,
+                };
+                copy
+            }
         };
         let saved = &*self.saved_params.insert(saved);
         let mut stats = StatsAccumulator::new(batch.carries_correctness());
@@ -542,7 +557,7 @@ impl SamStep {
                     &self.second_loss,
                     &mut self.buffers,
                     &mut self.memory,
-                    saved,
+                    (saved, self.weight_entries.as_ref()),
                     Part {
                         model,
                         batch: part,
@@ -681,7 +696,7 @@ fn perturbed_gradient<M: TrainingPass + ?Sized, O: BaseOptimizer + ?Sized>(
     second_loss: &SecondLossFn,
     buffers: &mut BufferSnapshot,
     memory: &mut Option<Tensor>,
-    saved: &FlatCopy,
+    (saved, weight_entries): (&FlatCopy, Option<&Tensor>),
     part: Part<'_, M, O>,
     first_pass: FirstPass,
     stats: &mut StatsAccumulator,
@@ -711,7 +726,7 @@ fn perturbed_gradient<M: TrainingPass + ?Sized, O: BaseOptimizer + ?Sized>(
     let (theta_tilde, grad_norm) =
         config
             .perturbation
-            .perturb(saved.values(), &flat_grad, config.rho, memory);
+            .perturb(saved.values(), &flat_grad, config.rho, memory, weight_entries);
     let esam = match config.policy {
         SamPolicy::Esam(esam) => Some(esam),
         _ => None,
