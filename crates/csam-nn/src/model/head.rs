@@ -15,8 +15,8 @@ pub enum Head {
     /// that the training logits' mean confidence meets `delta` times their
     /// accuracy ([`super::balcal::balanced_lambda`]). Defaults as the
     /// authors' code (JianiNi/BalCAL): `lambda` starts at 0.8
-    /// (`WideResNet_BalCAL`), `delta = 1` (the argument's default; their
-    /// CIFAR-10 script passes 0.95).
+    /// (`WideResNet_BalCAL`), `delta = 0.95` (what their training script,
+    /// `train_BalCAL.sh`, passes; the argument's own default is 1).
     Balcal {
         /// `lambda` before the first epoch's update, in `[0, 1]`.
         #[serde(default = "Head::default_lambda")]
@@ -34,7 +34,7 @@ impl Head {
     }
 
     fn default_delta() -> f64 {
-        1.0
+        0.95
     }
 
     /// BalCAL at its defaults.

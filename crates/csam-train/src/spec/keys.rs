@@ -219,8 +219,8 @@ pub static KEYS: &[Key] = &[
         "BalCAL's weight lambda in [0, 1] of the linear classifier at the start (default 0.8)\n\
          Used until the first epoch's end sets it (Ni et al. 2025)."),
     when("balcal_delta", &["model", "head", "delta"], Real, ("head", &["balcal"]),
-        "BalCAL's delta > 0, the confidence target as a multiple of accuracy (default 1)\n\
-         After each epoch lambda is set so that the training logits' mean confidence meets delta times their accuracy (Ni et al. 2025)."),
+        "BalCAL's delta > 0, the confidence target as a multiple of accuracy (default 0.95)\n\
+         After each epoch lambda is set so that the training logits' mean confidence meets delta times their accuracy (Ni et al. 2025; 0.95 is what the authors' train_BalCAL.sh passes)."),
     when("ensemble", &["model", "ensemble", "kind"], Text, ("model", MEMBER_MODELS),
         "Members in one network: single, batch-ensemble or mimo (default single)\n\
          batch-ensemble is BatchEnsemble (Wen et al. 2020): shared weights times rank-1 fast weights per member, trained on every member's loss. mimo is MIMO (Havasi et al. 2021): M images in, M heads out, each member trained on its own shuffle of the batch. Both predict with their members' mean probabilities."),
@@ -256,10 +256,11 @@ pub static KEYS: &[Key] = &[
     key("loss", &["loss", "kind"], Text,
         "Training loss, each described in docs/losses.md (default cross-entropy)"),
     when("focal_gamma", &["loss", "gamma"], Real, ("loss", &["focal", "dual-focal", "mdca"]),
-        "Exponent gamma >= 0 of focal, dual focal and MDCA's focal loss (default 3 / 5 / 0)\n\
-         Focal loss: 3, Mukhoti et al. 2020's FL-3. Dual focal loss: 5, Tao et al. 2023. MDCA's focal loss: 0, cross entropy, Hebbalaguppe et al. 2022's NLL+MDCA."),
+        "Exponent gamma >= 0 of focal, dual focal and MDCA's focal loss (default 3 / 2.6 / 0)\n\
+         Focal loss: 3, Mukhoti et al. 2020's FL-3. Dual focal loss: 2.6, Tao et al. 2023's value for a Wide ResNet on CIFAR-10 (docs/losses.md lists their others). MDCA's focal loss: 0, cross entropy, Hebbalaguppe et al. 2022's NLL+MDCA."),
     when("smoothing", &["loss", "epsilon"], Real, ("loss", &["label-smoothing"]),
-        "Label smoothing epsilon in [0, 1) (default 0.1, Szegedy et al. 2016)"),
+        "Label smoothing epsilon in [0, 1) (default 0.05)\n\
+         The setting of the calibration code bases that compare with it (by-liu/MbLS, by-liu/CALS, cvlab-yonsei/ACLS: configs/loss/ls.yaml); Szegedy et al. 2016 used 0.1."),
     when("margin", &["loss", "margin"], Real, ("loss", &["mbls", "acls"]),
         "Margin m > 0 of MbLS and of ACLS (default 10)\n\
          MbLS's margin on the logit distances (Liu et al. 2022); ACLS's (Park et al. 2023)."),
@@ -340,7 +341,8 @@ pub static KEYS: &[Key] = &[
         "bSAM's N is the training split's size times this factor > 0 (default 1)\n\
          The authors use 4 with CIFAR's augmentation."),
     when("vasso_theta", &["optim", "rule", "theta"], Real, ("optimizer", &["vasso"]),
-        "VASSO's weight theta in (0, 1] of the new gradient in its average direction (default 0.4)"),
+        "VASSO's weight theta in (0, 1] of the new gradient in its average direction (default 0.9)\n\
+         The authors' default and the setting of their WRN-28-10 script (BingcongLi/VaSSO)."),
     when("eta", &["optim", "rule", "eta"], Real, ("optimizer", &["asam"]),
         "ASAM's eta in T_w = |w| + eta (default 0.01)"),
     when("gamma", &["optim", "rule", "gamma"], Real, ("optimizer", &["csam"]),
