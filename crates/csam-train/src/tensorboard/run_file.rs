@@ -119,11 +119,7 @@ impl EventWriter {
 /// Returns the new file.
 pub fn backfill(dir: &Path, replace: bool) -> Result<PathBuf> {
     let run_dir = RunDir::new(dir);
-    if !run_dir.config().is_file() {
-        return Err(TrainError::NotARun {
-            dir: dir.to_path_buf(),
-        });
-    }
+    run_dir.require_run()?;
     if !run_dir.metrics_log().is_file() {
         return Err(TrainError::RunDir(format!(
             "{} has no metrics.jsonl: the run has not finished an epoch, so there is nothing \

@@ -175,6 +175,9 @@ pub enum TrainError {
     /// The checkpoint's optimizer state does not fit the optimizer.
     #[error("restoring the optimizer: {0}")]
     OptimizerState(#[source] Box<csam_nn::optim::OptimError>),
+    /// A run directory that does not exist.
+    #[error("{}: no such directory", .dir.display())]
+    NoSuchRun { dir: PathBuf },
     /// A directory that holds no run (no `config.toml`).
     #[error("{}: no config.toml, so this is not a csam run directory", .dir.display())]
     NotARun { dir: PathBuf },

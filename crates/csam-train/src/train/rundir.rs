@@ -105,6 +105,18 @@ impl RunDir {
         self.root.join("config.toml")
     }
 
+    /// Fails unless the directory holds a run: [`TrainError::NoSuchRun`]
+    /// where there is no directory, [`TrainError::NotARun`] where it has no
+    /// `config.toml`.
+    pub fn require_run(&self) -> Result<()> {
+        let dir = self.root.clone();
+        match (self.root.is_dir(), self.config().is_file()) {
+            (_, true) => Ok(()),
+            (false, false) => Err(TrainError::NoSuchRun { dir }),
+            (true, false) => Err(TrainError::NotARun { dir }),
+        }
+    }
+
     /// The spec saved in `config.toml` (either layout, see
     /// [`RunSpec::from_saved_toml`]).
     pub fn saved_spec(&self) -> Result<RunSpec> {

@@ -39,14 +39,11 @@ pub struct TrainedRun {
 
 impl TrainedRun {
     /// Reads `config.toml` and `normalization.json` of the run at `dir`.
-    /// A directory without `config.toml` is [`TrainError::NotARun`].
+    /// A directory without `config.toml` is [`TrainError::NotARun`], a
+    /// missing one [`TrainError::NoSuchRun`].
     pub fn open(dir: &Path) -> Result<TrainedRun> {
         let run_dir = RunDir::new(dir);
-        if !run_dir.config().is_file() {
-            return Err(TrainError::NotARun {
-                dir: dir.to_path_buf(),
-            });
-        }
+        run_dir.require_run()?;
         let spec = run_dir.saved_spec()?;
         let path = run_dir.normalization();
         let text = std::fs::read_to_string(&path).map_err(TrainError::io("read", &path))?;
