@@ -24,7 +24,7 @@ use csam_nn::model::{InputShape, ModelKind};
 fn invalid_value(key: &'static str, value: &str, reason: impl ToString) -> TrainError {
     TrainError::Config(ConfigError::invalid(key, value, reason))
 }
-use crate::train::error::ConfigError;
+use crate::spec::ConfigError;
 use crate::train::session::{Objective, Trainer};
 
 /// What to benchmark.

@@ -1,7 +1,7 @@
 //! The small checks every branch of the spec uses, so each rejection names its
 //! key and says what a valid value is.
 
-use crate::train::ConfigError;
+use super::ConfigError;
 
 /// `Err(Invalid)` for `key` holding `value`, with `reason`.
 pub(crate) fn invalid(key: &'static str, value: impl ToString, reason: &str) -> ConfigError {

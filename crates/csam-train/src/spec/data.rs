@@ -4,7 +4,7 @@
 use serde::{Deserialize, Serialize};
 
 use super::check::invalid;
-use crate::train::ConfigError;
+use super::ConfigError;
 use csam_data::{DatasetSpec, Splits};
 
 /// The data of a run.

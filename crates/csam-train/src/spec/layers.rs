@@ -10,7 +10,7 @@ use serde::Deserialize;
 
 use super::keys::{self, Applies, Key, Scope, ValueKind};
 use super::{DataSpec, RunSpec, Runtime, SCHEMA_VERSION};
-use crate::train::ConfigError;
+use super::ConfigError;
 use csam_data::DatasetSpec;
 
 /// A setting that is legal but probably not what the user meant.

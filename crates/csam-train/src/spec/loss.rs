@@ -10,7 +10,7 @@
 use csam_nn::loss::LossError;
 
 use super::keys;
-use crate::train::ConfigError;
+use super::ConfigError;
 
 /// The loss minimised in training.
 pub type LossSpec = csam_nn::loss::TrainingLoss;

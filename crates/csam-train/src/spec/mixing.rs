@@ -5,7 +5,7 @@
 //! runs the same mixed batch.
 
 use super::loss;
-use crate::train::ConfigError;
+use super::ConfigError;
 
 /// The input mixing of training.
 pub type MixingSpec = csam_nn::mixing::Mixing;

@@ -36,6 +36,7 @@
 
 mod check;
 mod data;
+mod error;
 pub mod keys;
 mod layers;
 mod loss;
@@ -48,6 +49,7 @@ mod text;
 use serde::{Deserialize, Serialize};
 
 pub use data::{DataSpec, ValSize};
+pub use error::ConfigError;
 pub use layers::{SpecLayers, Warning};
 pub use loss::LossSpec;
 pub use mixing::MixingSpec;
@@ -55,7 +57,6 @@ pub use model::{ModelSpec, DEFAULT_MLP_HIDDEN};
 pub use optim::{BaseSpec, OptimSpec, OptimizerFamily, Schedule, Sharpness, UpdateRule};
 pub use selection::BestMetric;
 
-use crate::train::ConfigError;
 use csam_calib::metrics::summary::MetricOptions;
 use csam_nn::model::precision::Precision;
 use csam_nn::model::Ensemble;

@@ -8,7 +8,7 @@ use serde::{Deserialize, Serialize};
 use super::check::{invalid, unit_interval};
 use super::keys::{self, Applies};
 use super::loss::keyed;
-use crate::train::ConfigError;
+use super::ConfigError;
 use csam_nn::model::memory_format::MemoryFormat;
 use csam_nn::model::precision::Precision;
 use csam_nn::model::{Bayesian, Ensemble, Head, ModelKind, ModelOptions};

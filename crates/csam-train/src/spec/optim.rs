@@ -5,7 +5,7 @@
 use serde::{Deserialize, Serialize};
 
 use super::check::{at_least_one, finite_above, invalid, unit_interval};
-use crate::train::ConfigError;
+use super::ConfigError;
 use csam_nn::optim::{Perturbation, SamPolicy, SecondLoss};
 
 /// How the weights are updated.

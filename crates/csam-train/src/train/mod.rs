@@ -30,7 +30,8 @@ pub mod session;
 pub mod summary;
 pub mod trained;
 
-pub use error::{ConfigError, Remedy, TrainError};
+pub use crate::spec::ConfigError;
+pub use error::{Remedy, TrainError};
 pub use notice::RunNotice;
 pub use observer::{ExperimentObserver, RunAction, RunObserver, Silent};
 pub use replica::Replica;

@@ -45,7 +45,8 @@ use csam_nn::model::{BatchNormSync, Head, ReplicaSum};
 use csam_nn::optim::{BaseOptimizer, OptimError, Params, SamPolicy};
 use tch::{nn::VarStore, Tensor};
 
-use super::error::{ConfigError, Result};
+use super::error::Result;
+use crate::spec::ConfigError;
 use crate::spec::{RunSpec, UpdateRule};
 
 /// This process's place in a data-parallel run.

@@ -31,7 +31,8 @@ use csam_data::{
 use csam_nn::model::{InputShape, Mode, Model};
 use tch::{Device, Tensor};
 
-use super::error::{ConfigError, Result, TrainError};
+use super::error::{Result, TrainError};
+use crate::spec::ConfigError;
 use super::evaluate::{predict_mode, Predictions};
 use super::rundir::Split;
 use super::session::{input_shape, predict_dataset};

@@ -10,7 +10,8 @@ use std::path::Path;
 use tch::{nn::VarStore, Device, Tensor};
 
 use super::checkpoint::{self, epoch_seed, TrainState};
-use super::error::{ConfigError, Result, TrainError};
+use super::error::{Result, TrainError};
+use crate::spec::ConfigError;
 use super::evaluate::{predict_mode, Predictions};
 use super::replica::Replica;
 use super::run_data::RunData;
