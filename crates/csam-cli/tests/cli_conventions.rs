@@ -200,7 +200,11 @@ fn a_switch_given_a_value_says_what_to_write() {
 /// that text wrapped to the terminal's width reads as written).
 fn help_words(command: &str, flag: &str) -> (String, String) {
     let output = csam(&[command, flag]);
-    assert!(output.status.success(), "{command} {flag}: {}", text(&output));
+    assert!(
+        output.status.success(),
+        "{command} {flag}: {}",
+        text(&output)
+    );
     let help = String::from_utf8_lossy(&output.stdout).into_owned();
     let words = help.split_whitespace().collect::<Vec<_>>().join(" ");
     (help, words)
@@ -230,7 +234,11 @@ fn help_is_short_with_h_and_carries_the_sources_with_help() {
         assert!(long.contains(key.summary()), "--help lacks {}", key.name);
         if let Some(details) = key.details() {
             assert!(!short.contains(details), "-h shows {}'s details", key.name);
-            assert!(long.contains(details), "--help lacks {}'s details", key.name);
+            assert!(
+                long.contains(details),
+                "--help lacks {}'s details",
+                key.name
+            );
         }
     }
     assert!(keys.iter().filter(|key| key.details().is_some()).count() > 30);

@@ -783,11 +783,7 @@ fn prepare(dir: &Path, trained: &Path) -> RunLock {
         .unwrap();
     assert!(output.status.success(), "{}", text(&output));
     let damaged: [(&str, &str, &[u8]); 4] = [
-        (
-            "bad-runtime",
-            "runtime.toml",
-            b"tensorboard = \"maybe\"\n",
-        ),
+        ("bad-runtime", "runtime.toml", b"tensorboard = \"maybe\"\n"),
         (
             "corrupt-state",
             "checkpoint/state.json",

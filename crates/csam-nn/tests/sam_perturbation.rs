@@ -70,7 +70,10 @@ fn asam_leaves_entries_outside_weights_unscaled() {
     // T g = (3.03, 2.01, 2); ||T g|| = sqrt(9.1809 + 4.0401 + 4) = sqrt(17.221);
     // e = rho (T^2 g) / ||T g|| = 0.5 (3.0603, 4.0401, 2) / sqrt(17.221).
     let names = ["fc.weight".to_string(), "fc.bias".to_string()];
-    let shapes = [Tensor::zeros([2], tch::kind::FLOAT_CPU), Tensor::zeros([1], tch::kind::FLOAT_CPU)];
+    let shapes = [
+        Tensor::zeros([2], tch::kind::FLOAT_CPU),
+        Tensor::zeros([1], tch::kind::FLOAT_CPU),
+    ];
     let scaled = csam_nn::optim::weight_entries(&names, &shapes, tch::Device::Cpu).unwrap();
     assert_eq!(Vec::<bool>::try_from(&scaled).unwrap(), [true, true, false]);
     let rule = Perturbation::Asam { eta: 0.01 };

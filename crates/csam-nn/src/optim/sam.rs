@@ -723,10 +723,13 @@ fn perturbed_gradient<M: TrainingPass + ?Sized, O: BaseOptimizer + ?Sized>(
     }
     let flat_grad = tch::no_grad(|| flatten(&grads))?;
     drop(grads);
-    let (theta_tilde, grad_norm) =
-        config
-            .perturbation
-            .perturb(saved.values(), &flat_grad, config.rho, memory, weight_entries);
+    let (theta_tilde, grad_norm) = config.perturbation.perturb(
+        saved.values(),
+        &flat_grad,
+        config.rho,
+        memory,
+        weight_entries,
+    );
     let esam = match config.policy {
         SamPolicy::Esam(esam) => Some(esam),
         _ => None,

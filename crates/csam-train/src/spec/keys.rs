@@ -430,17 +430,25 @@ mod tests {
                 summary.chars().count()
             );
             if let Some(details) = key.details() {
-                assert!(!details.contains('\n'), "{}: one paragraph of details", key.name);
+                assert!(
+                    !details.contains('\n'),
+                    "{}: one paragraph of details",
+                    key.name
+                );
                 assert_eq!(key.help, format!("{summary}\n{details}"));
             }
         }
         let precision = find("precision").unwrap();
-        assert!(precision.details().unwrap().contains("torch.amp.GradScaler"));
+        assert!(precision
+            .details()
+            .unwrap()
+            .contains("torch.amp.GradScaler"));
         assert!(find("seed").unwrap().details().is_none());
     }
 
     /// The line that starts the generated part of `docs/run-spec.md`.
-    const REFERENCE_START: &str = "<!-- The key reference below is generated from the key table. -->";
+    const REFERENCE_START: &str =
+        "<!-- The key reference below is generated from the key table. -->";
 
     /// The key table as a Markdown table: name, place, branches, whole help.
     fn reference() -> String {
@@ -458,7 +466,9 @@ mod tests {
             };
             let applies = match key.applies {
                 Applies::Always => "always".to_string(),
-                Applies::When { selector, values } => format!("`{selector}`: {}", values.join(", ")),
+                Applies::When { selector, values } => {
+                    format!("`{selector}`: {}", values.join(", "))
+                }
             };
             doc.push_str(&format!(
                 "| `{}` | {place} | {applies} | {} |\n",
@@ -473,7 +483,9 @@ mod tests {
     fn the_key_reference_in_the_docs_is_current() {
         let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/run-spec.md");
         let doc = std::fs::read_to_string(&path).expect("docs/run-spec.md");
-        let written = doc.split_once(REFERENCE_START).map_or(doc.as_str(), |(before, _)| before);
+        let written = doc
+            .split_once(REFERENCE_START)
+            .map_or(doc.as_str(), |(before, _)| before);
         let generated = format!("{}{}", written, reference());
         if std::env::var_os("CSAM_UPDATE_DOCS").is_some() {
             std::fs::write(&path, &generated).expect("write docs/run-spec.md");

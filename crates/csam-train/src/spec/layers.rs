@@ -9,8 +9,8 @@ use std::path::Path;
 use serde::Deserialize;
 
 use super::keys::{self, Applies, Key, Scope, ValueKind};
-use super::{DataSpec, RunSpec, Runtime, SCHEMA_VERSION};
 use super::ConfigError;
+use super::{DataSpec, RunSpec, Runtime, SCHEMA_VERSION};
 use csam_data::DatasetSpec;
 
 /// A setting that is legal but probably not what the user meant.

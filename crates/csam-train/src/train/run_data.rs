@@ -32,10 +32,10 @@ use csam_nn::model::{InputShape, Mode, Model};
 use tch::{Device, Tensor};
 
 use super::error::{Result, TrainError};
-use crate::spec::ConfigError;
 use super::evaluate::{predict_mode, Predictions};
 use super::rundir::Split;
 use super::session::{input_shape, predict_dataset};
+use crate::spec::ConfigError;
 use crate::spec::RunSpec;
 
 /// Side of the square images of a streamed source (ImageNet's 224).

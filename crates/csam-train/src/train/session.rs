@@ -11,11 +11,11 @@ use tch::{nn::VarStore, Device, Tensor};
 
 use super::checkpoint::{self, epoch_seed, TrainState};
 use super::error::{Result, TrainError};
-use crate::spec::ConfigError;
 use super::evaluate::{predict_mode, Predictions};
 use super::replica::Replica;
 use super::run_data::RunData;
 use super::rundir::{RunDir, Split};
+use crate::spec::ConfigError;
 use crate::spec::{
     BaseSpec, LossSpec, MixingSpec, ModelSpec, OptimSpec, RunSpec, Runtime, Schedule, UpdateRule,
 };
