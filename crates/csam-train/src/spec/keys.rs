@@ -452,7 +452,7 @@ mod tests {
 
     /// The key table as a Markdown table: name, place, branches, whole help.
     fn reference() -> String {
-        let cell = |text: &str| text.replace('|', "\\|").replace('\n', " ");
+        let cell = |text: &str| text.replace('|', "\\|").replace('\n', "<br>");
         let mut doc = format!(
             "{REFERENCE_START}\n\n## Every key\n\n\
              The flag is `--` and the name with `-` for `_` (`csam train -h` lists the few \
@@ -490,8 +490,9 @@ mod tests {
         if std::env::var_os("CSAM_UPDATE_DOCS").is_some() {
             std::fs::write(&path, &generated).expect("write docs/run-spec.md");
         }
+        let committed = std::fs::read_to_string(&path).expect("docs/run-spec.md");
         assert!(
-            doc == generated,
+            committed == generated,
             "docs/run-spec.md's key reference is stale; regenerate it with \
              CSAM_UPDATE_DOCS=1 cargo test -p csam-train --lib keys"
         );
