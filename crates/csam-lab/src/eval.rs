@@ -18,9 +18,10 @@ use crate::shift::report::{
 use csam_data::streaming::{ImageFiles, ImageNetSplits};
 use csam_data::{self as data, DatasetSpec};
 use csam_nn::device::{device_name, parse_device};
+use csam_train::spec::ConfigError;
 use csam_train::spec::Runtime;
 use csam_train::train::atomic::write_atomic;
-use csam_train::train::error::{ConfigError, Remedy, Result, TrainError};
+use csam_train::train::error::{Remedy, Result, TrainError};
 use csam_train::train::TrainedRun;
 
 /// What `csam eval` asks for.
