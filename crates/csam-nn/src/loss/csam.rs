@@ -25,11 +25,7 @@ impl CsamLoss {
     /// (Theorem 3) covers `[0, 2]`, but its own gamma sweep goes to 3, so larger
     /// values are allowed here; the training configuration warns about them.
     pub fn new(gamma: f64, detach: bool) -> Result<Self, LossError> {
-        if !(gamma.is_finite() && gamma >= 0.0) {
-            return Err(LossError::Parameter(format!(
-                "CSAM gamma must be finite and >= 0 (paper Eq. refined loss), got {gamma}"
-            )));
-        }
+        super::Fields("csam").non_negative("gamma", gamma)?;
         Ok(Self { gamma, detach })
     }
 

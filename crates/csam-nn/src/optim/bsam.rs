@@ -33,7 +33,7 @@ use super::flat::{flatten, scatter};
 use super::sam::{check_batch, reported_cross_entropy};
 use super::stats::StatsAccumulator;
 use super::{OptimError, Params, StepStats};
-use crate::loss::{cross_entropy_from_log_probs, gather_true, TrainingLoss};
+use crate::loss::{cross_entropy_from_log_probs, gather_true, Fields, LossError, TrainingLoss};
 use crate::mixing::TrainBatch;
 use crate::model::TrainingPass;
 use tch::{nn::VarStore, Tensor};
@@ -63,37 +63,43 @@ pub struct BsamConfig {
 }
 
 impl BsamConfig {
-    /// Checks every setting; the message names the setting.
+    /// Checks every setting, each refused by its field name (the rule's
+    /// own by [`validate_bsam_rule`], as [`super::UpdateRule::validate`]).
     pub fn validate(&self) -> Result<(), OptimError> {
-        let bad = |what: String| Err(OptimError::Config(format!("bSAM {what}")));
-        let nonnegative = [
-            ("learning rate", self.lr),
-            ("rho", self.rho),
-            ("weight decay (prior precision / N)", self.weight_decay),
-        ];
-        for (name, value) in nonnegative {
-            if !(value.is_finite() && value >= 0.0) {
-                return bad(format!("{name} must be finite and >= 0, got {value}"));
-            }
-        }
-        for (name, beta) in [("beta1", self.beta1), ("beta2", self.beta2)] {
-            if !(0.0..1.0).contains(&beta) {
-                return bad(format!("{name} must lie in [0, 1), got {beta}"));
-            }
-        }
-        let positive = [
-            ("damping", self.damping),
-            ("initial precision", self.init_precision),
-            ("data size N", self.n_data),
-        ];
-        for (name, value) in positive {
-            if !(value.is_finite() && value > 0.0) {
-                return bad(format!("{name} must be finite and > 0, got {value}"));
-            }
-        }
+        validate_bsam_rule(self.rho, self.beta2, self.damping, self.init_precision)?;
+        let fields = Fields("bsam");
+        fields.non_negative("lr", self.lr)?;
+        fields.check(
+            "beta1",
+            self.beta1,
+            (0.0..1.0).contains(&self.beta1),
+            "must lie in [0, 1)",
+        )?;
+        fields.non_negative("weight_decay", self.weight_decay)?;
+        fields.positive("n_data", self.n_data)?;
         self.loss.validate()?;
         Ok(())
     }
+}
+
+/// bSAM's parameters of its own (the update rule's): `rho > 0` of the ascent
+/// `rho g / s`, `beta2` in [0, 1), the damping and the initial precision > 0.
+pub(crate) fn validate_bsam_rule(
+    rho: f64,
+    beta2: f64,
+    damping: f64,
+    init_precision: f64,
+) -> Result<(), LossError> {
+    let fields = Fields("bsam");
+    fields.positive("rho", rho)?;
+    fields.check(
+        "beta2",
+        beta2,
+        (0.0..1.0).contains(&beta2),
+        "must lie in [0, 1)",
+    )?;
+    fields.positive("damping", damping)?;
+    fields.positive("init_precision", init_precision)
 }
 
 /// The names of [`BsamStep`]'s state in a checkpoint's optimizer state.

@@ -1,5 +1,6 @@
 //! Perturbation rules of the SAM family: the ascent step `e` added to the weights.
 
+use crate::loss::{Fields, LossError};
 use tch::Tensor;
 
 /// Added to norms in denominators so that a zero gradient gives `e = 0`, not NaN.
@@ -85,16 +86,27 @@ impl Perturbation {
         matches!(self, Perturbation::Asam { .. })
     }
 
-    /// Checks the rule's own parameters.
-    pub(crate) fn validate(&self) -> Result<(), String> {
+    /// The rule's name (`sam`, `asam`, `vasso`).
+    pub fn name(&self) -> &'static str {
+        match self {
+            Perturbation::Sam => "sam",
+            Perturbation::Asam { .. } => "asam",
+            Perturbation::Vasso { .. } => "vasso",
+        }
+    }
+
+    /// Checks the rule's own parameters, each refused by its field name.
+    pub(crate) fn validate(&self) -> Result<(), LossError> {
+        let fields = Fields(self.name());
         match *self {
             Perturbation::Sam => Ok(()),
-            Perturbation::Asam { eta } if eta.is_finite() && eta >= 0.0 => Ok(()),
-            Perturbation::Asam { eta } => Err(format!("ASAM eta must be >= 0, got {eta}")),
-            Perturbation::Vasso { theta } if theta > 0.0 && theta <= 1.0 => Ok(()),
-            Perturbation::Vasso { theta } => {
-                Err(format!("VASSO theta must lie in (0, 1], got {theta}"))
-            }
+            Perturbation::Asam { eta } => fields.non_negative("eta", eta),
+            Perturbation::Vasso { theta } => fields.check(
+                "theta",
+                theta,
+                theta > 0.0 && theta <= 1.0,
+                "must lie in (0, 1]",
+            ),
         }
     }
 }

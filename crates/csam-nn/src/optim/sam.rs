@@ -27,7 +27,9 @@ use super::params::global_norm;
 use super::policy::{AeSam, Esam, GradStatistics, Horizon, LookSam, SamPolicy};
 use super::stats::StatsAccumulator;
 use super::{weight_entries, BaseOptimizer, OptimError, Perturbation, StepStats};
-use crate::loss::{cross_entropy_from_log_probs, gather_true, CsamLoss, Scores, TrainingLoss};
+use crate::loss::{
+    cross_entropy_from_log_probs, gather_true, CsamLoss, Fields, LossError, Scores, TrainingLoss,
+};
 use crate::mixing::{Forward, TrainBatch};
 use crate::model::TrainingPass;
 use tch::{nn::VarStore, Tensor};
@@ -97,6 +99,70 @@ impl Default for SamConfig {
     }
 }
 
+impl SamConfig {
+    /// Checks every setting, each refused by the name of its field in the
+    /// update rule (`rho`, `m`, `every`, `eta`, `theta`, `gamma`; see
+    /// [`super::UpdateRule`], whose own check is [`SamConfig::validate_rule`])
+    /// or of the policy.
+    pub fn validate(&self) -> Result<(), LossError> {
+        self.validate_rule()?;
+        self.policy.validate()?;
+        self.validate_policy()?;
+        super::rule::validate_clip(self.clip_grad_norm)?;
+        self.loss.validate()
+    }
+
+    /// The update rule's part: the radius `rho >= 0` (0 is SGD's step at
+    /// twice its cost; davda54/sam asserts the same `rho >= 0.0`), a
+    /// sub-batch `m >= 1`, the second pass on every `every >= 1`-th step,
+    /// the perturbation's and the second-pass loss's parameters. VASSO
+    /// averages whole-batch gradients: no m-sharpness.
+    pub(crate) fn validate_rule(&self) -> Result<(), LossError> {
+        let fields = Fields(self.perturbation.name());
+        fields.non_negative("rho", self.rho)?;
+        if let Some(m) = self.m {
+            fields.check("m", m as f64, m >= 1, "must be at least 1")?;
+            fields.check(
+                "m",
+                m as f64,
+                !matches!(self.perturbation, Perturbation::Vasso { .. }),
+                "VASSO averages whole-batch gradients: m-sharpness does not apply",
+            )?;
+        }
+        let every = self.sam_every;
+        fields.check("every", every as f64, every >= 1, "must be at least 1")?;
+        self.perturbation.validate()?;
+        SecondLossFn::from_config(self.second_loss).map(drop)
+    }
+
+    /// The rule against its policy: a policy other than every-k-th schedules
+    /// the second pass itself (so `every` must be 1), and the policies that
+    /// read whole-batch gradients refuse m-sharpness.
+    pub(crate) fn validate_policy(&self) -> Result<(), LossError> {
+        let fields = Fields(self.policy.name());
+        fields.check(
+            "every",
+            self.sam_every as f64,
+            self.policy == SamPolicy::Every || self.sam_every == 1,
+            "applies to the every-k-th policy only: RST, LookSAM, AE-SAM and ESAM schedule the \
+             second pass themselves",
+        )?;
+        let whole_batch = matches!(
+            self.policy,
+            SamPolicy::LookSam(_) | SamPolicy::AeSam(_) | SamPolicy::Esam(_)
+        );
+        match self.m {
+            Some(m) => fields.check(
+                "m",
+                m as f64,
+                !whole_batch,
+                "LookSAM, AE-SAM and ESAM work with whole-batch gradients: m-sharpness does not apply",
+            ),
+            None => Ok(()),
+        }
+    }
+}
+
 /// The pass-2 loss, validated.
 #[derive(Debug, Clone, Copy)]
 enum SecondLossFn {
@@ -105,7 +171,7 @@ enum SecondLossFn {
 }
 
 impl SecondLossFn {
-    fn from_config(loss: SecondLoss) -> Result<Self, OptimError> {
+    fn from_config(loss: SecondLoss) -> Result<Self, LossError> {
         Ok(match loss {
             SecondLoss::Plain => Self::Plain,
             SecondLoss::Csam { gamma, detach } => Self::Csam(CsamLoss::new(gamma, detach)?),
@@ -155,53 +221,16 @@ const LOOKSAM_NAME: &str = "sam.looksam_direction";
 const AESAM_NAME: &str = "sam.aesam_statistics";
 
 impl SamStep {
-    /// A step for the model whose variables live in `vs`.
+    /// A step for the model whose variables live in `vs`; refuses a
+    /// setting out of range ([`SamConfig::validate`]).
     pub fn new(config: SamConfig, vs: &VarStore) -> Result<Self, OptimError> {
-        let bad = |what: String| Err(OptimError::Config(what));
-        if !(config.rho.is_finite() && config.rho >= 0.0) {
-            return bad(format!(
-                "SAM rho must be finite and >= 0, got {}",
-                config.rho
-            ));
-        }
-        if config.m == Some(0) {
-            return bad("m-sharpness sub-batch size m must be >= 1".into());
-        }
-        if config.sam_every == 0 {
-            return bad("sam_every must be >= 1".into());
-        }
-        if let Some(c) = config.clip_grad_norm {
-            if !(c.is_finite() && c > 0.0) {
-                return bad(format!("gradient clipping norm must be > 0, got {c}"));
-            }
-        }
-        config.perturbation.validate().map_err(OptimError::Config)?;
-        config.policy.validate()?;
-        let policy = config.policy.name();
+        config.validate()?;
         if config.policy.needs_horizon() && config.horizon.total_steps == 0 {
-            return bad(format!(
-                "{policy}'s schedule needs the run's number of steps (horizon.total_steps)"
-            ));
+            return Err(OptimError::Config(format!(
+                "{}'s schedule needs the run's number of steps (horizon.total_steps)",
+                config.policy.name()
+            )));
         }
-        if config.policy != SamPolicy::Every && config.sam_every != 1 {
-            return bad(format!(
-                "sam_every applies to the every-k-th policy only: {policy} schedules the second \
-                 pass itself"
-            ));
-        }
-        if matches!(
-            config.policy,
-            SamPolicy::LookSam(_) | SamPolicy::AeSam(_) | SamPolicy::Esam(_)
-        ) && config.m.is_some()
-        {
-            return bad(format!(
-                "{policy} works with whole-batch gradients: m-sharpness does not apply"
-            ));
-        }
-        if matches!(config.perturbation, Perturbation::Vasso { .. }) && config.m.is_some() {
-            return bad("VASSO averages whole-batch gradients: m-sharpness does not apply".into());
-        }
-        config.loss.validate()?;
         Ok(Self {
             second_loss: SecondLossFn::from_config(config.second_loss)?,
             config,

@@ -1,6 +1,9 @@
 //! The small checks every branch of the spec uses, so each rejection names its
 //! key and says what a valid value is.
 
+use csam_nn::loss::LossError;
+
+use super::keys;
 use super::ConfigError;
 
 /// `Err(Invalid)` for `key` holding `value`, with `reason`.
@@ -44,4 +47,31 @@ pub(crate) fn at_least_one(key: &'static str, value: usize) -> Result<(), Config
         0 => Err(invalid(key, 0, "must be at least 1")),
         _ => Ok(()),
     }
+}
+
+/// A parameter check of the spec's branch at `branch` (whose kind is
+/// `name`), a bad field named by its key.
+pub(crate) fn keyed(
+    branch: &[&'static str],
+    name: &str,
+    checked: Result<(), LossError>,
+) -> Result<(), ConfigError> {
+    checked.map_err(|error| match error {
+        LossError::Field {
+            field,
+            value,
+            reason,
+            ..
+        } => {
+            let path: Vec<String> = branch
+                .iter()
+                .chain([&field])
+                .map(|s| s.to_string())
+                .collect();
+            let key = keys::at_path(&path).map_or(field, |key| key.name);
+            ConfigError::invalid(key, value, reason)
+        }
+        // Invariant: callers name a branch.
+        other => ConfigError::invalid(branch.last().copied().unwrap_or_default(), name, other),
+    })
 }

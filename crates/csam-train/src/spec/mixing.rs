@@ -4,7 +4,7 @@
 //! every loss and update rule: each pass of a step (SGD's one, SAM's two)
 //! runs the same mixed batch.
 
-use super::loss;
+use super::check::keyed;
 use super::ConfigError;
 
 /// The input mixing of training.
@@ -12,5 +12,5 @@ pub type MixingSpec = csam_nn::mixing::Mixing;
 
 /// Checks the mixing's parameters, naming a bad one by its key.
 pub(crate) fn validate(mixing: &MixingSpec) -> Result<(), ConfigError> {
-    loss::keyed(&["mixing"], mixing.name(), mixing.validate())
+    keyed(&["mixing"], mixing.name(), mixing.validate())
 }

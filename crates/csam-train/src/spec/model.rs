@@ -5,9 +5,9 @@ use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
 
+use super::check::keyed;
 use super::check::{invalid, unit_interval};
 use super::keys::{self, Applies};
-use super::loss::keyed;
 use super::ConfigError;
 use csam_nn::model::memory_format::MemoryFormat;
 use csam_nn::model::precision::Precision;

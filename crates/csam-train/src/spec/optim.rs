@@ -1,12 +1,15 @@
 //! The optimisation branch of a run: the base optimizer, the learning-rate
 //! schedule, the update rule (plain, or one of the SAM family around the base
-//! optimizer) and gradient clipping.
+//! optimizer; [`UpdateRule`] is csam-nn's own type, declared and checked
+//! there) and gradient clipping.
 
 use serde::{Deserialize, Serialize};
 
-use super::check::{at_least_one, finite_above, invalid, unit_interval};
+use super::check::keyed;
+use super::check::{finite_above, invalid, unit_interval};
 use super::ConfigError;
-use csam_nn::optim::{Perturbation, SamPolicy, SecondLoss};
+use csam_nn::optim::{validate_clip, SamPolicy};
+pub use csam_nn::optim::{OptimizerFamily, Sharpness, UpdateRule};
 
 /// How the weights are updated.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -82,12 +85,33 @@ impl OptimSpec {
     pub fn validate(&self, epochs: usize, batch_size: usize) -> Result<(), ConfigError> {
         finite_above("lr", self.lr, 0.0, false)?;
         finite_above("weight_decay", self.weight_decay, 0.0, true)?;
-        if let Some(clip) = self.clip {
-            finite_above("clip", clip, 0.0, false)?;
-        }
+        keyed(&["optim"], "clip", validate_clip(self.clip))?;
         self.base.validate()?;
         self.schedule.validate(self.lr, epochs)?;
-        self.rule.validate(batch_size)?;
+        let rule = self.rule.family().name();
+        keyed(&["optim", "rule"], rule, self.rule.validate())?;
+        if self
+            .rule
+            .sharpness()
+            .is_some_and(|sharpness| sharpness.rho == 0.0)
+        {
+            // The step allows it (SAM at radius 0 is SGD); a run refuses it.
+            return Err(invalid(
+                "rho",
+                0.0,
+                "a SAM-family run needs rho > 0 (at 0 it takes SGD's step at twice its \
+                 cost: use optimizer = sgd)",
+            ));
+        }
+        if let Some(m) = self.rule.sharpness().and_then(|sharpness| sharpness.m) {
+            if m > batch_size {
+                return Err(invalid(
+                    "m",
+                    m,
+                    &format!("the m-sharpness sub-batch must not exceed batch_size ({batch_size})"),
+                ));
+            }
+        }
         if matches!(self.rule, UpdateRule::Bsam { .. }) {
             self.validate_bsam()?;
         }
@@ -113,42 +137,23 @@ impl OptimSpec {
     /// refuses a parameter out of its range and the settings it replaces.
     fn validate_policy(&self) -> Result<(), ConfigError> {
         let name = self.policy.name();
-        let Some(sharpness) = self.rule.sharpness() else {
-            return match self.policy {
-                SamPolicy::Every => Ok(()),
-                _ => Err(invalid(
-                    "sam_policy",
-                    name,
-                    &format!(
-                        "schedules the second pass of a SAM-family rule (sam, asam, csam, \
-                         vasso); optimizer {} has none",
-                        self.rule.family()
-                    ),
-                )),
-            };
-        };
-        super::loss::keyed(&["optim", "policy"], name, self.policy.validate())?;
-        if self.policy != SamPolicy::Every && sharpness.every != 1 {
+        if self.rule.sharpness().is_none() && self.policy != SamPolicy::Every {
             return Err(invalid(
-                "sam_every",
-                sharpness.every,
+                "sam_policy",
+                name,
                 &format!(
-                    "applies to sam_policy = every only; {name} schedules the second pass itself"
+                    "schedules the second pass of a SAM-family rule (sam, asam, csam, \
+                     vasso); optimizer {} has none",
+                    self.rule.family()
                 ),
             ));
         }
-        let whole_batch = matches!(
-            self.policy,
-            SamPolicy::LookSam(_) | SamPolicy::AeSam(_) | SamPolicy::Esam(_)
-        );
-        match (whole_batch, sharpness.m) {
-            (true, Some(m)) => Err(invalid(
-                "m",
-                m,
-                &format!("{name} works with whole-batch gradients: m-sharpness does not apply"),
-            )),
-            _ => Ok(()),
-        }
+        keyed(&["optim", "policy"], name, self.policy.validate())?;
+        keyed(
+            &["optim", "rule"],
+            name,
+            self.rule.check_policy(&self.policy),
+        )
     }
 
     /// bSAM is its own optimizer: it reads `lr`, `momentum` (its beta1) and
@@ -316,332 +321,6 @@ impl Schedule {
                     false => Err(invalid("decay_factor", decay_factor, "must lie in (0, 1]")),
                 }
             }
-        }
-    }
-}
-
-/// The update rule: plain steps, or a SAM-family step around the base
-/// optimizer. Every SAM-family step on mini-batch B:
-/// 1. `g` = gradient of the loss at `theta` (BatchNorm statistics updated
-///    here, and only here);
-/// 2. `theta~ = theta + e` with the rule's perturbation `e`;
-/// 3. `g'` = gradient of the second-pass loss at `theta~`, same batch;
-/// 4. restore `theta` by copy and take the base optimizer's step with `g'`.
-///
-/// `m` splits the batch into sub-batches of m examples, each with its own
-/// perturbation, and averages their `g'` (m-sharpness); `every = k` takes
-/// the two-pass step on every k-th global step and a plain step otherwise.
-#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
-#[serde(tag = "kind", rename_all = "lowercase", deny_unknown_fields)]
-pub enum UpdateRule {
-    /// One forward and backward pass per step.
-    #[default]
-    Sgd,
-    /// SAM (Foret et al. 2021): `e = rho g / (||g||_2 + 1e-12)`, the global L2
-    /// norm over all trainable parameters.
-    Sam {
-        /// Perturbation radius (> 0).
-        #[serde(default = "default_rho")]
-        rho: f64,
-        /// m-sharpness sub-batch size, in `[1, batch_size]` (None: the whole batch).
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        m: Option<usize>,
-        /// Two-pass step on every k-th step.
-        #[serde(default = "one")]
-        every: usize,
-    },
-    /// Adaptive SAM (Kwon et al. 2021): `e = rho T_w^2 g / ||T_w g||`,
-    /// `T_w = |w| + eta` elementwise.
-    Asam {
-        /// Perturbation radius (> 0; the ASAM paper uses 0.5-2).
-        #[serde(default = "default_rho")]
-        rho: f64,
-        /// `eta` in `T_w = |w| + eta` (>= 0).
-        #[serde(default = "default_eta")]
-        eta: f64,
-        /// m-sharpness sub-batch size (None: the whole batch).
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        m: Option<usize>,
-        /// Two-pass step on every k-th step.
-        #[serde(default = "one")]
-        every: usize,
-    },
-    /// CSAM: SAM whose second pass weights each example's loss by
-    /// `(1 + p~_y)^(-gamma)` where `p~_y > 1/2` (weight 1 otherwise), `p~_y`
-    /// the true-class probability at `theta~`; for cross entropy
-    /// `-(1 + p~_y)^(-gamma) log p~_y`. `gamma = 0` is SAM.
-    Csam {
-        /// Perturbation radius (> 0).
-        #[serde(default = "default_rho")]
-        rho: f64,
-        /// The exponent, >= 0; the paper analyses `[0, 2]`.
-        #[serde(default = "default_gamma")]
-        gamma: f64,
-        /// Treat the factor as a constant per-example weight instead of
-        /// differentiating through it.
-        #[serde(default)]
-        detach: bool,
-        /// m-sharpness sub-batch size (None: the whole batch).
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        m: Option<usize>,
-        /// Two-pass step on every k-th step.
-        #[serde(default = "one")]
-        every: usize,
-    },
-    /// VASSO (Li and Giannakis 2023): SAM's step along an exponential moving
-    /// average of the gradients, `d_t = (1 - theta) d_{t-1} + theta g_t`,
-    /// `e = rho d_t / ||d_t||` (see `csam_nn::optim::Perturbation::Vasso`).
-    /// The average is of whole-batch gradients: no m-sharpness.
-    Vasso {
-        /// Perturbation radius (> 0).
-        #[serde(default = "default_rho")]
-        rho: f64,
-        /// Weight of the new gradient in the average, in (0, 1]; 1 is SAM.
-        /// Default 0.9, the authors' (BingcongLi/VaSSO: `configs/defaulf_cfg.py`
-        /// and the `train.sh` of its WRN-28-10 runs).
-        #[serde(default = "default_vasso_theta")]
-        theta: f64,
-        /// Two-pass step on every k-th step.
-        #[serde(default = "one")]
-        every: usize,
-    },
-    /// bSAM (Möllenhoff and Khan 2023): an Adam-like optimizer of its own
-    /// over a Gaussian posterior `N(m, 1/(N s))` of the weights, the SAM
-    /// ascent `rho g / s` from the gradient `g` at a noisy sample (see
-    /// `csam_nn::optim::BsamStep`). It reads `lr`, `momentum` (beta1) and
-    /// `weight_decay` (delta, the prior precision over N); `N` is the
-    /// training split's size times `data_factor`. Two passes every step,
-    /// whole batches, cross entropy or another training loss in both.
-    Bsam {
-        /// `rho` (> 0) of the ascent `rho g / s`; default 0.01, the authors'
-        /// CIFAR setting.
-        #[serde(default = "default_bsam_rho")]
-        rho: f64,
-        /// The precision's moving-average factor, in [0, 1) (default 0.999).
-        #[serde(default = "default_bsam_beta2")]
-        beta2: f64,
-        /// The damping gamma > 0 added to the precision (default 0.1).
-        #[serde(default = "default_bsam_damping")]
-        damping: f64,
-        /// The precision s0 > 0 of every weight before the first step (default 1).
-        #[serde(default = "default_bsam_factor")]
-        init_precision: f64,
-        /// N = the training split's size times this factor > 0 (default 1;
-        /// the authors use 4 with CIFAR's augmentation).
-        #[serde(default = "default_bsam_factor")]
-        data_factor: f64,
-    },
-}
-
-fn default_bsam_rho() -> f64 {
-    0.01
-}
-
-fn default_bsam_beta2() -> f64 {
-    0.999
-}
-
-fn default_bsam_damping() -> f64 {
-    0.1
-}
-
-fn default_bsam_factor() -> f64 {
-    1.0
-}
-
-fn default_vasso_theta() -> f64 {
-    0.9
-}
-
-fn default_rho() -> f64 {
-    0.05
-}
-
-fn default_eta() -> f64 {
-    0.01
-}
-
-fn default_gamma() -> f64 {
-    1.0
-}
-
-fn one() -> usize {
-    1
-}
-
-/// The update rules by name, without their parameters: what experiments
-/// compare (`csam compare --methods sgd,sam,csam`) and results are keyed by.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum OptimizerFamily {
-    /// [`UpdateRule::Sgd`].
-    Sgd,
-    /// [`UpdateRule::Sam`].
-    Sam,
-    /// [`UpdateRule::Asam`].
-    Asam,
-    /// [`UpdateRule::Csam`].
-    Csam,
-    /// [`UpdateRule::Vasso`].
-    Vasso,
-    /// [`UpdateRule::Bsam`].
-    Bsam,
-}
-
-super::text::serde_enum_text!(OptimizerFamily);
-
-/// The parameters every SAM-family rule shares.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct Sharpness {
-    /// Perturbation radius.
-    pub rho: f64,
-    /// m-sharpness sub-batch size.
-    pub m: Option<usize>,
-    /// Two-pass step on every k-th step.
-    pub every: usize,
-}
-
-impl UpdateRule {
-    /// The rule's family (its name).
-    pub fn family(&self) -> OptimizerFamily {
-        match self {
-            UpdateRule::Sgd => OptimizerFamily::Sgd,
-            UpdateRule::Sam { .. } => OptimizerFamily::Sam,
-            UpdateRule::Asam { .. } => OptimizerFamily::Asam,
-            UpdateRule::Csam { .. } => OptimizerFamily::Csam,
-            UpdateRule::Vasso { .. } => OptimizerFamily::Vasso,
-            UpdateRule::Bsam { .. } => OptimizerFamily::Bsam,
-        }
-    }
-
-    /// The rule of `family` with radius `rho` (SAM family) and exponent
-    /// `gamma` (CSAM), every other parameter at its default.
-    pub fn of_family(family: OptimizerFamily, rho: f64, gamma: f64) -> UpdateRule {
-        let (m, every) = (None, one());
-        match family {
-            OptimizerFamily::Sgd => UpdateRule::Sgd,
-            OptimizerFamily::Sam => UpdateRule::Sam { rho, m, every },
-            OptimizerFamily::Asam => UpdateRule::Asam {
-                rho,
-                eta: default_eta(),
-                m,
-                every,
-            },
-            OptimizerFamily::Csam => UpdateRule::Csam {
-                rho,
-                gamma,
-                detach: false,
-                m,
-                every,
-            },
-            OptimizerFamily::Vasso => UpdateRule::Vasso {
-                rho,
-                theta: default_vasso_theta(),
-                every,
-            },
-            OptimizerFamily::Bsam => UpdateRule::Bsam {
-                rho,
-                beta2: default_bsam_beta2(),
-                damping: default_bsam_damping(),
-                init_precision: default_bsam_factor(),
-                data_factor: default_bsam_factor(),
-            },
-        }
-    }
-
-    /// The SAM-family parameters; None for plain SGD and for bSAM, whose
-    /// `rho` is no radius (its ascent `rho g / s` is not normalised).
-    pub fn sharpness(&self) -> Option<Sharpness> {
-        match *self {
-            UpdateRule::Sgd | UpdateRule::Bsam { .. } => None,
-            UpdateRule::Sam { rho, m, every }
-            | UpdateRule::Asam { rho, m, every, .. }
-            | UpdateRule::Csam { rho, m, every, .. } => Some(Sharpness { rho, m, every }),
-            UpdateRule::Vasso { rho, every, .. } => Some(Sharpness {
-                rho,
-                m: None,
-                every,
-            }),
-        }
-    }
-
-    /// How the ascent direction is built; None for plain SGD.
-    pub fn perturbation(&self) -> Option<Perturbation> {
-        match *self {
-            UpdateRule::Sgd | UpdateRule::Bsam { .. } => None,
-            UpdateRule::Sam { .. } | UpdateRule::Csam { .. } => Some(Perturbation::Sam),
-            UpdateRule::Asam { eta, .. } => Some(Perturbation::Asam { eta }),
-            UpdateRule::Vasso { theta, .. } => Some(Perturbation::Vasso { theta }),
-        }
-    }
-
-    /// The loss of the second pass.
-    pub fn second_loss(&self) -> SecondLoss {
-        match *self {
-            UpdateRule::Csam { gamma, detach, .. } => SecondLoss::Csam { gamma, detach },
-            _ => SecondLoss::Plain,
-        }
-    }
-
-    /// Whether the rule has SAM's perturbed point `theta + rho g/||g||`,
-    /// which the theory diagnostics compare with `theta` (SAM and CSAM).
-    pub fn has_sam_point(&self) -> bool {
-        matches!(self, UpdateRule::Sam { .. } | UpdateRule::Csam { .. })
-    }
-
-    /// How CSAM's second-pass factor was differentiated, for the run summary;
-    /// None for the other rules.
-    pub fn csam_gradient_mode(&self) -> Option<&'static str> {
-        match *self {
-            UpdateRule::Csam { detach: true, .. } => Some("detached-weight"),
-            UpdateRule::Csam { detach: false, .. } => Some("differentiated"),
-            _ => None,
-        }
-    }
-
-    fn validate(&self, batch_size: usize) -> Result<(), ConfigError> {
-        if let UpdateRule::Bsam {
-            rho,
-            beta2,
-            damping,
-            init_precision,
-            data_factor,
-        } = *self
-        {
-            finite_above("rho", rho, 0.0, false)?;
-            unit_interval("bsam_beta2", beta2)?;
-            finite_above("bsam_damping", damping, 0.0, false)?;
-            finite_above("bsam_init_precision", init_precision, 0.0, false)?;
-            return finite_above("bsam_data_factor", data_factor, 0.0, false);
-        }
-        let Some(Sharpness { rho, m, every }) = self.sharpness() else {
-            return Ok(());
-        };
-        if !(rho.is_finite() && rho > 0.0) {
-            return Err(invalid(
-                "rho",
-                rho,
-                "the SAM family needs a finite perturbation radius rho > 0",
-            ));
-        }
-        if let Some(m) = m {
-            if m == 0 || m > batch_size {
-                return Err(invalid(
-                    "m",
-                    m,
-                    "the m-sharpness sub-batch size must lie in [1, batch_size]",
-                ));
-            }
-        }
-        at_least_one("sam_every", every)?;
-        match *self {
-            UpdateRule::Asam { eta, .. } => finite_above("eta", eta, 0.0, true),
-            UpdateRule::Csam { gamma, .. } => finite_above("gamma", gamma, 0.0, true),
-            UpdateRule::Vasso { theta, .. } => match theta > 0.0 && theta <= 1.0 {
-                true => Ok(()),
-                false => Err(invalid("vasso_theta", theta, "must lie in (0, 1]")),
-            },
-            _ => Ok(()),
         }
     }
 }

@@ -29,7 +29,7 @@ use csam_nn::model::weights::{load_safetensors_file_with, LoadOptions, WeightsEr
 use csam_nn::model::{build_model_in, Head, InputShape, Mode, Model, ModelKind, ModelOptions};
 use csam_nn::optim::{
     plain_step, AdamW, AdamWConfig, BaseOptimizer, BsamConfig, BsamStep, Horizon, LossScaleConfig,
-    LossScaled, LrSchedule, OptimError, SamConfig, SamStep, Sgd, SgdConfig, StepStats,
+    LossScaled, LrSchedule, OptimError, SamRun, SamStep, Sgd, SgdConfig, StepStats,
 };
 
 /// What a run's steps minimise: the training loss on each batch, fed to the
@@ -603,29 +603,17 @@ fn build_sam(
     vs: &VarStore,
     total_steps: u64,
 ) -> Result<Option<SamStep>> {
-    let rule = &optim.rule;
-    let (Some(sharpness), Some(perturbation)) = (rule.sharpness(), rule.perturbation()) else {
-        return Ok(None);
-    };
-    let sam = SamStep::new(
-        SamConfig {
-            rho: sharpness.rho,
-            perturbation,
-            loss: objective.loss.clone(),
-            second_loss: rule.second_loss(),
-            m: sharpness.m,
-            sam_every: sharpness.every as u64,
-            clip_grad_norm: optim.clip,
-            policy: optim.policy,
-            horizon: Horizon {
-                seed: objective.seed,
-                total_steps,
-            },
-            reduce_first_gradient: optim.global_ascent,
+    let run = SamRun {
+        loss: objective.loss.clone(),
+        clip: optim.clip,
+        policy: optim.policy,
+        horizon: Horizon {
+            seed: objective.seed,
+            total_steps,
         },
-        vs,
-    )?;
-    Ok(Some(sam))
+        reduce_first_gradient: optim.global_ascent,
+    };
+    Ok(optim.rule.sam_step(run, vs)?)
 }
 
 /// bSAM for the spec's rule (None for the other rules), its `N` the
