@@ -25,6 +25,7 @@ use super::buffers::BufferSnapshot;
 use super::flat::{chunk_views, flatten, scatter, FlatCopy};
 use super::params::global_norm;
 use super::policy::{AeSam, Esam, GradStatistics, Horizon, LookSam, SamPolicy};
+use super::sam_state::SamState;
 use super::stats::StatsAccumulator;
 use super::{weight_entries, BaseOptimizer, OptimError, Perturbation, StepStats};
 use crate::loss::{
@@ -213,13 +214,6 @@ pub struct SamStep {
     steps_taken: u64,
 }
 
-/// The name of [`SamStep`]'s memory in a checkpoint's optimizer state.
-const MEMORY_NAME: &str = "sam.direction";
-/// The name of LookSAM's `g_v` in a checkpoint's optimizer state.
-const LOOKSAM_NAME: &str = "sam.looksam_direction";
-/// The name of AE-SAM's `[mu, sigma^2]` (float64) in a checkpoint's optimizer state.
-const AESAM_NAME: &str = "sam.aesam_statistics";
-
 impl SamStep {
     /// A step for the model whose variables live in `vs`; refuses a
     /// setting out of range ([`SamConfig::validate`]).
@@ -255,53 +249,27 @@ impl SamStep {
         self.config.loss = loss;
     }
 
-    /// The state a checkpoint must keep to continue bit for bit: the
-    /// perturbation rule's memory (VASSO's average direction), LookSAM's
-    /// `g_v` and AE-SAM's statistics; empty for the other rules and before
-    /// the first step.
-    pub fn state(&self) -> Vec<(String, Tensor)> {
-        let mut state: Vec<(String, Tensor)> =
-            [(MEMORY_NAME, &self.memory), (LOOKSAM_NAME, &self.direction)]
-                .into_iter()
-                .filter_map(|(name, kept)| Some((name.to_string(), kept.as_ref()?.shallow_clone())))
-                .collect();
-        if let SamPolicy::AeSam(_) = self.config.policy {
-            let GradStatistics { mean, variance } = self.grad_statistics;
-            state.push((
-                AESAM_NAME.to_string(),
-                Tensor::from_slice(&[mean, variance]),
-            ));
+    /// The state a checkpoint must keep to continue bit for bit (sharing
+    /// storage): VASSO's average direction, LookSAM's `g_v` and AE-SAM's
+    /// statistics, each where the rule and policy carry it.
+    pub fn state(&self) -> SamState {
+        SamState {
+            vasso_average: self.memory.as_ref().map(Tensor::shallow_clone),
+            looksam_direction: self.direction.as_ref().map(Tensor::shallow_clone),
+            aesam_statistics: match self.config.policy {
+                SamPolicy::AeSam(_) => Some(self.grad_statistics),
+                _ => None,
+            },
         }
-        state
     }
 
-    /// Whether `name` belongs to [`SamStep::state`] (not to the base optimizer).
-    pub fn owns_state(name: &str) -> bool {
-        [MEMORY_NAME, LOOKSAM_NAME, AESAM_NAME].contains(&name)
-    }
-
-    /// Restores [`SamStep::state`]; entries it does not own are ignored.
-    pub fn load_state(&mut self, state: &[(String, Tensor)]) -> Result<(), OptimError> {
-        let find = |wanted: &str| {
-            state
-                .iter()
-                .find(|(name, _)| name == wanted)
-                .map(|(_, tensor)| tensor)
-        };
-        self.memory = find(MEMORY_NAME).map(Tensor::copy);
-        self.direction = find(LOOKSAM_NAME).map(Tensor::copy);
-        if let Some(saved) = find(AESAM_NAME) {
-            match Vec::<f64>::try_from(saved)?.as_slice() {
-                &[mean, variance] => self.grad_statistics = GradStatistics { mean, variance },
-                other => {
-                    return Err(OptimError::Mismatch(format!(
-                        "AE-SAM's statistics hold 2 numbers, the checkpoint has {}",
-                        other.len()
-                    )))
-                }
-            }
+    /// Restores [`SamStep::state`].
+    pub fn load_state(&mut self, state: SamState) {
+        self.memory = state.vasso_average;
+        self.direction = state.looksam_direction;
+        if let Some(statistics) = state.aesam_statistics {
+            self.grad_statistics = statistics;
         }
-        Ok(())
     }
 
     /// Number of steps taken so far (SAM and plain).

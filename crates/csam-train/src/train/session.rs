@@ -29,7 +29,7 @@ use csam_nn::model::weights::{load_safetensors_file_with, LoadOptions, WeightsEr
 use csam_nn::model::{build_model_in, Head, InputShape, Mode, Model, ModelKind, ModelOptions};
 use csam_nn::optim::{
     plain_step, AdamW, AdamWConfig, BaseOptimizer, BsamConfig, BsamStep, Horizon, LossScaleConfig,
-    LossScaled, LrSchedule, OptimError, SamRun, SamStep, Sgd, SgdConfig, StepStats,
+    LossScaled, LrSchedule, OptimError, SamRun, SamState, SamStep, Sgd, SgdConfig, StepStats,
 };
 
 /// What a run's steps minimise: the training loss on each batch, fed to the
@@ -443,7 +443,7 @@ impl Trainer {
             Updater::Base { optimizer, sam } => {
                 let mut state = optimizer.state();
                 if let Some(sam) = sam {
-                    state.extend(sam.state());
+                    state.extend(sam.state().to_named());
                 }
                 state
             }
@@ -484,14 +484,12 @@ impl Trainer {
                 ..adafocal.clone()
             }));
         }
-        let (step_state, base_state): (Vec<_>, Vec<_>) = others
-            .into_iter()
-            .partition(|(name, _)| SamStep::owns_state(name));
+        let (step_state, base_state) =
+            SamState::split_from(others).map_err(|e| TrainError::OptimizerState(Box::new(e)))?;
         let loaded = match &mut self.updater {
             Updater::Base { optimizer, sam } => {
                 if let Some(sam) = sam {
-                    sam.load_state(&step_state)
-                        .map_err(|e| TrainError::OptimizerState(Box::new(e)))?;
+                    sam.load_state(step_state);
                 }
                 optimizer.load_state(&base_state)
             }
