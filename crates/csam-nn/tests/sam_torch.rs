@@ -68,10 +68,11 @@ fn run_rust(
         perturbation,
         ..SamConfig::default()
     };
-    let (vasso_theta, asam_eta) = match perturbation {
-        Perturbation::Vasso { theta } => (Some(theta), None),
-        Perturbation::Asam { eta } => (None, Some(eta)),
-        Perturbation::Sam => (None, None),
+    let (vasso_theta, asam_eta, asam_all) = match perturbation {
+        Perturbation::Vasso { theta } => (Some(theta), None, false),
+        Perturbation::Asam { eta } => (None, Some(eta), false),
+        Perturbation::AsamAllTensors { eta } => (None, Some(eta), true),
+        Perturbation::Sam => (None, None, false),
     };
     let mut step = SamStep::new(config, &vs).unwrap();
     for t in 0..STEPS as usize {
@@ -83,7 +84,7 @@ fn run_rust(
         "hidden": [], "dropout": 0.0,
         "weights": file("weights"), "batches": file("batches"),
         "steps": STEPS, "rho": rho, "gamma": gamma, "detach": detach, "vasso_theta": vasso_theta,
-        "asam_eta": asam_eta,
+        "asam_eta": asam_eta, "asam_all": asam_all,
         "lr": sgd.lr, "momentum": sgd.momentum, "weight_decay": sgd.weight_decay,
         "out": file("out"),
     });
@@ -165,6 +166,13 @@ fn sam_asam_vasso_and_csam_steps_match_pytorch_on_resnet20() {
                 detach: false,
             },
             Perturbation::Asam { eta: 0.1 },
+        ),
+        // davda54/sam's adaptive=True: T on every tensor (biases too), its
+        // 1e-12 guard; eta 0 is its step, 0.05 the same form with csam's eta.
+        (SecondLoss::Plain, Perturbation::AsamAllTensors { eta: 0.0 }),
+        (
+            SecondLoss::Plain,
+            Perturbation::AsamAllTensors { eta: 0.05 },
         ),
     ];
     let (pending, cases): (Vec<Pending>, Vec<serde_json::Value>) = losses

@@ -105,6 +105,13 @@ fn every_option_trains_changes_the_run_and_resumes_bit_identically() {
             "optimizer = \"asam\"\nrho = 0.05\n",
             "optimizer = \"sam\"\n",
         ),
+        // davda54/sam's form scales the biases too: another run than the
+        // authors' rule at the same eta.
+        (
+            "asam-scale-all",
+            "optimizer = \"asam\"\nrho = 0.05\nasam_scale_all = true\n",
+            "optimizer = \"asam\"\nrho = 0.05\n",
+        ),
         (
             "csam-detach",
             "optimizer = \"csam\"\ncsam_detach = true\n",

@@ -22,6 +22,12 @@ pub enum Perturbation {
     /// (convolutions, linear layers, BatchNorm's scale) and `T = 1` on the
     /// others (biases, BatchNorm's shift). Typical rho 0.5-2.
     Asam { eta: f64 },
+    /// ASAM in the form of davda54/sam (`adaptive=True`), the form most
+    /// PyTorch SAM code copies: `T = |w| + eta` on every parameter tensor
+    /// (biases and BatchNorm's shift too) and SAM's guard,
+    /// `e = rho * T^2 g / (||T g||_2 + 1e-12)`. That code has no `eta`: with
+    /// `eta = 0` this is its step.
+    AsamAllTensors { eta: f64 },
     /// VASSO (Li and Giannakis 2023, "Enhancing sharpness-aware optimization
     /// through variance suppression", NeurIPS): SAM's step along an
     /// exponential moving average of the gradients,
@@ -68,14 +74,10 @@ impl Perturbation {
                 tilde
             }
             Perturbation::Asam { eta } => {
-                let t = theta.abs() + eta;
-                let t = match weight_entries {
-                    Some(scaled) => t.where_scalarother(scaled, 1.0),
-                    None => t,
-                };
-                let t_grad = &t * grad;
-                let scale = ratio(rho, &(t_grad.norm() + ASAM_NORM_EPS));
-                theta.addcmul(&(t * t_grad), &scale) // T^2 g
+                adaptive(theta, grad, (rho, eta), weight_entries, ASAM_NORM_EPS)
+            }
+            Perturbation::AsamAllTensors { eta } => {
+                adaptive(theta, grad, (rho, eta), None, NORM_EPS)
             }
         };
         (theta_tilde, grad_norm)
@@ -90,7 +92,7 @@ impl Perturbation {
     pub fn name(&self) -> &'static str {
         match self {
             Perturbation::Sam => "sam",
-            Perturbation::Asam { .. } => "asam",
+            Perturbation::Asam { .. } | Perturbation::AsamAllTensors { .. } => "asam",
             Perturbation::Vasso { .. } => "vasso",
         }
     }
@@ -100,7 +102,9 @@ impl Perturbation {
         let fields = Fields(self.name());
         match *self {
             Perturbation::Sam => Ok(()),
-            Perturbation::Asam { eta } => fields.non_negative("eta", eta),
+            Perturbation::Asam { eta } | Perturbation::AsamAllTensors { eta } => {
+                fields.non_negative("eta", eta)
+            }
             Perturbation::Vasso { theta } => fields.check(
                 "theta",
                 theta,
@@ -131,6 +135,25 @@ pub fn weight_entries(
         })
         .collect::<Result<Vec<_>, _>>()?;
     Tensor::f_cat(&parts, 0)
+}
+
+/// ASAM's `theta + rho * T^2 g / (||T g||_2 + guard)` with `T = |w| + eta`
+/// on the `scaled` entries (every entry for `None`) and 1 elsewhere.
+fn adaptive(
+    theta: &Tensor,
+    grad: &Tensor,
+    (rho, eta): (f64, f64),
+    scaled: Option<&Tensor>,
+    guard: f64,
+) -> Tensor {
+    let t = theta.abs() + eta;
+    let t = match scaled {
+        Some(scaled) => t.where_scalarother(scaled, 1.0),
+        None => t,
+    };
+    let t_grad = &t * grad;
+    let scale = ratio(rho, &(t_grad.norm() + guard));
+    theta.addcmul(&(t * t_grad), &scale) // T^2 g
 }
 
 /// `numerator / denominator` for a 0-d tensor denominator, rounded once (as

@@ -46,7 +46,8 @@ pub enum UpdateRule {
         every: usize,
     },
     /// Adaptive SAM (Kwon et al. 2021): `e = rho T_w^2 g / ||T_w g||`,
-    /// `T_w = |w| + eta` elementwise.
+    /// `T_w = |w| + eta` elementwise on the parameters named `weight`, as the
+    /// authors' code ([`Perturbation::Asam`]).
     Asam {
         /// Perturbation radius (>= 0; the ASAM paper uses 0.5-2).
         #[serde(default = "default_rho")]
@@ -54,6 +55,11 @@ pub enum UpdateRule {
         /// `eta` in `T_w = |w| + eta` (>= 0).
         #[serde(default = "default_eta")]
         eta: f64,
+        /// `T` on every parameter tensor with SAM's 1e-12 guard, the form of
+        /// davda54/sam's `adaptive=True` ([`Perturbation::AsamAllTensors`]),
+        /// instead of the authors' `T` on the weights only.
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        scale_all: bool,
         /// m-sharpness sub-batch size (None: the whole batch).
         #[serde(default, skip_serializing_if = "Option::is_none")]
         m: Option<usize>,
@@ -270,6 +276,7 @@ impl UpdateRule {
             OptimizerFamily::Asam => UpdateRule::Asam {
                 rho,
                 eta: default_eta(),
+                scale_all: false,
                 m,
                 every,
             },
@@ -316,7 +323,16 @@ impl UpdateRule {
         match *self {
             UpdateRule::Sgd | UpdateRule::Bsam { .. } => None,
             UpdateRule::Sam { .. } | UpdateRule::Csam { .. } => Some(Perturbation::Sam),
-            UpdateRule::Asam { eta, .. } => Some(Perturbation::Asam { eta }),
+            UpdateRule::Asam {
+                eta,
+                scale_all: false,
+                ..
+            } => Some(Perturbation::Asam { eta }),
+            UpdateRule::Asam {
+                eta,
+                scale_all: true,
+                ..
+            } => Some(Perturbation::AsamAllTensors { eta }),
             UpdateRule::Vasso { theta, .. } => Some(Perturbation::Vasso { theta }),
         }
     }
@@ -469,6 +485,7 @@ mod tests {
                 UpdateRule::Asam {
                     rho: 0.5,
                     eta: -1.0,
+                    scale_all: false,
                     m: None,
                     every: 1,
                 },

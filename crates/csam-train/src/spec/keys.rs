@@ -345,6 +345,9 @@ pub static KEYS: &[Key] = &[
          The authors' default and the setting of their WRN-28-10 script (BingcongLi/VaSSO)."),
     when("eta", &["optim", "rule", "eta"], Real, ("optimizer", &["asam"]),
         "ASAM's eta in T_w = |w| + eta (default 0.01)"),
+    when("asam_scale_all", &["optim", "rule", "scale_all"], Switch, ("optimizer", &["asam"]),
+        "ASAM's T on every parameter tensor, as davda54/sam's adaptive=True (default false)\n\
+         The authors' code (SamsungLabs/ASAM) scales only the parameters named weight and adds 1e-16 to the norm; davda54/sam scales biases and BatchNorm's shift too, adds 1e-12 and has no eta (set eta = 0 for its step)."),
     when("gamma", &["optim", "rule", "gamma"], Real, ("optimizer", &["csam"]),
         "CSAM's gamma, 0 <= gamma <= 2; 0 is SAM (default 1)"),
     when("csam_detach", &["optim", "rule", "detach"], Switch, ("optimizer", &["csam"]),
