@@ -212,7 +212,7 @@ mod tests {
                 // A posterior trains without weight decay.
                 flat.insert("weight_decay".into(), 0.0.into());
                 if let Applies::When { selector, values } = key.applies {
-                    flat.insert(selector.into(), values[0].into());
+                    flat.insert(selector.into(), values.names()[0].into());
                 }
                 flat.insert(key.name.into(), name.into());
                 if name == "torchscript" {

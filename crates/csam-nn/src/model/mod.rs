@@ -60,7 +60,9 @@ pub use head::Head;
 pub use imagenet_resnet::{Blocks, ImageNetResNet, ResNetLayout, Stem};
 pub use mlp::Mlp;
 pub use pyramidnet::{PyramidNet, PyramidUnit};
-pub use registry::{build_model, build_model_in, build_model_with, ModelKind, ModelOptions};
+pub use registry::{
+    build_model, build_model_in, build_model_with, ModelKind, ModelOptions, StochasticDepth,
+};
 pub use resnet::ResNet;
 pub use torchscript::TorchScriptNetwork;
 pub use vit::{VisionTransformer, VitShape};

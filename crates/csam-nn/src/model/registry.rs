@@ -126,7 +126,21 @@ struct Architecture {
     /// embedding, whose output becomes `[B, N, D]` tokens at once) and a
     /// TorchScript module (layers csam does not know).
     convolutional: bool,
+    /// The stochastic-depth regulariser its blocks read, if any.
+    stochastic_depth: StochasticDepth,
     build: Builder,
+}
+
+/// The stochastic-depth regulariser of an architecture's residual blocks:
+/// the option of [`ModelOptions`] it reads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StochasticDepth {
+    /// None.
+    None,
+    /// Stochastic depth over the blocks ([`ModelOptions::drop_path`]: the ViTs).
+    DropPath,
+    /// ShakeDrop ([`ModelOptions::shakedrop`]: the PyramidNets).
+    ShakeDrop,
 }
 
 fn resnet(p: &nn::Path, a: &BuildArgs, depth: i64) -> Result<Box<dyn Network>, ModelError> {
@@ -228,6 +242,7 @@ static ARCHITECTURES: &[Architecture] = &[
         hidden_widths: true,
         members: true,
         convolutional: false,
+        stochastic_depth: StochasticDepth::None,
         build: |p, a| {
             let o = a.options;
             let shape = (a.input.features(), o.mlp_hidden.as_slice(), a.n_classes);
@@ -242,6 +257,7 @@ static ARCHITECTURES: &[Architecture] = &[
         hidden_widths: false,
         members: true,
         convolutional: true,
+        stochastic_depth: StochasticDepth::None,
         build: |p, a| {
             let o = a.options;
             let shape = (a.input.channels, a.n_classes);
@@ -256,6 +272,7 @@ static ARCHITECTURES: &[Architecture] = &[
         hidden_widths: false,
         members: true,
         convolutional: true,
+        stochastic_depth: StochasticDepth::None,
         build: |p, a| resnet(p, a, 20),
     },
     Architecture {
@@ -265,6 +282,7 @@ static ARCHITECTURES: &[Architecture] = &[
         hidden_widths: false,
         members: true,
         convolutional: true,
+        stochastic_depth: StochasticDepth::None,
         build: |p, a| resnet(p, a, 32),
     },
     Architecture {
@@ -274,6 +292,7 @@ static ARCHITECTURES: &[Architecture] = &[
         hidden_widths: false,
         members: true,
         convolutional: true,
+        stochastic_depth: StochasticDepth::None,
         build: |p, a| resnet(p, a, 44),
     },
     Architecture {
@@ -283,6 +302,7 @@ static ARCHITECTURES: &[Architecture] = &[
         hidden_widths: false,
         members: true,
         convolutional: true,
+        stochastic_depth: StochasticDepth::None,
         build: |p, a| resnet(p, a, 56),
     },
     Architecture {
@@ -292,6 +312,7 @@ static ARCHITECTURES: &[Architecture] = &[
         hidden_widths: false,
         members: true,
         convolutional: true,
+        stochastic_depth: StochasticDepth::None,
         build: |p, a| resnet(p, a, 110),
     },
     Architecture {
@@ -301,6 +322,7 @@ static ARCHITECTURES: &[Architecture] = &[
         hidden_widths: false,
         members: false,
         convolutional: true,
+        stochastic_depth: StochasticDepth::None,
         build: |p, a| torchvision_resnet(p, a, (Blocks::Basic, RESNET18, Stem::ImageNet)),
     },
     Architecture {
@@ -310,6 +332,7 @@ static ARCHITECTURES: &[Architecture] = &[
         hidden_widths: false,
         members: false,
         convolutional: true,
+        stochastic_depth: StochasticDepth::None,
         build: |p, a| torchvision_resnet(p, a, (Blocks::Basic, RESNET34, Stem::ImageNet)),
     },
     Architecture {
@@ -319,6 +342,7 @@ static ARCHITECTURES: &[Architecture] = &[
         hidden_widths: false,
         members: false,
         convolutional: true,
+        stochastic_depth: StochasticDepth::None,
         build: |p, a| torchvision_resnet(p, a, (Blocks::Bottleneck, RESNET34, Stem::ImageNet)),
     },
     Architecture {
@@ -328,6 +352,7 @@ static ARCHITECTURES: &[Architecture] = &[
         hidden_widths: false,
         members: false,
         convolutional: true,
+        stochastic_depth: StochasticDepth::None,
         build: |p, a| torchvision_resnet(p, a, (Blocks::Basic, RESNET18, Stem::Cifar)),
     },
     Architecture {
@@ -337,6 +362,7 @@ static ARCHITECTURES: &[Architecture] = &[
         hidden_widths: false,
         members: false,
         convolutional: true,
+        stochastic_depth: StochasticDepth::None,
         build: |p, a| torchvision_resnet(p, a, (Blocks::Basic, RESNET34, Stem::Cifar)),
     },
     Architecture {
@@ -346,6 +372,7 @@ static ARCHITECTURES: &[Architecture] = &[
         hidden_widths: false,
         members: false,
         convolutional: true,
+        stochastic_depth: StochasticDepth::None,
         build: |p, a| torchvision_resnet(p, a, (Blocks::Bottleneck, RESNET34, Stem::Cifar)),
     },
     Architecture {
@@ -355,6 +382,7 @@ static ARCHITECTURES: &[Architecture] = &[
         hidden_widths: false,
         members: false,
         convolutional: true,
+        stochastic_depth: StochasticDepth::ShakeDrop,
         build: |p, a| pyramidnet(p, a, (110, 48.0, PyramidUnit::Basic)),
     },
     Architecture {
@@ -364,6 +392,7 @@ static ARCHITECTURES: &[Architecture] = &[
         hidden_widths: false,
         members: false,
         convolutional: true,
+        stochastic_depth: StochasticDepth::ShakeDrop,
         build: |p, a| pyramidnet(p, a, (110, 270.0, PyramidUnit::Basic)),
     },
     Architecture {
@@ -373,6 +402,7 @@ static ARCHITECTURES: &[Architecture] = &[
         hidden_widths: false,
         members: false,
         convolutional: true,
+        stochastic_depth: StochasticDepth::ShakeDrop,
         build: |p, a| pyramidnet(p, a, (272, 200.0, PyramidUnit::Bottleneck)),
     },
     Architecture {
@@ -382,6 +412,7 @@ static ARCHITECTURES: &[Architecture] = &[
         hidden_widths: false,
         members: false,
         convolutional: false,
+        stochastic_depth: StochasticDepth::DropPath,
         build: |p, a| vit(p, a, (16, 192, 3)),
     },
     Architecture {
@@ -391,6 +422,7 @@ static ARCHITECTURES: &[Architecture] = &[
         hidden_widths: false,
         members: false,
         convolutional: false,
+        stochastic_depth: StochasticDepth::DropPath,
         build: |p, a| vit(p, a, (16, 384, 6)),
     },
     Architecture {
@@ -400,6 +432,7 @@ static ARCHITECTURES: &[Architecture] = &[
         hidden_widths: false,
         members: false,
         convolutional: false,
+        stochastic_depth: StochasticDepth::DropPath,
         build: |p, a| vit(p, a, (32, 384, 6)),
     },
     Architecture {
@@ -409,6 +442,7 @@ static ARCHITECTURES: &[Architecture] = &[
         hidden_widths: false,
         members: false,
         convolutional: false,
+        stochastic_depth: StochasticDepth::DropPath,
         build: |p, a| vit(p, a, (16, 768, 12)),
     },
     Architecture {
@@ -419,6 +453,7 @@ static ARCHITECTURES: &[Architecture] = &[
         hidden_widths: false,
         members: false,
         convolutional: true,
+        stochastic_depth: StochasticDepth::None,
         build: |p, a| wide_resnet(p, a, (16, 4)),
     },
     Architecture {
@@ -428,6 +463,7 @@ static ARCHITECTURES: &[Architecture] = &[
         hidden_widths: false,
         members: false,
         convolutional: true,
+        stochastic_depth: StochasticDepth::None,
         build: |p, a| wide_resnet(p, a, (16, 8)),
     },
     Architecture {
@@ -438,6 +474,7 @@ static ARCHITECTURES: &[Architecture] = &[
         hidden_widths: false,
         members: false,
         convolutional: true,
+        stochastic_depth: StochasticDepth::None,
         build: |p, a| wide_resnet(p, a, (28, 10)),
     },
     Architecture {
@@ -448,6 +485,7 @@ static ARCHITECTURES: &[Architecture] = &[
         hidden_widths: false,
         members: false,
         convolutional: true,
+        stochastic_depth: StochasticDepth::None,
         build: |p, a| wide_resnet(p, a, (40, 2)),
     },
     Architecture {
@@ -457,6 +495,7 @@ static ARCHITECTURES: &[Architecture] = &[
         hidden_widths: false,
         members: false,
         convolutional: false,
+        stochastic_depth: StochasticDepth::None,
         build: torchscript,
     },
 ];
@@ -502,6 +541,11 @@ impl ModelKind {
     /// which [`ModelOptions::memory_format`] can lay out in channels_last.
     pub fn is_convolutional(&self) -> bool {
         self.0.convolutional
+    }
+
+    /// The stochastic-depth regulariser the architecture reads.
+    pub fn stochastic_depth(&self) -> StochasticDepth {
+        self.0.stochastic_depth
     }
 
     /// Every registered architecture, in registry order.

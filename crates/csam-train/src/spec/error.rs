@@ -24,7 +24,7 @@ pub enum ConfigError {
         key: &'static str,
         selector: &'static str,
         chosen: String,
-        applies_to: &'static [&'static str],
+        applies_to: Vec<&'static str>,
     },
     /// A key holds a value that would make the run meaningless.
     #[error("invalid {key} = {value:?}: {reason}")]

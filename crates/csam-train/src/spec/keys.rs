@@ -5,6 +5,8 @@
 //! `csam train`, which the command line builds from this table; so a new
 //! setting is a field in its branch and one line here.
 
+use csam_nn::model::{ModelKind, StochasticDepth};
+
 /// What a key's value is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ValueKind {
@@ -32,8 +34,65 @@ pub enum Applies {
         /// The key that chooses the branch (`optimizer`, `schedule`, ...).
         selector: &'static str,
         /// The branches that read the key.
-        values: &'static [&'static str],
+        values: Values,
     },
+}
+
+/// The branches of a selector that read a key: named here, or, for the
+/// model, the architectures the model registry says read it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Values {
+    /// These names.
+    Named(&'static [&'static str]),
+    /// The registered architectures with this trait.
+    Models(ModelTrait),
+}
+
+/// What the model registry answers about an architecture.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ModelTrait {
+    /// Made of convolutions over feature maps (channels_last lays them out;
+    /// they are also those with BatchNorm layers, which sync_batch_norm
+    /// synchronises): [`ModelKind::is_convolutional`].
+    Convolutional,
+    /// Built with members (BatchEnsemble, MIMO) or mean-field Gaussian
+    /// layers: [`ModelKind::takes_members`].
+    Members,
+    /// Reads a stochastic-depth regulariser: [`ModelKind::stochastic_depth`].
+    Reads(StochasticDepth),
+}
+
+impl ModelTrait {
+    fn holds(self, kind: ModelKind) -> bool {
+        match self {
+            ModelTrait::Convolutional => kind.is_convolutional(),
+            ModelTrait::Members => kind.takes_members(),
+            ModelTrait::Reads(depth) => kind.stochastic_depth() == depth,
+        }
+    }
+}
+
+impl Values {
+    /// The branch names, in the registry's order for models.
+    pub fn names(self) -> Vec<&'static str> {
+        match self {
+            Values::Named(names) => names.to_vec(),
+            Values::Models(model_trait) => ModelKind::all()
+                .filter(|&kind| model_trait.holds(kind))
+                .map(|kind| kind.name())
+                .collect(),
+        }
+    }
+
+    /// Whether `name` is one of them.
+    pub fn contains(self, name: &str) -> bool {
+        match self {
+            Values::Named(names) => names.contains(&name),
+            Values::Models(model_trait) => name
+                .parse::<ModelKind>()
+                .is_ok_and(|kind| model_trait.holds(kind)),
+        }
+    }
 }
 
 /// Where a key's value belongs besides the run's identity.
@@ -87,49 +146,11 @@ impl Key {
 const SAM_FAMILY: &[&str] = &["sam", "asam", "csam", "vasso"];
 /// The rules with a SAM ascent of size rho.
 const RHO: &[&str] = &["sam", "asam", "csam", "vasso", "bsam"];
-/// The vision transformers (stochastic depth).
-const VITS: &[&str] = &["vit-ti16", "vit-s16", "vit-s32", "vit-b16"];
-/// The PyramidNets (ShakeDrop).
-const PYRAMIDNETS: &[&str] = &[
-    "pyramidnet110-a48",
-    "pyramidnet110-a270",
-    "pyramidnet272-a200",
-];
-/// The architectures built with members (BatchEnsemble, MIMO) or mean-field
-/// Gaussian layers (the MLP, the small CNN, the CIFAR ResNets).
-const MEMBER_MODELS: &[&str] = &[
-    "mlp",
-    "cnn",
-    "resnet20",
-    "resnet32",
-    "resnet44",
-    "resnet56",
-    "resnet110",
-];
-/// The architectures made of convolutions over feature maps, which
-/// channels_last lays out (all but the MLP, the ViTs and TorchScript); also
-/// those with BatchNorm layers, which sync_batch_norm synchronises.
-const CONVOLUTIONAL_MODELS: &[&str] = &[
-    "cnn",
-    "resnet20",
-    "resnet32",
-    "resnet44",
-    "resnet56",
-    "resnet110",
-    "resnet18",
-    "resnet34",
-    "resnet50",
-    "resnet18-cifar",
-    "resnet34-cifar",
-    "resnet50-cifar",
-    "pyramidnet110-a48",
-    "pyramidnet110-a270",
-    "pyramidnet272-a200",
-    "wrn-16-4",
-    "wrn-16-8",
-    "wrn-28-10",
-    "wrn-40-2",
-];
+/// The architectures that read a key, as the model registry answers.
+const CONVOLUTIONAL_MODELS: Values = Values::Models(ModelTrait::Convolutional);
+const MEMBER_MODELS: Values = Values::Models(ModelTrait::Members);
+const VITS: Values = Values::Models(ModelTrait::Reads(StochasticDepth::DropPath));
+const PYRAMIDNETS: Values = Values::Models(ModelTrait::Reads(StochasticDepth::ShakeDrop));
 /// The rules with m-sharpness (VASSO averages whole-batch gradients).
 const M_SHARPNESS: &[&str] = &["sam", "asam", "csam"];
 
@@ -154,6 +175,17 @@ const fn when(
     path: &'static [&'static str],
     value: ValueKind,
     (selector, values): (&'static str, &'static [&'static str]),
+    help: &'static str,
+) -> Key {
+    when_any(name, path, value, (selector, Values::Named(values)), help)
+}
+
+/// [`when`] with the branches as [`Values`] (the model's, asked of the registry).
+const fn when_any(
+    name: &'static str,
+    path: &'static [&'static str],
+    value: ValueKind,
+    (selector, values): (&'static str, Values),
     help: &'static str,
 ) -> Key {
     Key {
@@ -200,16 +232,16 @@ pub static KEYS: &[Key] = &[
     key("precision", &["model", "precision"], Text,
         "Precision of the forward passes: fp32, bf16 or fp16 (default fp32)\n\
          bf16 and fp16 autocast the forward passes to bfloat16 or float16, as torch.autocast; weights, gradients, optimizer state, losses and SAM's perturbation stay in float32. fp16 uses dynamic loss scaling, as torch.amp.GradScaler."),
-    when("memory_format", &["model", "memory_format"], Text, ("model", CONVOLUTIONAL_MODELS),
+    when_any("memory_format", &["model", "memory_format"], Text, ("model", CONVOLUTIONAL_MODELS),
         "Layout of convolution weights and batches: contiguous or channels_last (default contiguous)\n\
          contiguous is NCHW; channels_last is NHWC, as model.to(memory_format=torch.channels_last) with each batch converted. Same values; saved weights are in the standard layout."),
-    when("sync_batch_norm", &["model", "sync_batch_norm"], Switch, ("model", CONVOLUTIONAL_MODELS),
+    when_any("sync_batch_norm", &["model", "sync_batch_norm"], Switch, ("model", CONVOLUTIONAL_MODELS),
         "Data-parallel runs: BatchNorm uses the global batch's statistics (default false)\n\
          In training, BatchNorm normalises with the statistics of all processes' rows (nn.SyncBatchNorm) instead of each process's own: one all-reduce of 2C+1 values per BatchNorm layer in every forward and backward pass. Changes the results; meant for small per-process batches."),
-    when("drop_path", &["model", "drop_path"], Real, ("model", VITS),
+    when_any("drop_path", &["model", "drop_path"], Real, ("model", VITS),
         "Stochastic depth rate r in [0, 1) of the ViTs (default 0)\n\
          Block i of 12 drops each residual branch per example with rate r i / 11 in training; kept branches are scaled by 1/(1 - rate) (timm's drop_path_rate; Huang et al. 2016)."),
-    when("shakedrop", &["model", "shakedrop"], Real, ("model", PYRAMIDNETS),
+    when_any("shakedrop", &["model", "shakedrop"], Real, ("model", PYRAMIDNETS),
         "ShakeDrop probability p_L in [0, 1) of PyramidNet's last unit (default 0)\n\
          Unit l of L perturbs its residual branch with probability (l / L) p_L (Yamada et al. 2019, who train with 0.5)."),
     key("head", &["model", "head", "kind"], Text,
@@ -221,7 +253,7 @@ pub static KEYS: &[Key] = &[
     when("balcal_delta", &["model", "head", "delta"], Real, ("head", &["balcal"]),
         "BalCAL's delta > 0, the confidence target as a multiple of accuracy (default 0.95)\n\
          After each epoch lambda is set so that the training logits' mean confidence meets delta times their accuracy (Ni et al. 2025; 0.95 is what the authors' train_BalCAL.sh passes)."),
-    when("ensemble", &["model", "ensemble", "kind"], Text, ("model", MEMBER_MODELS),
+    when_any("ensemble", &["model", "ensemble", "kind"], Text, ("model", MEMBER_MODELS),
         "Members in one network: single, batch-ensemble or mimo (default single)\n\
          batch-ensemble is BatchEnsemble (Wen et al. 2020): shared weights times rank-1 fast weights per member, trained on every member's loss. mimo is MIMO (Havasi et al. 2021): M images in, M heads out, each member trained on its own shuffle of the batch. Both predict with their members' mean probabilities."),
     when("ensemble_size", &["model", "ensemble", "size"], Count, ("ensemble", &["batch-ensemble", "mimo"]),
@@ -236,7 +268,7 @@ pub static KEYS: &[Key] = &[
     when("random_sign_init", &["model", "ensemble", "random_sign_init"], Real, ("ensemble", &["batch-ensemble"]),
         "How BatchEnsemble's fast weights start: random signs (v > 0) or N(1, v^2) (default -0.5)\n\
          v > 0: random signs, +1 with probability v; v <= 0: N(1, v^2). With bayesian rank1 this sets their means. The default is uncertainty-baselines' CIFAR setting."),
-    when("bayesian", &["model", "bayesian", "kind"], Text, ("model", MEMBER_MODELS),
+    when_any("bayesian", &["model", "bayesian", "kind"], Text, ("model", MEMBER_MODELS),
         "Posterior over the weights: none, mean-field or rank1 (default none)\n\
          mean-field is variational inference with the Flipout estimator (Wen et al. 2018, as Ovadia et al. 2019): every weight N(mu, softplus(rho)^2). rank1 is the rank-1 BNN (Dusenberry et al. 2020): with ensemble batch-ensemble, each member's fast weights r, s are Gaussian, sampled per example, prior N(1, prior_std^2). Both train on the loss plus KL(q || p) / N and predict with the mean probabilities of weight samples (and members); both need weight_decay 0."),
     when("prior_std", &["model", "bayesian", "prior_std"], Real, ("bayesian", &["mean-field", "rank1"]),
@@ -470,7 +502,7 @@ mod tests {
             let applies = match key.applies {
                 Applies::Always => "always".to_string(),
                 Applies::When { selector, values } => {
-                    format!("`{selector}`: {}", values.join(", "))
+                    format!("`{selector}`: {}", values.names().join(", "))
                 }
             };
             doc.push_str(&format!(

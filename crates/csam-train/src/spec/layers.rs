@@ -210,7 +210,7 @@ impl SpecLayers {
             // A branch name may carry its argument after a colon
             // (`torchscript:FILE`).
             let branch = chosen.split(':').next().unwrap_or_default();
-            if values.contains(&branch) {
+            if values.contains(branch) {
                 continue;
             }
             match self.inapplicable {
@@ -219,7 +219,7 @@ impl SpecLayers {
                         key: key.name,
                         selector,
                         chosen,
-                        applies_to: values,
+                        applies_to: values.names(),
                     })
                 }
                 Inapplicable::Drop => remove(&mut self.nested, key.path),

@@ -384,10 +384,10 @@ impl ModelSpec {
         let Some(Applies::When { values, .. }) = keys::find(key).map(|k| k.applies) else {
             unreachable!("{key} is a key read by some models")
         };
-        if values.contains(&self.arch.name()) {
+        if values.contains(self.arch.name()) {
             return Ok(());
         }
-        let reason = format!("applies only to {}, not {}", values.join(", "), self.arch);
+        let reason = format!("applies only to {}, not {}", values.names().join(", "), self.arch);
         Err(invalid(key, value, &reason))
     }
 
