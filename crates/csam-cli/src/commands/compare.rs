@@ -4,9 +4,9 @@
 
 use anyhow::Context;
 use clap::Args;
-use csam_lab::experiment::compare::{
-    self, CompareDir, CompareRequest, CompareSettings, ShiftRequest,
-};
+use csam_lab::experiment::compare::{self, CompareRequest};
+use csam_lab::experiment::compare_dir::CompareDir;
+use csam_lab::experiment::compare_settings::{CompareSettings, ShiftRequest};
 use csam_lab::experiment::method::Method;
 use csam_lab::experiment::method_settings::MethodSettings;
 

@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 
 use clap::Args;
 use csam_data::DatasetSpec;
-use csam_lab::experiment::compare::{default_out, default_val_size};
+use csam_lab::experiment::compare_settings::{default_out, default_val_size};
 use csam_lab::experiment::runs::PlannedRun;
 use csam_lab::experiment::settings::SharedSettings;
 use csam_nn::device::parse_device;

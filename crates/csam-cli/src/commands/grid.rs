@@ -4,8 +4,8 @@
 
 use anyhow::Context;
 use clap::Args;
-use csam_lab::experiment::compare::CompareSettings;
-use csam_lab::experiment::grid::results::{short, GridPoint};
+use csam_lab::experiment::compare_settings::CompareSettings;
+use csam_lab::experiment::grid::settings::{short, GridPoint};
 use csam_lab::experiment::grid::{self, GridRequest, GridSettings};
 use csam_lab::experiment::method::Method;
 use csam_lab::experiment::settings::SharedSettings;

@@ -15,188 +15,26 @@ use csam_calib::metrics::summary::{summarize, MetricOptions, MetricSummary};
 use csam_nn::device::parse_device;
 use tch::Device;
 
-use serde::{Deserialize, Serialize};
-
 use super::combined::Combination;
-use super::method::{Method, Prediction, Training, MC_DROPOUT_RATE};
-use super::method_settings::MethodSettings;
+use super::compare_dir::CompareDir;
+use super::compare_settings::{CompareSettings, ShiftRequest};
+use super::method::{Method, Prediction, Training};
 use super::posthoc::{calibrate_run, split_probabilities};
 use super::report;
 use super::results::{aggregate, csv, CompareResults, Metric, RunRecord, ShiftRecord, SCHEMA};
 use super::runs::{self, run_all, Experiment, PlannedRun};
-use super::settings::{invalid, repeated, write_json, ExperimentDir, SharedSettings};
+use super::settings::{invalid, write_json};
 use super::table;
 use crate::shift::cifar_c::open_corruption_set;
 use crate::shift::report::{evaluate_corruptions, ood_report, ShiftReference};
 use csam_data::{self as data, DatasetSpec};
-use csam_train::spec::{OptimizerFamily, RunSpec, Runtime};
+use csam_train::spec::{RunSpec, Runtime};
 use csam_train::train::atomic::write_atomic;
 use csam_train::train::metrics_log::MetricsLog;
 use csam_train::train::rundir::{RunDir, Split};
 use csam_train::train::{ExperimentObserver, RunSummary, TrainError};
 
 type Result<T> = std::result::Result<T, TrainError>;
-
-/// The fraction of the training part held out for validation when no
-/// validation size is given.
-pub const DEFAULT_VAL_FRACTION: f64 = 0.2;
-
-/// How far apart the seeds of a deep ensemble's members lie: member `j` of
-/// the replicate seeded `s` trains with seed `s + 1,000,000 j` (so that the
-/// members of small seeds do not reuse another replicate's seed).
-pub const MEMBER_SEED_STRIDE: u64 = 1_000_000;
-
-/// What identifies a comparison: the runs it trains and their shared
-/// settings. Every run uses the same lr and weight decay (docs/conventions.md, "Experiment protocol":
-/// tuned on SGD, reused for the SAM family). Saved as `compare.json`, the
-/// shared keys at the top level.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct CompareSettings {
-    /// Data, model, epochs, seeds and the shared hyperparameters.
-    #[serde(flatten)]
-    pub shared: SharedSettings,
-    /// The methods, in table order.
-    pub methods: Vec<Method>,
-    /// Perturbation radius of the SAM family's methods without their own.
-    pub rho: f64,
-    /// CSAM's gamma, for the methods without their own.
-    pub gamma: f64,
-    /// Each method's own settings (loss and update-rule keys), layered over
-    /// the shared ones; left out of `compare.json` when none.
-    #[serde(default, skip_serializing_if = "MethodSettings::is_empty")]
-    pub method_settings: MethodSettings,
-}
-
-impl Default for CompareSettings {
-    /// The default comparison of `csam compare`: [`SharedSettings`]'
-    /// defaults, SGD, SAM and CSAM, rho 0.05 and gamma 1 from the paper
-    /// (docs/conventions.md, "Experiment protocol").
-    fn default() -> Self {
-        CompareSettings {
-            shared: SharedSettings::default(),
-            methods: vec![
-                Method::cross_entropy(OptimizerFamily::Sgd),
-                Method::cross_entropy(OptimizerFamily::Sam),
-                Method::cross_entropy(OptimizerFamily::Csam),
-            ],
-            rho: 0.05,
-            gamma: 1.0,
-            method_settings: MethodSettings::default(),
-        }
-    }
-}
-
-impl CompareSettings {
-    /// The spec of member `member` of `method`'s replicate `seed` (member 0
-    /// for one network or MC-Dropout). Member 0 trains with `seed` on its
-    /// split, as a single run does; member `j >= 1` of a deep ensemble with
-    /// seed `seed + MEMBER_SEED_STRIDE * j` on member 0's split
-    /// (`split_seed`), so that the members differ in initialisation and data
-    /// order alone and the validation split is held out of every member.
-    /// MC-Dropout's network trains with [`MC_DROPOUT_RATE`] dropout unless
-    /// the method's settings give its `dropout`.
-    pub fn run_spec(&self, method: Method, seed: u64, member: usize) -> Result<RunSpec> {
-        let member_seed = (member as u64)
-            .checked_mul(MEMBER_SEED_STRIDE)
-            .and_then(|offset| seed.checked_add(offset))
-            .ok_or_else(|| {
-                invalid(
-                    "seeds",
-                    seed.to_string(),
-                    "too large for an ensemble's member seeds",
-                )
-            })?;
-        let mut spec = self
-            .shared
-            .run_spec(method.rule, self.rho, self.gamma, member_seed)?;
-        method.objective().apply(&mut spec);
-        spec.optim.policy = method.policy();
-        if member > 0 {
-            spec.data.split_seed = Some(seed);
-        }
-        if method.training().dropout {
-            spec.model.dropout = MC_DROPOUT_RATE;
-        }
-        // The theory diagnostics are defined on unmixed batches.
-        spec.track_theory &= spec.mixing.is_none();
-        self.method_settings.apply(method, spec)
-    }
-
-    /// Refuses an empty or repeated method or seed list and any setting a
-    /// run would refuse, names (data, model) included, so that a comparison
-    /// is recorded only once its settings are valid.
-    pub fn validate(&self) -> Result<()> {
-        if self.methods.is_empty() {
-            return Err(invalid(
-                "methods",
-                String::new(),
-                "name at least one method",
-            ));
-        }
-        if let Some(m) = repeated(&self.methods) {
-            return Err(invalid(
-                "methods",
-                m.to_string(),
-                "a method is listed twice",
-            ));
-        }
-        self.shared.validate()?;
-        let seed = self.shared.seeds[0];
-        for (index, &method) in self.methods.iter().enumerate() {
-            let spec = self.run_spec(method, seed, 0)?;
-            spec.validate()?;
-            if method.training().dropout && spec.model.dropout == 0.0 {
-                return Err(invalid(
-                    "methods",
-                    method.to_string(),
-                    "MC-Dropout samples dropout masks: its dropout must be above 0",
-                ));
-            }
-            let sharing = self.methods[..index]
-                .iter()
-                .find(|other| other.training() == method.training());
-            if let Some(&other) = sharing {
-                if self.run_spec(other, seed, 0)? != spec {
-                    return Err(invalid(
-                        "methods",
-                        format!("{other},{method}"),
-                        &format!(
-                            "both train the runs {}, so their settings in the methods file \
-                             must agree",
-                            CompareDir::relative_run(method.training(), seed, 0)
-                        ),
-                    ));
-                }
-            }
-        }
-        Ok(())
-    }
-
-    /// The keys in which `self` and `other` differ.
-    pub fn differences(&self, other: &CompareSettings) -> Vec<String> {
-        super::settings::differences(self, other)
-    }
-}
-
-/// [`DEFAULT_VAL_FRACTION`] of the training part of `data` (rounded down, at
-/// least 1): the validation size when none is given.
-pub fn default_val_size(data: &str) -> Result<usize> {
-    let spec: DatasetSpec = data.parse()?;
-    let source = data::load(&spec)?;
-    let n_train = source.train.map(|t| t.n).ok_or_else(|| {
-        TrainError::Invalid(format!(
-            "{data} has no training part; it cannot be trained on"
-        ))
-    })?;
-    Ok(((n_train as f64 * DEFAULT_VAL_FRACTION) as usize).max(1))
-}
-
-/// The default directory of an experiment: `runs/<kind>-<data>-<model>`,
-/// with the data spec made file-name safe.
-pub fn default_out(kind: &str, shared: &SharedSettings) -> PathBuf {
-    let data = crate::eval::report_name(&shared.data);
-    PathBuf::from("runs").join(format!("{kind}-{data}-{}", shared.model))
-}
 
 /// What `csam compare` asks for.
 #[derive(Debug, Clone)]
@@ -213,25 +51,6 @@ pub struct CompareRequest {
     /// What to evaluate under shift; not part of the comparison's identity
     /// (a rerun may add it without retraining).
     pub shift: ShiftRequest,
-}
-
-/// Data to evaluate every method on besides the test split: corrupted test
-/// data and an out-of-distribution set (the paper's Table 1).
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct ShiftRequest {
-    /// A directory of corrupted test data in CIFAR-10-C's layout (as `csam
-    /// corrupt` writes it).
-    pub corruptions: Option<PathBuf>,
-    /// An out-of-distribution data set spec, whose test split is scored
-    /// against the comparison's.
-    pub ood: Option<String>,
-}
-
-impl ShiftRequest {
-    /// Whether anything is asked for.
-    pub fn is_empty(&self) -> bool {
-        self.corruptions.is_none() && self.ood.is_none()
-    }
 }
 
 /// A [`ShiftRequest`] with its data opened, before anything trains.
@@ -283,95 +102,6 @@ impl<'a> ShiftData<'a> {
             None => None,
         };
         Ok(ShiftRecord { corruptions, ood })
-    }
-}
-
-/// The paths of a comparison directory.
-#[derive(Debug, Clone)]
-pub struct CompareDir {
-    dir: ExperimentDir,
-}
-
-impl CompareDir {
-    /// The comparison directory at `root` (nothing is created).
-    pub fn new(root: impl Into<PathBuf>) -> Self {
-        CompareDir {
-            dir: ExperimentDir::new(root, "compare.json", "comparison"),
-        }
-    }
-
-    /// The directory itself.
-    pub fn root(&self) -> &std::path::Path {
-        self.dir.root()
-    }
-
-    /// `compare.json`.
-    pub fn settings(&self) -> PathBuf {
-        self.dir.settings()
-    }
-
-    /// `runs/<training>-seed<seed>` for member 0 (`runs/csam-seed0`,
-    /// `runs/csam-dropout-seed0`), `runs/<training>-seed<seed>-member<j>`
-    /// for the others, relative to the comparison directory.
-    pub fn relative_run(training: Training, seed: u64, member: usize) -> String {
-        match member {
-            0 => format!("runs/{training}-seed{seed}"),
-            j => format!("runs/{training}-seed{seed}-member{j}"),
-        }
-    }
-
-    /// The directory of member `member` of `training`'s replicate `seed`.
-    pub fn run(&self, training: Training, seed: u64, member: usize) -> PathBuf {
-        self.dir.join(Self::relative_run(training, seed, member))
-    }
-
-    /// `predictions/<method>-seed<seed>`: the combined predictions of an
-    /// ensemble or MC-Dropout (see [`super::combined`]), relative to the
-    /// comparison directory.
-    pub fn relative_predictions(method: Method, seed: u64) -> String {
-        format!("predictions/{method}-seed{seed}")
-    }
-
-    /// `results.json`.
-    pub fn results_json(&self) -> PathBuf {
-        self.dir.join("results.json")
-    }
-
-    /// `results.csv`.
-    pub fn results_csv(&self) -> PathBuf {
-        self.dir.join("results.csv")
-    }
-
-    /// `table.md`.
-    pub fn table(&self) -> PathBuf {
-        self.dir.join("table.md")
-    }
-
-    /// `cost.md`: training time and second-pass share per method.
-    pub fn cost_table(&self) -> PathBuf {
-        self.dir.join("cost.md")
-    }
-
-    /// `shift.md`: the table under shift and against OOD data.
-    pub fn shift_table(&self) -> PathBuf {
-        self.dir.join("shift.md")
-    }
-
-    /// `plots/`.
-    pub fn plots(&self) -> PathBuf {
-        self.dir.join("plots")
-    }
-
-    /// `report.html`.
-    pub fn report(&self) -> PathBuf {
-        self.dir.join("report.html")
-    }
-
-    /// Creates the directory and `compare.json`, or accepts an existing one
-    /// whose `compare.json` holds the same settings. Refuses a different
-    /// comparison and a non-empty directory without `compare.json`.
-    pub fn open(&self, settings: &CompareSettings) -> Result<()> {
-        self.dir.open(settings)
     }
 }
 
@@ -555,7 +285,7 @@ impl Comparison<'_> {
             }
             Prediction::Ensemble(_) | Prediction::McDropout(_) => {
                 let relative = CompareDir::relative_predictions(method, seed);
-                let out = RunDir::new(self.dir.dir.join(&relative));
+                let out = RunDir::new(self.dir.join(&relative));
                 combination.insert(open()?).write(&out)?;
                 let summary_of = |split| -> Result<MetricSummary> {
                     let (probabilities, labels) = split_probabilities(&out, split)?;
@@ -569,7 +299,7 @@ impl Comparison<'_> {
                 )
             }
         };
-        let calibration = calibrate_run(&RunDir::new(self.dir.dir.join(&run_dir)), options)?;
+        let calibration = calibrate_run(&RunDir::new(self.dir.join(&run_dir)), options)?;
         let mut test = test;
         test.tce = Some(calibration.posthoc.temperature.ece);
         let shift = match shift.request.is_empty() {
@@ -660,6 +390,10 @@ fn mean_of(values: impl Iterator<Item = Option<f64>>) -> Option<f64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::experiment::compare_settings::MEMBER_SEED_STRIDE;
+    use crate::experiment::method::MC_DROPOUT_RATE;
+    use crate::experiment::method_settings::MethodSettings;
+    use crate::experiment::settings::SharedSettings;
     use csam_train::spec::OptimizerFamily;
     use csam_train::spec::UpdateRule;
 
@@ -896,18 +630,5 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(err.contains("holds no comparison"), "{err}");
-    }
-
-    #[test]
-    fn default_out_is_file_safe() {
-        let settings = SharedSettings {
-            data: "idx:/data/fm".into(),
-            model: "mlp".into(),
-            ..SharedSettings::default()
-        };
-        assert_eq!(
-            default_out("compare", &settings),
-            PathBuf::from("runs/compare-idx--data-fm-mlp")
-        );
     }
 }

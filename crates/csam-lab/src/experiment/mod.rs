@@ -18,7 +18,7 @@
 //! reuse it when it finished).
 //!
 //! A comparison directory holds:
-//! - `compare.json`: the [`compare::CompareSettings`]; it identifies the
+//! - `compare.json`: the [`compare_settings::CompareSettings`]; it identifies the
 //!   comparison, so a rerun with the same settings resumes and one with
 //!   different settings is refused;
 //! - `runs/<method>-seed<k>/`: one `csam train` run directory per method and
@@ -34,6 +34,8 @@
 pub mod cluster;
 pub mod combined;
 pub mod compare;
+pub mod compare_dir;
+pub mod compare_settings;
 pub mod grid;
 pub mod method;
 pub mod method_settings;

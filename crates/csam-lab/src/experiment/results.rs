@@ -21,7 +21,7 @@ use std::collections::BTreeMap;
 use csam_calib::metrics::summary::MetricSummary;
 use serde::{Deserialize, Serialize};
 
-use super::compare::CompareSettings;
+use super::compare_settings::CompareSettings;
 use super::method::Method;
 use super::posthoc::PosthocSummaries;
 use crate::shift::report::{CorruptionReport, OodReport};

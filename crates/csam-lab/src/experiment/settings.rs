@@ -69,7 +69,7 @@ impl Default for SharedSettings {
     /// bundled Fashion-MNIST ([`DEFAULT_DATA`]); lr and weight decay from the
     /// SGD grid on the validation split recorded in
     /// `docs/compare-defaults.md`; `val_size` is 20%
-    /// ([`super::compare::DEFAULT_VAL_FRACTION`]) of its 60,000 training
+    /// ([`super::compare_settings::DEFAULT_VAL_FRACTION`]) of its 60,000 training
     /// images.
     fn default() -> Self {
         SharedSettings {

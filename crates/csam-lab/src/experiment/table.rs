@@ -2,7 +2,7 @@
 //! `table.md`): one row per method, one column per [`Metric`], each cell
 //! `mean ± std` over seeds (docs/conventions.md, "Experiment protocol"), in percent except NLL and Brier.
 
-use super::compare::{CompareSettings, ShiftRequest};
+use super::compare_settings::{CompareSettings, ShiftRequest};
 use super::method::Method;
 use super::results::{mean_std, MeanStd, MethodAggregate, Metric, RunRecord};
 use crate::shift::report::SeverityMetrics;

@@ -387,7 +387,11 @@ impl ModelSpec {
         if values.contains(self.arch.name()) {
             return Ok(());
         }
-        let reason = format!("applies only to {}, not {}", values.names().join(", "), self.arch);
+        let reason = format!(
+            "applies only to {}, not {}",
+            values.names().join(", "),
+            self.arch
+        );
         Err(invalid(key, value, &reason))
     }
 

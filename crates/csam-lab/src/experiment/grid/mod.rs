@@ -12,173 +12,25 @@
 //! train` run directory each), `results.json` ([`results::GridResults`]) and
 //! `table.md`.
 
+pub mod dir;
 mod keys;
 pub mod results;
+pub mod settings;
 
 use std::path::PathBuf;
 use std::time::Instant;
 
-use serde::{Deserialize, Serialize};
-
-use super::compare::CompareSettings;
-use super::method::{Method, Prediction};
-use super::method_settings::MethodSettings;
 use super::runs::{self, run_all, Experiment, PlannedRun};
-use super::settings::{check_grid_axis, invalid, write_json, ExperimentDir, SharedSettings};
-use csam_train::spec::{OptimizerFamily, RunSpec, Runtime};
+use super::settings::write_json;
+use csam_train::spec::{RunSpec, Runtime};
 use csam_train::train::atomic::write_atomic;
 use csam_train::train::{ExperimentObserver, RunSummary, TrainError};
-use results::{cells, markdown, short, GridPoint, GridRecord, GridResults, SCHEMA};
+pub use dir::GridDir;
+use results::{cells, markdown, GridRecord, GridResults, SCHEMA};
+pub use settings::GridSettings;
+use settings::{short, GridPoint};
 
 type Result<T> = std::result::Result<T, TrainError>;
-
-/// What identifies a grid: the pairs, the method and the settings its runs
-/// share. Saved as `grid.json`, the shared keys at the top level.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct GridSettings {
-    /// Data, model, epochs, seeds and batch size. Its `lr` and
-    /// `weight_decay` are neither read nor saved: each run takes its pair's.
-    #[serde(flatten, with = "keys::without_tuned")]
-    pub shared: SharedSettings,
-    /// The method tuned (SGD with cross entropy by default).
-    pub method: Method,
-    /// Perturbation radius, read when the method's rule is of the SAM family.
-    pub rho: f64,
-    /// CSAM's gamma, read when the method's rule is CSAM.
-    pub gamma: f64,
-    /// Peak learning rates, in table order.
-    pub lrs: Vec<f64>,
-    /// Weight decays, in table order.
-    pub weight_decays: Vec<f64>,
-}
-
-impl Default for GridSettings {
-    /// The paper's grid on SGD (lr in {0.01, 0.05, 0.1}, weight decay in
-    /// {1e-4, 5e-4, 1e-3}) with one seed, 0, and otherwise the settings of
-    /// `csam compare` (its rho and gamma for a SAM-family method), so that
-    /// the chosen pair is tuned for the runs it will be used in.
-    fn default() -> Self {
-        let compare = CompareSettings::default();
-        GridSettings {
-            shared: SharedSettings {
-                seeds: vec![0],
-                ..compare.shared
-            },
-            method: Method::cross_entropy(OptimizerFamily::Sgd),
-            rho: compare.rho,
-            gamma: compare.gamma,
-            lrs: vec![0.01, 0.05, 0.1],
-            weight_decays: vec![1e-4, 5e-4, 1e-3],
-        }
-    }
-}
-
-impl GridSettings {
-    /// The spec of one run: the method at `point` with `seed`, built as
-    /// `csam compare` builds its runs, so that a run of the chosen pair is
-    /// the comparison's run of the method.
-    pub fn run_spec(&self, point: GridPoint, seed: u64) -> Result<RunSpec> {
-        let compare = CompareSettings {
-            shared: SharedSettings {
-                lr: point.lr,
-                weight_decay: point.weight_decay,
-                ..self.shared.clone()
-            },
-            methods: vec![self.method],
-            rho: self.rho,
-            gamma: self.gamma,
-            // The method's built-in settings, as `csam compare` gives them
-            // (ASAM's own radius).
-            method_settings: MethodSettings::builtin().of(&[self.method]),
-        };
-        compare.run_spec(self.method, seed, 0)
-    }
-
-    /// Refuses empty or repeated lists and any setting a run would refuse
-    /// (an lr must be finite and positive, a weight decay finite and
-    /// non-negative; the data and model names must parse), so that a grid
-    /// is recorded only once its settings are valid.
-    pub fn validate(&self) -> Result<()> {
-        self.shared.validate()?;
-        if self.method.prediction != Prediction::Single {
-            return Err(invalid(
-                "method",
-                self.method.to_string(),
-                "a grid tunes one network; tune the ensemble's or MC-Dropout's base method",
-            ));
-        }
-        check_grid_axis("lrs", &self.lrs)?;
-        check_grid_axis("weight_decays", &self.weight_decays)?;
-        for point in self.pairs() {
-            self.run_spec(point, self.shared.seeds[0])?.validate()?;
-        }
-        Ok(())
-    }
-
-    /// Every (lr, weight decay), lr-major: the rows of the table.
-    pub fn pairs(&self) -> Vec<GridPoint> {
-        self.lrs
-            .iter()
-            .flat_map(|&lr| {
-                self.weight_decays
-                    .iter()
-                    .map(move |&weight_decay| GridPoint { lr, weight_decay })
-            })
-            .collect()
-    }
-
-    /// Every (seed, lr, weight decay), seed-major, so that every pair has a
-    /// first value before any pair has a second.
-    pub fn runs(&self) -> Vec<(u64, GridPoint)> {
-        let pairs = self.pairs();
-        self.shared
-            .seeds
-            .iter()
-            .flat_map(|&seed| pairs.iter().map(move |&point| (seed, point)))
-            .collect()
-    }
-}
-
-/// The paths of a grid directory.
-#[derive(Debug, Clone)]
-pub struct GridDir {
-    dir: ExperimentDir,
-}
-
-impl GridDir {
-    /// The grid directory at `root` (nothing is created).
-    pub fn new(root: impl Into<PathBuf>) -> Self {
-        GridDir {
-            dir: ExperimentDir::new(root, "grid.json", "grid"),
-        }
-    }
-
-    /// `runs/lr<lr>-wd<weight decay>-seed<seed>`, relative to the grid
-    /// directory (small values in exponent form: `wd5e-4`).
-    pub fn relative_run(point: GridPoint, seed: u64) -> String {
-        format!(
-            "runs/lr{}-wd{}-seed{seed}",
-            short(point.lr),
-            short(point.weight_decay)
-        )
-    }
-
-    /// A file or directory of the grid, by its relative path.
-    pub fn join(&self, relative: &str) -> PathBuf {
-        self.dir.join(relative)
-    }
-
-    /// `results.json`.
-    pub fn results_json(&self) -> PathBuf {
-        self.join("results.json")
-    }
-
-    /// Creates the directory and `grid.json`, or accepts an existing one
-    /// with the same settings; refuses anything else.
-    pub fn open(&self, settings: &GridSettings) -> Result<()> {
-        self.dir.open(settings)
-    }
-}
 
 /// What `csam grid` asks for.
 #[derive(Debug, Clone)]
@@ -292,7 +144,8 @@ impl Experiment for Grid<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::experiment::settings::differences;
+    use crate::experiment::compare_settings::CompareSettings;
+    use crate::experiment::settings::{differences, SharedSettings};
     use csam_train::spec::UpdateRule;
 
     fn small() -> GridSettings {

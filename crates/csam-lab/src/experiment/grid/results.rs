@@ -12,21 +12,12 @@
 use csam_calib::metrics::summary::MetricSummary;
 use serde::{Deserialize, Serialize};
 
-use super::GridSettings;
+use super::settings::{short, GridPoint, GridSettings};
 use crate::experiment::results::{mean_std, MeanStd};
 use csam_train::train::RunSummary;
 
 /// The `schema` tag of a grid's `results.json`.
 pub const SCHEMA: &str = "csam-grid/1";
-
-/// One (lr, weight decay) pair.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
-pub struct GridPoint {
-    /// Peak learning rate.
-    pub lr: f64,
-    /// Weight decay.
-    pub weight_decay: f64,
-}
 
 /// The numbers of one run of the grid: what its best checkpoint scored on
 /// the validation split (the test split plays no part in the choice).
@@ -139,16 +130,6 @@ pub struct GridResults {
     pub cells: Vec<GridCell>,
     /// The chosen pair ([`best`]).
     pub best: GridPoint,
-}
-
-/// `x` as the table and the run directories write it: exponent form below
-/// 0.01 (`5e-4`, as weight decays are usually written), else plain (`0.05`).
-/// Either form reads back as the same f64.
-pub fn short(x: f64) -> String {
-    match x != 0.0 && x.abs() < 0.01 {
-        true => format!("{x:e}"),
-        false => x.to_string(),
-    }
 }
 
 /// The caption of the table.

@@ -17,7 +17,7 @@ use ndarray::Array2;
 use super::figure::write_figure;
 use super::html::{self, Cell};
 use super::{epochs, Report, Section};
-use crate::experiment::compare::CompareDir;
+use crate::experiment::compare_dir::CompareDir;
 use crate::experiment::method::Method;
 use crate::experiment::posthoc::test_probabilities;
 use crate::experiment::results::{CompareResults, Metric};

@@ -41,7 +41,7 @@ pub struct Section {
 /// of the report.
 pub fn rebuild(root: &Path) -> Result<std::path::PathBuf, TrainError> {
     use crate::experiment::settings::read_json;
-    let compare = crate::experiment::compare::CompareDir::new(root);
+    let compare = crate::experiment::compare_dir::CompareDir::new(root);
     let sweep = crate::experiment::sweep::SweepDir::new(root);
     if compare.settings().is_file() {
         let results = read_json(&compare.results_json())?;

@@ -8,8 +8,8 @@ use csam_calib::plot::{line_chart, LineChart, Series};
 use super::figure::write_figure;
 use super::html::{self, Cell};
 use super::{Report, Section};
+use crate::experiment::sweep::dir::SweepDir;
 use crate::experiment::sweep::results::{caption, gamma_header, SweepMetric, SweepResults};
-use crate::experiment::sweep::SweepDir;
 use crate::experiment::table::mean_std_text;
 use csam_train::train::TrainError;
 

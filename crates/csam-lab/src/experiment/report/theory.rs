@@ -5,7 +5,7 @@
 use super::figure::write_figure;
 use super::html::{self, Cell};
 use super::Section;
-use crate::experiment::compare::CompareDir;
+use crate::experiment::compare_dir::CompareDir;
 use crate::experiment::method::{Method, Prediction};
 use crate::experiment::results::CompareResults;
 use csam_calib::plot::line_chart;

@@ -14,142 +14,24 @@
 //! `results.csv` (one row per run), `cells.csv` (one row per cell),
 //! `table.md`, `plots/` and `report.html`.
 
+pub mod dir;
 pub mod results;
+pub mod settings;
 
 use std::path::PathBuf;
 use std::time::Instant;
 
-use serde::{Deserialize, Serialize};
-
 use super::report;
 use super::runs::{self, run_all, Experiment, PlannedRun};
-use super::settings::{check_grid_axis, write_json, ExperimentDir, SharedSettings};
-use csam_nn::optim::SamPolicy;
-use csam_train::spec::{OptimizerFamily, RunSpec, Runtime};
+use super::settings::write_json;
+use csam_train::spec::{RunSpec, Runtime};
 use csam_train::train::atomic::write_atomic;
 use csam_train::train::{ExperimentObserver, RunSummary, TrainError};
+pub use dir::SweepDir;
 use results::{cells, cells_csv, markdown, runs_csv, SweepRecord, SweepResults, SCHEMA};
+pub use settings::SweepSettings;
 
 type Result<T> = std::result::Result<T, TrainError>;
-
-/// What identifies a sweep: the grid and the settings its runs share. Saved
-/// as `sweep.json`, the shared keys at the top level.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct SweepSettings {
-    /// Data, model, epochs, seeds and the shared hyperparameters.
-    #[serde(flatten)]
-    pub shared: SharedSettings,
-    /// Perturbation radii, in table order.
-    pub rhos: Vec<f64>,
-    /// CSAM gammas, in table order (0 is SAM).
-    pub gammas: Vec<f64>,
-    /// The efficient SAM policy of every cell (every step by default).
-    #[serde(default, skip_serializing_if = "is_every")]
-    pub policy: SamPolicy,
-}
-
-fn is_every(policy: &SamPolicy) -> bool {
-    *policy == SamPolicy::Every
-}
-
-impl Default for SweepSettings {
-    /// The paper's grid: rho from 0.02 to 0.2 (its rho figure), gamma
-    /// 0 to 2 in steps of 0.5 (its rho x gamma table).
-    fn default() -> Self {
-        SweepSettings {
-            shared: SharedSettings::default(),
-            rhos: vec![0.02, 0.05, 0.1, 0.2],
-            gammas: vec![0.0, 0.5, 1.0, 1.5, 2.0],
-            policy: SamPolicy::Every,
-        }
-    }
-}
-
-impl SweepSettings {
-    /// The optimizer of a cell: SAM for gamma = 0, CSAM otherwise.
-    pub fn optimizer(gamma: f64) -> OptimizerFamily {
-        match gamma == 0.0 {
-            true => OptimizerFamily::Sam,
-            false => OptimizerFamily::Csam,
-        }
-    }
-
-    /// The spec of one run.
-    pub fn run_spec(&self, rho: f64, gamma: f64, seed: u64) -> Result<RunSpec> {
-        let mut spec = self
-            .shared
-            .run_spec(Self::optimizer(gamma), rho, gamma, seed)?;
-        spec.optim.policy = self.policy;
-        Ok(spec)
-    }
-
-    /// Refuses empty or repeated lists and any setting a run would refuse
-    /// (rho must be positive, gamma finite and non-negative; the data and
-    /// model names must parse), so that a sweep is recorded only once its
-    /// settings are valid.
-    pub fn validate(&self) -> Result<()> {
-        self.shared.validate()?;
-        check_grid_axis("rho", &self.rhos)?;
-        check_grid_axis("gamma", &self.gammas)?;
-        for &rho in &self.rhos {
-            for &gamma in &self.gammas {
-                self.run_spec(rho, gamma, self.shared.seeds[0])?
-                    .validate()?;
-            }
-        }
-        Ok(())
-    }
-
-    /// Every (seed, rho, gamma) of the sweep, seed-major, so that every cell
-    /// has a first value before any cell has a second.
-    pub fn grid(&self) -> Vec<(u64, f64, f64)> {
-        let mut grid = Vec::new();
-        for &seed in &self.shared.seeds {
-            for &rho in &self.rhos {
-                for &gamma in &self.gammas {
-                    grid.push((seed, rho, gamma));
-                }
-            }
-        }
-        grid
-    }
-}
-
-/// The paths of a sweep directory.
-#[derive(Debug, Clone)]
-pub struct SweepDir {
-    dir: ExperimentDir,
-}
-
-impl SweepDir {
-    /// The sweep directory at `root` (nothing is created).
-    pub fn new(root: impl Into<PathBuf>) -> Self {
-        SweepDir {
-            dir: ExperimentDir::new(root, "sweep.json", "sweep"),
-        }
-    }
-
-    /// The directory itself.
-    pub fn root(&self) -> &std::path::Path {
-        self.dir.root()
-    }
-
-    /// `runs/rho<rho>-gamma<gamma>-seed<seed>`, relative to the sweep directory.
-    pub fn relative_run(rho: f64, gamma: f64, seed: u64) -> String {
-        format!("runs/rho{rho}-gamma{gamma}-seed{seed}")
-    }
-
-    /// A file or directory of the sweep, by its relative path.
-    pub fn join(&self, relative: &str) -> PathBuf {
-        self.dir.join(relative)
-    }
-
-    /// Creates the directory and `sweep.json`, or accepts an existing one
-    /// with the same settings; refuses anything else.
-    pub fn open(&self, settings: &SweepSettings) -> Result<()> {
-        self.dir.open(settings)
-    }
-}
 
 /// What `csam sweep` asks for.
 #[derive(Debug, Clone)]
@@ -262,6 +144,9 @@ impl Experiment for Sweep<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::experiment::settings::SharedSettings;
+    use csam_nn::optim::SamPolicy;
+    use csam_train::spec::OptimizerFamily;
     use csam_train::spec::UpdateRule;
 
     #[test]

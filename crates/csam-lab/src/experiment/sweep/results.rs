@@ -15,7 +15,7 @@ use csam_calib::metrics::mean_true_class_entropy;
 use csam_calib::metrics::summary::MetricSummary;
 use serde::{Deserialize, Serialize};
 
-use super::SweepSettings;
+use super::settings::SweepSettings;
 use crate::experiment::posthoc::test_probabilities;
 use crate::experiment::results::{mean_std, MeanStd};
 use crate::experiment::table::mean_std_text;

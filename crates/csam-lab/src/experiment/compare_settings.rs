@@ -1,0 +1,216 @@
+//! What identifies a comparison (`compare.json`) and what it evaluates
+//! besides: [`CompareSettings`], the request for shifted data, and the
+//! defaults that derive from the data. Below the comparison itself, so that
+//! its results and tables read the settings from here.
+
+use std::path::PathBuf;
+
+use serde::{Deserialize, Serialize};
+
+use super::compare_dir::CompareDir;
+use super::method::{Method, MC_DROPOUT_RATE};
+use super::method_settings::MethodSettings;
+use super::settings::{invalid, repeated, SharedSettings};
+use csam_data::{self as data, DatasetSpec};
+use csam_train::spec::{OptimizerFamily, RunSpec};
+use csam_train::train::TrainError;
+
+type Result<T> = std::result::Result<T, TrainError>;
+
+/// The fraction of the training part held out for validation when no
+/// validation size is given.
+pub const DEFAULT_VAL_FRACTION: f64 = 0.2;
+
+/// How far apart the seeds of a deep ensemble's members lie: member `j` of
+/// the replicate seeded `s` trains with seed `s + 1,000,000 j` (so that the
+/// members of small seeds do not reuse another replicate's seed).
+pub const MEMBER_SEED_STRIDE: u64 = 1_000_000;
+
+/// What identifies a comparison: the runs it trains and their shared
+/// settings. Every run uses the same lr and weight decay (docs/conventions.md, "Experiment protocol":
+/// tuned on SGD, reused for the SAM family). Saved as `compare.json`, the
+/// shared keys at the top level.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CompareSettings {
+    /// Data, model, epochs, seeds and the shared hyperparameters.
+    #[serde(flatten)]
+    pub shared: SharedSettings,
+    /// The methods, in table order.
+    pub methods: Vec<Method>,
+    /// Perturbation radius of the SAM family's methods without their own.
+    pub rho: f64,
+    /// CSAM's gamma, for the methods without their own.
+    pub gamma: f64,
+    /// Each method's own settings (loss and update-rule keys), layered over
+    /// the shared ones; left out of `compare.json` when none.
+    #[serde(default, skip_serializing_if = "MethodSettings::is_empty")]
+    pub method_settings: MethodSettings,
+}
+
+impl Default for CompareSettings {
+    /// The default comparison of `csam compare`: [`SharedSettings`]'
+    /// defaults, SGD, SAM and CSAM, rho 0.05 and gamma 1 from the paper
+    /// (docs/conventions.md, "Experiment protocol").
+    fn default() -> Self {
+        CompareSettings {
+            shared: SharedSettings::default(),
+            methods: vec![
+                Method::cross_entropy(OptimizerFamily::Sgd),
+                Method::cross_entropy(OptimizerFamily::Sam),
+                Method::cross_entropy(OptimizerFamily::Csam),
+            ],
+            rho: 0.05,
+            gamma: 1.0,
+            method_settings: MethodSettings::default(),
+        }
+    }
+}
+
+impl CompareSettings {
+    /// The spec of member `member` of `method`'s replicate `seed` (member 0
+    /// for one network or MC-Dropout). Member 0 trains with `seed` on its
+    /// split, as a single run does; member `j >= 1` of a deep ensemble with
+    /// seed `seed + MEMBER_SEED_STRIDE * j` on member 0's split
+    /// (`split_seed`), so that the members differ in initialisation and data
+    /// order alone and the validation split is held out of every member.
+    /// MC-Dropout's network trains with [`MC_DROPOUT_RATE`] dropout unless
+    /// the method's settings give its `dropout`.
+    pub fn run_spec(&self, method: Method, seed: u64, member: usize) -> Result<RunSpec> {
+        let member_seed = (member as u64)
+            .checked_mul(MEMBER_SEED_STRIDE)
+            .and_then(|offset| seed.checked_add(offset))
+            .ok_or_else(|| {
+                invalid(
+                    "seeds",
+                    seed.to_string(),
+                    "too large for an ensemble's member seeds",
+                )
+            })?;
+        let mut spec = self
+            .shared
+            .run_spec(method.rule, self.rho, self.gamma, member_seed)?;
+        method.objective().apply(&mut spec);
+        spec.optim.policy = method.policy();
+        if member > 0 {
+            spec.data.split_seed = Some(seed);
+        }
+        if method.training().dropout {
+            spec.model.dropout = MC_DROPOUT_RATE;
+        }
+        // The theory diagnostics are defined on unmixed batches.
+        spec.track_theory &= spec.mixing.is_none();
+        self.method_settings.apply(method, spec)
+    }
+
+    /// Refuses an empty or repeated method or seed list and any setting a
+    /// run would refuse, names (data, model) included, so that a comparison
+    /// is recorded only once its settings are valid.
+    pub fn validate(&self) -> Result<()> {
+        if self.methods.is_empty() {
+            return Err(invalid(
+                "methods",
+                String::new(),
+                "name at least one method",
+            ));
+        }
+        if let Some(m) = repeated(&self.methods) {
+            return Err(invalid(
+                "methods",
+                m.to_string(),
+                "a method is listed twice",
+            ));
+        }
+        self.shared.validate()?;
+        let seed = self.shared.seeds[0];
+        for (index, &method) in self.methods.iter().enumerate() {
+            let spec = self.run_spec(method, seed, 0)?;
+            spec.validate()?;
+            if method.training().dropout && spec.model.dropout == 0.0 {
+                return Err(invalid(
+                    "methods",
+                    method.to_string(),
+                    "MC-Dropout samples dropout masks: its dropout must be above 0",
+                ));
+            }
+            let sharing = self.methods[..index]
+                .iter()
+                .find(|other| other.training() == method.training());
+            if let Some(&other) = sharing {
+                if self.run_spec(other, seed, 0)? != spec {
+                    return Err(invalid(
+                        "methods",
+                        format!("{other},{method}"),
+                        &format!(
+                            "both train the runs {}, so their settings in the methods file \
+                             must agree",
+                            CompareDir::relative_run(method.training(), seed, 0)
+                        ),
+                    ));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// The keys in which `self` and `other` differ.
+    pub fn differences(&self, other: &CompareSettings) -> Vec<String> {
+        super::settings::differences(self, other)
+    }
+}
+
+/// [`DEFAULT_VAL_FRACTION`] of the training part of `data` (rounded down, at
+/// least 1): the validation size when none is given.
+pub fn default_val_size(data: &str) -> Result<usize> {
+    let spec: DatasetSpec = data.parse()?;
+    let source = data::load(&spec)?;
+    let n_train = source.train.map(|t| t.n).ok_or_else(|| {
+        TrainError::Invalid(format!(
+            "{data} has no training part; it cannot be trained on"
+        ))
+    })?;
+    Ok(((n_train as f64 * DEFAULT_VAL_FRACTION) as usize).max(1))
+}
+
+/// The default directory of an experiment: `runs/<kind>-<data>-<model>`,
+/// with the data spec made file-name safe.
+pub fn default_out(kind: &str, shared: &SharedSettings) -> PathBuf {
+    let data = crate::eval::report_name(&shared.data);
+    PathBuf::from("runs").join(format!("{kind}-{data}-{}", shared.model))
+}
+
+/// Data to evaluate every method on besides the test split: corrupted test
+/// data and an out-of-distribution set (the paper's Table 1).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ShiftRequest {
+    /// A directory of corrupted test data in CIFAR-10-C's layout (as `csam
+    /// corrupt` writes it).
+    pub corruptions: Option<PathBuf>,
+    /// An out-of-distribution data set spec, whose test split is scored
+    /// against the comparison's.
+    pub ood: Option<String>,
+}
+
+impl ShiftRequest {
+    /// Whether anything is asked for.
+    pub fn is_empty(&self) -> bool {
+        self.corruptions.is_none() && self.ood.is_none()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn default_out_is_file_safe() {
+        let settings = SharedSettings {
+            data: "idx:/data/fm".into(),
+            model: "mlp".into(),
+            ..SharedSettings::default()
+        };
+        assert_eq!(
+            default_out("compare", &settings),
+            PathBuf::from("runs/compare-idx--data-fm-mlp")
+        );
+    }
+}

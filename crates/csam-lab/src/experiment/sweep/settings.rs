@@ -1,0 +1,95 @@
+//! What identifies a sweep (`sweep.json`): its grid of radii and gammas and
+//! the settings its runs share. Below the sweep itself, so that its results
+//! read the settings from here.
+
+use serde::{Deserialize, Serialize};
+
+use crate::experiment::settings::{check_grid_axis, SharedSettings};
+use csam_nn::optim::SamPolicy;
+use csam_train::spec::{OptimizerFamily, RunSpec};
+use csam_train::train::TrainError;
+
+type Result<T> = std::result::Result<T, TrainError>;
+
+/// What identifies a sweep: the grid and the settings its runs share. Saved
+/// as `sweep.json`, the shared keys at the top level.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SweepSettings {
+    /// Data, model, epochs, seeds and the shared hyperparameters.
+    #[serde(flatten)]
+    pub shared: SharedSettings,
+    /// Perturbation radii, in table order.
+    pub rhos: Vec<f64>,
+    /// CSAM gammas, in table order (0 is SAM).
+    pub gammas: Vec<f64>,
+    /// The efficient SAM policy of every cell (every step by default).
+    #[serde(default, skip_serializing_if = "is_every")]
+    pub policy: SamPolicy,
+}
+
+fn is_every(policy: &SamPolicy) -> bool {
+    *policy == SamPolicy::Every
+}
+
+impl Default for SweepSettings {
+    /// The paper's grid: rho from 0.02 to 0.2 (its rho figure), gamma
+    /// 0 to 2 in steps of 0.5 (its rho x gamma table).
+    fn default() -> Self {
+        SweepSettings {
+            shared: SharedSettings::default(),
+            rhos: vec![0.02, 0.05, 0.1, 0.2],
+            gammas: vec![0.0, 0.5, 1.0, 1.5, 2.0],
+            policy: SamPolicy::Every,
+        }
+    }
+}
+
+impl SweepSettings {
+    /// The optimizer of a cell: SAM for gamma = 0, CSAM otherwise.
+    pub fn optimizer(gamma: f64) -> OptimizerFamily {
+        match gamma == 0.0 {
+            true => OptimizerFamily::Sam,
+            false => OptimizerFamily::Csam,
+        }
+    }
+
+    /// The spec of one run.
+    pub fn run_spec(&self, rho: f64, gamma: f64, seed: u64) -> Result<RunSpec> {
+        let mut spec = self
+            .shared
+            .run_spec(Self::optimizer(gamma), rho, gamma, seed)?;
+        spec.optim.policy = self.policy;
+        Ok(spec)
+    }
+
+    /// Refuses empty or repeated lists and any setting a run would refuse
+    /// (rho must be positive, gamma finite and non-negative; the data and
+    /// model names must parse), so that a sweep is recorded only once its
+    /// settings are valid.
+    pub fn validate(&self) -> Result<()> {
+        self.shared.validate()?;
+        check_grid_axis("rho", &self.rhos)?;
+        check_grid_axis("gamma", &self.gammas)?;
+        for &rho in &self.rhos {
+            for &gamma in &self.gammas {
+                self.run_spec(rho, gamma, self.shared.seeds[0])?
+                    .validate()?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Every (seed, rho, gamma) of the sweep, seed-major, so that every cell
+    /// has a first value before any cell has a second.
+    pub fn grid(&self) -> Vec<(u64, f64, f64)> {
+        let mut grid = Vec::new();
+        for &seed in &self.shared.seeds {
+            for &rho in &self.rhos {
+                for &gamma in &self.gammas {
+                    grid.push((seed, rho, gamma));
+                }
+            }
+        }
+        grid
+    }
+}
