@@ -8,6 +8,14 @@ use super::results::{mean_std, MeanStd, MethodAggregate, Metric, RunRecord};
 use crate::shift::report::SeverityMetrics;
 use csam_train::spec::OptimizerFamily;
 
+/// `n` and `noun`, plural unless `n` is 1 ("1 seed", "3 seeds").
+pub fn counted(n: usize, noun: &str) -> String {
+    match n {
+        1 => format!("1 {noun}"),
+        n => format!("{n} {noun}s"),
+    }
+}
+
 /// The caption: data, model, training length, shared hyperparameters, the
 /// number of seeds and how to read the columns.
 pub fn caption(settings: &CompareSettings) -> String {
@@ -15,21 +23,21 @@ pub fn caption(settings: &CompareSettings) -> String {
     let seeds: Vec<String> = shared.seeds.iter().map(u64::to_string).collect();
     format!(
         "Test metrics on {} ({} validation examples held out of the training part), model {}, \
-         {} epochs, batch {}, lr {}, weight decay {}, rho {}, gamma {}. Mean ± sample std over \
-         {} seeds ({}). Percent except NLL and Brier. ECE / CW-ECE / TCE: 15 equal-width bins; \
+         {}, batch {}, lr {}, weight decay {}, rho {}, gamma {}. Mean ± sample std over \
+         {} ({}). Percent except NLL and Brier. ECE / CW-ECE / TCE: 15 equal-width bins; \
          AdaECE: 15 equal-mass bins; TCE, ECE iso, ECE hist: ECE after temperature scaling, \
          isotonic regression, histogram binning fitted on the validation split; AUROC mis: \
          misclassification detection by confidence; AUROC ovr: one-vs-rest macro.",
         shared.data,
         shared.val_size,
         shared.model,
-        shared.epochs,
+        counted(shared.epochs, "epoch"),
         shared.batch_size,
         shared.lr,
         shared.weight_decay,
         settings.rho,
         settings.gamma,
-        seeds.len(),
+        counted(seeds.len(), "seed"),
         seeds.join(", "),
     )
 }
@@ -87,12 +95,12 @@ pub fn shift_caption(settings: &CompareSettings, shift: &ShiftRequest) -> String
         },
     );
     format!(
-        "Under shift: {} ({}; {}). Mean ± sample std over {} seeds; percent except NLL; ECE: \
+        "Under shift: {} ({}; {}). Mean ± sample std over {}; percent except NLL; ECE: \
          15 equal-width bins.",
         settings.shared.data,
         corrupted,
         ood,
-        settings.shared.seeds.len(),
+        counted(settings.shared.seeds.len(), "seed"),
     )
 }
 
@@ -231,6 +239,26 @@ mod tests {
     use super::*;
     use crate::experiment::results::{aggregate, tests::record, ShiftRecord};
     use crate::shift::report::{CorruptionReport, ShiftMetrics};
+
+    #[test]
+    fn a_caption_counts_one_seed_and_one_epoch_in_the_singular() {
+        assert_eq!(counted(1, "seed"), "1 seed");
+        assert_eq!(counted(0, "seed"), "0 seeds");
+        assert_eq!(counted(3, "epoch"), "3 epochs");
+        let one = CompareSettings {
+            shared: crate::experiment::settings::SharedSettings {
+                seeds: vec![4],
+                epochs: 1,
+                ..Default::default()
+            },
+            ..CompareSettings::default()
+        };
+        let text = caption(&one);
+        assert!(
+            text.contains("1 epoch,") && text.contains("over 1 seed (4)"),
+            "{text}"
+        );
+    }
 
     /// A record of `method` whose two severities have accuracy `accuracy`
     /// and ECE `accuracy / 10`.

@@ -14,6 +14,7 @@ use serde::{Deserialize, Serialize};
 
 use super::settings::{short, GridPoint, GridSettings};
 use crate::experiment::results::{mean_std, MeanStd};
+use crate::experiment::table::counted;
 use csam_train::train::RunSummary;
 
 /// The `schema` tag of a grid's `results.json`.
@@ -138,18 +139,18 @@ pub fn caption(results: &GridResults) -> String {
     let s = &settings.shared;
     let seeds: Vec<String> = s.seeds.iter().map(u64::to_string).collect();
     format!(
-        "{} over lr x weight decay on {} ({} validation examples held out), model {}, {} \
-         epochs, batch {}. Validation metrics of the best checkpoint (lowest validation NLL), \
-         fractions, mean ± sample std over {} seeds ({}); seconds: training time of a run. \
+        "{} over lr x weight decay on {} ({} validation examples held out), model {}, {}, \
+         batch {}. Validation metrics of the best checkpoint (lowest validation NLL), \
+         fractions, mean ± sample std over {} ({}); seconds: training time of a run. \
          Chosen (bold): the highest mean validation accuracy, ties broken by the lower mean \
          validation NLL.",
         settings.method.to_string().to_uppercase(),
         s.data,
         s.val_size,
         s.model,
-        s.epochs,
+        counted(s.epochs, "epoch"),
         s.batch_size,
-        seeds.len(),
+        counted(seeds.len(), "seed"),
         seeds.join(", ")
     )
 }

@@ -18,7 +18,7 @@ use serde::{Deserialize, Serialize};
 use super::settings::SweepSettings;
 use crate::experiment::posthoc::test_probabilities;
 use crate::experiment::results::{mean_std, MeanStd};
-use crate::experiment::table::mean_std_text;
+use crate::experiment::table::{counted, mean_std_text};
 use csam_train::spec::OptimizerFamily;
 use csam_train::train::rundir::RunDir;
 use csam_train::train::{RunSummary, TrainError};
@@ -209,19 +209,19 @@ pub fn caption(results: &SweepResults) -> String {
     let s = &results.settings.shared;
     let seeds: Vec<String> = s.seeds.iter().map(u64::to_string).collect();
     format!(
-        "CSAM over rho x gamma on {} ({} validation examples held out), model {}, {} epochs, \
+        "CSAM over rho x gamma on {} ({} validation examples held out), model {}, {}, \
          batch {}, lr {}, weight decay {}; gamma = 0 is SAM. Test metrics of the best \
-         checkpoint (validation NLL), mean ± sample std over {} seeds ({}). Accuracy and ECE \
+         checkpoint (validation NLL), mean ± sample std over {} ({}). Accuracy and ECE \
          (15 equal-width bins) in percent; H(p_y): binary entropy of the true-class \
          probability, averaged over test examples, in nats.",
         s.data,
         s.val_size,
         s.model,
-        s.epochs,
+        counted(s.epochs, "epoch"),
         s.batch_size,
         s.lr,
         s.weight_decay,
-        seeds.len(),
+        counted(seeds.len(), "seed"),
         seeds.join(", ")
     )
 }
