@@ -172,18 +172,33 @@ type Edit = fn(&mut BsamConfig);
 fn bad_settings_and_noise_are_refused_in_one_line() {
     let (vs, model) = setup([0.0, 0.0]);
     let cases: [(Edit, &str); 7] = [
-        (|c| c.beta1 = 1.0, "beta1 must lie in [0, 1), got 1"),
-        (|c| c.beta2 = -0.1, "beta2 must lie in [0, 1), got -0.1"),
-        (|c| c.damping = 0.0, "damping must be finite and > 0, got 0"),
+        (
+            |c| c.beta1 = 1.0,
+            "invalid bsam beta1 = 1: must lie in [0, 1)",
+        ),
+        (
+            |c| c.beta2 = -0.1,
+            "invalid bsam beta2 = -0.1: must lie in [0, 1)",
+        ),
+        (
+            |c| c.damping = 0.0,
+            "invalid bsam damping = 0: must be finite and > 0",
+        ),
         (
             |c| c.init_precision = -1.0,
-            "initial precision must be finite and > 0",
+            "invalid bsam init_precision = -1: must be finite and > 0",
         ),
-        (|c| c.n_data = 0.0, "data size N must be finite and > 0"),
-        (|c| c.rho = f64::NAN, "rho must be finite and >= 0"),
+        (
+            |c| c.n_data = 0.0,
+            "invalid bsam n_data = 0: must be finite and > 0",
+        ),
+        (
+            |c| c.rho = f64::NAN,
+            "invalid bsam rho = NaN: must be finite and > 0",
+        ),
         (
             |c| c.weight_decay = -1e-4,
-            "weight decay (prior precision / N) must be finite",
+            "invalid bsam weight_decay = -0.0001: must be finite and >= 0",
         ),
     ];
     for (edit, expected) in cases {

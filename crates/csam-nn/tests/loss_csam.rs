@@ -207,7 +207,7 @@ fn bad_inputs_are_errors() {
     for gamma in [-0.1, f64::INFINITY, f64::NAN] {
         assert!(matches!(
             CsamLoss::new(gamma, false),
-            Err(LossError::Parameter(_))
+            Err(LossError::Field { field: "gamma", .. })
         ));
     }
     // Beyond the paper's analysed range [0, 2] but inside its gamma sweep.

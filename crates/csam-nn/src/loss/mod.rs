@@ -49,9 +49,6 @@ pub enum LossError {
     /// Logits or targets have the wrong shape or kind.
     #[error("loss input: {0}")]
     Shape(String),
-    /// A loss parameter is out of range.
-    #[error("invalid loss parameter: {0}")]
-    Parameter(String),
     /// A field of a [`TrainingLoss`] is out of range.
     #[error("invalid {loss} {field} = {value}: {reason}")]
     Field {
