@@ -774,3 +774,129 @@ fn channels_last_trains_saves_the_standard_layout_and_resumes_bit_identically() 
         );
     }
 }
+
+/// The keys that no case above sets away from its default: each changes
+/// the trained weights against the same run without it, so a key that no
+/// longer reaches its branch (or reaches the wrong one) fails here.
+/// (`drop_path` and `shakedrop` act on the ViTs and PyramidNets only:
+/// `run_spec.rs` and the models' own tests hold them.)
+#[test]
+fn every_key_away_from_its_default_changes_the_weights() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let dir = tempfile::tempdir().unwrap();
+    let step = "schedule = \"step\"\nstep_size = 1\n";
+    let adafocal = "loss = \"adafocal\"\n";
+    let aesam = "optimizer = \"sam\"\nsam_policy = \"aesam\"\n";
+    let esam = "optimizer = \"sam\"\nsam_policy = \"esam\"\n";
+    let members = "ensemble = \"batch-ensemble\"\nensemble_size = 2\n";
+    let vi = "bayesian = \"mean-field\"\nweight_decay = 0.0\n";
+    // (name, the key's line, the run it is added to)
+    let cases = [
+        ("shuffle", "shuffle = false\n", ""),
+        ("momentum", "momentum = 0.5\n", ""),
+        ("nesterov", "nesterov = true\n", ""),
+        ("warmup-epochs", "warmup_epochs = 1\n", ""),
+        ("min-lr", "min_lr = 0.02\n", ""),
+        ("step-size", "step_size = 1\n", "schedule = \"step\"\n"),
+        ("decay-factor", "decay_factor = 0.5\n", step),
+        ("eta", "eta = 0.5\n", "optimizer = \"asam\"\n"),
+        (
+            "margin-weight",
+            "margin_weight = 1.0\n",
+            "loss = \"mbls\"\nmargin = 1.0\n",
+        ),
+        (
+            "acls-pos-lambda",
+            "acls_pos_lambda = 0.3\n",
+            "loss = \"acls\"\nmargin = 1.0\n",
+        ),
+        (
+            "acls-neg-lambda",
+            "acls_neg_lambda = 1.0\n",
+            "loss = \"acls\"\nmargin = 1.0\n",
+        ),
+        (
+            "cpc-bdc-weight",
+            "cpc_bdc_weight = 1.0\n",
+            "loss = \"cpc\"\n",
+        ),
+        (
+            "cpc-bec-weight",
+            "cpc_bec_weight = 0.1\n",
+            "loss = \"cpc\"\n",
+        ),
+        ("mmce-lambda", "mmce_lambda = 8.0\n", "loss = \"mmce\"\n"),
+        ("mdca-beta", "mdca_beta = 5.0\n", "loss = \"mdca\"\n"),
+        ("crl-weight", "crl_weight = 3.0\n", "loss = \"crl\"\n"),
+        (
+            "adafocal-initial-gamma",
+            "adafocal_initial_gamma = 3.0\n",
+            adafocal,
+        ),
+        ("adafocal-lambda", "adafocal_lambda = 10.0\n", adafocal),
+        ("adafocal-bins", "adafocal_bins = 3\n", adafocal),
+        // The lower clamp binds once a large update pushes a negative
+        // exponent past it (the MLP is underconfident after one epoch, so
+        // a positive exponent only shrinks and the upper clamp waits for
+        // an overconfident bin: AdaFocal's unit tests hold it).
+        (
+            "adafocal-gamma-min",
+            "adafocal_gamma_min = -0.5\n",
+            "loss = \"adafocal\"\nadafocal_lambda = 50.0\nadafocal_initial_gamma = -0.3\n",
+        ),
+        ("adafocal-switch", "adafocal_switch = 1.5\n", adafocal),
+        ("mit-margin", "mit_margin = 0.5\n", "mixing = \"mit-l\"\n"),
+        (
+            "looksam-alpha",
+            "looksam_alpha = 0.2\n",
+            "optimizer = \"sam\"\nsam_policy = \"looksam\"\n",
+        ),
+        ("aesam-delta", "aesam_delta = 0.3\n", aesam),
+        ("aesam-lambda2", "aesam_lambda2 = -1.0\n", aesam),
+        ("esam-beta", "esam_beta = 0.3\n", esam),
+        ("esam-gamma", "esam_gamma = 0.25\n", esam),
+        ("random-sign-init", "random_sign_init = 0.5\n", members),
+        ("prior-std", "prior_std = 0.1\n", vi),
+    ];
+    for (name, key, base) in cases {
+        let with = dir.path().join(format!("{name}-with"));
+        train(&spec(&format!("{base}{key}")), &with, false, None);
+        let without = dir.path().join(format!("{name}-without"));
+        train(&spec(base), &without, false, None);
+        // (Not assert_ne!: it would print both files' bytes.)
+        assert!(
+            last_weights(&with) != last_weights(&without),
+            "{name}: the key did not change the run"
+        );
+    }
+}
+
+/// The selection and metric keys change what a run reports, not its
+/// weights: the best checkpoint's value is the chosen metric's, and the
+/// test metrics are binned as `bins` and `adaptive` say.
+#[test]
+fn selection_and_metric_keys_change_what_the_run_reports() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let dir = tempfile::tempdir().unwrap();
+    let summary = |name: &str, keys: &str| -> (serde_json::Value, Vec<u8>) {
+        let out = dir.path().join(name);
+        train(&spec(keys), &out, false, None);
+        let text = std::fs::read_to_string(out.join("summary.json")).unwrap();
+        (serde_json::from_str(&text).unwrap(), last_weights(&out))
+    };
+    let (plain, plain_weights) = summary("plain", "");
+    for (name, keys, field) in [
+        ("best-metric", "best_metric = \"ece\"\n", "/best_value"),
+        ("bins", "bins = 5\n", "/test/ece"),
+        ("adaptive", "adaptive = \"chunked\"\n", "/test/adaece"),
+    ] {
+        let (changed, weights) = summary(name, keys);
+        assert_eq!(weights, plain_weights, "{name} trains the same weights");
+        let (ours, theirs) = (changed.pointer(field), plain.pointer(field));
+        assert!(
+            ours.is_some_and(|value| value.is_number()),
+            "{name}: {field}"
+        );
+        assert_ne!(ours, theirs, "{name}: {field} did not change");
+    }
+}

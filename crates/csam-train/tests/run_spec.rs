@@ -1087,3 +1087,53 @@ fn sync_batch_norm_is_part_of_the_run_for_the_batch_norm_models_only() {
         other => panic!("sync_batch_norm on vit-ti16: {other:?}"),
     }
 }
+
+/// Keys of one branch that are easy to swap reach their own fields: ACLS's
+/// two weights, ESAM's two shares, AE-SAM's two threshold factors. (What
+/// each field does is held to the authors' code by the losses' and
+/// policies' own twins.)
+#[test]
+fn paired_keys_reach_their_own_fields() {
+    use csam_nn::loss::{Acls, TrainingLoss};
+    use csam_nn::optim::{AeSam, Esam, SamPolicy};
+    let acls = build(&[
+        ("loss", "acls".into()),
+        ("acls_pos_lambda", 0.7.into()),
+        ("acls_neg_lambda", 0.3.into()),
+    ])
+    .unwrap();
+    let TrainingLoss::Acls(Acls {
+        pos_lambda,
+        neg_lambda,
+        ..
+    }) = acls.loss
+    else {
+        panic!("acls: {:?}", acls.loss)
+    };
+    assert_eq!((pos_lambda, neg_lambda), (0.7, 0.3));
+    let esam = build(&[
+        ("optimizer", "sam".into()),
+        ("sam_policy", "esam".into()),
+        ("esam_beta", 0.7.into()),
+        ("esam_gamma", 0.3.into()),
+    ])
+    .unwrap();
+    let SamPolicy::Esam(Esam { beta, gamma, .. }) = esam.optim.policy else {
+        panic!("esam: {:?}", esam.optim.policy)
+    };
+    assert_eq!((beta, gamma), (0.7, 0.3));
+    let aesam = build(&[
+        ("optimizer", "sam".into()),
+        ("sam_policy", "aesam".into()),
+        ("aesam_lambda1", (-0.5).into()),
+        ("aesam_lambda2", 0.5.into()),
+    ])
+    .unwrap();
+    let SamPolicy::AeSam(AeSam {
+        lambda1, lambda2, ..
+    }) = aesam.optim.policy
+    else {
+        panic!("aesam: {:?}", aesam.optim.policy)
+    };
+    assert_eq!((lambda1, lambda2), (-0.5, 0.5));
+}
