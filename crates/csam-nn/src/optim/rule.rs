@@ -35,7 +35,8 @@ pub enum UpdateRule {
     /// SAM (Foret et al. 2021): `e = rho g / (||g||_2 + 1e-12)`, the global L2
     /// norm over all trainable parameters.
     Sam {
-        /// Perturbation radius (>= 0; 0 takes SGD's step).
+        /// Perturbation radius (>= 0 for the step, where 0 takes SGD's step;
+        /// a run refuses 0).
         #[serde(default = "default_rho")]
         rho: f64,
         /// m-sharpness sub-batch size, in `[1, batch_size]` (None: the whole batch).
@@ -49,7 +50,8 @@ pub enum UpdateRule {
     /// `T_w = |w| + eta` elementwise on the parameters named `weight`, as the
     /// authors' code ([`Perturbation::Asam`]).
     Asam {
-        /// Perturbation radius (>= 0; the ASAM paper uses 0.5-2).
+        /// Perturbation radius (>= 0 for the step, a run refuses 0; the ASAM
+        /// paper uses 0.5-2).
         #[serde(default = "default_rho")]
         rho: f64,
         /// `eta` in `T_w = |w| + eta` (>= 0).
@@ -72,7 +74,8 @@ pub enum UpdateRule {
     /// the true-class probability at `theta~`; for cross entropy
     /// `-(1 + p~_y)^(-gamma) log p~_y`. `gamma = 0` is SAM.
     Csam {
-        /// Perturbation radius (>= 0; 0 takes SGD's step).
+        /// Perturbation radius (>= 0 for the step, where 0 takes SGD's step;
+        /// a run refuses 0).
         #[serde(default = "default_rho")]
         rho: f64,
         /// The exponent, >= 0; the paper analyses `[0, 2]`.
@@ -94,7 +97,8 @@ pub enum UpdateRule {
     /// `e = rho d_t / ||d_t||` (see [`Perturbation::Vasso`]).
     /// The average is of whole-batch gradients: no m-sharpness.
     Vasso {
-        /// Perturbation radius (>= 0; 0 takes SGD's step).
+        /// Perturbation radius (>= 0 for the step, where 0 takes SGD's step;
+        /// a run refuses 0).
         #[serde(default = "default_rho")]
         rho: f64,
         /// Weight of the new gradient in the average, in (0, 1]; 1 is SAM.

@@ -5,8 +5,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::check::keyed;
-use super::check::{finite_above, invalid, unit_interval};
+use super::check::{finite_above, invalid, keyed, unit_interval};
 use super::ConfigError;
 use csam_nn::optim::{validate_clip, SamPolicy};
 pub use csam_nn::optim::{OptimizerFamily, Sharpness, UpdateRule};
