@@ -458,6 +458,8 @@ const CASES: &[Case] = &[
     case("compare", "--weight-decay", "-1", &["{compare}", "--weight-decay", "-1"]),
     case("compare", "--rho", "0", &["{compare}", "--rho", "0"]),
     case("compare", "--gamma", "-1", &["{compare}", "--gamma", "-1"]),
+    case("compare", "--rho", "with SGD only (not read)", &["{compare}", "--methods", "sgd", "--rho", "0.1"]),
+    case("compare", "--gamma", "without CSAM (not read)", &["{compare}", "--methods", "sgd,sam", "--gamma", "2"]),
     case("compare", "--batch-size", "0", &["{compare}", "--batch-size", "0"]),
     case("compare", "--val-size", "0", &["{compare}", "--val-size", "0"]),
     case("compare", "--augment", "a value (false)", &["{compare}", "--augment", "false"]),

@@ -78,13 +78,35 @@ impl CompareArgs {
             let file = MethodSettings::parse(&text, &path.display().to_string())?;
             method_settings = method_settings.overridden_by(file);
         }
-        Ok(CompareSettings {
+        let settings = CompareSettings {
             shared: self.shared.settings()?,
             method_settings: method_settings.of(&methods),
             methods,
             rho: self.rho.unwrap_or(defaults.rho),
             gamma: self.gamma.unwrap_or(defaults.gamma),
-        })
+        };
+        // A flag that reaches no run is refused, as `csam train` refuses a
+        // radius for SGD: it reaches one if another value changes a run.
+        let another = |x: f64| if x == 1.0 { 2.0 } else { 1.0 };
+        let names = || {
+            let names: Vec<String> = settings.methods.iter().map(Method::to_string).collect();
+            names.join(",")
+        };
+        if self.rho.is_some() && !settings.runs_read(|s| s.rho = another(s.rho))? {
+            anyhow::bail!(
+                "--rho applies to SAM, CSAM and VASSO methods without a radius of their own; \
+                 none of --methods {} reads it",
+                names()
+            );
+        }
+        if self.gamma.is_some() && !settings.runs_read(|s| s.gamma = another(s.gamma))? {
+            anyhow::bail!(
+                "--gamma applies to CSAM methods without a gamma of their own; none of \
+                 --methods {} reads it",
+                names()
+            );
+        }
+        Ok(settings)
     }
 }
 

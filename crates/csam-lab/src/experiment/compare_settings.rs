@@ -152,6 +152,24 @@ impl CompareSettings {
         Ok(())
     }
 
+    /// Whether `change` to the comparison's shared settings (its `rho`, its
+    /// `gamma`) reaches any run: false when no method takes the setting
+    /// (SGD's, or a method whose own settings set it), so that a flag that
+    /// would change nothing can be refused.
+    pub fn runs_read(&self, change: impl FnOnce(&mut CompareSettings)) -> Result<bool> {
+        let mut changed = self.clone();
+        change(&mut changed);
+        let Some(&seed) = self.shared.seeds.first() else {
+            return Ok(false);
+        };
+        for &method in &self.methods {
+            if self.run_spec(method, seed, 0)? != changed.run_spec(method, seed, 0)? {
+                return Ok(true);
+            }
+        }
+        Ok(false)
+    }
+
     /// The keys in which `self` and `other` differ.
     pub fn differences(&self, other: &CompareSettings) -> Vec<String> {
         super::settings::differences(self, other)
@@ -200,6 +218,28 @@ impl ShiftRequest {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn rho_and_gamma_reach_the_runs_of_the_methods_that_take_them() {
+        // The methods with their built-in settings, as `csam compare` runs them.
+        let with = |names: &str| {
+            let methods: Vec<Method> = names.split(',').map(|name| name.parse().unwrap()).collect();
+            CompareSettings {
+                method_settings: MethodSettings::builtin().of(&methods),
+                methods,
+                ..CompareSettings::default()
+            }
+        };
+        let rho = |s: &mut CompareSettings| s.rho = 0.3;
+        let gamma = |s: &mut CompareSettings| s.gamma = 2.0;
+        assert!(!with("sgd").runs_read(rho).unwrap());
+        assert!(!with("sgd,focal").runs_read(gamma).unwrap());
+        // ASAM and bSAM have their own radius in the built-in settings.
+        assert!(!with("sgd,asam,bsam").runs_read(rho).unwrap());
+        assert!(with("sgd,vasso").runs_read(rho).unwrap());
+        assert!(!with("sam").runs_read(gamma).unwrap());
+        assert!(with("sam,focal+csam").runs_read(gamma).unwrap());
+    }
 
     #[test]
     fn default_out_is_file_safe() {
