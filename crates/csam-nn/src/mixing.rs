@@ -124,12 +124,7 @@ impl Mixing {
                     positive,
                     "must be finite and > 0 (MIT-L needs two different mixing coefficients)",
                 )?;
-                fields.check(
-                    "margin",
-                    margin,
-                    (0.0..1.0).contains(&margin),
-                    "must lie in [0, 1)",
-                )
+                fields.unit_interval("margin", margin)
             }
         }
     }

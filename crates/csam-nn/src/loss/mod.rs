@@ -93,6 +93,12 @@ impl Fields {
         self.check(field, value, holds, "must be finite and >= 0")
     }
 
+    /// Refuses `field` unless it lies in `[0, 1)`.
+    pub(crate) fn unit_interval(&self, field: &'static str, value: f64) -> Result<(), LossError> {
+        let holds = (0.0..1.0).contains(&value);
+        self.check(field, value, holds, "must lie in [0, 1)")
+    }
+
     /// Refuses `field` unless it is finite and > 0.
     pub(crate) fn positive(&self, field: &'static str, value: f64) -> Result<(), LossError> {
         let holds = value.is_finite() && value > 0.0;

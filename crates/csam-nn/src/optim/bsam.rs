@@ -69,12 +69,7 @@ impl BsamConfig {
         validate_bsam_rule(self.rho, self.beta2, self.damping, self.init_precision)?;
         let fields = Fields("bsam");
         fields.non_negative("lr", self.lr)?;
-        fields.check(
-            "beta1",
-            self.beta1,
-            (0.0..1.0).contains(&self.beta1),
-            "must lie in [0, 1)",
-        )?;
+        fields.unit_interval("beta1", self.beta1)?;
         fields.non_negative("weight_decay", self.weight_decay)?;
         fields.positive("n_data", self.n_data)?;
         self.loss.validate()?;
@@ -92,12 +87,7 @@ pub(crate) fn validate_bsam_rule(
 ) -> Result<(), LossError> {
     let fields = Fields("bsam");
     fields.positive("rho", rho)?;
-    fields.check(
-        "beta2",
-        beta2,
-        (0.0..1.0).contains(&beta2),
-        "must lie in [0, 1)",
-    )?;
+    fields.unit_interval("beta2", beta2)?;
     fields.positive("damping", damping)?;
     fields.positive("init_precision", init_precision)
 }

@@ -89,27 +89,8 @@ impl OptimSpec {
         self.schedule.validate(self.lr, epochs)?;
         let rule = self.rule.family().name();
         keyed(&["optim", "rule"], rule, self.rule.validate())?;
-        if self
-            .rule
-            .sharpness()
-            .is_some_and(|sharpness| sharpness.rho == 0.0)
-        {
-            // The step allows it (SAM at radius 0 is SGD); a run refuses it.
-            return Err(invalid(
-                "rho",
-                0.0,
-                "a SAM-family run needs rho > 0 (at 0 it takes SGD's step at twice its \
-                 cost: use optimizer = sgd)",
-            ));
-        }
-        if let Some(m) = self.rule.sharpness().and_then(|sharpness| sharpness.m) {
-            if m > batch_size {
-                return Err(invalid(
-                    "m",
-                    m,
-                    &format!("the m-sharpness sub-batch must not exceed batch_size ({batch_size})"),
-                ));
-            }
+        if let Some(sharpness) = self.rule.sharpness() {
+            self.validate_run_sharpness(sharpness, batch_size)?;
         }
         if matches!(self.rule, UpdateRule::Bsam { .. }) {
             self.validate_bsam()?;
@@ -153,6 +134,32 @@ impl OptimSpec {
             name,
             self.rule.check_policy(&self.policy),
         )
+    }
+
+    /// What a run asks of a SAM-family rule beyond the step's own checks: a
+    /// radius above 0 (the step allows 0, SAM at radius 0 being SGD) and an
+    /// m-sharpness sub-batch within the batch.
+    fn validate_run_sharpness(
+        &self,
+        sharpness: Sharpness,
+        batch_size: usize,
+    ) -> Result<(), ConfigError> {
+        if sharpness.rho == 0.0 {
+            return Err(invalid(
+                "rho",
+                0.0,
+                "a SAM-family run needs rho > 0 (at 0 it takes SGD's step at twice its \
+                 cost: use optimizer = sgd)",
+            ));
+        }
+        match sharpness.m {
+            Some(m) if m > batch_size => Err(invalid(
+                "m",
+                m,
+                &format!("the m-sharpness sub-batch must not exceed batch_size ({batch_size})"),
+            )),
+            _ => Ok(()),
+        }
     }
 
     /// bSAM is its own optimizer: it reads `lr`, `momentum` (its beta1) and

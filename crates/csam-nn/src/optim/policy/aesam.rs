@@ -82,13 +82,7 @@ impl AeSam {
     }
 
     pub(super) fn validate(&self, fields: &Fields) -> Result<(), LossError> {
-        let delta = self.delta;
-        fields.check(
-            "delta",
-            delta,
-            (0.0..1.0).contains(&delta),
-            "must lie in [0, 1)",
-        )?;
+        fields.unit_interval("delta", self.delta)?;
         for (name, value) in [("lambda1", self.lambda1), ("lambda2", self.lambda2)] {
             fields.check(name, value, value.is_finite(), "must be finite")?;
         }
