@@ -12,6 +12,7 @@ use std::process::ExitCode;
 
 use clap::error::{ContextKind, ContextValue, ErrorKind};
 use clap::{Command, CommandFactory, FromArgMatches, Parser};
+use csam_lab::error::LabError;
 use csam_nn::torch_message::without_backtrace;
 use csam_train::train::{Remedy, TrainError};
 
@@ -105,7 +106,10 @@ fn with_switch_tip(mut error: clap::Error, args: &[String], command: &Command) -
 fn one_line(error: &anyhow::Error) -> String {
     let mut line = String::new();
     for cause in error.chain() {
-        let text = match cause.downcast_ref::<TrainError>() {
+        let train_error = cause
+            .downcast_ref::<TrainError>()
+            .or_else(|| cause.downcast_ref::<LabError>()?.as_train());
+        let text = match train_error {
             Some(TrainError::Refused { message, remedy }) => {
                 format!("{message}; {}", remedy_in_flags(*remedy))
             }

@@ -10,6 +10,7 @@ use std::sync::Arc;
 use csam_calib::metrics::summary::{summarize, MetricSummary};
 use serde::{Deserialize, Serialize};
 
+use crate::error::{LabError, Result};
 use crate::shift::eval_set::EvalSet;
 use crate::shift::predictor::{Predictor, Sampling};
 use crate::shift::report::{
@@ -21,7 +22,7 @@ use csam_nn::device::{device_name, parse_device};
 use csam_train::spec::ConfigError;
 use csam_train::spec::Runtime;
 use csam_train::train::atomic::write_atomic;
-use csam_train::train::error::{Remedy, Result, TrainError};
+use csam_train::train::error::{Remedy, TrainError};
 use csam_train::train::TrainedRun;
 
 /// What `csam eval` asks for.
@@ -131,9 +132,9 @@ pub fn evaluate_run(request: &EvalRequest) -> Result<(EvalReport, PathBuf)> {
         .runs
         .iter()
         .map(|dir| TrainedRun::open(dir))
-        .collect::<Result<Vec<_>>>()?;
+        .collect::<Result<Vec<_>, TrainError>>()?;
     let Some(first) = runs.first() else {
-        return Err(TrainError::Invalid("no run to evaluate".into()));
+        return Err(LabError::NoRuns);
     };
     let data = request
         .data
@@ -144,11 +145,12 @@ pub fn evaluate_run(request: &EvalRequest) -> Result<(EvalReport, PathBuf)> {
         .clone()
         .unwrap_or_else(|| default_name(request, &data));
     if name.is_empty() || name != report_name(&name) {
-        return Err(TrainError::from(ConfigError::invalid(
+        return Err(ConfigError::invalid(
             "name",
             &name,
             "use letters, digits, '.', '_' and '-' only",
-        )));
+        )
+        .into());
     }
     let report_path = first.dir.eval_report(&name);
     if report_path.exists() && !request.force {
@@ -158,7 +160,8 @@ pub fn evaluate_run(request: &EvalRequest) -> Result<(EvalReport, PathBuf)> {
                 report_path.display()
             ),
             Remedy::Replace,
-        ));
+        )
+        .into());
     }
     let device = parse_device(request.device.as_deref())
         .map_err(|e| TrainError::Device(e.text, e.reason))?;
@@ -166,13 +169,13 @@ pub fn evaluate_run(request: &EvalRequest) -> Result<(EvalReport, PathBuf)> {
     // once; `key` names the flag a spec came from in an error.
     let parse = |key: &'static str, text: &str| -> Result<DatasetSpec> {
         text.parse()
-            .map_err(|e| TrainError::from(ConfigError::invalid(key, text, e)))
+            .map_err(|e| ConfigError::invalid(key, text, e).into())
     };
     let data_spec = parse("data", &data)?;
     let ood_spec = request
         .ood
         .as_deref()
-        .map(|text| Ok::<_, TrainError>((text, parse("ood", text)?)))
+        .map(|text| Ok::<_, LabError>((text, parse("ood", text)?)))
         .transpose()?;
     let split_seed = first.spec.data.split_seed(first.spec.seed);
     let workers = Runtime {

@@ -6,6 +6,7 @@
 //! [`eval`]), and the sharpness of a run's loss at its weights
 //! ([`sharpness`]).
 
+pub mod error;
 pub mod eval;
 pub mod experiment;
 pub mod sharpness;

@@ -33,7 +33,7 @@ use csam_train::train::atomic::write_atomic;
 use csam_train::train::session::input_shape;
 use csam_train::train::{Checkpoint, ConfigError, Remedy, TrainError, TrainedRun};
 
-type Result<T> = std::result::Result<T, TrainError>;
+use crate::error::{LabError, Result};
 
 /// What [`measure_run`] reports while it works, for the caller's progress
 /// display (the library itself prints nothing).
@@ -172,10 +172,10 @@ pub fn measure_run(
     let splits = spec.data.splits(spec.seed)?;
     let train = &splits.train;
     if settings.examples > train.n {
-        return Err(TrainError::Invalid(format!(
-            "{} examples asked for, but the run's training split has {}",
-            settings.examples, train.n
-        )));
+        return Err(LabError::TooManyExamples {
+            asked: settings.examples,
+            available: train.n,
+        });
     }
     let normalization = &trained.normalization;
     let shape = (input_shape(train), train.n_classes);
@@ -253,17 +253,16 @@ pub fn measure_run(
 /// and an existing report without `force`.
 fn check_request(run: &Path, settings: &SharpnessSettings, out: &Path, force: bool) -> Result<()> {
     if !run.is_dir() {
-        return Err(TrainError::Invalid(format!(
-            "{}: no such directory",
-            run.display()
-        )));
+        return Err(TrainError::NoSuchRun {
+            dir: run.to_path_buf(),
+        }
+        .into());
     }
     settings.validate()?;
     if out.exists() && !force {
-        return Err(TrainError::refused(
-            format!("{} exists", out.display()),
-            Remedy::Replace,
-        ));
+        return Err(
+            TrainError::refused(format!("{} exists", out.display()), Remedy::Replace).into(),
+        );
     }
     Ok(())
 }

@@ -6,10 +6,10 @@ use std::path::Path;
 use std::time::Duration;
 
 use anyhow::Context;
+use csam_lab::error::LabError;
 use csam_lab::experiment::cluster::{self, PlanEntry, WorkerObserver};
 use csam_lab::experiment::runs::PlannedRun;
 use csam_train::spec::Runtime;
-use csam_train::train::TrainError;
 
 /// How long a worker waits before it tries the runs other workers hold again.
 const POLL: Duration = Duration::from_secs(5);
@@ -46,7 +46,7 @@ impl WorkerObserver for Lines {
         println!("{}: finished", entry.label);
     }
 
-    fn failed(&mut self, entry: &PlanEntry, error: &TrainError) {
+    fn failed(&mut self, entry: &PlanEntry, error: &LabError) {
         println!("{}: failed: {error}", entry.label);
     }
 

@@ -6,6 +6,7 @@ use std::path::PathBuf;
 
 use anyhow::Context;
 use clap::{Args, ValueEnum};
+use csam_lab::error::LabError;
 use csam_lab::sharpness::{measure_run, SharpnessReport, SharpnessSettings};
 use csam_nn::curvature::{Eigen, PowerSettings};
 use csam_train::train::{Checkpoint as Weights, TrainError};
@@ -93,7 +94,7 @@ pub fn run(args: SharpnessArgs) -> anyhow::Result<()> {
         &mut CountBar::sharpness(!args.quiet),
     )
     .map_err(|e| match e {
-        TrainError::Config(config) => anyhow::anyhow!(explain_value(&config)),
+        LabError::Train(TrainError::Config(config)) => anyhow::anyhow!(explain_value(&config)),
         other => anyhow::Error::from(other),
     })
     .with_context(|| format!("measuring the sharpness of {}", args.run.display()))?;

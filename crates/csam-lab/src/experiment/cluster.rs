@@ -30,10 +30,11 @@ use serde::{Deserialize, Serialize};
 
 use super::runs::PlannedRun;
 use super::settings::read_json;
+use crate::error::{LabError, Result};
 use csam_train::spec::{RunSpec, Runtime};
 use csam_train::train::atomic::write_atomic;
-use csam_train::train::error::{Remedy, Result, TrainError};
-use csam_train::train::lock::RunLock;
+use csam_train::train::error::{Remedy, TrainError};
+use csam_train::train::lock::{LockError, RunLock};
 use csam_train::train::rundir::RunDir;
 use csam_train::train::{self, RunOutcome, Silent, TrainRequest};
 
@@ -93,7 +94,8 @@ pub fn write_plan(
                 dir.display()
             ),
             Remedy::MoveOrDelete,
-        ));
+        )
+        .into());
     }
     std::fs::create_dir_all(&dir).map_err(TrainError::io("create", &dir))?;
     let mut entries = Vec::with_capacity(runs.len());
@@ -184,17 +186,14 @@ fn shell_quote(word: &str) -> String {
 /// `path` made absolute against the working directory, so that the plan's
 /// commands run from anywhere.
 fn absolute(path: &Path) -> Result<PathBuf> {
-    std::path::absolute(path).map_err(TrainError::io("resolve", path))
+    Ok(std::path::absolute(path).map_err(TrainError::io("resolve", path))?)
 }
 
 /// Reads `out/plan/plan.json`.
 fn read_plan(out: &Path) -> Result<Plan> {
     let path = out.join(PLAN_DIR).join("plan.json");
     if !path.exists() {
-        return Err(TrainError::Invalid(format!(
-            "{} not found: write the plan first (the same command with --plan)",
-            path.display()
-        )));
+        return Err(LabError::NoPlan { path });
     }
     read_json(&path)
 }
@@ -210,7 +209,7 @@ pub trait WorkerObserver {
         let _ = entry;
     }
     /// `entry` failed in this worker with `error` (it is not tried again).
-    fn failed(&mut self, entry: &PlanEntry, error: &TrainError) {
+    fn failed(&mut self, entry: &PlanEntry, error: &LabError) {
         let _ = (entry, error);
     }
     /// Every unclaimed run is done; `busy` runs are still claimed by other
@@ -253,11 +252,11 @@ pub fn drain(
             std::fs::create_dir_all(&claim_dir).map_err(TrainError::io("create", &claim_dir))?;
             let _claim = match RunLock::acquire(&claim_dir) {
                 Ok(claim) => claim,
-                Err(TrainError::Busy { .. }) => {
+                Err(LockError::Busy { .. }) => {
                     busy += 1;
                     continue;
                 }
-                Err(e) => return Err(e),
+                Err(e) => return Err(TrainError::from(e).into()),
             };
             // Another worker may have finished it between the check and the claim.
             if is_finished(&entry.dir) {
@@ -301,15 +300,15 @@ fn train_entry(dir: &Path, entry: &PlanEntry, runtime: &Runtime) -> Result<()> {
     };
     match train::run(&request, &mut Silent)? {
         RunOutcome::Finished(_) | RunOutcome::AlreadyFinished { .. } => Ok(()),
-        RunOutcome::Stopped { epoch } => Err(TrainError::Invalid(format!(
-            "{} stopped after epoch {epoch} without finishing",
-            entry.dir.display()
-        ))),
+        RunOutcome::Stopped { epoch } => Err(LabError::Stopped {
+            dir: entry.dir.clone(),
+            epoch,
+        }),
         // A single process (no replica) is every run's rank 0.
-        RunOutcome::Replicated { rank } => Err(TrainError::Invalid(format!(
-            "{} was trained as data-parallel rank {rank}, which writes no results",
-            entry.dir.display()
-        ))),
+        RunOutcome::Replicated { rank } => Err(LabError::ReplicaRank {
+            dir: entry.dir.clone(),
+            rank,
+        }),
     }
 }
 

@@ -24,7 +24,7 @@ use csam_train::train::evaluate::Predictions;
 use csam_train::train::rundir::{RunDir, Split};
 use csam_train::train::{TrainError, TrainedRun};
 
-type Result<T> = std::result::Result<T, TrainError>;
+use crate::error::{LabError, Result};
 
 /// The finished member runs of one replicate, ready to predict together (one
 /// run for a single network or MC-Dropout).
@@ -46,20 +46,18 @@ impl Combination {
         let runs = members
             .iter()
             .map(|dir| TrainedRun::open(dir))
-            .collect::<Result<Vec<_>>>()?;
+            .collect::<Result<Vec<_>, TrainError>>()?;
         let Some(first) = runs.first() else {
-            return Err(TrainError::Invalid("a combination needs a member".into()));
+            return Err(LabError::NoMembers);
         };
         let split_of = |run: &TrainedRun| run.spec.data.split_seed(run.spec.seed);
         if let Some(other) = runs.iter().find(|run| split_of(run) != split_of(first)) {
-            return Err(TrainError::Invalid(format!(
-                "{} and {} were trained on different validation splits (split seeds {} and {}): \
-                 their validation predictions cannot be combined",
-                first.dir.root().display(),
-                other.dir.root().display(),
-                split_of(first),
-                split_of(other),
-            )));
+            return Err(LabError::OtherSplits {
+                first: first.dir.root().to_path_buf(),
+                other: other.dir.root().to_path_buf(),
+                first_seed: split_of(first),
+                other_seed: split_of(other),
+            });
         }
         let splits = first.spec.data.splits(first.spec.seed)?;
         let batch_size = first.spec.batch_size;

@@ -34,7 +34,7 @@ use csam_train::train::metrics_log::MetricsLog;
 use csam_train::train::rundir::{RunDir, Split};
 use csam_train::train::{ExperimentObserver, RunSummary, TrainError};
 
-type Result<T> = std::result::Result<T, TrainError>;
+use crate::error::Result;
 
 /// What `csam compare` asks for.
 #[derive(Debug, Clone)]

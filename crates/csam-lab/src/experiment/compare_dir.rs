@@ -10,9 +10,8 @@ use serde::Serialize;
 
 use super::method::{Method, Training};
 use super::settings::ExperimentDir;
-use csam_train::train::TrainError;
 
-type Result<T> = std::result::Result<T, TrainError>;
+use crate::error::Result;
 
 /// The paths of a comparison directory.
 #[derive(Debug, Clone)]

@@ -13,9 +13,8 @@ use super::method_settings::MethodSettings;
 use super::settings::{invalid, repeated, SharedSettings};
 use csam_data::{self as data, DatasetSpec};
 use csam_train::spec::{OptimizerFamily, RunSpec};
-use csam_train::train::TrainError;
 
-type Result<T> = std::result::Result<T, TrainError>;
+use crate::error::{LabError, Result};
 
 /// The fraction of the training part held out for validation when no
 /// validation size is given.
@@ -181,11 +180,12 @@ impl CompareSettings {
 pub fn default_val_size(data: &str) -> Result<usize> {
     let spec: DatasetSpec = data.parse()?;
     let source = data::load(&spec)?;
-    let n_train = source.train.map(|t| t.n).ok_or_else(|| {
-        TrainError::Invalid(format!(
-            "{data} has no training part; it cannot be trained on"
-        ))
-    })?;
+    let n_train = source
+        .train
+        .map(|t| t.n)
+        .ok_or_else(|| LabError::NoTrainingPart {
+            data: data.to_string(),
+        })?;
     Ok(((n_train as f64 * DEFAULT_VAL_FRACTION) as usize).max(1))
 }
 

@@ -28,9 +28,9 @@ use serde::{Deserialize, Serialize};
 
 use super::method::{Method, Prediction};
 use csam_train::spec::{keys, RunSpec, SpecLayers};
-use csam_train::train::{ConfigError, TrainError};
+use csam_train::train::ConfigError;
 
-type Result<T> = std::result::Result<T, TrainError>;
+use crate::error::{LabError, Result};
 
 /// Flat keys per method name, as a methods file writes them.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -65,7 +65,7 @@ impl MethodSettings {
     /// rule key of `csam train`, and a value of the wrong kind.
     pub fn parse(text: &str, origin: &str) -> Result<MethodSettings> {
         let parse_error = |message: String| {
-            TrainError::from(ConfigError::Parse {
+            LabError::from(ConfigError::Parse {
                 origin: origin.to_string(),
                 message,
             })
@@ -122,7 +122,7 @@ impl MethodSettings {
             return Ok(spec);
         };
         let origin = format!("the settings of method {method}");
-        let in_context = |source| TrainError::MethodSettings {
+        let in_context = |source| LabError::MethodSettings {
             method: method.to_string(),
             source: Box::new(source),
         };

@@ -14,7 +14,7 @@ use serde::{Deserialize, Serialize};
 use csam_train::train::rundir::{RunDir, Split};
 use csam_train::train::TrainError;
 
-type Result<T> = std::result::Result<T, TrainError>;
+use crate::error::{LabError, Result};
 
 /// The test metrics after each post-hoc calibrator (fractions).
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
@@ -106,11 +106,12 @@ fn read_split(run_dir: &RunDir, split: Split) -> Result<(Array2<f64>, Vec<usize>
     Ok((logits, labels))
 }
 
-fn corrupt(path: &Path, message: String) -> TrainError {
+fn corrupt(path: &Path, message: String) -> LabError {
     TrainError::Corrupt {
         path: path.to_path_buf(),
         message,
     }
+    .into()
 }
 
 #[cfg(test)]

@@ -14,10 +14,10 @@ use super::settings::read_json;
 use csam_train::spec::{RunSpec, Runtime};
 use csam_train::train::rundir::{RunDir, RunState};
 use csam_train::train::{
-    self, ExperimentObserver, RunAction, RunOutcome, RunSummary, TrainError, TrainRequest,
+    self, ExperimentObserver, RunAction, RunOutcome, RunSummary, TrainRequest,
 };
 
-type Result<T> = std::result::Result<T, TrainError>;
+use crate::error::{LabError, Result};
 
 /// An experiment as a list of runs: what each one trains, where it lives,
 /// and what the experiment keeps of it once it has finished.
@@ -147,15 +147,15 @@ pub fn train_or_reuse<O: ExperimentObserver>(
         RunOutcome::Finished(summary) => Ok(*summary),
         // Finished by another process since the state was read.
         RunOutcome::AlreadyFinished { summary } => read_json(&summary),
-        RunOutcome::Stopped { epoch } => Err(TrainError::RunDir(format!(
-            "{} stopped after epoch {epoch} without finishing",
-            out.display()
-        ))),
+        RunOutcome::Stopped { epoch } => Err(LabError::Stopped {
+            dir: out.to_path_buf(),
+            epoch,
+        }),
         // A single process (no replica) is every run's rank 0.
-        RunOutcome::Replicated { rank } => Err(TrainError::RunDir(format!(
-            "{} was trained as data-parallel rank {rank}, which writes no results",
-            out.display()
-        ))),
+        RunOutcome::Replicated { rank } => Err(LabError::ReplicaRank {
+            dir: out.to_path_buf(),
+            rank,
+        }),
     }
 }
 
@@ -164,11 +164,9 @@ fn check_saved_spec(run_dir: &RunDir, spec: &RunSpec) -> Result<()> {
     let changed = spec.differences(&run_dir.saved_spec()?);
     match changed.is_empty() {
         true => Ok(()),
-        false => Err(TrainError::RunDir(format!(
-            "{} was trained with other settings ({}) than this experiment asks for; delete it \
-             to retrain it",
-            run_dir.root().display(),
-            changed.join(", ")
-        ))),
+        false => Err(LabError::OtherSettings {
+            dir: run_dir.root().to_path_buf(),
+            changed,
+        }),
     }
 }

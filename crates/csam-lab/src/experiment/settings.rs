@@ -17,7 +17,7 @@ use csam_train::spec::{DataSpec, ModelSpec, OptimizerFamily, RunSpec, UpdateRule
 use csam_train::train::atomic::write_atomic;
 use csam_train::train::{self, Remedy, TrainError};
 
-type Result<T> = std::result::Result<T, TrainError>;
+use crate::error::{LabError, Result};
 
 /// The settings every run of an experiment shares: data, model, length, seeds
 /// and the hyperparameters tuned on SGD and reused for the SAM family
@@ -142,12 +142,8 @@ fn is_fp32(precision: &Precision) -> bool {
 }
 
 /// A configuration error for `key`.
-pub(crate) fn invalid(key: &'static str, value: String, reason: &str) -> TrainError {
-    TrainError::Config(train::ConfigError::Invalid {
-        key,
-        value,
-        reason: reason.to_string(),
-    })
+pub(crate) fn invalid(key: &'static str, value: String, reason: &str) -> LabError {
+    train::ConfigError::invalid(key, value, reason).into()
 }
 
 /// The first item that occurs twice in `items`.
@@ -244,7 +240,8 @@ impl ExperimentDir {
                         changed.join(", ")
                     ),
                     Remedy::MoveOrDelete,
-                )),
+                )
+                .into()),
             };
         }
         let occupied = std::fs::read_dir(&self.root)
@@ -257,7 +254,8 @@ impl ExperimentDir {
                     self.noun, self.file
                 ),
                 Remedy::Move,
-            ));
+            )
+            .into());
         }
         std::fs::create_dir_all(&self.root).map_err(TrainError::io(
             "create the experiment directory",
@@ -279,10 +277,11 @@ impl ExperimentDir {
 /// Reads a JSON file; a file that does not parse is named.
 pub fn read_json<T: DeserializeOwned>(path: &Path) -> Result<T> {
     let text = std::fs::read_to_string(path).map_err(TrainError::io("read", path))?;
-    serde_json::from_str(&text).map_err(|e| TrainError::Corrupt {
+    let value = serde_json::from_str(&text).map_err(|e| TrainError::Corrupt {
         path: path.to_path_buf(),
         message: e.to_string(),
-    })
+    })?;
+    Ok(value)
 }
 
 /// Writes `value` as pretty JSON, atomically.
@@ -291,7 +290,7 @@ pub fn write_json(path: &Path, value: &impl Serialize) -> Result<()> {
         path: path.to_path_buf(),
         message: e.to_string(),
     })?;
-    write_atomic(path, &json)
+    Ok(write_atomic(path, &json)?)
 }
 
 #[cfg(test)]

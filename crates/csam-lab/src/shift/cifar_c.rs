@@ -9,9 +9,10 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use csam_data::corrupt::{Corruption, FrostTextures, Severity, FROST_NEEDS_TEXTURES, SEVERITIES};
+use crate::error::{LabError, LayoutProblem, Result};
+use csam_data::corrupt::{Corruption, FrostTextures, Severity, SEVERITIES};
 use csam_data::{self as data, chw_to_hwc, Dataset, DatasetSpec};
-use csam_train::train::error::{Remedy, Result, TrainError};
+use csam_train::train::error::{Remedy, TrainError};
 
 /// The labels file of the layout.
 pub const LABELS_FILE: &str = "labels.npy";
@@ -92,7 +93,7 @@ pub fn write_corruption_set(
     } = plan;
     let seed = *seed;
     if frost.is_none() && corruptions.iter().any(|c| c.needs_frost_textures()) {
-        return Err(TrainError::Invalid(FROST_NEEDS_TEXTURES.into()));
+        return Err(LabError::FrostNeedsTextures);
     }
     let targets: Vec<PathBuf> = corruptions
         .iter()
@@ -104,7 +105,8 @@ pub fn write_corruption_set(
             return Err(TrainError::refused(
                 format!("{} exists", existing.display()),
                 Remedy::Replace,
-            ));
+            )
+            .into());
         }
     }
     std::fs::create_dir_all(dir).map_err(TrainError::io("create", dir))?;
@@ -178,11 +180,7 @@ pub struct CorruptionSet {
 pub fn open_corruption_set(dir: &Path) -> Result<CorruptionSet> {
     let labels = dir.join(LABELS_FILE);
     if !labels.is_file() {
-        return Err(TrainError::Invalid(format!(
-            "{} is missing: a corruption set is a CIFAR-10-C layout directory \
-             (<corruption>.npy files and labels.npy, as `csam corrupt` writes)",
-            labels.display()
-        )));
+        return Err(LabError::layout(labels, LayoutProblem::NoLabels));
     }
     let severities = read_severities(dir)?;
     let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
@@ -194,10 +192,7 @@ pub fn open_corruption_set(dir: &Path) -> Result<CorruptionSet> {
         .collect();
     files.sort();
     if files.is_empty() {
-        return Err(TrainError::Invalid(format!(
-            "{} holds no <corruption>.npy file",
-            dir.display()
-        )));
+        return Err(LabError::layout(dir, LayoutProblem::NoCorruptionFiles));
     }
     Ok(CorruptionSet {
         files,
@@ -220,7 +215,8 @@ fn read_severities(dir: &Path) -> Result<Vec<u8>> {
         return Err(TrainError::Corrupt {
             path: meta_path,
             message: "no severities listed".into(),
-        });
+        }
+        .into());
     }
     Ok(meta.severities)
 }
@@ -238,12 +234,13 @@ impl CorruptionSet {
         };
         let all = data::load(&spec)?.test;
         if all.n % severities.len() != 0 {
-            return Err(TrainError::Invalid(format!(
-                "{}: {} images do not split into {} severities",
-                path.display(),
-                all.n,
-                severities.len()
-            )));
+            return Err(LabError::layout(
+                path,
+                LayoutProblem::UnevenSeverities {
+                    images: all.n,
+                    severities: severities.len(),
+                },
+            ));
         }
         let per = all.n / severities.len();
         let name = path

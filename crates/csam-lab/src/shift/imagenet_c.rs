@@ -10,8 +10,9 @@
 
 use std::path::{Path, PathBuf};
 
+use crate::error::{LabError, LayoutProblem, Result};
 use csam_data::streaming::ImageFiles;
-use csam_train::train::error::{Result, TrainError};
+use csam_train::train::error::TrainError;
 
 /// One corruption's severity folders.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -46,31 +47,25 @@ pub fn open_imagenet_c(dir: &Path) -> Result<Vec<ImageNetCCorruption>> {
             .filter(|(_, path)| path.is_dir())
             .collect();
         if severities.is_empty() {
-            return Err(TrainError::Invalid(format!(
-                "{}: no severity folders 1 to 5 (ImageNet-C's layout is \
-                 <corruption>/<severity>/<class>/<image>)",
-                folder.display()
-            )));
+            return Err(LabError::layout(folder, LayoutProblem::NoSeverityFolders));
         }
         corruptions.push(ImageNetCCorruption { name, severities });
     }
     let Some(first) = corruptions.first() else {
-        return Err(TrainError::Invalid(format!(
-            "{} holds no corruption folder",
-            dir.display()
-        )));
+        return Err(LabError::layout(dir, LayoutProblem::NoCorruptionFolders));
     };
     let levels = |c: &ImageNetCCorruption| c.severities.iter().map(|s| s.0).collect::<Vec<_>>();
     let expected = levels(first);
     if let Some(other) = corruptions.iter().find(|c| levels(c) != expected) {
-        return Err(TrainError::Invalid(format!(
-            "{}: severities {:?} of {} differ from {:?} of {}",
-            dir.display(),
-            levels(other),
-            other.name,
-            expected,
-            first.name
-        )));
+        return Err(LabError::layout(
+            dir,
+            LayoutProblem::OtherSeverities {
+                name: other.name.clone(),
+                levels: levels(other),
+                first_name: first.name.clone(),
+                first_levels: expected,
+            },
+        ));
     }
     Ok(corruptions)
 }

@@ -15,9 +15,10 @@ use ndarray::Array2;
 use tch::nn::VarStore;
 use tch::Device;
 
+use crate::error::{LabError, Result};
 use csam_data::SampleShape;
 use csam_nn::model::{Mode, Model};
-use csam_train::train::error::{Result, TrainError};
+use csam_train::train::error::TrainError;
 use csam_train::train::run_data::{predict_files, StreamedBatches};
 use csam_train::train::session::predict_dataset;
 use csam_train::train::{Checkpoint, TrainedRun};
@@ -34,14 +35,16 @@ fn member_network(
 ) -> Result<(VarStore, Model)> {
     let (channels, height, width) = reference.sample_shape();
     if channels != run.normalization.channels() {
-        return Err(TrainError::Invalid(format!(
-            "{data} has {channels} channels but the run {} was trained on {} ({})",
-            run.dir.root().display(),
-            run.normalization.channels(),
-            run.spec.data.source,
-        )));
+        return Err(LabError::Channels {
+            data: data.to_string(),
+            channels,
+            run: run.dir.root().to_path_buf(),
+            run_channels: run.normalization.channels(),
+            trained_on: run.spec.data.source.to_string(),
+        });
     }
-    run.network(reference.network_shape(), device, Checkpoint::Best)
+    let network = run
+        .network(reference.network_shape(), device, Checkpoint::Best)
         .map_err(|error| match error {
             TrainError::Weights(source) => TrainError::WeightsMismatch {
                 data: data.to_string(),
@@ -54,7 +57,8 @@ fn member_network(
                 source,
             },
             other => other,
-        })
+        })?;
+    Ok(network)
 }
 
 /// How each member's probabilities are drawn.
@@ -89,7 +93,7 @@ impl Predictor {
         device: Device,
     ) -> Result<Predictor> {
         let Some(first) = runs.first() else {
-            return Err(TrainError::Invalid("no run to evaluate".into()));
+            return Err(LabError::NoRuns);
         };
         for run in &runs[1..] {
             for (what, a, b) in [
@@ -105,19 +109,19 @@ impl Predictor {
                 ),
             ] {
                 if a != b {
-                    return Err(TrainError::Invalid(format!(
-                        "ensemble members must share data and model: {} has {what} {a:?}, {} has {b:?}",
-                        first.dir.root().display(),
-                        run.dir.root().display()
-                    )));
+                    return Err(LabError::MembersDiffer {
+                        what,
+                        first: first.dir.root().to_path_buf(),
+                        first_value: a.clone(),
+                        other: run.dir.root().to_path_buf(),
+                        other_value: b.clone(),
+                    });
                 }
             }
         }
         if let Sampling::McDropout { passes, .. } = sampling {
             if passes == 0 {
-                return Err(TrainError::Invalid(
-                    "MC-Dropout needs at least 1 pass".into(),
-                ));
+                return Err(LabError::NoPasses);
             }
         }
         let reference = reference.into();
@@ -131,11 +135,9 @@ impl Predictor {
             .collect::<Result<Vec<_>>>()?;
         if let Sampling::McDropout { .. } = sampling {
             if let Some((run, _, _)) = members.iter().find(|(_, _, model)| !model.has_dropout()) {
-                return Err(TrainError::Invalid(format!(
-                    "{} was trained without dropout (dropout = 0, or a TorchScript module \
-                     without dropout layers): MC-Dropout needs a model trained with dropout",
-                    run.dir.root().display()
-                )));
+                return Err(LabError::NoDropout {
+                    run: run.dir.root().to_path_buf(),
+                });
             }
         }
         Ok(Predictor {
@@ -169,13 +171,12 @@ impl Predictor {
     pub fn probabilities<'d>(&self, data: impl Into<EvalSet<'d>>) -> Result<Array2<f64>> {
         let data = data.into();
         if data.sample_shape() != self.shape {
-            let (c, h, w) = data.sample_shape();
-            let (rc, rh, rw) = self.shape;
-            return Err(TrainError::Invalid(format!(
-                "{} has images of {c}x{h}x{w} (CxHxW) but the model evaluates {} ({rc}x{rh}x{rw})",
-                data.name(),
-                self.reference
-            )));
+            return Err(LabError::ImageShape {
+                data: data.name().to_string(),
+                shape: data.sample_shape(),
+                reference: self.reference.to_string(),
+                expected: self.shape,
+            });
         }
         let (mode, passes) = match self.sampling {
             Sampling::Deterministic => (Mode::Eval, 1),
@@ -208,12 +209,12 @@ impl Predictor {
                 };
                 let bad = predictions.non_finite_rows();
                 if bad > 0 {
-                    return Err(TrainError::Invalid(format!(
-                        "{bad} of {} examples of {} have NaN or infinite logits under {}",
-                        data.len(),
-                        data.name(),
-                        run.dir.root().display()
-                    )));
+                    return Err(LabError::NonFiniteLogits {
+                        bad,
+                        n: data.len(),
+                        data: data.name().to_string(),
+                        run: run.dir.root().to_path_buf(),
+                    });
                 }
                 let probs = csam_calib::scores::softmax(predictions.logits.mapv(f64::from).view());
                 sum = Some(match sum {

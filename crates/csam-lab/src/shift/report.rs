@@ -16,8 +16,8 @@ use super::cifar_c::open_corruption_set;
 use super::eval_set::EvalSet;
 use super::imagenet_c::{is_imagenet_c, open_imagenet_c, severity_files};
 use super::predictor::Predictor;
+use crate::error::{LabError, LayoutProblem, Result};
 use csam_data::streaming::ImageFiles;
-use csam_train::train::error::{Result, TrainError};
 
 /// Accuracy, ECE (15 equal-width bins, `(lo, hi]`) and NLL, as fractions.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
@@ -145,10 +145,7 @@ pub fn evaluate_corruptions(
     match *reference {
         ShiftReference::Labels { n_classes } => {
             if is_imagenet_c(dir) {
-                return Err(TrainError::Invalid(format!(
-                    "{} is laid out as ImageNet-C (<corruption>/<severity>/<class>/), which                      needs a run trained on an imagenet: folder; this run's corruptions are                      CIFAR-10-C's layout (<corruption>.npy and labels.npy)",
-                    dir.display()
-                )));
+                return Err(LabError::layout(dir, LayoutProblem::ImageNetForArrays));
             }
             let set = open_corruption_set(dir)?;
             for path in &set.files {

@@ -163,9 +163,9 @@ fn bench_case(
     for step in 0..steps_total {
         let started = Instant::now();
         trainer.set_learning_rate(step);
-        trainer.step((&xs, &ys), step, &[])?.map_err(|message| {
-            TrainError::Invalid(format!("benchmark step diverged: {message}"))
-        })?;
+        trainer
+            .step((&xs, &ys), step, &[])?
+            .map_err(TrainError::BenchDiverged)?;
         if let Device::Cuda(index) = options.device {
             tch::Cuda::synchronize(index as i64);
         }

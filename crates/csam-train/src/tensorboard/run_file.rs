@@ -121,11 +121,9 @@ pub fn backfill(dir: &Path, replace: bool) -> Result<PathBuf> {
     let run_dir = RunDir::new(dir);
     run_dir.require_run()?;
     if !run_dir.metrics_log().is_file() {
-        return Err(TrainError::RunDir(format!(
-            "{} has no metrics.jsonl: the run has not finished an epoch, so there is nothing \
-             to write",
-            dir.display()
-        )));
+        return Err(TrainError::NoMetrics {
+            dir: dir.to_path_buf(),
+        });
     }
     let _lock = RunLock::acquire(dir)?;
     let existing = event_files(dir)?;
@@ -155,10 +153,9 @@ pub fn backfill_all(dir: &Path, replace: bool) -> Result<Vec<PathBuf>> {
     let mut runs = Vec::new();
     runs_below(dir, &mut runs)?;
     if runs.is_empty() {
-        return Err(TrainError::RunDir(format!(
-            "{} holds no run directory (one with config.toml and metrics.jsonl)",
-            dir.display()
-        )));
+        return Err(TrainError::NoRunsBelow {
+            dir: dir.to_path_buf(),
+        });
     }
     runs.sort();
     if !replace {

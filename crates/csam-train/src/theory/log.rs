@@ -24,10 +24,9 @@ pub fn theory_log(run_dir: &Path) -> TheoryLog {
 pub fn read_theory(run_dir: &Path) -> Result<Vec<TheoryRecord>, TrainError> {
     let log = theory_log(run_dir);
     if !log.path().is_file() {
-        return Err(TrainError::RunDir(format!(
-            "{} does not exist: the run was not trained with track_theory = true",
-            log.path().display()
-        )));
+        return Err(TrainError::NoTheoryLog {
+            path: log.path().to_path_buf(),
+        });
     }
     log.read()
 }

@@ -47,9 +47,7 @@ fn window_mean(
 /// empty log.
 pub fn theory_charts(records: &[TheoryRecord]) -> Result<Vec<LineChart>, TrainError> {
     if records.is_empty() {
-        return Err(TrainError::Invalid(
-            "theory plots: the log holds no step".to_string(),
-        ));
+        return Err(TrainError::EmptyTheoryLog);
     }
     let window = records.len().div_ceil(MAX_POINTS);
     let series = |label: &str, value: fn(&TheoryRecord) -> Option<f64>| Series {

@@ -44,11 +44,9 @@ impl Claim {
         if self.lock.is_none() {
             let lock = RunLock::acquire(run_dir.root())?;
             if run_dir.state()? != RunState::Empty {
-                return Err(TrainError::RunDir(format!(
-                    "another process started a run in {} while this one was starting; \
-                     refusing to share it",
-                    run_dir.root().display()
-                )));
+                return Err(TrainError::StartedElsewhere {
+                    dir: run_dir.root().to_path_buf(),
+                });
             }
             self.lock = Some(lock);
         }
@@ -59,7 +57,7 @@ impl Claim {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::train::lock::LOCK_FILE;
+    use crate::train::lock::{LockError, LOCK_FILE};
 
     #[test]
     fn an_existing_directory_is_locked_at_once_and_a_missing_one_when_created() {
@@ -70,7 +68,10 @@ mod tests {
         claim.create(&run).unwrap();
         assert!(run.root().join(LOCK_FILE).is_file());
         let err = Claim::new(&run, true).unwrap_err();
-        assert!(matches!(err, TrainError::Busy { .. }), "{err:?}");
+        assert!(
+            matches!(err, TrainError::Lock(LockError::Busy { .. })),
+            "{err:?}"
+        );
         drop(claim);
         let _again = Claim::new(&run, true).unwrap();
         assert!(run.root().join(LOCK_FILE).is_file());

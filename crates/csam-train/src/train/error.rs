@@ -2,7 +2,9 @@
 
 use std::path::PathBuf;
 
-use super::lock::LockOwner;
+use super::lock::LockError;
+use super::preflight::PreflightError;
+use super::saved_weights::Checkpoint;
 use crate::spec::ConfigError;
 
 /// Anything that stops a training run or an evaluation.
@@ -11,21 +13,86 @@ pub enum TrainError {
     /// See [`ConfigError`].
     #[error(transparent)]
     Config(#[from] ConfigError),
-    /// The run directory is in a state that the requested action must not touch.
-    #[error("{0}")]
-    RunDir(String),
-    /// Another live process holds the run directory's lock (see
-    /// [`super::lock`]).
+    /// Another process started a run in the directory while this one was
+    /// claiming it.
     #[error(
-        "{} is in use by another csam process ({}); wait for it to finish or stop it, then \
-         try again",
-        .dir.display(),
-        holder(.owner)
+        "another process started a run in {} while this one was starting; refusing to share it",
+        .dir.display()
     )]
-    Busy {
+    StartedElsewhere { dir: PathBuf },
+    /// A data-parallel run resumed by another number of processes.
+    #[error(
+        "{} was trained by {trained} data-parallel process(es); resume it with as many (csam \
+         launch --nproc {trained}), since their number sets SAM's m-sharpness and BatchNorm's \
+         batches; this is {now}",
+        .dir.display()
+    )]
+    OtherProcessCount {
         dir: PathBuf,
-        owner: Option<LockOwner>,
+        trained: usize,
+        now: usize,
     },
+    /// A run resumed with settings it did not start with.
+    #[error(
+        "resuming with settings that differ from {} ({}); a resumed run must use the settings \
+         it started with (only the runtime settings may change: device, threads, workers, \
+         resident_data, tensorboard)",
+        .config.display(),
+        .changed.join(", ")
+    )]
+    ResumeSettings {
+        config: PathBuf,
+        changed: Vec<String>,
+    },
+    /// A run that finished no epoch has no best model to evaluate.
+    #[error("no epoch finished, so there is no best model")]
+    NoBestEpoch,
+    /// A run directory that has not logged an epoch yet.
+    #[error(
+        "{} has no metrics.jsonl: the run has not finished an epoch, so there is nothing to \
+         write",
+        .dir.display()
+    )]
+    NoMetrics { dir: PathBuf },
+    /// A directory with no run directory below it.
+    #[error("{} holds no run directory (one with config.toml and metrics.jsonl)", .dir.display())]
+    NoRunsBelow { dir: PathBuf },
+    /// A run trained without the theory log, asked for it.
+    #[error("{} does not exist: the run was not trained with track_theory = true", .path.display())]
+    NoTheoryLog { path: PathBuf },
+    /// A theory log without a step.
+    #[error("theory plots: the log holds no step")]
+    EmptyTheoryLog,
+    /// A model whose output has another width than the class count.
+    #[error("model output does not have {n_classes} columns: {source}")]
+    LogitColumns {
+        n_classes: usize,
+        #[source]
+        source: ndarray::ShapeError,
+    },
+    /// A model whose logits are NaN or infinite on some examples.
+    #[error("{bad} of {n} examples have NaN or infinite logits")]
+    NonFiniteLogits { bad: usize, n: usize },
+    /// A streamed data source asked to split over data-parallel processes.
+    #[error("a streamed source is not split over data-parallel processes")]
+    StreamedShard,
+    /// A loss that ranks examples by their history got a batch without
+    /// one index per example.
+    #[error(
+        "the loss ranks examples by their history, but the batch of {batch} came with {indices} \
+         example indices"
+    )]
+    HistoryIndices { batch: usize, indices: usize },
+    /// A benchmark step whose loss was not finite.
+    #[error("benchmark step diverged: {0}")]
+    BenchDiverged(String),
+    /// The run directory's lock could not be taken (another live process
+    /// holds it, say; see [`super::lock`]).
+    #[error(transparent)]
+    Lock(#[from] LockError),
+    /// The run directory cannot take the run (see [`super::preflight`]).
+    #[error(transparent)]
+    Preflight(#[from] PreflightError),
     /// A file of the run could not be read or written.
     #[error("{action} {path}: {source}")]
     Io {
@@ -122,13 +189,6 @@ pub enum TrainError {
         #[source]
         source: Box<csam_calib::CalibError>,
     },
-    /// A comparison method's own settings do not fit its run.
-    #[error("the settings of method {method}: {source}")]
-    MethodSettings {
-        method: String,
-        #[source]
-        source: Box<ConfigError>,
-    },
     /// The checkpoint's optimizer state does not fit the optimizer.
     #[error("restoring the optimizer: {0}")]
     OptimizerState(#[source] Box<csam_nn::optim::OptimError>),
@@ -143,22 +203,15 @@ pub enum TrainError {
         "{} does not exist: the run has not {}",
         .path.display(),
         match .which {
-            super::trained::Checkpoint::Best => "finished an epoch",
-            super::trained::Checkpoint::Last => "finished",
+            Checkpoint::Best => "finished an epoch",
+            Checkpoint::Last => "finished",
         }
     )]
-    NoWeights {
-        path: PathBuf,
-        which: super::trained::Checkpoint,
-    },
+    NoWeights { path: PathBuf, which: Checkpoint },
     /// An output that exists or a directory that holds something else:
     /// nothing was written. `remedy` says what the caller can do.
     #[error("{message}; {remedy}")]
     Refused { message: String, remedy: Remedy },
-    /// A request that the data, the run or the settings cannot satisfy,
-    /// said in words.
-    #[error("{0}")]
-    Invalid(String),
 }
 
 /// Boxed: the sources are large, and every `Result` of the crate carries
@@ -291,14 +344,6 @@ fn kept_checkpoint(last_good_epoch: usize) -> String {
     }
 }
 
-/// The holder of a lock, as far as its lock file says.
-fn holder(owner: &Option<LockOwner>) -> String {
-    owner.as_ref().map_or_else(
-        || "which has not recorded its pid yet".to_string(),
-        ToString::to_string,
-    )
-}
-
 /// Result of this module.
 pub type Result<T, E = TrainError> = std::result::Result<T, E>;
 
@@ -310,7 +355,7 @@ mod tests {
         TrainError::SaveFailed {
             epoch: last_good_epoch + 1,
             last_good_epoch,
-            cause: Box::new(TrainError::RunDir("disk full".into())),
+            cause: Box::new(TrainError::NoBestEpoch),
         }
         .to_string()
     }
@@ -319,7 +364,10 @@ mod tests {
     fn failures_name_the_kept_checkpoint_in_words() {
         let first = save_failed(0);
         assert!(
-            first.contains("could not save epoch 1: disk full; no epoch was checkpointed yet"),
+            first.contains(
+                "could not save epoch 1: no epoch finished, so there is no best model; no epoch \
+                 was checkpointed yet"
+            ),
             "{first}"
         );
         let later = save_failed(4);

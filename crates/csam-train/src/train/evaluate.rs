@@ -61,11 +61,8 @@ pub fn predict_mode(
         Ok(())
     })?;
     let n = labels.len();
-    let logits = Array2::from_shape_vec((n, n_classes), logits).map_err(|e| {
-        TrainError::Invalid(format!(
-            "model output does not have {n_classes} columns: {e}"
-        ))
-    })?;
+    let logits = Array2::from_shape_vec((n, n_classes), logits)
+        .map_err(|source| TrainError::LogitColumns { n_classes, source })?;
     Ok(Predictions { logits, labels })
 }
 
@@ -93,10 +90,10 @@ impl Predictions {
     pub fn summarize(&self, options: &MetricOptions) -> Result<MetricSummary> {
         let bad = self.non_finite_rows();
         if bad > 0 {
-            return Err(TrainError::Invalid(format!(
-                "{bad} of {} examples have NaN or infinite logits",
-                self.labels.len()
-            )));
+            return Err(TrainError::NonFiniteLogits {
+                bad,
+                n: self.labels.len(),
+            });
         }
         let logits = self.logits.mapv(f64::from);
         let probs = csam_calib::scores::softmax(logits.view());

@@ -21,8 +21,6 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use super::error::{Result, TrainError};
-
 /// The lock file's name inside a run directory.
 pub const LOCK_FILE: &str = ".lock";
 
@@ -57,6 +55,55 @@ impl std::fmt::Display for LockOwner {
     }
 }
 
+/// Why a run directory's lock could not be taken.
+#[derive(Debug, thiserror::Error)]
+pub enum LockError {
+    /// Another live process holds the lock.
+    #[error(
+        "{} is in use by another csam process ({}); wait for it to finish or stop it, then \
+         try again",
+        .dir.display(),
+        holder(.owner)
+    )]
+    Busy {
+        dir: PathBuf,
+        owner: Option<LockOwner>,
+    },
+    /// The lock file was replaced under every attempt to lock it.
+    #[error(
+        "{} kept being replaced while this process tried to lock it; another process is \
+         starting and stopping runs in {}",
+        .path.display(),
+        .dir.display()
+    )]
+    Replaced { path: PathBuf, dir: PathBuf },
+    /// The lock file could not be opened, locked or written.
+    #[error("{action} {}: {source}", .path.display())]
+    Io {
+        action: &'static str,
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+/// The holder of a lock, as far as its lock file says.
+fn holder(owner: &Option<LockOwner>) -> String {
+    owner.as_ref().map_or_else(
+        || "which has not recorded its pid yet".to_string(),
+        ToString::to_string,
+    )
+}
+
+/// [`LockError::Io`] of `action` on `path`.
+fn io<'a>(action: &'static str, path: &'a Path) -> impl FnOnce(std::io::Error) -> LockError + 'a {
+    move |source| LockError::Io {
+        action,
+        path: path.to_path_buf(),
+        source,
+    }
+}
+
 /// The lock of one run directory, held while this value lives; dropping it
 /// removes the lock file and releases the lock.
 #[derive(Debug)]
@@ -67,8 +114,8 @@ pub struct RunLock {
 
 impl RunLock {
     /// Takes the lock of the existing directory `dir`, or refuses with
-    /// [`TrainError::Busy`] naming the live process that holds it.
-    pub fn acquire(dir: &Path) -> Result<RunLock> {
+    /// [`LockError::Busy`] naming the live process that holds it.
+    pub fn acquire(dir: &Path) -> Result<RunLock, LockError> {
         let path = dir.join(LOCK_FILE);
         for _ in 0..ATTEMPTS {
             let mut file = OpenOptions::new()
@@ -77,30 +124,28 @@ impl RunLock {
                 .create(true)
                 .truncate(false) // the holder's record stays until we hold the lock
                 .open(&path)
-                .map_err(TrainError::io("open the lock file", &path))?;
+                .map_err(io("open the lock file", &path))?;
             // SAFETY: flock on a descriptor that `file` keeps open.
             if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
                 let error = std::io::Error::last_os_error();
                 return Err(match error.kind() {
-                    ErrorKind::WouldBlock => TrainError::Busy {
+                    ErrorKind::WouldBlock => LockError::Busy {
                         dir: dir.to_path_buf(),
                         owner: read_owner(&mut file),
                     },
-                    _ => TrainError::io("lock", &path)(error),
+                    _ => io("lock", &path)(error),
                 });
             }
             if is_at(&file, &path) {
                 write_owner(&mut file, &LockOwner::current())
-                    .map_err(TrainError::io("write the lock file", &path))?;
+                    .map_err(io("write the lock file", &path))?;
                 return Ok(RunLock { file, path });
             }
         }
-        Err(TrainError::RunDir(format!(
-            "{} kept being replaced while this process tried to lock it; another process is \
-             starting and stopping runs in {}",
-            path.display(),
-            dir.display()
-        )))
+        Err(LockError::Replaced {
+            path,
+            dir: dir.to_path_buf(),
+        })
     }
 }
 
@@ -168,7 +213,7 @@ mod tests {
         let err = RunLock::acquire(dir.path()).unwrap_err();
         let message = err.to_string();
         let pid = format!("pid {} on host {}", std::process::id(), hostname());
-        assert!(matches!(err, TrainError::Busy { .. }), "{err:?}");
+        assert!(matches!(err, LockError::Busy { .. }), "{err:?}");
         assert!(message.contains(&pid), "{message}");
         assert!(message.contains(&dir.path().display().to_string()));
 

@@ -26,6 +26,7 @@ pub mod replica;
 pub mod run_data;
 pub mod rundir;
 mod runner;
+pub mod saved_weights;
 pub mod session;
 pub mod summary;
 pub mod trained;

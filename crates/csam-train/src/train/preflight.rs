@@ -10,7 +10,68 @@ use std::path::{Path, PathBuf};
 
 use tch::nn::VarStore;
 
-use super::error::{Result, TrainError};
+/// A run directory that the run could not write, found before it starts.
+#[derive(Debug, thiserror::Error)]
+pub enum PreflightError {
+    /// A path the operating system cannot take.
+    #[error("{} contains a NUL byte", .path.display())]
+    NulInPath { path: PathBuf },
+    /// The run directory's nearest existing ancestor is a file.
+    #[error(
+        "cannot create the run directory {}: {} is not a directory",
+        .root.display(),
+        .existing.display()
+    )]
+    NotADirectory { root: PathBuf, existing: PathBuf },
+    /// The run directory, or the ancestor it would be created in, is not
+    /// writable.
+    #[error("{} {} is not writable ({reason})", unwritable(.root, .existing), .existing.display())]
+    NotWritable {
+        root: PathBuf,
+        existing: PathBuf,
+        /// Said inside the message, so not a separate cause.
+        reason: std::io::Error,
+    },
+    /// The file system could not say how much space it has.
+    #[error("query free space of {}: {source}", .path.display())]
+    FreeSpace {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    /// The file system has less space than the run writes.
+    #[error(
+        "not enough free space for the run directory {}: {} writes up to {} and {} has {} \
+         available",
+        .root.display(),
+        match .resuming {
+            true => "the rest of the run",
+            false => "the run",
+        },
+        mebibytes(*.needed),
+        .existing.display(),
+        mebibytes(*.available)
+    )]
+    NoSpace {
+        root: PathBuf,
+        resuming: bool,
+        needed: u64,
+        existing: PathBuf,
+        available: u64,
+    },
+}
+
+/// The subject of [`PreflightError::NotWritable`]: the run directory itself,
+/// or the creation of it below `existing`.
+fn unwritable(root: &Path, existing: &Path) -> String {
+    if existing == root {
+        "the run directory".to_string()
+    } else {
+        format!("cannot create the run directory {}:", root.display())
+    }
+}
+
+type Result<T> = std::result::Result<T, PreflightError>;
 
 /// Slack for the small files (config, logs, JSON reports), bytes.
 const SMALL_FILES_BYTES: u64 = 1 << 20;
@@ -24,8 +85,9 @@ fn nearest_existing(path: &Path) -> PathBuf {
 }
 
 fn c_path(path: &Path) -> Result<CString> {
-    CString::new(path.as_os_str().as_bytes())
-        .map_err(|_| TrainError::RunDir(format!("{} contains a NUL byte", path.display())))
+    CString::new(path.as_os_str().as_bytes()).map_err(|_| PreflightError::NulInPath {
+        path: path.to_path_buf(),
+    })
 }
 
 /// Refuses a run directory that cannot be created or written: a path below
@@ -34,25 +96,19 @@ fn c_path(path: &Path) -> Result<CString> {
 pub fn check_writable(root: &Path) -> Result<()> {
     let existing = nearest_existing(root);
     if !existing.is_dir() {
-        return Err(TrainError::RunDir(format!(
-            "cannot create the run directory {}: {} is not a directory",
-            root.display(),
-            existing.display()
-        )));
+        return Err(PreflightError::NotADirectory {
+            root: root.to_path_buf(),
+            existing,
+        });
     }
     let path = c_path(&existing)?;
     // SAFETY: `path` is a valid NUL-terminated string that outlives the call.
     if unsafe { libc::access(path.as_ptr(), libc::W_OK | libc::X_OK) } != 0 {
-        let reason = std::io::Error::last_os_error();
-        let what = if existing == root {
-            "the run directory".to_string()
-        } else {
-            format!("cannot create the run directory {}:", root.display())
-        };
-        return Err(TrainError::RunDir(format!(
-            "{what} {} is not writable ({reason})",
-            existing.display()
-        )));
+        return Err(PreflightError::NotWritable {
+            root: root.to_path_buf(),
+            existing,
+            reason: std::io::Error::last_os_error(),
+        });
     }
     Ok(())
 }
@@ -63,9 +119,10 @@ fn available_bytes(path: &Path) -> Result<u64> {
     // SAFETY: statvfs fills the zeroed struct it is given; `c` outlives the call.
     let mut stats: libc::statvfs = unsafe { std::mem::zeroed() };
     if unsafe { libc::statvfs(c.as_ptr(), &mut stats) } != 0 {
-        return Err(TrainError::io("query free space of", path)(
-            std::io::Error::last_os_error(),
-        ));
+        return Err(PreflightError::FreeSpace {
+            path: path.to_path_buf(),
+            source: std::io::Error::last_os_error(),
+        });
     }
     Ok(stats.f_bavail as u64 * stats.f_frsize as u64)
 }
@@ -111,18 +168,13 @@ pub fn check_free_space(root: &Path, needed: u64, resuming: bool) -> Result<()> 
     let existing = nearest_existing(root);
     let available = available_bytes(&existing)?;
     if available < needed {
-        return Err(TrainError::RunDir(format!(
-            "not enough free space for the run directory {}: {} writes up to {} and {} has {} \
-             available",
-            root.display(),
-            match resuming {
-                true => "the rest of the run",
-                false => "the run",
-            },
-            mebibytes(needed),
-            existing.display(),
-            mebibytes(available)
-        )));
+        return Err(PreflightError::NoSpace {
+            root: root.to_path_buf(),
+            resuming,
+            needed,
+            existing,
+            available,
+        });
     }
     Ok(())
 }

@@ -183,9 +183,7 @@ impl RunData {
                     batches: Box::new(batches),
                 })
             }
-            Parts::Streamed { .. } if shard != Shard::WHOLE => Err(TrainError::Invalid(
-                "a streamed source is not split over data-parallel processes".into(),
-            )),
+            Parts::Streamed { .. } if shard != Shard::WHOLE => Err(TrainError::StreamedShard),
             Parts::Streamed { train, workers, .. } => {
                 let transform = match spec.data.augment {
                     true => ImageTransform::training(STREAMED_IMAGE_SIZE),

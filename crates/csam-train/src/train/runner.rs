@@ -377,14 +377,11 @@ fn restore(session: &mut Session, run_dir: &RunDir, resuming: bool) -> Result<Tr
         processes,
     });
     if state.processes != processes {
-        return Err(TrainError::RunDir(format!(
-            "{} was trained by {} data-parallel process(es); resume it with as many (csam \
-             launch --nproc {}), since their number sets SAM's m-sharpness and BatchNorm's \
-             batches; this is {processes}",
-            run_dir.root().display(),
-            state.processes,
-            state.processes,
-        )));
+        return Err(TrainError::OtherProcessCount {
+            dir: run_dir.root().to_path_buf(),
+            trained: state.processes,
+            now: processes,
+        });
     }
     if let Some(replica) = &session.replica {
         replica.broadcast_variables(session.trainer.var_store())?;
@@ -465,13 +462,10 @@ fn check_resume_spec(run_dir: &RunDir, spec: &RunSpec) -> Result<()> {
     if changed.is_empty() {
         Ok(())
     } else {
-        Err(TrainError::RunDir(format!(
-            "resuming with settings that differ from {} ({}); a resumed run must use the \
-             settings it started with (only the runtime settings may change: device, threads, \
-             workers, resident_data, tensorboard)",
-            run_dir.config().display(),
-            changed.join(", ")
-        )))
+        Err(TrainError::ResumeSettings {
+            config: run_dir.config(),
+            changed,
+        })
     }
 }
 
@@ -576,9 +570,7 @@ fn finish(
     checkpoint::save_weights(session.trainer.var_store(), &run_dir.last_model())?;
     // Invariant: every finished epoch sets `best` on the first improvement,
     // and the first epoch always improves on None.
-    let best = state
-        .best
-        .ok_or_else(|| TrainError::RunDir("no epoch finished, so there is no best model".into()))?;
+    let best = state.best.ok_or(TrainError::NoBestEpoch)?;
     session.trainer.load_weights(&run_dir.best_model())?;
     let val = write_predictions(session, run_dir, Split::Val)?;
     let test = write_predictions(session, run_dir, Split::Test)?;

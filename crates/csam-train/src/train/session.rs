@@ -316,12 +316,10 @@ impl Trainer {
         let mut batch = self.batch(xs, ys, global_step)?;
         if let Some(history) = &self.history {
             if examples.len() as i64 != ys.size()[0] {
-                return Err(TrainError::Invalid(format!(
-                    "the loss ranks examples by their history, but the batch of {} came with {} \
-                     example indices",
-                    ys.size()[0],
-                    examples.len()
-                )));
+                return Err(TrainError::HistoryIndices {
+                    batch: ys.size()[0] as usize,
+                    indices: examples.len(),
+                });
             }
             let ranks = Tensor::from_slice(&history.normalised(examples)).to_device(xs.device());
             batch = batch.with_correctness(ranks);
@@ -634,9 +632,12 @@ fn build_bsam(
     };
     // OptimSpec::validate refuses AdamW and Nesterov with bSAM.
     let BaseSpec::Sgd { momentum, .. } = optim.base else {
-        return Err(TrainError::Invalid(
-            "bSAM is its own optimizer: it has no base optimizer".into(),
-        ));
+        return Err(ConfigError::invalid(
+            "base_optimizer",
+            "adamw",
+            "bSAM is its own optimizer: it has no base optimizer",
+        )
+        .into());
     };
     let config = BsamConfig {
         lr: optim.lr,

@@ -11,19 +11,9 @@ use tch::{nn::VarStore, Device};
 
 use super::error::{Result, TrainError};
 use super::rundir::RunDir;
+pub use super::saved_weights::Checkpoint;
 use super::session::build_network;
 use crate::spec::RunSpec;
-
-/// Which saved weights of a run to load.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Checkpoint {
-    /// `model.safetensors`: the best epoch by the validation metric.
-    #[default]
-    Best,
-    /// `last.safetensors`: the last finished epoch.
-    Last,
-}
 
 /// A run's spec and the normalisation fitted on its training split, read
 /// from its directory.

@@ -4,9 +4,8 @@ use std::path::PathBuf;
 
 use super::settings::{short, GridPoint, GridSettings};
 use crate::experiment::settings::ExperimentDir;
-use csam_train::train::TrainError;
 
-type Result<T> = std::result::Result<T, TrainError>;
+use crate::error::Result;
 
 /// The paths of a grid directory.
 #[derive(Debug, Clone)]

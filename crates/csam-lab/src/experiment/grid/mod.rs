@@ -24,13 +24,13 @@ use super::runs::{self, run_all, Experiment, PlannedRun};
 use super::settings::write_json;
 use csam_train::spec::{RunSpec, Runtime};
 use csam_train::train::atomic::write_atomic;
-use csam_train::train::{ExperimentObserver, RunSummary, TrainError};
+use csam_train::train::{ExperimentObserver, RunSummary};
 pub use dir::GridDir;
 use results::{cells, markdown, GridRecord, GridResults, SCHEMA};
 pub use settings::GridSettings;
 use settings::{short, GridPoint};
 
-type Result<T> = std::result::Result<T, TrainError>;
+use crate::error::{LabError, Result};
 
 /// What `csam grid` asks for.
 #[derive(Debug, Clone)]
@@ -79,7 +79,7 @@ pub fn run<O: ExperimentObserver>(
     let cells = cells(settings, &runs);
     let best = results::best(&cells)
         .map(|cell| cell.point)
-        .ok_or_else(|| TrainError::Invalid("the grid has no finished run".to_string()))?;
+        .ok_or(LabError::EmptyGrid)?;
     let results = GridResults {
         schema: SCHEMA.to_string(),
         csam_version: env!("CARGO_PKG_VERSION").to_string(),

@@ -9,9 +9,8 @@ use crate::experiment::method::{Method, Prediction};
 use crate::experiment::method_settings::MethodSettings;
 use crate::experiment::settings::{check_grid_axis, invalid, SharedSettings};
 use csam_train::spec::{OptimizerFamily, RunSpec};
-use csam_train::train::TrainError;
 
-type Result<T> = std::result::Result<T, TrainError>;
+use crate::error::Result;
 
 /// One (lr, weight decay) pair.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]

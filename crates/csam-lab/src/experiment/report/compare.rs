@@ -25,7 +25,7 @@ use crate::experiment::table;
 use csam_train::train::rundir::RunDir;
 use csam_train::train::TrainError;
 
-type Result<T> = std::result::Result<T, TrainError>;
+use crate::error::{LabError, Result};
 
 /// Bins of the entropy histogram.
 const ENTROPY_BINS: usize = 20;
@@ -61,8 +61,9 @@ pub fn sections(dir: &CompareDir, results: &CompareResults) -> Result<Vec<Sectio
             .runs
             .iter()
             .find(|run| run.method == method && run.seed == seed)
-            .ok_or_else(|| {
-                TrainError::Invalid(format!("results.json has no run of {method} seed {seed}"))
+            .ok_or_else(|| LabError::MissingResult {
+                method: method.to_string(),
+                seed,
             })?;
         let run_dir = RunDir::new(dir.root().join(&record.run_dir));
         let (probabilities, labels) = test_probabilities(&run_dir)?;

@@ -10,10 +10,10 @@ use std::path::Path;
 
 use csam_calib::plot::Series;
 
+use crate::error::Result;
 use crate::experiment::method::{Method, Prediction};
 use crate::experiment::results::CompareResults;
 use csam_train::train::metrics_log::{EpochRecord, MetricsLog};
-use csam_train::train::TrainError;
 
 /// The curves of a comparison, one series per method, in percent.
 #[derive(Debug, Clone, PartialEq)]
@@ -27,7 +27,7 @@ pub struct EpochCurves {
 }
 
 /// Reads every run's epoch log; `root` is the comparison directory.
-pub fn read(root: &Path, results: &CompareResults) -> Result<EpochCurves, TrainError> {
+pub fn read(root: &Path, results: &CompareResults) -> Result<EpochCurves> {
     let mut logs = Vec::with_capacity(results.runs.len());
     // An ensemble or MC-Dropout has no weights of its own to log per epoch.
     let single = |method: &Method| method.prediction == Prediction::Single;

@@ -5,6 +5,7 @@ use std::path::Path;
 
 use csam_calib::plot::ImageFormat;
 
+use crate::error::{LabError, Result};
 use csam_train::train::atomic::write_atomic;
 use csam_train::train::TrainError;
 
@@ -26,7 +27,7 @@ pub fn write_figure(
     stem: &str,
     caption: impl Into<String>,
     draw: impl Fn(ImageFormat) -> csam_calib::Result<Vec<u8>>,
-) -> Result<Embedded, TrainError> {
+) -> Result<Embedded> {
     let plots = root.join("plots");
     std::fs::create_dir_all(&plots).map_err(TrainError::io("create plot directory", &plots))?;
     let mut svg = String::new();
@@ -36,8 +37,9 @@ pub fn write_figure(
         let relative = format!("plots/{stem}.{extension}");
         write_atomic(&root.join(&relative), &bytes)?;
         if format == ImageFormat::Svg {
-            svg = String::from_utf8(bytes).map_err(|e| {
-                TrainError::Invalid(format!("figure {stem}: the SVG is not UTF-8: {e}"))
+            svg = String::from_utf8(bytes).map_err(|source| LabError::SvgNotUtf8 {
+                stem: stem.to_string(),
+                source,
             })?;
         }
         files.push(relative);

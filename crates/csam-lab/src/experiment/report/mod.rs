@@ -19,8 +19,8 @@ mod theory;
 
 use std::path::Path;
 
+use crate::error::{LabError, Result};
 use csam_train::train::atomic::write_atomic;
-use csam_train::train::TrainError;
 
 pub use figure::Embedded;
 
@@ -39,7 +39,7 @@ pub struct Section {
 /// (a comparison or a sweep, told apart by its settings file) from its
 /// `results.json` and run directories, without training. Returns the path
 /// of the report.
-pub fn rebuild(root: &Path) -> Result<std::path::PathBuf, TrainError> {
+pub fn rebuild(root: &Path) -> Result<std::path::PathBuf> {
     use crate::experiment::settings::read_json;
     let compare = crate::experiment::compare_dir::CompareDir::new(root);
     let sweep = crate::experiment::sweep::SweepDir::new(root);
@@ -53,10 +53,9 @@ pub fn rebuild(root: &Path) -> Result<std::path::PathBuf, TrainError> {
         self::sweep::write(&sweep, &results)?;
         return Ok(sweep.join("report.html"));
     }
-    Err(TrainError::RunDir(format!(
-        "{} holds neither a comparison (compare.json) nor a sweep (sweep.json)",
-        root.display()
-    )))
+    Err(LabError::NotAnExperiment {
+        dir: root.to_path_buf(),
+    })
 }
 
 /// A whole report page.
@@ -78,7 +77,7 @@ impl Report {
     }
 
     /// Writes the page to `path`, atomically.
-    pub fn write(&self, path: &Path) -> Result<(), TrainError> {
-        write_atomic(path, self.to_html().as_bytes())
+    pub fn write(&self, path: &Path) -> Result<()> {
+        Ok(write_atomic(path, self.to_html().as_bytes())?)
     }
 }

@@ -11,9 +11,8 @@ use super::{Report, Section};
 use crate::experiment::sweep::dir::SweepDir;
 use crate::experiment::sweep::results::{caption, gamma_header, SweepMetric, SweepResults};
 use crate::experiment::table::mean_std_text;
-use csam_train::train::TrainError;
 
-type Result<T> = std::result::Result<T, TrainError>;
+use crate::error::Result;
 
 /// Writes the figures and `report.html` of the sweep in `dir`.
 pub fn write(dir: &SweepDir, results: &SweepResults) -> Result<()> {

@@ -5,17 +5,17 @@
 use super::figure::write_figure;
 use super::html::{self, Cell};
 use super::Section;
+use crate::error::Result;
 use crate::experiment::compare_dir::CompareDir;
 use crate::experiment::method::{Method, Prediction};
 use crate::experiment::results::CompareResults;
 use csam_calib::plot::line_chart;
 use csam_train::spec::OptimizerFamily;
 use csam_train::theory::{read_theory, theory_charts, TheorySummary, THEORY_PLOTS};
-use csam_train::train::TrainError;
 
 /// The section, or None when the comparison tracked no theory (or has no
 /// SAM / CSAM run to track).
-pub fn section(dir: &CompareDir, results: &CompareResults) -> Result<Option<Section>, TrainError> {
+pub fn section(dir: &CompareDir, results: &CompareResults) -> Result<Option<Section>> {
     let tracked: Vec<Method> = results
         .settings
         .methods

@@ -4,9 +4,8 @@ use std::path::PathBuf;
 
 use super::settings::SweepSettings;
 use crate::experiment::settings::ExperimentDir;
-use csam_train::train::TrainError;
 
-type Result<T> = std::result::Result<T, TrainError>;
+use crate::error::Result;
 
 /// The paths of a sweep directory.
 #[derive(Debug, Clone)]

@@ -26,12 +26,12 @@ use super::runs::{self, run_all, Experiment, PlannedRun};
 use super::settings::write_json;
 use csam_train::spec::{RunSpec, Runtime};
 use csam_train::train::atomic::write_atomic;
-use csam_train::train::{ExperimentObserver, RunSummary, TrainError};
+use csam_train::train::{ExperimentObserver, RunSummary};
 pub use dir::SweepDir;
 use results::{cells, cells_csv, markdown, runs_csv, SweepRecord, SweepResults, SCHEMA};
 pub use settings::SweepSettings;
 
-type Result<T> = std::result::Result<T, TrainError>;
+use crate::error::Result;
 
 /// What `csam sweep` asks for.
 #[derive(Debug, Clone)]

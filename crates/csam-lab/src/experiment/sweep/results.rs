@@ -16,6 +16,7 @@ use csam_calib::metrics::summary::MetricSummary;
 use serde::{Deserialize, Serialize};
 
 use super::settings::SweepSettings;
+use crate::error::Result;
 use crate::experiment::posthoc::test_probabilities;
 use crate::experiment::results::{mean_std, MeanStd};
 use crate::experiment::table::{counted, mean_std_text};
@@ -58,7 +59,7 @@ impl SweepRecord {
         rho: f64,
         gamma: f64,
         summary: RunSummary,
-    ) -> Result<SweepRecord, TrainError> {
+    ) -> Result<SweepRecord> {
         let (probabilities, labels) = test_probabilities(&RunDir::new(path))?;
         let h_py = mean_true_class_entropy(probabilities.view(), &labels).map_err(
             TrainError::metrics_of(format!("H(p_y) of {}", path.display())),

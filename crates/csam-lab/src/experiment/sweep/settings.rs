@@ -7,9 +7,8 @@ use serde::{Deserialize, Serialize};
 use crate::experiment::settings::{check_grid_axis, SharedSettings};
 use csam_nn::optim::SamPolicy;
 use csam_train::spec::{OptimizerFamily, RunSpec};
-use csam_train::train::TrainError;
 
-type Result<T> = std::result::Result<T, TrainError>;
+use crate::error::Result;
 
 /// What identifies a sweep: the grid and the settings its runs share. Saved
 /// as `sweep.json`, the shared keys at the top level.
