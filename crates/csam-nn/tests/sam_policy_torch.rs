@@ -1,9 +1,11 @@
-//! The efficient SAM policies (RST, LookSAM, AE-SAM, ESAM) around SAM and
+//! The efficient SAM policies (RST, LookSAM, AE-SAM, ESAM, the sub-batch
+//! ascent) around SAM and
 //! CSAM on ResNet-20 (BatchNorm) against a PyTorch float64 twin written from
 //! each paper's formula (tests/fixtures/sam_policy_reference.py): eight steps
 //! with SGD momentum and weight decay cover every branch (SAM steps and plain
 //! ones, LookSAM's reuse steps, AE-SAM's threshold both ways, ESAM with and
-//! without its weight mask and its data selection); the weights, the
+//! without its weight mask and its data selection, the first pass on part of
+//! the batch); the weights, the
 //! BatchNorm statistics (to 1e-10 relative) and the steps that ran a second
 //! pass agree. ESAM's masks are csam's (their rate is tested beside them),
 //! handed to the twin.
@@ -16,7 +18,7 @@ mod support;
 use csam_nn::model::{build_model, InputShape};
 use csam_nn::optim::{
     AeSam, BaseOptimizer, Esam, Horizon, LookSam, Rst, SamConfig, SamPolicy, SamStep, SecondLoss,
-    Sgd, SgdConfig,
+    Sgd, SgdConfig, SubBatch,
 };
 use std::path::Path;
 use support::{python, run_twin, write_step_batches};
@@ -28,6 +30,8 @@ const STEPS: u64 = 8;
 /// steps, even amplified 10x by training, ~2e-11 relative: 1e-10 leaves 5x+.
 const TOLERANCE: f64 = 1e-10;
 const SEED: u64 = 7;
+/// The rows of each batch of `write_step_batches`.
+const BATCH: i64 = 8;
 
 const CSAM: SecondLoss = SecondLoss::Csam {
     gamma: 1.0,
@@ -54,6 +58,9 @@ fn describe(policy: SamPolicy, horizon: &Horizon) -> serde_json::Value {
         }),
         SamPolicy::Esam(Esam { beta, gamma }) => {
             serde_json::json!({ "kind": "esam", "beta": beta, "gamma": gamma })
+        }
+        SamPolicy::SubBatch(sub) => {
+            serde_json::json!({ "kind": "subbatch", "rows": sub.rows(BATCH) })
         }
         SamPolicy::Every => unreachable!("the every-k-th policy has its own twin test"),
     }
@@ -129,9 +136,9 @@ fn check_case(python: &Path, dir: &Path, second_loss: SecondLoss, policy: SamPol
             f64::from(u8::from(stats.perturbed.is_some()))
         })
         .collect();
-    let esam = matches!(policy, SamPolicy::Esam(_));
+    let every_step = matches!(policy, SamPolicy::Esam(_) | SamPolicy::SubBatch(_));
     assert!(
-        (taken.contains(&0.0) || esam) && taken.contains(&1.0),
+        (taken.contains(&0.0) || every_step) && taken.contains(&1.0),
         "{label}: the case must take both branches, took {taken:?}"
     );
     let (gamma, detach) = match second_loss {
@@ -216,6 +223,9 @@ fn efficient_policies_match_pytorch_on_resnet20() {
             }),
         ),
         (CSAM, SamPolicy::Esam(Esam::default())),
+        // The ascent on ceil(0.25 * 8) = 2 of 8 rows, under SAM and CSAM.
+        (SecondLoss::Plain, SamPolicy::SubBatch(SubBatch::default())),
+        (CSAM, SamPolicy::SubBatch(SubBatch { fraction: 0.5 })),
     ];
     for (second_loss, policy) in cases {
         let dir = tempfile::tempdir().unwrap();

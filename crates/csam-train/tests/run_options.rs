@@ -634,12 +634,16 @@ fn efficient_sam_policies_change_the_run_resume_bit_identically_and_log_their_sh
             // Steps 0, 5, ..., 35 of 2 x 18: four in each epoch.
             assert_eq!(shares, [4.0 / 18.0, 4.0 / 18.0], "{name}");
         }
-    } // ESAM's masks are a function of the seed, the step and the weight; it
-      // runs the second pass on every step (on a share of the batch).
-    let esam = spec("optimizer = \"csam\"\nsam_policy = \"esam\"\n");
-    let whole = trains_and_resumes_bit_identically(&esam, &dir.path().join("esam"), "esam");
-    assert_ne!(last_weights(&whole), last_weights(&full), "esam");
-    assert_eq!(second_pass_shares(&whole), [1.0, 1.0], "esam");
+    }
+    // ESAM's masks are a function of the seed, the step and the weight; it
+    // runs the second pass on every step (on a share of the batch), as the
+    // sub-batch ascent does (its first pass on a share of the batch).
+    for name in ["esam", "subbatch"] {
+        let option = spec(&format!("optimizer = \"csam\"\nsam_policy = \"{name}\"\n"));
+        let whole = trains_and_resumes_bit_identically(&option, &dir.path().join(name), name);
+        assert_ne!(last_weights(&whole), last_weights(&full), "{name}");
+        assert_eq!(second_pass_shares(&whole), [1.0, 1.0], "{name}");
+    }
 }
 
 /// bfloat16 autocast, and float16 autocast with loss scaling, train to
@@ -855,6 +859,11 @@ fn every_key_away_from_its_default_changes_the_weights() {
         ("aesam-lambda2", "aesam_lambda2 = -1.0\n", aesam),
         ("esam-beta", "esam_beta = 0.3\n", esam),
         ("esam-gamma", "esam_gamma = 0.25\n", esam),
+        (
+            "subbatch-fraction",
+            "subbatch_fraction = 0.5\n",
+            "optimizer = \"sam\"\nsam_policy = \"subbatch\"\n",
+        ),
         ("random-sign-init", "random_sign_init = 0.5\n", members),
         ("prior-std", "prior_std = 0.1\n", vi),
     ];

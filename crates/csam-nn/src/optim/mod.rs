@@ -29,7 +29,7 @@ pub use buffers::BufferSnapshot;
 pub use loss_scale::{LossScaleConfig, LossScaled};
 pub use params::Params;
 pub use perturbation::{weight_entries, Perturbation};
-pub use policy::{AeSam, Esam, Horizon, LookSam, Rst, SamPolicy};
+pub use policy::{AeSam, Esam, Horizon, LookSam, Rst, SamPolicy, SubBatch};
 pub use rule::{validate_clip, OptimizerFamily, SamRun, Sharpness, UpdateRule};
 pub use sam::{plain_step, SamConfig, SamStep, SecondLoss};
 pub use sam_state::SamState;

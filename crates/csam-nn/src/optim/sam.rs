@@ -24,7 +24,7 @@
 use super::buffers::BufferSnapshot;
 use super::flat::{chunk_views, flatten, scatter, FlatCopy};
 use super::params::global_norm;
-use super::policy::{AeSam, Esam, GradStatistics, Horizon, LookSam, SamPolicy};
+use super::policy::{AeSam, Esam, GradStatistics, Horizon, LookSam, SamPolicy, SubBatch};
 use super::sam_state::SamState;
 use super::stats::StatsAccumulator;
 use super::{weight_entries, BaseOptimizer, OptimError, Perturbation, StepStats};
@@ -150,14 +150,18 @@ impl SamConfig {
         )?;
         let whole_batch = matches!(
             self.policy,
-            SamPolicy::LookSam(_) | SamPolicy::AeSam(_) | SamPolicy::Esam(_)
+            SamPolicy::LookSam(_)
+                | SamPolicy::AeSam(_)
+                | SamPolicy::Esam(_)
+                | SamPolicy::SubBatch(_)
         );
         match self.m {
             Some(m) => fields.check(
                 "m",
                 m as f64,
                 !whole_batch,
-                "LookSAM, AE-SAM and ESAM work with whole-batch gradients: m-sharpness does not apply",
+                "LookSAM, AE-SAM, ESAM and the sub-batch ascent work with one perturbation of the \
+                 whole batch: m-sharpness does not apply",
             ),
             None => Ok(()),
         }
@@ -328,6 +332,7 @@ impl SamStep {
             SamPolicy::LookSam(look) => self.look_sam_step(look, step, model, batch, optimizer),
             SamPolicy::AeSam(ae) => self.ae_sam_step(ae, step, model, batch, optimizer),
             SamPolicy::Esam(_) => self.full_step(model, batch, optimizer),
+            SamPolicy::SubBatch(sub) => self.sub_batch_step(sub, model, batch, optimizer),
         }
     }
 
@@ -344,6 +349,45 @@ impl SamStep {
     {
         check_batch(batch)?;
         let sharpness = self.sharpness_gradient(model, batch, &*optimizer, None)?;
+        self.apply_sharpness(sharpness, batch, optimizer)
+    }
+
+    /// The sub-batch ascent ([`SubBatch`]): pass 1 on the batch's first
+    /// `ceil(fraction B)` rows, pass 2 on all of them. The step reports the
+    /// loss and accuracy at theta of those rows, the only ones it sees there.
+    fn sub_batch_step<M, O>(
+        &mut self,
+        sub: SubBatch,
+        model: &M,
+        batch: &TrainBatch,
+        optimizer: &mut O,
+    ) -> Result<StepStats, OptimError>
+    where
+        M: TrainingPass + ?Sized,
+        O: BaseOptimizer + ?Sized,
+    {
+        let size = check_batch(batch)?;
+        let rows = sub.rows(size);
+        if rows == size {
+            return self.full_step(model, batch, optimizer);
+        }
+        if batch.carries_correctness() {
+            return Err(OptimError::Config(
+                "the sub-batch ascent predicts at theta on part of the batch only; a loss that \
+                 records each example's correct predictions (CRL) needs all of them"
+                    .into(),
+            ));
+        }
+        let head = batch.split(rows)?.swap_remove(0);
+        let first = first_pass(
+            &self.config.loss,
+            model,
+            &head,
+            optimizer.params().tensors(),
+            optimizer.loss_scale(),
+            Reduction::<O>::Own,
+        )?;
+        let sharpness = self.sharpness_gradient(model, batch, &*optimizer, Some(first))?;
         self.apply_sharpness(sharpness, batch, optimizer)
     }
 

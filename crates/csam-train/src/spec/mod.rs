@@ -296,6 +296,19 @@ impl RunSpec {
             ));
         }
         if self.loss.needs_correctness_history()
+            && matches!(self.optim.policy, SamPolicy::SubBatch(_))
+        {
+            return Err(check::invalid(
+                "sam_policy",
+                "subbatch",
+                &format!(
+                    "loss {} records each example's correct predictions at theta; the sub-batch \
+                     ascent predicts at theta on part of the batch only",
+                    self.loss.name()
+                ),
+            ));
+        }
+        if self.loss.needs_correctness_history()
             && matches!(self.model.ensemble, Ensemble::Mimo { .. })
         {
             return Err(check::invalid(

@@ -3,8 +3,8 @@
 //! them wraps the same two-pass step ([`super::SamStep`]), so each composes
 //! with every perturbation rule it allows and with CSAM's second-pass loss
 //! (CSAM is SAM with another pass-2 loss, so `looksam` with the CSAM loss is
-//! LookSAM-CSAM). ESAM runs both passes on every step and saves work
-//! inside them instead.
+//! LookSAM-CSAM). ESAM and the sub-batch ascent run both passes on every
+//! step and save work inside them instead.
 
 use crate::loss::{Fields, LossError};
 use tch::{Device, Kind, Tensor};
@@ -13,11 +13,13 @@ mod aesam;
 mod esam;
 mod looksam;
 mod rst;
+mod subbatch;
 
 pub use aesam::{AeSam, GradStatistics};
 pub use esam::Esam;
 pub use looksam::LookSam;
 pub use rst::Rst;
+pub use subbatch::SubBatch;
 
 /// The policy of a SAM-family step (serde-tagged by `kind`).
 #[derive(Debug, Clone, Copy, PartialEq, Default, serde::Serialize, serde::Deserialize)]
@@ -36,6 +38,9 @@ pub enum SamPolicy {
     AeSam(AeSam),
     /// ESAM ([`Esam`]).
     Esam(Esam),
+    /// The ascent on a sub-batch ([`SubBatch`]).
+    #[serde(rename = "subbatch")]
+    SubBatch(SubBatch),
 }
 
 /// Where a step stands in its run: what [`Rst`]'s draws and schedule and
@@ -68,17 +73,19 @@ impl SamPolicy {
             SamPolicy::LookSam(_) => "looksam",
             SamPolicy::AeSam(_) => "aesam",
             SamPolicy::Esam(_) => "esam",
+            SamPolicy::SubBatch(_) => "subbatch",
         }
     }
 
     /// Every policy, the efficient ones at their defaults.
-    pub fn all() -> [SamPolicy; 5] {
+    pub fn all() -> [SamPolicy; 6] {
         [
             SamPolicy::Every,
             SamPolicy::Rst(Rst::default()),
             SamPolicy::LookSam(LookSam::default()),
             SamPolicy::AeSam(AeSam::default()),
             SamPolicy::Esam(Esam::default()),
+            SamPolicy::SubBatch(SubBatch::default()),
         ]
     }
 
@@ -96,6 +103,7 @@ impl SamPolicy {
             SamPolicy::LookSam(look) => look.validate(&fields),
             SamPolicy::AeSam(ae) => ae.validate(&fields),
             SamPolicy::Esam(esam) => esam.validate(&fields),
+            SamPolicy::SubBatch(sub) => sub.validate(&fields),
         }
     }
 
@@ -104,7 +112,10 @@ impl SamPolicy {
         match self {
             SamPolicy::Rst(rst) => rst.p_end.is_some(),
             SamPolicy::AeSam(_) => true,
-            SamPolicy::Every | SamPolicy::LookSam(_) | SamPolicy::Esam(_) => false,
+            SamPolicy::Every
+            | SamPolicy::LookSam(_)
+            | SamPolicy::Esam(_)
+            | SamPolicy::SubBatch(_) => false,
         }
     }
 
@@ -114,14 +125,15 @@ impl SamPolicy {
     /// default schedule gives for normally distributed `||g||^2` (the
     /// threshold's `P(Z >= c)` averaged over `c` from -1 to 1). ESAM runs
     /// the second pass on every step (on `gamma B` rows: its saving is
-    /// inside the pass, not counted here).
+    /// inside the pass, not counted here), and so does the sub-batch ascent
+    /// (its saving is in the first pass).
     pub fn expected_second_pass_share(&self, sam_every: u64) -> f64 {
         match self {
             SamPolicy::Every => 1.0 / sam_every.max(1) as f64,
             SamPolicy::Rst(rst) => rst.mean_probability(),
             SamPolicy::LookSam(look) => 1.0 / look.k.max(1) as f64,
             SamPolicy::AeSam(_) => 0.5,
-            SamPolicy::Esam(_) => 1.0,
+            SamPolicy::Esam(_) | SamPolicy::SubBatch(_) => 1.0,
         }
     }
 }
