@@ -162,7 +162,13 @@ fn check_artefacts(out: &Path) {
             assert_eq!(&png[..8], b"\x89PNG\r\n\x1a\n");
         }
     }
-    for figure in ["ece-epochs", "tce-epochs", "entropy", "posthoc-ece"] {
+    for figure in [
+        "ece-epochs",
+        "tce-epochs",
+        "entropy",
+        "posthoc-ece",
+        "ece-cost",
+    ] {
         for extension in ["svg", "png"] {
             let path = out.join(format!("plots/{figure}.{extension}"));
             assert!(path.is_file(), "{}", path.display());
@@ -170,7 +176,7 @@ fn check_artefacts(out: &Path) {
     }
     assert_eq!(
         std::fs::read_dir(out.join("plots")).unwrap().count(),
-        20,
+        22,
         "seed 0 only for the per-method figures"
     );
     check_report_table(out, &results);

@@ -163,10 +163,66 @@ pub fn severity_markdown(runs: &[RunRecord], methods: &[Method]) -> String {
 /// percent. Wall times are of the machine as it was: runs trained at once
 /// (`--jobs`) share its cores.
 pub fn cost_markdown(runs: &[RunRecord], methods: &[Method]) -> String {
-    let sgd = Method::cross_entropy(OptimizerFamily::Sgd);
-    let Some(&reference) = methods.iter().find(|&&m| m == sgd).or(methods.first()) else {
+    let Some(costs) = costs(runs, methods) else {
         return String::new();
     };
+    let reference = costs.reference.to_string().to_uppercase();
+    let mut out = format!(
+        "Cost: training time per run (every epoch's training and validation, over all \
+         resumes; an ensemble's summed over its members), its mean over {reference}'s, and the \
+         share of steps that ran SAM's second pass (`train.second_pass` in metrics.jsonl, the \
+         mean over epochs and seeds). Runs trained at once share the machine's cores.\n\n\
+         | Method | Train time (s) | Time / {reference}'s | Second pass (% of steps) |\n\
+         |:--|--:|--:|--:|\n",
+    );
+    for cost in &costs.rows {
+        let ratio = cost
+            .ratio
+            .map_or_else(|| "n/a".to_string(), |r| format!("{r:.2}"));
+        let second_pass = cost
+            .second_pass
+            .map_or_else(|| "n/a".to_string(), |p| format!("{:.0}", 100.0 * p.mean));
+        let time = match cost.time.std {
+            Some(std) => format!("{:.1} ± {:.1}", cost.time.mean, std),
+            None => format!("{:.1}", cost.time.mean),
+        };
+        out.push_str(&format!(
+            "| {} | {time} | {ratio} | {second_pass} |\n",
+            cost.method.to_string().to_uppercase()
+        ));
+    }
+    out
+}
+
+/// The training cost of every method of a comparison, against a reference.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Costs {
+    /// The method the times are divided by: SGD when the comparison has it,
+    /// else its first method.
+    pub reference: Method,
+    /// One row per method with runs, in the comparison's order.
+    pub rows: Vec<Cost>,
+}
+
+/// One method's training cost over its seeds.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Cost {
+    pub method: Method,
+    /// Training time per run, seconds (an ensemble's summed over its members).
+    pub time: MeanStd,
+    /// The mean time over the reference's (None when the reference has no run).
+    pub ratio: Option<f64>,
+    /// The share of steps that ran SAM's second pass (None when a run's log
+    /// predates the field).
+    pub second_pass: Option<MeanStd>,
+}
+
+/// The cost of each method of `methods` from `runs`, which `cost.md` and
+/// the report's figure of calibration against cost both read; None for a
+/// comparison without methods.
+pub fn costs(runs: &[RunRecord], methods: &[Method]) -> Option<Costs> {
+    let sgd = Method::cross_entropy(OptimizerFamily::Sgd);
+    let &reference = methods.iter().find(|&&m| m == sgd).or(methods.first())?;
     let times_of = |method: Method| -> Vec<f64> {
         runs.iter()
             .filter(|run| run.method == method)
@@ -174,39 +230,24 @@ pub fn cost_markdown(runs: &[RunRecord], methods: &[Method]) -> String {
             .collect()
     };
     let reference_time = mean_std(&times_of(reference)).map(|t| t.mean);
-    let mut out = format!(
-        "Cost: training time per run (every epoch's training and validation, over all \
-         resumes; an ensemble's summed over its members), its mean over {}'s, and the share of \
-         steps that ran SAM's second pass (`train.second_pass` in metrics.jsonl, the mean over \
-         epochs and seeds). Runs trained at once share the machine's cores.\n\n\
-         | Method | Train time (s) | Time / {}'s | Second pass (% of steps) |\n|:--|--:|--:|--:|\n",
-        reference.to_string().to_uppercase(),
-        reference.to_string().to_uppercase(),
-    );
-    for &method in methods {
-        let Some(time) = mean_std(&times_of(method)) else {
-            continue;
-        };
-        let ratio =
-            reference_time.map_or_else(|| "n/a".to_string(), |r| format!("{:.2}", time.mean / r));
-        let passes: Option<Vec<f64>> = runs
-            .iter()
-            .filter(|run| run.method == method)
-            .map(|run| run.second_pass)
-            .collect();
-        let second_pass = passes
-            .and_then(|p| mean_std(&p))
-            .map_or_else(|| "n/a".to_string(), |p| format!("{:.0}", 100.0 * p.mean));
-        let time = match time.std {
-            Some(std) => format!("{:.1} ± {:.1}", time.mean, std),
-            None => format!("{:.1}", time.mean),
-        };
-        out.push_str(&format!(
-            "| {} | {time} | {ratio} | {second_pass} |\n",
-            method.to_string().to_uppercase()
-        ));
-    }
-    out
+    let rows = methods
+        .iter()
+        .filter_map(|&method| {
+            let time = mean_std(&times_of(method))?;
+            let passes: Option<Vec<f64>> = runs
+                .iter()
+                .filter(|run| run.method == method)
+                .map(|run| run.second_pass)
+                .collect();
+            Some(Cost {
+                method,
+                ratio: reference_time.map(|r| time.mean / r),
+                time,
+                second_pass: passes.and_then(|p| mean_std(&p)),
+            })
+        })
+        .collect();
+    Some(Costs { reference, rows })
 }
 
 /// The Markdown table of `metrics` (see [`markdown`]).

@@ -79,6 +79,7 @@ pub fn sections(dir: &CompareDir, results: &CompareResults) -> Result<Vec<Sectio
         calibration_section(dir, &predictions, &results.settings.shared.metrics)?,
         posthoc_section(dir, results)?,
     ];
+    sections.extend(cost_section(dir, results)?);
     sections.extend(training_section(dir, results)?);
     sections.push(entropy_section(dir, &predictions)?);
     sections.extend(super::theory::section(dir, results)?);
@@ -274,6 +275,62 @@ fn training_section(dir: &CompareDir, results: &CompareResults) -> Result<Option
         id: "training".into(),
         title: "Calibration during training".into(),
         body: format!("{}{}", html::paragraph(note), html::grid(&figures)),
+    }))
+}
+
+/// Test ECE against training time, one point per method (the mean over
+/// seeds of each): what each method's calibration costs. None when no
+/// method has both a time ratio and an ECE.
+fn cost_section(dir: &CompareDir, results: &CompareResults) -> Result<Option<Section>> {
+    let Some(costs) = table::costs(&results.runs, &results.settings.methods) else {
+        return Ok(None);
+    };
+    let series: Vec<Series> = costs
+        .rows
+        .iter()
+        .filter_map(|cost| {
+            let ece = results
+                .aggregates
+                .iter()
+                .find(|a| a.method == cost.method)?
+                .get(Metric::Ece)?;
+            Some(Series {
+                label: cost.method.to_string().to_uppercase(),
+                points: vec![(cost.ratio?, 100.0 * ece.mean)],
+            })
+        })
+        .collect();
+    if series.is_empty() {
+        return Ok(None);
+    }
+    let reference = costs.reference.to_string().to_uppercase();
+    let chart = LineChart {
+        title: "Test ECE against training time".into(),
+        x_label: format!("Training time / {reference}'s"),
+        y_label: "ECE (%)".into(),
+        series,
+        y_from_zero: true,
+    };
+    let figure = write_figure(
+        dir.root(),
+        "ece-cost",
+        format!(
+            "Mean test ECE over seeds against the mean training time over {reference}'s (cost.md)"
+        ),
+        |format| line_chart(&chart, format),
+    )?;
+    Ok(Some(Section {
+        id: "cost".into(),
+        title: "Calibration against cost".into(),
+        body: format!(
+            "{}{}",
+            html::paragraph(
+                "One point per method: lower is better calibrated, further left is cheaper. \
+                 Runs trained at once share the machine's cores, so the times are of the \
+                 machine as it was."
+            ),
+            html::grid(&[figure])
+        ),
     }))
 }
 
