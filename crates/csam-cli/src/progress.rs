@@ -4,6 +4,7 @@
 //! only here are they drawn.
 
 use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
 
 use csam_data::corrupt::Corruption;
 use csam_lab::sharpness::SharpnessObserver;
@@ -18,6 +19,8 @@ use indicatif::{ProgressBar, ProgressStyle};
 pub struct Terminal {
     bars: bool,
     bar: Option<ProgressBar>,
+    /// The run being trained, for its remaining time.
+    clock: Option<RunClock>,
     /// Runs this invocation trained in child processes: that the experiment
     /// then reads them back is no news, so their "reused" line is left out.
     trained_ahead: Vec<PathBuf>,
@@ -29,6 +32,7 @@ impl Terminal {
         Terminal {
             bars,
             bar: None,
+            clock: None,
             trained_ahead: Vec::new(),
         }
     }
@@ -53,12 +57,23 @@ impl RunObserver for Terminal {
         bar.set_style(ProgressStyle::with_template(TEMPLATE).expect("valid template"));
         bar.set_prefix(format!("epoch {epoch}/{epochs}"));
         self.bar = Some(bar);
+        self.clock = Some(match self.clock.take() {
+            // The next epoch of the same run.
+            Some(clock) if epoch > clock.epoch => RunClock { epoch, ..clock },
+            // A run starts (or resumes at `epoch`) in this process.
+            _ => RunClock::new(epoch, epochs, steps),
+        });
     }
 
     fn step(&mut self, mean_loss: f64, accuracy: f64) {
         if let Some(bar) = &self.bar {
-            bar.set_message(format!("loss {mean_loss:.4} acc {accuracy:.4}"));
             bar.inc(1);
+            let run_left = self
+                .clock
+                .as_ref()
+                .and_then(|clock| clock.remaining(bar.position() as usize))
+                .map_or_else(String::new, |left| format!(", run {} left", minutes(left)));
+            bar.set_message(format!("loss {mean_loss:.4} acc {accuracy:.4}{run_left}"));
         }
     }
 
@@ -88,6 +103,54 @@ impl ExperimentObserver for Terminal {
 }
 
 const TEMPLATE: &str = "{prefix} [{bar:30}] {pos}/{len} {msg} ({elapsed}<{eta})";
+
+/// Where a run stands since it started (or resumed) in this process: the
+/// remaining time of the whole run, not only of its epoch, from the steps
+/// taken so far.
+#[derive(Debug, Clone, Copy)]
+struct RunClock {
+    started: Instant,
+    first_epoch: usize,
+    /// The epoch being trained.
+    epoch: usize,
+    epochs: usize,
+    steps: usize,
+}
+
+impl RunClock {
+    fn new(epoch: usize, epochs: usize, steps: usize) -> RunClock {
+        RunClock {
+            started: Instant::now(),
+            first_epoch: epoch,
+            epoch,
+            epochs,
+            steps,
+        }
+    }
+
+    /// The time left at `position` steps into the current epoch, at the
+    /// pace of the steps since the clock started; None before the first.
+    fn remaining(&self, position: usize) -> Option<Duration> {
+        let done = (self.epoch - self.first_epoch) * self.steps + position;
+        let total = (self.epochs + 1 - self.first_epoch) * self.steps;
+        remaining_at(self.started.elapsed(), done, total)
+    }
+}
+
+/// `elapsed` scaled to the `total - done` steps left; None when none is done.
+fn remaining_at(elapsed: Duration, done: usize, total: usize) -> Option<Duration> {
+    (done > 0).then(|| elapsed.mul_f64(total.saturating_sub(done) as f64 / done as f64))
+}
+
+/// `1h02m`, `12m03s` or `45s`.
+pub fn minutes(duration: Duration) -> String {
+    let s = duration.as_secs();
+    match (s / 3600, s / 60 % 60, s % 60) {
+        (0, 0, s) => format!("{s}s"),
+        (0, m, s) => format!("{m}m{s:02}s"),
+        (h, m, _) => format!("{h}h{m:02}m"),
+    }
+}
 
 /// The epoch's line: training loss / accuracy and the validation metrics.
 /// A bar over a count of work items with a message, for the long library
@@ -172,6 +235,31 @@ fn epoch_line(record: &EpochRecord, epochs: usize) -> String {
 
 #[cfg(test)]
 mod tests {
+    use super::*;
+
+    #[test]
+    fn the_run_clock_scales_the_elapsed_time_to_the_steps_left() {
+        let ten = Duration::from_secs(10);
+        // 10 s for 5 of 20 steps: 30 s left; nothing done, nothing known.
+        assert_eq!(remaining_at(ten, 5, 20), Some(Duration::from_secs(30)));
+        assert_eq!(remaining_at(ten, 0, 20), None);
+        assert_eq!(remaining_at(ten, 20, 20), Some(Duration::ZERO));
+        // A run resumed at epoch 3 of 4 with 10 steps an epoch counts the
+        // 20 steps of epochs 3 and 4 only.
+        let clock = RunClock {
+            epoch: 4,
+            ..RunClock::new(3, 4, 10)
+        };
+        let left = clock.remaining(5).unwrap();
+        assert!(
+            left <= clock.started.elapsed().mul_f64(5.0 / 15.0),
+            "{left:?}"
+        );
+        assert_eq!(minutes(Duration::from_secs(45)), "45s");
+        assert_eq!(minutes(Duration::from_secs(723)), "12m03s");
+        assert_eq!(minutes(Duration::from_secs(3720)), "1h02m");
+    }
+
     #[test]
     fn template_parses() {
         assert!(indicatif::ProgressStyle::with_template(super::TEMPLATE).is_ok());

@@ -265,6 +265,14 @@ fn compare_writes_everything_reuses_finished_runs_and_refuses_another_comparison
     let stdout = String::from_utf8_lossy(&again.stdout);
     assert_eq!(stdout.matches("reused finished run").count(), 6, "{stdout}");
     assert!(!stdout.contains("training into"), "{stdout}");
+    // Read back, a run reports its own training time, not the reading's.
+    let line = stdout
+        .lines()
+        .find(|l| l.contains("[6/6] csam seed 1: trained in "))
+        .unwrap_or_else(|| panic!("{stdout}"));
+    let (_, after) = line.split_once("trained in ").unwrap();
+    let seconds: f64 = after.split_once('s').unwrap().0.parse().unwrap();
+    assert!(seconds > 0.0, "{line}");
     assert_eq!(stamps(&run), before, "a finished run is not retrained");
     assert_eq!(
         std::fs::read_to_string(out.join("results.csv")).unwrap(),

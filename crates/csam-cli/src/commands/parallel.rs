@@ -20,6 +20,8 @@ const POLL: Duration = Duration::from_millis(200);
 /// One `csam train` process and the files it was given.
 struct Job {
     label: String,
+    /// Its [`run_cost`].
+    cost: f64,
     child: Child,
     started: Instant,
     spec_file: PathBuf,
@@ -78,6 +80,7 @@ impl Job {
         );
         Ok(Job {
             label: run.label.clone(),
+            cost: run_cost(run),
             child,
             started: Instant::now(),
             spec_file,
@@ -121,9 +124,9 @@ pub fn train_in_processes(
     runtime: &Runtime,
     jobs: usize,
 ) -> anyhow::Result<()> {
-    let cost = |run: &PlannedRun| run.spec.epochs as f64 * run.spec.optim.passes_per_step();
     let mut order: Vec<(usize, &PlannedRun)> = runs.iter().enumerate().collect();
-    order.sort_by(|(_, a), (_, b)| cost(b).total_cmp(&cost(a)));
+    order.sort_by(|(_, a), (_, b)| run_cost(b).total_cmp(&run_cost(a)));
+    let mut progress = Progress::new(runs.iter().map(run_cost).sum(), runs.len(), jobs);
     let mut waiting = order.into_iter();
     let mut running: Vec<Job> = Vec::new();
     let mut failure: Option<String> = None;
@@ -142,7 +145,9 @@ pub fn train_in_processes(
         for mut job in running {
             match job.poll()? {
                 None => still_running.push(job),
-                Some(Ok(())) => {}
+                Some(Ok(())) => {
+                    println!("{}", progress.finished(job.cost, job.started.elapsed()));
+                }
                 Some(Err(message)) => {
                     failure.get_or_insert(message);
                 }
@@ -153,6 +158,54 @@ pub fn train_in_processes(
     match failure {
         Some(message) => bail!("{message}"),
         None => Ok(()),
+    }
+}
+
+/// A run's share of the work: epochs times forward-backward passes per step.
+fn run_cost(run: &PlannedRun) -> f64 {
+    run.spec.epochs as f64 * run.spec.optim.passes_per_step()
+}
+
+/// The runs trained so far and the time the others are expected to take, at
+/// the pace of the finished ones per unit of [`run_cost`], `jobs` at a time.
+struct Progress {
+    total_cost: f64,
+    runs: usize,
+    jobs: usize,
+    done_cost: f64,
+    done_runs: usize,
+    /// Summed over the finished runs (each in its own process).
+    spent: Duration,
+}
+
+impl Progress {
+    fn new(total_cost: f64, runs: usize, jobs: usize) -> Progress {
+        Progress {
+            total_cost,
+            runs,
+            jobs: jobs.max(1),
+            done_cost: 0.0,
+            done_runs: 0,
+            spent: Duration::ZERO,
+        }
+    }
+
+    /// Counts a run of `cost` that took `took`, and says where the
+    /// experiment stands: "3/9 runs trained, about 4m10s left".
+    fn finished(&mut self, cost: f64, took: Duration) -> String {
+        self.done_cost += cost;
+        self.done_runs += 1;
+        self.spent += took;
+        let left = (self.total_cost - self.done_cost).max(0.0);
+        let line = format!("{}/{} runs trained", self.done_runs, self.runs);
+        match self.done_cost > 0.0 && left > 0.0 {
+            true => {
+                let pace = self.spent.as_secs_f64() / self.done_cost;
+                let eta = Duration::from_secs_f64(pace * left / self.jobs as f64);
+                format!("{line}, about {} left", crate::progress::minutes(eta))
+            }
+            false => line,
+        }
     }
 }
 
@@ -172,4 +225,25 @@ fn last_line(log: &Path) -> String {
 fn remove_quietly(path: &Path) {
     // A temporary file left behind is harmless; failing the run over it is not.
     let _ = std::fs::remove_file(path);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn progress_counts_runs_and_scales_the_pace_to_the_work_left() {
+        // Four runs of costs 2, 2, 1 and 1, two at a time.
+        let mut progress = Progress::new(6.0, 4, 2);
+        // 20 s for 2 units: 10 s a unit; 4 units left over 2 jobs: 20 s.
+        let line = progress.finished(2.0, Duration::from_secs(20));
+        assert_eq!(line, "1/4 runs trained, about 20s left");
+        let line = progress.finished(2.0, Duration::from_secs(40));
+        assert_eq!(line, "2/4 runs trained, about 15s left");
+        progress.finished(1.0, Duration::from_secs(10));
+        assert_eq!(
+            progress.finished(1.0, Duration::from_secs(10)),
+            "4/4 runs trained"
+        );
+    }
 }

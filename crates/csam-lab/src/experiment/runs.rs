@@ -78,8 +78,9 @@ fn numbered(index: usize, total: usize, label: &str) -> String {
 
 /// Trains (or reuses) every run of `experiment` in order with `runtime` and
 /// returns their records. The observer hears each run start and finish, the
-/// finish with its time, the time since the experiment started, and the
-/// record's numbers.
+/// finish with its training time (its own, also when it was trained
+/// earlier or by another process and is only read back here), the time
+/// since the experiment started, and the record's numbers.
 pub fn run_all<E: Experiment, O: ExperimentObserver>(
     experiment: &E,
     runtime: &Runtime,
@@ -93,18 +94,22 @@ pub fn run_all<E: Experiment, O: ExperimentObserver>(
     let mut records = Vec::with_capacity(runs.len());
     for (index, &run) in runs.iter().enumerate() {
         let label = numbered(index, runs.len(), &experiment.label(run));
-        let run_started = Instant::now();
-        let summary = train_or_reuse(
+        let (summary, action) = train_or_reuse(
             experiment.spec(run)?,
             runtime,
             &experiment.dir(run),
             &label,
             observer,
         )?;
+        let trained_s = summary.wall_time_s;
         let record = experiment.record(run, summary)?;
+        let trained = match action {
+            RunAction::Reused => "trained in",
+            RunAction::Training | RunAction::Resuming => "done in",
+        };
         let line = format!(
-            "done in {:.1}s, {:.1}s since start ({})",
-            run_started.elapsed().as_secs_f64(),
+            "{trained} {:.1}s, {:.1}s since start ({})",
+            trained_s,
             started.elapsed().as_secs_f64(),
             E::describe(&record),
         );
@@ -115,21 +120,21 @@ pub fn run_all<E: Experiment, O: ExperimentObserver>(
 }
 
 /// The summary of the run in `out` with `spec`: read back when it finished
-/// earlier, otherwise trained (resuming when it was interrupted). `label`
-/// names the run to the observer (`[3/6] sam seed 0`).
+/// earlier, otherwise trained (resuming when it was interrupted), with what
+/// was done. `label` names the run to the observer (`[3/6] sam seed 0`).
 pub fn train_or_reuse<O: ExperimentObserver>(
     spec: RunSpec,
     runtime: &Runtime,
     out: &Path,
     label: &str,
     observer: &mut O,
-) -> Result<RunSummary> {
+) -> Result<(RunSummary, RunAction)> {
     let run_dir = RunDir::new(out);
     let state = run_dir.state()?;
     if state == RunState::Finished {
         check_saved_spec(&run_dir, &spec)?;
         observer.run_started(label, RunAction::Reused, out);
-        return read_json(&run_dir.summary());
+        return Ok((read_json(&run_dir.summary())?, RunAction::Reused));
     }
     let action = match state {
         RunState::Interrupted => RunAction::Resuming,
@@ -144,9 +149,9 @@ pub fn train_or_reuse<O: ExperimentObserver>(
         stop_after_epoch: None,
     };
     match train::run(&request, observer)? {
-        RunOutcome::Finished(summary) => Ok(*summary),
+        RunOutcome::Finished(summary) => Ok((*summary, action)),
         // Finished by another process since the state was read.
-        RunOutcome::AlreadyFinished { summary } => read_json(&summary),
+        RunOutcome::AlreadyFinished { summary } => Ok((read_json(&summary)?, RunAction::Reused)),
         RunOutcome::Stopped { epoch } => Err(LabError::Stopped {
             dir: out.to_path_buf(),
             epoch,
