@@ -265,6 +265,8 @@ const CASES: &[Case] = &[
     case("train", "config: drop_path", "-0.1 (vit-s16)", &["{train}", "config:model = \"vit-s16\"\ndrop_path = -0.1"]),
     case("train", "config: shakedrop", "0.5 with resnet20 (not read)", &["{train}", "config:model = \"resnet20\"\nshakedrop = 0.5"]),
     case("train", "config: epochs", "0", &["{train}", "config:epochs = 0"]),
+    case("train", "config: epochs", "\"two\"", &["{train}", "config:epochs = \"two\""]),
+    case("train", "config: epochs", "-3", &["{train}", "config:epochs = -3"]),
     case("train", "config: batch_size", "0", &["{train}", "config:batch_size = 0"]),
     case("train", "config: lr", "-0.1", &["{train}", "config:lr = -0.1"]),
     case("train", "config: momentum", "1.0", &["{train}", "config:momentum = 1.0"]),

@@ -259,7 +259,10 @@ fn typed(key: &Key, value: toml::Value) -> Result<toml::Value, String> {
             Ok(value)
         }
         (ValueKind::Text, _) => wrong("text"),
-        (ValueKind::Count, _) => wrong("a whole number >= 0"),
+        // A negative number is told the bound; a value of another kind only
+        // the kind, since each key has its own least value (epochs: 1).
+        (ValueKind::Count, V::Integer(_)) => wrong("a whole number >= 0"),
+        (ValueKind::Count, _) => wrong("a whole number"),
         (ValueKind::Real, _) => wrong("a number"),
         (ValueKind::CountOrFraction, _) => wrong("a count or a fraction"),
         (ValueKind::Switch, _) => wrong("true or false"),
