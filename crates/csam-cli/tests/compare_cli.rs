@@ -221,7 +221,11 @@ fn compare_writes_everything_reuses_finished_runs_and_refuses_another_comparison
         stdout.contains("[1/6] sgd seed 0: training into"),
         "{stdout}"
     );
-    assert!(stdout.contains("[6/6] csam seed 1: done in"), "{stdout}");
+    // Trained two at a time by `csam train` processes, then read back here.
+    assert!(
+        stdout.contains("[6/6] csam seed 1: read back (trained in"),
+        "{stdout}"
+    );
     assert!(
         stdout.contains("| CSAM | "),
         "the table is printed: {stdout}"
@@ -268,7 +272,7 @@ fn compare_writes_everything_reuses_finished_runs_and_refuses_another_comparison
     // Read back, a run reports its own training time, not the reading's.
     let line = stdout
         .lines()
-        .find(|l| l.contains("[6/6] csam seed 1: trained in "))
+        .find(|l| l.contains("[6/6] csam seed 1: read back (trained in "))
         .unwrap_or_else(|| panic!("{stdout}"));
     let (_, after) = line.split_once("trained in ").unwrap();
     let seconds: f64 = after.split_once('s').unwrap().0.parse().unwrap();

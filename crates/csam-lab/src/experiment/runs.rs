@@ -104,12 +104,11 @@ pub fn run_all<E: Experiment, O: ExperimentObserver>(
         let trained_s = summary.wall_time_s;
         let record = experiment.record(run, summary)?;
         let trained = match action {
-            RunAction::Reused => "trained in",
-            RunAction::Training | RunAction::Resuming => "done in",
+            RunAction::Reused => format!("read back (trained in {trained_s:.1}s)"),
+            RunAction::Training | RunAction::Resuming => format!("done in {trained_s:.1}s"),
         };
         let line = format!(
-            "{trained} {:.1}s, {:.1}s since start ({})",
-            trained_s,
+            "{trained}, {:.1}s since start ({})",
             started.elapsed().as_secs_f64(),
             E::describe(&record),
         );
