@@ -152,7 +152,6 @@ pub fn minutes(duration: Duration) -> String {
     }
 }
 
-/// The epoch's line: training loss / accuracy and the validation metrics.
 /// A bar over a count of work items with a message, for the long library
 /// calls that are not training runs (`csam sharpness`, `csam corrupt`).
 pub struct CountBar {
@@ -216,6 +215,7 @@ impl Drop for CountBar {
 const SHARPNESS_TEMPLATE: &str = "sharpness [{bar:30}] point {pos}/{len} {msg} ({elapsed})";
 const CORRUPTION_TEMPLATE: &str = "{msg:15} [{bar:30}] {pos}/{len} images ({elapsed}<{eta})";
 
+/// The epoch's line: training loss / accuracy and the validation metrics.
 fn epoch_line(record: &EpochRecord, epochs: usize) -> String {
     let val = &record.val;
     format!(

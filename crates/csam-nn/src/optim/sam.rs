@@ -19,7 +19,8 @@
 //! A [`SamPolicy`] says on which steps the second pass runs and what the
 //! others do (plain steps, or LookSAM's reuse of its last SAM direction);
 //! ESAM's masks the perturbation in step 2 and runs pass 2 on the batch's
-//! most sharpness-sensitive rows only ([`Esam`]).
+//! most sharpness-sensitive rows only ([`Esam`]); the sub-batch ascent runs
+//! pass 1 on the batch's first rows only ([`SubBatch`]).
 
 use super::buffers::BufferSnapshot;
 use super::flat::{chunk_views, flatten, scatter, FlatCopy};
