@@ -89,6 +89,13 @@ pub fn run(args: EvalArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// What the severity columns are: "s1, s3, s5 = severities" (the set's own
+/// levels, which need not run from 1 without gaps).
+fn severity_key(levels: &[u8]) -> String {
+    let names: Vec<String> = levels.iter().map(|level| format!("s{level}")).collect();
+    format!("{} = severities", names.join(", "))
+}
+
 fn percent(v: f64) -> String {
     format!("{:.2}", 100.0 * v)
 }
@@ -154,9 +161,9 @@ fn tables(report: &EvalReport) -> String {
         }
         table.push(row("mean", &c.per_severity, &c.mean));
         out += &format!(
-            "\ncorruptions in {} (percent; s1..s{} = severities)\n",
+            "\ncorruptions in {} (percent; {})\n",
             c.dir.display(),
-            levels.len()
+            severity_key(&levels)
         );
         out += &table.to_string();
     }
@@ -171,4 +178,15 @@ fn tables(report: &EvalReport) -> String {
         );
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_severity_key_names_the_sets_own_levels() {
+        assert_eq!(severity_key(&[1, 3, 5]), "s1, s3, s5 = severities");
+        assert_eq!(severity_key(&[2]), "s2 = severities");
+    }
 }
