@@ -133,13 +133,14 @@ impl RunClock {
     fn remaining(&self, position: usize) -> Option<Duration> {
         let done = (self.epoch - self.first_epoch) * self.steps + position;
         let total = (self.epochs + 1 - self.first_epoch) * self.steps;
-        remaining_at(self.started.elapsed(), done, total)
+        remaining_at(self.started.elapsed(), done as f64, total as f64)
     }
 }
 
-/// `elapsed` scaled to the `total - done` steps left; None when none is done.
-fn remaining_at(elapsed: Duration, done: usize, total: usize) -> Option<Duration> {
-    (done > 0).then(|| elapsed.mul_f64(total.saturating_sub(done) as f64 / done as f64))
+/// `elapsed` for `done` units of work scaled to the `total - done` left;
+/// None when none is done.
+pub fn remaining_at(elapsed: Duration, done: f64, total: f64) -> Option<Duration> {
+    (done > 0.0).then(|| elapsed.mul_f64((total - done).max(0.0) / done))
 }
 
 /// `1h02m`, `12m03s` or `45s`.
@@ -241,9 +242,9 @@ mod tests {
     fn the_run_clock_scales_the_elapsed_time_to_the_steps_left() {
         let ten = Duration::from_secs(10);
         // 10 s for 5 of 20 steps: 30 s left; nothing done, nothing known.
-        assert_eq!(remaining_at(ten, 5, 20), Some(Duration::from_secs(30)));
-        assert_eq!(remaining_at(ten, 0, 20), None);
-        assert_eq!(remaining_at(ten, 20, 20), Some(Duration::ZERO));
+        assert_eq!(remaining_at(ten, 5.0, 20.0), Some(Duration::from_secs(30)));
+        assert_eq!(remaining_at(ten, 0.0, 20.0), None);
+        assert_eq!(remaining_at(ten, 20.0, 20.0), Some(Duration::ZERO));
         // A run resumed at epoch 3 of 4 with 10 steps an epoch counts the
         // 20 steps of epochs 3 and 4 only.
         let clock = RunClock {

@@ -14,6 +14,8 @@ use anyhow::{bail, Context};
 use csam_lab::experiment::runs::PlannedRun;
 use csam_train::spec::Runtime;
 
+use crate::progress::{minutes, remaining_at};
+
 /// How often the running processes are polled.
 const POLL: Duration = Duration::from_millis(200);
 
@@ -196,15 +198,13 @@ impl Progress {
         self.done_cost += cost;
         self.done_runs += 1;
         self.spent += took;
-        let left = (self.total_cost - self.done_cost).max(0.0);
         let line = format!("{}/{} runs trained", self.done_runs, self.runs);
-        match self.done_cost > 0.0 && left > 0.0 {
-            true => {
-                let pace = self.spent.as_secs_f64() / self.done_cost;
-                let eta = Duration::from_secs_f64(pace * left / self.jobs as f64);
-                format!("{line}, about {} left", crate::progress::minutes(eta))
+        // The runs' summed time scaled to the work left, shared by the jobs.
+        match remaining_at(self.spent, self.done_cost, self.total_cost) {
+            Some(left) if !left.is_zero() => {
+                format!("{line}, about {} left", minutes(left / self.jobs as u32))
             }
-            false => line,
+            _ => line,
         }
     }
 }
