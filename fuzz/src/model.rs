@@ -1,6 +1,6 @@
 //! The model the `safetensors` target loads weights into.
 
-use csam_nn::model::{build_model_with, InputShape, ModelKind, ModelOptions};
+use csam_nn::model::{build_model_with, InputShape, ModelSpec};
 use tch::nn::VarStore;
 use tch::Device;
 
@@ -14,12 +14,10 @@ pub fn tiny_mlp() -> VarStore {
         height: 2,
         width: 2,
     };
-    let options = ModelOptions {
-        mlp_hidden: vec![3],
-        dropout: 0.0,
-        ..ModelOptions::default()
+    let spec = ModelSpec {
+        mlp_hidden: Some(vec![3]),
+        ..ModelSpec::of("mlp".parse().expect("mlp is registered"))
     };
-    let kind: ModelKind = "mlp".parse().expect("mlp is registered");
-    build_model_with(kind, &vs.root(), input, 2, &options).expect("the tiny MLP builds");
+    build_model_with(&spec, &vs.root(), input, 2).expect("the tiny MLP builds");
     vs
 }

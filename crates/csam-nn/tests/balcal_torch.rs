@@ -14,7 +14,7 @@ mod support;
 
 use csam_nn::loss::{Focal, TrainingLoss};
 use csam_nn::model::balcal::balanced_lambda;
-use csam_nn::model::{build_model_with, Head, InputShape, Mode, Model, ModelOptions};
+use csam_nn::model::{build_model_with, Head, InputShape, Mode, Model, ModelSpec};
 use support::{close, lock_generator, objective, python, run_twin};
 use tch::{nn::VarStore, Device, Kind, Tensor};
 
@@ -26,15 +26,15 @@ fn balcal_mlp(vs: &mut VarStore) -> Model {
         height: 2,
         width: 3,
     };
-    let options = ModelOptions {
-        mlp_hidden: vec![6],
+    let options = ModelSpec {
+        mlp_hidden: Some(vec![6]),
         head: Head::Balcal {
             lambda: 0.7,
             delta: 1.0,
         },
-        ..ModelOptions::default()
+        ..ModelSpec::of("mlp".parse().unwrap())
     };
-    let model = build_model_with("mlp".parse().unwrap(), &vs.root(), input, CLASSES, &options);
+    let model = build_model_with(&options, &vs.root(), input, CLASSES);
     let model = model.unwrap();
     vs.double();
     model

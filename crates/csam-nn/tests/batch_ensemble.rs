@@ -16,19 +16,21 @@ mod support;
 use csam_nn::loss::TrainingLoss;
 use csam_nn::mixing::{Mixing, TrainBatch};
 use csam_nn::model::{
-    build_model_with, mixture_logits, Ensemble, Head, InputShape, Mode, Model, ModelOptions,
+    build_model_with, mixture_logits, Ensemble, Head, InputShape, Mode, Model, ModelSpec,
 };
-use support::{build_f64, close, lock_generator, objective, python, refusal, run_twin, shape};
+use support::{
+    build_f64, close, lock_generator, objective, of_arch, python, refusal, run_twin, shape,
+};
 use tch::{nn::VarStore, Device, Kind, Tensor};
 
 const CLASSES: i64 = 4;
 const F64_CPU: (Kind, Device) = (Kind::Double, Device::Cpu);
 
-fn options(ensemble: Ensemble) -> ModelOptions {
-    ModelOptions {
-        mlp_hidden: vec![6],
+fn options(ensemble: Ensemble) -> ModelSpec {
+    ModelSpec {
+        mlp_hidden: Some(vec![6]),
         ensemble,
-        ..ModelOptions::default()
+        ..ModelSpec::default()
     }
 }
 
@@ -214,14 +216,14 @@ fn multiply_adds_are_the_networks_once_per_member() {
 fn refusals_are_one_line() {
     let _generator = lock_generator();
     let vs = VarStore::new(Device::Cpu);
-    let refuse = |arch: &str, options: ModelOptions| refusal(arch, &options);
+    let refuse = |arch: &str, options: ModelSpec| refusal(arch, &options);
     let be = options(Ensemble::batch_ensemble());
     for arch in ["vit-ti16", "wrn-16-4", "torchscript", "resnet18"] {
         let message = refuse(arch, be.clone());
         assert!(message.contains(&format!("not {arch}")), "{message}");
         assert!(message.contains("mlp, cnn, resnet20"), "{message}");
     }
-    let balcal = ModelOptions {
+    let balcal = ModelSpec {
         head: Head::balcal(),
         ..be.clone()
     };
@@ -234,8 +236,7 @@ fn refusals_are_one_line() {
         assert!(refuse("mlp", bad).contains(field));
     }
     // A mixed batch has no examples of its own to train each member on.
-    let model =
-        build_model_with("mlp".parse().unwrap(), &vs.root(), shape(1, 2, 3), 4, &be).unwrap();
+    let model = build_model_with(&of_arch("mlp", &be), &vs.root(), shape(1, 2, 3), 4).unwrap();
     let x = Tensor::randn([4, 1, 2, 3], (Kind::Float, Device::Cpu));
     let y = Tensor::from_slice(&[0i64, 1, 2, 3]);
     let draw = Mixing::mixup().draw(4, 0);

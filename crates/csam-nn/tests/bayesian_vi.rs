@@ -16,7 +16,7 @@ mod support;
 use csam_nn::model::bayesian::prediction_seed;
 use csam_nn::model::flipout::flipout_noise;
 use csam_nn::model::{
-    mixture_logits, Bayesian, Ensemble, Head, InputShape, Mode, Model, ModelOptions, TrainingPass,
+    mixture_logits, Bayesian, Ensemble, Head, InputShape, Mode, Model, ModelSpec, TrainingPass,
 };
 use support::bayesian::{self, TwinModel, TwinRun, ROWS};
 use support::{build_f64, close, lock_generator, python, refusal, shape};
@@ -33,11 +33,11 @@ fn mean_field(prior_std: f64, samples: i64) -> Bayesian {
     }
 }
 
-fn options(bayesian: Bayesian) -> ModelOptions {
-    ModelOptions {
-        mlp_hidden: vec![6],
+fn options(bayesian: Bayesian) -> ModelSpec {
+    ModelSpec {
+        mlp_hidden: Some(vec![6]),
         bayesian,
-        ..ModelOptions::default()
+        ..ModelSpec::default()
     }
 }
 
@@ -158,19 +158,19 @@ fn a_seed_is_one_sampled_network_and_a_sam_step_perturbs_it() {
 #[test]
 fn refusals_are_one_line() {
     let _generator = lock_generator();
-    let refuse = |arch: &str, options: ModelOptions| refusal(arch, &options);
+    let refuse = |arch: &str, options: ModelSpec| refusal(arch, &options);
     let vi = options(Bayesian::mean_field());
     for arch in ["vit-ti16", "wrn-16-4", "resnet18", "pyramidnet110-a48"] {
         let message = refuse(arch, vi.clone());
         assert!(message.contains(&format!("not {arch}")), "{message}");
         assert!(message.contains("mlp, cnn, resnet20"), "{message}");
     }
-    let balcal = ModelOptions {
+    let balcal = ModelSpec {
         head: Head::balcal(),
         ..vi.clone()
     };
     assert!(refuse("resnet20", balcal).contains("head balcal"));
-    let members = ModelOptions {
+    let members = ModelSpec {
         ensemble: Ensemble::batch_ensemble(),
         ..vi.clone()
     };

@@ -15,7 +15,7 @@ mod support;
 
 use csam_nn::mixing::TrainBatch;
 use csam_nn::model::precision::Precision;
-use csam_nn::model::{build_model_with, ModelOptions};
+use csam_nn::model::{build_model_with, ModelSpec};
 use csam_nn::optim::{
     plain_step, BaseOptimizer, LossScaleConfig, LossScaled, Perturbation, SamConfig, SamStep,
     SecondLoss, Sgd, SgdConfig, StepStats,
@@ -80,13 +80,13 @@ fn check(python: &std::path::Path, device: Device, seed: i64, case: &Case) {
     let dir = tempfile::tempdir().unwrap();
     tch::manual_seed(40 + seed);
     let input = shape(1, 6, 6);
-    let options = ModelOptions {
+    let options = ModelSpec {
         precision: Precision::Fp16,
-        mlp_hidden: vec![16, 16],
-        ..ModelOptions::default()
+        mlp_hidden: Some(vec![16, 16]),
+        ..ModelSpec::of("mlp".parse().unwrap())
     };
     let mut vs = VarStore::new(Device::Cpu);
-    let model = build_model_with("mlp".parse().unwrap(), &vs.root(), input, 3, &options).unwrap();
+    let model = build_model_with(&options, &vs.root(), input, 3).unwrap();
     let weights = dir.path().join("weights.safetensors");
     vs.save(&weights).unwrap();
     vs.set_device(device);

@@ -23,9 +23,11 @@ mod support;
 use csam_nn::loss::TrainingLoss;
 use csam_nn::mixing::{Mixing, TrainBatch};
 use csam_nn::model::{
-    build_model_with, mixture_logits, Ensemble, Head, InputShape, Mode, Model, ModelOptions,
+    build_model_with, mixture_logits, Ensemble, Head, InputShape, Mode, Model, ModelSpec,
 };
-use support::{batch_objective, build_f64, close, lock_generator, python, run_twin, shape};
+use support::{
+    batch_objective, build_f64, close, lock_generator, of_arch, python, run_twin, shape,
+};
 use tch::{nn::VarStore, Device, Kind, Tensor};
 
 const CLASSES: i64 = 4;
@@ -39,11 +41,11 @@ fn mimo(size: i64, input_repetition: f64, batch_repetitions: i64) -> Ensemble {
     }
 }
 
-fn options(ensemble: Ensemble) -> ModelOptions {
-    ModelOptions {
-        mlp_hidden: vec![6],
+fn options(ensemble: Ensemble) -> ModelSpec {
+    ModelSpec {
+        mlp_hidden: Some(vec![6]),
         ensemble,
-        ..ModelOptions::default()
+        ..ModelSpec::default()
     }
 }
 
@@ -273,14 +275,8 @@ fn multiply_adds_are_one_network_for_m_images_and_m_heads() {
 fn refusals_are_one_line() {
     let _generator = lock_generator();
     let vs = VarStore::new(Device::Cpu);
-    let refuse = |arch: &str, options: ModelOptions| {
-        let built = build_model_with(
-            arch.parse().unwrap(),
-            &vs.root(),
-            shape(3, 8, 8),
-            4,
-            &options,
-        );
+    let refuse = |arch: &str, options: ModelSpec| {
+        let built = build_model_with(&of_arch(arch, &options), &vs.root(), shape(3, 8, 8), 4);
         let message = built.unwrap_err().to_string();
         assert!(!message.contains('\n'), "{message}");
         message
@@ -289,12 +285,12 @@ fn refusals_are_one_line() {
     for arch in ["vit-ti16", "wrn-16-4", "torchscript", "resnet18"] {
         let message = refuse(arch, default.clone());
         assert!(
-            message.contains("ensemble mimo applies to models mlp, cnn, resnet20"),
+            message.contains("ensemble = mimo: applies only to mlp, cnn, resnet20"),
             "{message}"
         );
         assert!(message.contains(&format!("not {arch}")), "{message}");
     }
-    let balcal = ModelOptions {
+    let balcal = ModelSpec {
         head: Head::balcal(),
         ..default.clone()
     };
@@ -307,11 +303,10 @@ fn refusals_are_one_line() {
         assert!(refuse("mlp", options(bad)).contains(field));
     }
     let model = build_model_with(
-        "mlp".parse().unwrap(),
+        &of_arch("mlp", &default),
         &(vs.root() / "mimo"),
         shape(1, 2, 3),
         4,
-        &default,
     )
     .unwrap();
     let x = Tensor::randn([4, 1, 2, 3], (Kind::Float, Device::Cpu));
@@ -326,11 +321,10 @@ fn refusals_are_one_line() {
     );
     // Rows drawn per member need a model of members.
     let single = build_model_with(
-        "mlp".parse().unwrap(),
+        &ModelSpec::of("mlp".parse().unwrap()),
         &(vs.root() / "single"),
         shape(1, 2, 3),
         4,
-        &ModelOptions::default(),
     )
     .unwrap();
     let rows = Ensemble::mimo().member_rows(4, 0).unwrap();

@@ -1,7 +1,7 @@
 //! Output shapes, the registry and parameter counts of the architectures.
 
 use csam_nn::model::{
-    build_model, build_model_with, InputShape, Mode, ModelError, ModelKind, ModelOptions,
+    build_model, build_model_with, InputShape, Mode, ModelError, ModelKind, ModelSpec,
 };
 use tch::{nn, nn::ModuleT, Device, Kind, Tensor};
 
@@ -158,19 +158,12 @@ fn resnet20_has_the_option_a_parameter_count() {
 fn mlp_keys_follow_the_sequential_twin() {
     let keys = |dropout: f64| {
         let vs = nn::VarStore::new(Device::Cpu);
-        let options = ModelOptions {
-            mlp_hidden: vec![5, 4],
+        let spec = ModelSpec {
+            mlp_hidden: Some(vec![5, 4]),
             dropout,
-            ..Default::default()
+            ..ModelSpec::of("mlp".parse().unwrap())
         };
-        build_model_with(
-            "mlp".parse().unwrap(),
-            &vs.root(),
-            shape(1, 2, 3),
-            3,
-            &options,
-        )
-        .unwrap();
+        build_model_with(&spec, &vs.root(), shape(1, 2, 3), 3).unwrap();
         let mut keys: Vec<String> = vs.variables().into_keys().collect();
         keys.sort();
         keys
@@ -208,18 +201,11 @@ fn dropout_modes() {
         ("wrn-16-4", "block1.layer.0.bn1.running_mean"),
     ] {
         let vs = nn::VarStore::new(Device::Cpu);
-        let options = ModelOptions {
+        let spec = ModelSpec {
             dropout: 0.5,
-            ..ModelOptions::default()
+            ..ModelSpec::of(kind.parse().unwrap())
         };
-        let model = build_model_with(
-            kind.parse().unwrap(),
-            &vs.root(),
-            shape(3, 8, 8),
-            4,
-            &options,
-        )
-        .unwrap();
+        let model = build_model_with(&spec, &vs.root(), shape(3, 8, 8), 4).unwrap();
         let xs = Tensor::randn([4, 3, 8, 8], (Kind::Float, Device::Cpu));
         let run = |mode| tch::no_grad(|| model.forward_mode(&xs, mode));
         assert!(
@@ -242,29 +228,21 @@ fn dropout_modes() {
 #[test]
 fn invalid_configurations_are_errors() {
     let vs = nn::VarStore::new(Device::Cpu);
-    let mlp: ModelKind = "mlp".parse().unwrap();
-    let bad = |input, n, options: ModelOptions| {
-        build_model_with(mlp, &vs.root(), input, n, &options).is_err()
+    let mlp = ModelSpec::of("mlp".parse().unwrap());
+    let bad = |input, n, spec: ModelSpec| build_model_with(&spec, &vs.root(), input, n).is_err();
+    assert!(!bad(shape(1, 4, 4), 3, mlp.clone()));
+    assert!(bad(shape(0, 4, 4), 3, mlp.clone()));
+    assert!(bad(shape(1, 4, 4), 1, mlp.clone()));
+    let dropout = ModelSpec {
+        dropout: 1.0,
+        ..mlp.clone()
     };
-    assert!(bad(shape(0, 4, 4), 3, ModelOptions::default()));
-    assert!(bad(shape(1, 4, 4), 1, ModelOptions::default()));
-    assert!(bad(
-        shape(1, 4, 4),
-        3,
-        ModelOptions {
-            dropout: 1.0,
-            ..Default::default()
-        }
-    ));
-    assert!(bad(
-        shape(1, 4, 4),
-        3,
-        ModelOptions {
-            mlp_hidden: vec![8, 0],
-            dropout: 0.0,
-            ..Default::default()
-        }
-    ));
+    assert!(bad(shape(1, 4, 4), 3, dropout));
+    let hidden = ModelSpec {
+        mlp_hidden: Some(vec![8, 0]),
+        ..mlp
+    };
+    assert!(bad(shape(1, 4, 4), 3, hidden));
 }
 
 #[test]

@@ -20,9 +20,7 @@ mod support;
 use csam_nn::model::memory_format::{is_channels_last, MemoryFormat};
 use csam_nn::model::precision::Precision;
 use csam_nn::model::weights::save_safetensors;
-use csam_nn::model::{
-    build_model_in, build_model_with, InputShape, Mode, Model, ModelKind, ModelOptions,
-};
+use csam_nn::model::{build_model_in, build_model_with, InputShape, Mode, Model, ModelSpec};
 use std::path::{Path, PathBuf};
 use std::sync::MutexGuard;
 use support::{lock_generator, python};
@@ -55,7 +53,7 @@ struct Case {
     kind: &'static str,
     input: InputShape,
     n_classes: i64,
-    options: ModelOptions,
+    options: ModelSpec,
 }
 
 fn shape(channels: i64, height: i64, width: i64) -> InputShape {
@@ -67,8 +65,9 @@ fn shape(channels: i64, height: i64, width: i64) -> InputShape {
 }
 
 fn cases() -> Vec<Case> {
-    let opts = |hidden: &[i64], dropout| ModelOptions {
-        mlp_hidden: hidden.to_vec(),
+    // Hidden widths only where they shape the model (the MLP).
+    let opts = |hidden: &[usize], dropout| ModelSpec {
+        mlp_hidden: (!hidden.is_empty()).then(|| hidden.to_vec()),
         dropout,
         ..Default::default()
     };
@@ -164,9 +163,16 @@ fn cases() -> Vec<Case> {
     ]
 }
 
+/// The spec of `case`: its options on its architecture.
+fn spec(case: &Case) -> ModelSpec {
+    ModelSpec {
+        arch: case.kind.parse().unwrap(),
+        ..case.options.clone()
+    }
+}
+
 fn build(vs: &nn::VarStore, case: &Case) -> Model {
-    let kind: ModelKind = case.kind.parse().unwrap();
-    build_model_with(kind, &vs.root(), case.input, case.n_classes, &case.options).unwrap()
+    build_model_with(&spec(case), &vs.root(), case.input, case.n_classes).unwrap()
 }
 
 /// The architecture of `case` as twins.py reads it.
@@ -174,7 +180,7 @@ fn architecture(case: &Case) -> serde_json::Map<String, serde_json::Value> {
     let (shape, o) = (case.input, &case.options);
     let json = serde_json::json!({
         "kind": case.kind, "channels": shape.channels, "height": shape.height,
-        "width": shape.width, "n_classes": case.n_classes, "hidden": o.mlp_hidden,
+        "width": shape.width, "n_classes": case.n_classes, "hidden": o.mlp_hidden.clone().unwrap_or_default(),
         "dropout": o.dropout, "drop_path": o.drop_path, "shakedrop": o.shakedrop,
     });
     let serde_json::Value::Object(map) = json else {
@@ -331,7 +337,7 @@ fn training_cases() -> Vec<TrainingCase> {
             kind,
             input,
             n_classes,
-            options: ModelOptions {
+            options: ModelSpec {
                 dropout,
                 drop_path,
                 shakedrop,
@@ -451,7 +457,7 @@ fn stochastic_depth_and_shakedrop_match_their_twins_in_float64() {
         // the option is in force.
         let mut plain_vs = nn::VarStore::new(Device::Cpu);
         let plain_case = Case {
-            options: ModelOptions {
+            options: ModelSpec {
                 drop_path: 0.0,
                 shakedrop: 0.0,
                 ..case.options.clone()
@@ -530,7 +536,7 @@ fn zero_rates_draw_no_random_numbers_and_evaluation_ignores_the_draws() {
         kind,
         input: shape(3, 32, 32),
         n_classes: 10,
-        options: ModelOptions {
+        options: ModelSpec {
             drop_path,
             shakedrop,
             ..Default::default()
@@ -596,7 +602,7 @@ fn autocast_matches_torch_autocast() {
         .filter(|c| ["mlp", "cnn", "resnet20"].contains(&c.kind) && c.options.dropout == 0.0)
         .flat_map(|c| {
             [Precision::Bf16, Precision::Fp16].map(|precision| {
-                let options = ModelOptions {
+                let options = ModelSpec {
                     precision,
                     ..c.options.clone()
                 };
@@ -621,19 +627,12 @@ fn autocast_matches_torch_autocast() {
         Tensor::write_safetensors(&[("x", &x), ("labels", &labels)], file("input")).unwrap();
         let eval = tch::no_grad(|| model.forward_t(&x, false));
         let full = {
-            let fp32 = ModelOptions {
+            let fp32 = ModelSpec {
                 precision: Precision::Fp32,
-                ..case.options.clone()
+                ..spec(case)
             };
             let mut twin = nn::VarStore::new(Device::Cpu);
-            let reference = build_model_with(
-                case.kind.parse().unwrap(),
-                &twin.root(),
-                shape,
-                case.n_classes,
-                &fp32,
-            )
-            .unwrap();
+            let reference = build_model_with(&fp32, &twin.root(), shape, case.n_classes).unwrap();
             twin.load(file("rust_weights")).unwrap();
             tch::no_grad(|| reference.forward_t(&x, false))
         };
@@ -742,14 +741,13 @@ fn channels_last_matches_torch_channels_last() {
             kind,
             input,
             n_classes,
-            options: ModelOptions {
+            options: ModelSpec {
                 memory_format: MemoryFormat::ChannelsLast,
                 ..Default::default()
             },
         };
         let vs = nn::VarStore::new(Device::Cpu);
-        let model =
-            build_model_in(kind.parse().unwrap(), &vs, input, n_classes, &case.options).unwrap();
+        let model = build_model_in(&spec(&case), &vs, input, n_classes).unwrap();
         randomise_buffers(&vs);
         let convs: Vec<(String, Tensor)> = parameters(&vs)
             .into_iter()
@@ -765,11 +763,10 @@ fn channels_last_matches_torch_channels_last() {
         // The same weights, contiguous.
         let mut plain_vs = nn::VarStore::new(Device::Cpu);
         let plain = build_model_with(
-            kind.parse().unwrap(),
+            &ModelSpec::of(kind.parse().unwrap()),
             &plain_vs.root(),
             input,
             n_classes,
-            &ModelOptions::default(),
         )
         .unwrap();
         plain_vs.copy(&vs).unwrap();

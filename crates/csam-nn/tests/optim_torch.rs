@@ -2,7 +2,7 @@
 //! changing learning rate) from tests/fixtures/optim_reference.py.
 
 use csam_nn::loss::cross_entropy;
-use csam_nn::model::{build_model_with, InputShape, Model, ModelOptions};
+use csam_nn::model::{build_model_with, InputShape, Model, ModelSpec};
 use csam_nn::optim::{AdamW, AdamWConfig, BaseOptimizer, Sgd, SgdConfig};
 use std::collections::HashMap;
 use tch::{nn, nn::ModuleT, Device, Tensor};
@@ -33,12 +33,11 @@ fn tiny_mlp(reference: &HashMap<String, Tensor>) -> (nn::VarStore, Model) {
         height: 1,
         width: 3,
     };
-    let options = ModelOptions {
-        mlp_hidden: vec![5],
-        dropout: 0.0,
-        ..Default::default()
+    let spec = ModelSpec {
+        mlp_hidden: Some(vec![5]),
+        ..ModelSpec::of("mlp".parse().unwrap())
     };
-    let model = build_model_with("mlp".parse().unwrap(), &vs.root(), input, 4, &options).unwrap();
+    let model = build_model_with(&spec, &vs.root(), input, 4).unwrap();
     vs.double();
     tch::no_grad(|| {
         for (name, mut var) in vs.variables() {

@@ -16,9 +16,7 @@ mod support;
 
 use csam_nn::model::bayesian::prediction_seed;
 use csam_nn::model::rank1::rank1_noise;
-use csam_nn::model::{
-    Bayesian, Ensemble, Head, InputShape, Mode, Model, ModelOptions, TrainingPass,
-};
+use csam_nn::model::{Bayesian, Ensemble, Head, InputShape, Mode, Model, ModelSpec, TrainingPass};
 use support::bayesian::{self, TwinModel, TwinRun, ROWS};
 use support::{build_f64, close, lock_generator, python, refusal, shape};
 use tch::{nn::VarStore, Device, Kind, Tensor};
@@ -41,12 +39,12 @@ fn batch_ensemble(size: i64) -> Ensemble {
     }
 }
 
-fn options(members: i64, bayesian: Bayesian) -> ModelOptions {
-    ModelOptions {
-        mlp_hidden: vec![6],
+fn options(members: i64, bayesian: Bayesian) -> ModelSpec {
+    ModelSpec {
+        mlp_hidden: Some(vec![6]),
         ensemble: batch_ensemble(members),
         bayesian,
-        ..ModelOptions::default()
+        ..ModelSpec::default()
     }
 }
 
@@ -215,7 +213,7 @@ fn refusals_are_one_line() {
         assert!(message.contains(&format!("not {arch}")), "{message}");
     }
     for ensemble in [Ensemble::Single, Ensemble::mimo()] {
-        let without = ModelOptions {
+        let without = ModelSpec {
             ensemble,
             ..rank1_be.clone()
         };
@@ -225,7 +223,7 @@ fn refusals_are_one_line() {
             "{message}"
         );
     }
-    let balcal = ModelOptions {
+    let balcal = ModelSpec {
         head: Head::balcal(),
         ..rank1_be.clone()
     };

@@ -15,7 +15,7 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
 use csam_nn::curvature::LossSurface;
-use csam_nn::model::{build_model_with, InputShape, Mode, Model, ModelOptions};
+use csam_nn::model::{build_model_with, InputShape, Mode, Model, ModelSpec};
 use csam_nn::optim::{SamConfig, SamStep, SecondLoss, Sgd, SgdConfig};
 use support::{lock_generator, python, write_step_batches};
 use tch::{nn, Device, Kind, Tensor};
@@ -48,12 +48,11 @@ fn make_modules(python: &Path, dir: &Path) {
 }
 
 fn load(vs: &nn::VarStore, script: &Path, n_classes: i64) -> Result<Model, String> {
-    let options = ModelOptions {
+    let spec = ModelSpec {
         script: Some(script.to_path_buf()),
-        ..ModelOptions::default()
+        ..ModelSpec::of("torchscript".parse().unwrap())
     };
-    let kind = "torchscript".parse().unwrap();
-    build_model_with(kind, &vs.root(), INPUT, n_classes, &options).map_err(|e| e.to_string())
+    build_model_with(&spec, &vs.root(), INPUT, n_classes).map_err(|e| e.to_string())
 }
 
 fn double_store() -> nn::VarStore {
@@ -226,20 +225,14 @@ fn unusable_modules_are_refused_with_one_line() {
         assert!(message.contains(expected), "{message}");
         assert!(!message.contains('\n'), "more than one line: {message}");
     }
-    let options = ModelOptions {
+    let spec = ModelSpec {
         script: Some(dir.path().join("net.pt")),
         dropout: 0.1,
-        ..ModelOptions::default()
+        ..ModelSpec::of("torchscript".parse().unwrap())
     };
     let vs = double_store();
-    let message = build_model_with(
-        "torchscript".parse().unwrap(),
-        &vs.root(),
-        INPUT,
-        3,
-        &options,
-    )
-    .unwrap_err()
-    .to_string();
+    let message = build_model_with(&spec, &vs.root(), INPUT, 3)
+        .unwrap_err()
+        .to_string();
     assert!(message.contains("csam's dropout"), "{message}");
 }

@@ -8,7 +8,7 @@ use std::path::Path;
 use csam_nn::model::weights::{
     load_safetensors, load_safetensors_file, load_safetensors_with, LoadOptions, WeightsError,
 };
-use csam_nn::model::{build_model_with, InputShape, Model, ModelKind, ModelOptions};
+use csam_nn::model::{build_model_with, InputShape, Model, ModelSpec};
 use tch::nn::VarStore;
 use tch::{Device, Kind, Tensor};
 
@@ -20,18 +20,16 @@ fn model() -> VarStore {
 /// The tiny MLP with `classes` outputs.
 fn mlp_of(classes: i64) -> (VarStore, Model) {
     let vs = VarStore::new(Device::Cpu);
-    let options = ModelOptions {
-        mlp_hidden: vec![3],
-        dropout: 0.0,
-        ..Default::default()
+    let spec = ModelSpec {
+        mlp_hidden: Some(vec![3]),
+        ..ModelSpec::of("mlp".parse().unwrap())
     };
     let input = InputShape {
         channels: 1,
         height: 2,
         width: 2,
     };
-    let kind: ModelKind = "mlp".parse().unwrap();
-    let model = build_model_with(kind, &vs.root(), input, classes, &options).unwrap();
+    let model = build_model_with(&spec, &vs.root(), input, classes).unwrap();
     (vs, model)
 }
 

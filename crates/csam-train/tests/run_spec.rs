@@ -862,7 +862,7 @@ fn regularisers_apply_to_their_models_and_stay_out_of_old_configs() {
         .differences(&plain)
         .iter()
         .any(|d| d.contains("shakedrop")));
-    assert_eq!(on.model.options().shakedrop, 0.5);
+    assert_eq!(on.model.shakedrop, 0.5);
     // A nested config.toml bypasses the flat keys' branch check; validation
     // still refuses the rate on a model without the regulariser.
     let nested = "schema = 2\n[data]\nsource = \"digits\"\n[model]\narch = \"resnet20\"\n\
@@ -937,7 +937,7 @@ fn batch_ensemble_applies_to_its_models_and_stays_out_of_old_configs() {
         size: 2,
         random_sign_init: -0.5,
     };
-    assert_eq!(on.model.options().ensemble, expected);
+    assert_eq!(on.model.ensemble, expected);
     assert!(on
         .differences(&plain)
         .iter()
@@ -950,7 +950,7 @@ fn batch_ensemble_applies_to_its_models_and_stays_out_of_old_configs() {
         input_repetition: 0.0,
         batch_repetitions: 4,
     };
-    assert_eq!(mimo.model.options().ensemble, expected);
+    assert_eq!(mimo.model.ensemble, expected);
     let saved = RunSpec::from_saved_toml(&mimo.to_toml(), "config.toml").unwrap();
     assert_eq!(saved, mimo);
     // Refused by flag on a model without members, and in a nested
@@ -1007,7 +1007,7 @@ fn channels_last_applies_to_the_convolutional_models_and_stays_out_of_old_config
     ])
     .unwrap();
     on.validate().unwrap();
-    assert_eq!(on.model.options().memory_format, MemoryFormat::ChannelsLast);
+    assert_eq!(on.model.memory_format, MemoryFormat::ChannelsLast);
     assert!(on
         .differences(&plain)
         .iter()
@@ -1136,4 +1136,28 @@ fn paired_keys_reach_their_own_fields() {
         panic!("aesam: {:?}", aesam.optim.policy)
     };
     assert_eq!((lambda1, lambda2), (-0.5, 0.5));
+}
+
+/// A written `[model]` table may name a TorchScript module in the model's
+/// name, as the command line does; it reads as the architecture and its
+/// file, and naming the file twice is refused by key.
+#[test]
+fn a_torchscript_file_in_the_model_name_of_a_nested_config_is_its_script() {
+    let nested =
+        |model: &str| format!("schema = 2\n[data]\nsource = \"digits\"\n[model]\n{model}\n");
+    let spec =
+        RunSpec::from_saved_toml(&nested("arch = \"torchscript:nets/a.pt\""), "x.toml").unwrap();
+    assert_eq!(spec.model.arch.name(), "torchscript");
+    assert_eq!(spec.model.script, Some("nets/a.pt".into()));
+    let twice = nested("arch = \"torchscript:nets/a.pt\"\nscript = \"nets/b.pt\"");
+    match RunSpec::from_saved_toml(&twice, "x.toml") {
+        Err(ConfigError::Invalid { key, reason, .. }) => {
+            assert_eq!(key, "model");
+            assert!(reason.contains("script names another"), "{reason}");
+        }
+        other => panic!("the file named twice: {other:?}"),
+    }
+    // Without the prefix nothing is split.
+    let plain = RunSpec::from_saved_toml(&nested("arch = \"mlp\""), "x.toml").unwrap();
+    assert_eq!((plain.model.arch.name(), plain.model.script), ("mlp", None));
 }

@@ -9,7 +9,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use csam_dist::{ProcessGroup, Rendezvous};
-use csam_nn::model::{build_model_in, BatchNormSync, InputShape, Model, ModelOptions};
+use csam_nn::model::{
+    build_model_in, build_model_synced, BatchNormSync, InputShape, Model, ModelSpec,
+};
 use csam_nn::optim::{Sgd, SgdConfig};
 use csam_testkit::roundoff::{sum_bound, training_bar, F32_EPSILON};
 use csam_train::train::Replica;
@@ -63,12 +65,8 @@ fn on_two_ranks<I: Send, T: Send>(inputs: [I; 2], body: impl Fn(Replica, I) -> T
 /// over `sync` when given.
 fn resnet20(like: &[(String, Tensor)], sync: Option<Arc<BatchNormSync>>) -> (VarStore, Model) {
     let vs = VarStore::new(Device::Cpu);
-    let options = ModelOptions {
-        sync_batch_norm: sync,
-        ..ModelOptions::default()
-    };
-    let model =
-        build_model_in("resnet20".parse().unwrap(), &vs, INPUT, CLASSES, &options).expect("build");
+    let spec = ModelSpec::of("resnet20".parse().unwrap());
+    let model = build_model_synced(&spec, &vs, (INPUT, CLASSES), sync).expect("build");
     let variables = vs.variables();
     tch::no_grad(|| {
         for (name, value) in like {
@@ -105,14 +103,7 @@ impl Fixture {
 /// copies to its ranks and its one-process reference).
 fn fixture() -> Fixture {
     let vs = VarStore::new(Device::Cpu);
-    let _ = build_model_in(
-        "resnet20".parse().unwrap(),
-        &vs,
-        INPUT,
-        CLASSES,
-        &ModelOptions::default(),
-    )
-    .unwrap();
+    let _ = build_model_in(&ModelSpec::default(), &vs, INPUT, CLASSES).unwrap();
     let named = sorted_copies(&vs);
     let xs = Tensor::randn([2 * ROWS, 3, 8, 8], (Kind::Float, Device::Cpu)) * 1.5 + 0.7;
     let ys = Tensor::randint(CLASSES, [2 * ROWS], (Kind::Int64, Device::Cpu));

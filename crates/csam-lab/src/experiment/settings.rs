@@ -104,7 +104,7 @@ impl SharedSettings {
             invalid("data", self.data.clone(), &e.to_string())
         })?;
         let model = ModelSpec::named(&self.model)
-            .map_err(|reason| invalid("model", self.model.clone(), &reason))?;
+            .map_err(|reason| invalid("model", self.model.clone(), &reason.to_string()))?;
         let mut spec = RunSpec::new(DataSpec {
             val_size: ValSize::Count(self.val_size),
             augment: self.augment,

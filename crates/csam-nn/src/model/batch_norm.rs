@@ -4,7 +4,7 @@
 //! A model's BatchNorm layers are [`BatchNorm`]: `nn.BatchNorm1d/2d` with
 //! PyTorch's defaults, which in training normalise with the statistics of
 //! the batch the process sees. A model built with a [`BatchNormSync`]
-//! ([`super::ModelOptions::sync_batch_norm`]) normalises with the statistics
+//! ([`super::ModelSpec::sync_batch_norm`], [`super::build_model_synced`]) normalises with the statistics
 //! of the global batch instead, the rows of every replica:
 //!
 //! - each layer sums, per channel `c`, its input's shifted values
@@ -72,13 +72,6 @@ pub struct BatchNormSync {
 impl fmt::Debug for BatchNormSync {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "BatchNormSync({:?})", self.sum)
-    }
-}
-
-/// Equal when the same synchronisation (so [`super::ModelOptions`] compare).
-impl PartialEq for BatchNormSync {
-    fn eq(&self, other: &Self) -> bool {
-        std::ptr::eq(self, other)
     }
 }
 
@@ -213,7 +206,7 @@ impl ModuleT for BatchNorm {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::{build_model_in, InputShape, ModelKind, ModelOptions};
+    use crate::model::{build_model_synced, InputShape, ModelKind, ModelSpec};
     use tch::{nn::VarStore, Device};
 
     /// One replica: the sum is the tensor itself (through an op autograd
@@ -249,12 +242,8 @@ mod tests {
         like: Option<&VarStore>,
     ) -> (VarStore, crate::model::Model) {
         let mut vs = VarStore::new(Device::Cpu);
-        let options = ModelOptions {
-            sync_batch_norm: sync,
-            ..ModelOptions::default()
-        };
-        let model =
-            build_model_in(kind.parse::<ModelKind>().unwrap(), &vs, INPUT, 10, &options).unwrap();
+        let spec = ModelSpec::of(kind.parse::<ModelKind>().unwrap());
+        let model = build_model_synced(&spec, &vs, (INPUT, 10), sync).unwrap();
         if let Some(like) = like {
             vs.copy(like).unwrap();
         }
@@ -323,16 +312,14 @@ mod tests {
     fn synchronised_layers_work_under_bf16_autocast() {
         use crate::model::precision::Precision;
         let sync = BatchNormSync::new(Arc::new(OneReplica { fails: false }));
-        let bf16 = |sync| ModelOptions {
+        let bf16 = ModelSpec {
             precision: Precision::Bf16,
-            sync_batch_norm: sync,
-            ..ModelOptions::default()
+            ..ModelSpec::of("cnn".parse().unwrap())
         };
-        let kind: ModelKind = "cnn".parse().unwrap();
         let local_vs = VarStore::new(Device::Cpu);
-        let local = build_model_in(kind, &local_vs, INPUT, 10, &bf16(None)).unwrap();
+        let local = build_model_synced(&bf16, &local_vs, (INPUT, 10), None).unwrap();
         let mut sync_vs = VarStore::new(Device::Cpu);
-        let synced = build_model_in(kind, &sync_vs, INPUT, 10, &bf16(Some(sync.clone()))).unwrap();
+        let synced = build_model_synced(&bf16, &sync_vs, (INPUT, 10), Some(sync.clone())).unwrap();
         sync_vs.copy(&local_vs).unwrap();
         let xs = Tensor::randn([6, 3, 8, 8], (Kind::Float, Device::Cpu));
         let (a, b) = (local.forward_t(&xs, true), synced.forward_t(&xs, true));
@@ -373,12 +360,9 @@ mod tests {
     #[test]
     fn a_model_without_batch_norm_is_refused() {
         let sync = BatchNormSync::new(Arc::new(OneReplica { fails: false }));
-        let options = ModelOptions {
-            sync_batch_norm: Some(sync),
-            ..ModelOptions::default()
-        };
+        let mlp = ModelSpec::of("mlp".parse().unwrap());
         let vs = VarStore::new(Device::Cpu);
-        let error = build_model_in("mlp".parse().unwrap(), &vs, INPUT, 10, &options)
+        let error = build_model_synced(&mlp, &vs, (INPUT, 10), Some(sync))
             .expect_err("refused")
             .to_string();
         assert!(error.contains("mlp has none"), "{error}");

@@ -64,7 +64,7 @@ thread_local! {
 /// over `sync` (`torch.nn.SyncBatchNorm.convert_sync_batchnorm` at build
 /// time). The model builders reach their BatchNorms through many
 /// constructors; a build scope reaches them all without a parameter in
-/// each architecture's signature, as `ModelOptions::sync_batch_norm` asks.
+/// each architecture's signature, as `ModelSpec::sync_batch_norm` asks.
 pub(crate) struct SyncScope(());
 
 impl SyncScope {

@@ -170,7 +170,7 @@ mod tests {
     /// in NHWC, which shows in their weights' gradients' strides.
     #[test]
     fn forward_passes_convert_the_batch() {
-        use crate::model::{build_model_with, InputShape, ModelKind, ModelOptions};
+        use crate::model::{build_model_with, InputShape, ModelSpec};
         let input = InputShape {
             channels: 3,
             height: 6,
@@ -179,12 +179,11 @@ mod tests {
         let xs = Tensor::randn([4, 3, 6, 5], (Kind::Float, Device::Cpu));
         for format in [MemoryFormat::Contiguous, MemoryFormat::ChannelsLast] {
             let vs = VarStore::new(Device::Cpu);
-            let options = ModelOptions {
+            let spec = ModelSpec {
                 memory_format: format,
-                ..ModelOptions::default()
+                ..ModelSpec::of("cnn".parse().unwrap())
             };
-            let kind: ModelKind = "cnn".parse().unwrap();
-            let model = build_model_with(kind, &vs.root(), input, 4, &options).unwrap();
+            let model = build_model_with(&spec, &vs.root(), input, 4).unwrap();
             let weights: Vec<Tensor> = vs
                 .trainable_variables()
                 .into_iter()
@@ -205,11 +204,7 @@ mod tests {
     /// others build with it.
     #[test]
     fn non_convolutional_models_are_refused_in_one_line() {
-        use crate::model::{build_model_with, InputShape, ModelKind, ModelOptions};
-        let options = ModelOptions {
-            memory_format: MemoryFormat::ChannelsLast,
-            ..ModelOptions::default()
-        };
+        use crate::model::{build_model_with, InputShape, ModelSpec};
         let input = InputShape {
             channels: 3,
             height: 32,
@@ -217,14 +212,20 @@ mod tests {
         };
         let build = |name: &str| {
             let vs = VarStore::new(Device::Cpu);
-            let kind: ModelKind = name.parse().unwrap();
-            build_model_with(kind, &vs.root(), input, 10, &options).map(|_| ())
+            let spec = ModelSpec {
+                memory_format: MemoryFormat::ChannelsLast,
+                // A TorchScript model names its file; the layout is refused
+                // before the file is read.
+                script: (name == "torchscript").then(|| "net.pt".into()),
+                ..ModelSpec::of(name.parse().unwrap())
+            };
+            build_model_with(&spec, &vs.root(), input, 10).map(|_| ())
         };
         for name in ["mlp", "vit-ti16", "torchscript"] {
             let message = build(name).unwrap_err().to_string();
             assert!(!message.contains('\n'), "{message}");
             assert!(
-                message.contains("memory_format channels_last applies to the convolutional models cnn, resnet20,")
+                message.contains("memory_format = channels_last: applies only to cnn, resnet20,")
                     && message.ends_with(&format!("wrn-40-2, not {name}")),
                 "{message}"
             );
@@ -239,7 +240,7 @@ mod tests {
     /// the same weights and noise seed, to float tolerance.
     #[test]
     fn members_and_posteriors_compute_the_same_in_channels_last() {
-        use crate::model::{build_model_in, Bayesian, Ensemble, InputShape, Mode, ModelOptions};
+        use crate::model::{build_model_in, Bayesian, Ensemble, InputShape, Mode, ModelSpec};
         let batch_ensemble = Ensemble::BatchEnsemble {
             size: 2,
             random_sign_init: -0.5,
@@ -280,13 +281,13 @@ mod tests {
         for (ensemble, bayesian) in cases {
             let logits = |memory_format, from: Option<&VarStore>| {
                 let mut vs = VarStore::new(Device::Cpu);
-                let options = ModelOptions {
+                let spec = ModelSpec {
                     ensemble,
                     bayesian,
                     memory_format,
-                    ..ModelOptions::default()
+                    ..ModelSpec::of("cnn".parse().unwrap())
                 };
-                let model = build_model_in("cnn".parse().unwrap(), &vs, input, 4, &options)
+                let model = build_model_in(&spec, &vs, input, 4)
                     .unwrap_or_else(|e| panic!("{ensemble:?} {bayesian:?}: {e}"));
                 if let Some(from) = from {
                     vs.copy(from).unwrap();

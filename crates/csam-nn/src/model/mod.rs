@@ -46,6 +46,7 @@ mod pyramidnet;
 pub mod rank1;
 pub mod registry;
 mod resnet;
+pub mod spec;
 mod torchscript;
 mod vit;
 pub mod weights;
@@ -61,9 +62,11 @@ pub use imagenet_resnet::{Blocks, ImageNetResNet, ResNetLayout, Stem};
 pub use mlp::Mlp;
 pub use pyramidnet::{PyramidNet, PyramidUnit};
 pub use registry::{
-    build_model, build_model_in, build_model_with, ModelKind, ModelOptions, StochasticDepth,
+    build_model, build_model_in, build_model_synced, build_model_with, ModelKind, ModelTrait,
+    StochasticDepth,
 };
 pub use resnet::ResNet;
+pub use spec::{ModelSpec, DEFAULT_MLP_HIDDEN};
 pub use torchscript::TorchScriptNetwork;
 pub use vit::{VisionTransformer, VitShape};
 pub use wrn::WideResNet;
@@ -83,6 +86,22 @@ pub enum ModelError {
     /// An input batch does not fit the model.
     #[error("input does not fit the model: {0}")]
     Input(String),
+    /// An option of the [`ModelSpec`] is out of its range or does not apply
+    /// to the architecture (`field` names the spec's field).
+    #[error("invalid model {field} = {value}: {reason}")]
+    Option {
+        field: &'static str,
+        value: String,
+        reason: String,
+    },
+    /// A parameter of the spec's head, ensemble or posterior (`field`, of
+    /// kind `name`) is outside its definition.
+    #[error("model {field} {name}: {source}")]
+    Branch {
+        field: &'static str,
+        name: &'static str,
+        source: crate::loss::LossError,
+    },
 }
 
 /// Shape of one input example, channels first (`C x H x W`).
@@ -207,7 +226,7 @@ pub struct Model {
     kind: ModelKind,
     input: InputShape,
     n_classes: i64,
-    /// The dropout rate of [`ModelOptions`].
+    /// The dropout rate of the [`ModelSpec`].
     dropout: f64,
     /// The members the network holds.
     ensemble: Ensemble,

@@ -3,93 +3,26 @@
 //! Adding an architecture is a new module and one line in `ARCHITECTURES`.
 
 use super::batch_ensemble::Members;
-use super::bayesian::{Bayesian, Posterior};
+use super::bayesian::Posterior;
 use super::mimo;
 use super::{
     BalcalHead, Blocks, Ensemble, Head, ImageNetResNet, InputShape, Mlp, Model, ModelError,
-    Network, PyramidNet, PyramidUnit, ResNet, ResNetLayout, SmallCnn, Stem, TorchScriptNetwork,
-    VisionTransformer, VitShape, WideResNet,
+    ModelSpec, Network, PyramidNet, PyramidUnit, ResNet, ResNetLayout, SmallCnn, Stem,
+    TorchScriptNetwork, VisionTransformer, VitShape, WideResNet,
 };
 use std::fmt;
-use std::path::PathBuf;
 use std::str::FromStr;
 use std::sync::Arc;
 use tch::nn;
 
 use super::batch_norm::BatchNormSync;
 use super::layers::SyncScope;
-use super::memory_format::MemoryFormat;
-use super::precision::Precision;
-
-/// Options shared by the architectures (each uses those that apply to it).
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
-pub struct ModelOptions {
-    /// Hidden layer widths of the MLP.
-    pub mlp_hidden: Vec<i64>,
-    /// Dropout rate in `[0, 1)`: after every hidden ReLU of the MLP, on the pooled
-    /// features of the convolutional networks. 0 disables dropout.
-    pub dropout: f64,
-    /// The classifier on the features.
-    pub head: Head,
-    /// The TorchScript file of the `torchscript` architecture.
-    pub script: Option<PathBuf>,
-    /// Stochastic depth rate `r` in `[0, 1)` of the ViTs (timm's
-    /// `drop_path_rate`): block `i` of `D` drops each residual branch per
-    /// example with rate `r i / (D - 1)` in training. 0 disables it.
-    pub drop_path: f64,
-    /// ShakeDrop's probability `p_L` in `[0, 1)` for PyramidNet's last unit
-    /// (Yamada et al. 2019; unit `l` of `L` perturbs with `(l / L) p_L`;
-    /// the paper's 0.5). 0 disables it.
-    pub shakedrop: f64,
-    /// Whether the network is one, or holds several members
-    /// (BatchEnsemble, MIMO: the MLP, the small CNN and the CIFAR ResNets).
-    #[serde(default)]
-    pub ensemble: Ensemble,
-    /// Whether the weights are point estimates, or a posterior learnt by
-    /// variational inference (mean-field with Flipout, or rank-1 over a
-    /// BatchEnsemble's fast weights: the same architectures as
-    /// BatchEnsemble).
-    #[serde(default)]
-    pub bayesian: Bayesian,
-    /// The precision of the forward passes ([`super::precision`]).
-    #[serde(default)]
-    pub precision: Precision,
-    /// The layout of the 4-D weights and input batches
-    /// ([`super::memory_format`]); channels_last applies to the
-    /// convolutional architectures ([`ModelKind::is_convolutional`]).
-    #[serde(default)]
-    pub memory_format: MemoryFormat,
-    /// The replicas whose global batch the BatchNorm layers normalise with
-    /// in training (`nn.SyncBatchNorm`, [`super::batch_norm`]); `None`:
-    /// each process's own batch. A handle of the running job, not a
-    /// setting: never serialised.
-    #[serde(skip)]
-    pub sync_batch_norm: Option<Arc<BatchNormSync>>,
-}
-
-impl Default for ModelOptions {
-    fn default() -> Self {
-        Self {
-            mlp_hidden: vec![256, 256],
-            dropout: 0.0,
-            head: Head::Linear,
-            script: None,
-            drop_path: 0.0,
-            shakedrop: 0.0,
-            ensemble: Ensemble::Single,
-            bayesian: Bayesian::None,
-            precision: Precision::Fp32,
-            memory_format: MemoryFormat::Contiguous,
-            sync_batch_norm: None,
-        }
-    }
-}
 
 /// What a builder receives.
 struct BuildArgs<'a> {
     input: InputShape,
     n_classes: i64,
-    options: &'a ModelOptions,
+    spec: &'a ModelSpec,
     /// The posterior whose Gaussian layers it builds, if any.
     posterior: Option<&'a Arc<Posterior>>,
 }
@@ -97,7 +30,7 @@ struct BuildArgs<'a> {
 impl BuildArgs<'_> {
     /// The layers the options ask for: members, or Gaussian layers.
     fn members(&self) -> Members<'_> {
-        Members::of(&self.options.ensemble).with_posterior(self.posterior)
+        Members::of(&self.spec.ensemble).with_posterior(self.posterior)
     }
 }
 
@@ -114,9 +47,9 @@ struct Architecture {
     /// Whether the hidden widths (`mlp_hidden`) shape it.
     hidden_widths: bool,
     /// Whether it builds several members in one network when
-    /// [`ModelOptions::ensemble`] asks (its layers as BatchEnsemble layers,
+    /// [`ModelSpec::ensemble`] asks (its layers as BatchEnsemble layers,
     /// or its input and output layers `M` times wider for MIMO), and its
-    /// layers as mean-field Gaussian layers when [`ModelOptions::bayesian`]
+    /// layers as mean-field Gaussian layers when [`ModelSpec::bayesian`]
     /// does (the architectures the papers and their reference code use
     /// them on: MLPs, small CNNs, CIFAR ResNets).
     members: bool,
@@ -132,20 +65,20 @@ struct Architecture {
 }
 
 /// The stochastic-depth regulariser of an architecture's residual blocks:
-/// the option of [`ModelOptions`] it reads.
+/// the option of [`ModelSpec`] it reads.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum StochasticDepth {
     /// None.
     None,
-    /// Stochastic depth over the blocks ([`ModelOptions::drop_path`]: the ViTs).
+    /// Stochastic depth over the blocks ([`ModelSpec::drop_path`]: the ViTs).
     DropPath,
-    /// ShakeDrop ([`ModelOptions::shakedrop`]: the PyramidNets).
+    /// ShakeDrop ([`ModelSpec::shakedrop`]: the PyramidNets).
     ShakeDrop,
 }
 
 fn resnet(p: &nn::Path, a: &BuildArgs, depth: i64) -> Result<Box<dyn Network>, ModelError> {
     let shape = (a.input.channels, a.n_classes);
-    let net = ResNet::with_members(p, depth, shape, a.options.dropout, a.members())?;
+    let net = ResNet::with_members(p, depth, shape, a.spec.dropout, a.members())?;
     Ok(Box::new(net))
 }
 
@@ -154,7 +87,7 @@ fn wide_resnet(
     a: &BuildArgs,
     shape: (i64, i64),
 ) -> Result<Box<dyn Network>, ModelError> {
-    let net = WideResNet::new(p, shape, a.input.channels, a.n_classes, a.options.dropout)?;
+    let net = WideResNet::new(p, shape, a.input.channels, a.n_classes, a.spec.dropout)?;
     Ok(Box::new(net))
 }
 
@@ -168,7 +101,7 @@ fn torchvision_resnet(
         counts,
         stem,
     };
-    let net = ImageNetResNet::new(p, layout, a.input.channels, a.n_classes, a.options.dropout)?;
+    let net = ImageNetResNet::new(p, layout, a.input.channels, a.n_classes, a.spec.dropout)?;
     Ok(Box::new(net))
 }
 
@@ -177,7 +110,7 @@ fn pyramidnet(
     a: &BuildArgs,
     shape: (i64, f64, PyramidUnit),
 ) -> Result<Box<dyn Network>, ModelError> {
-    let o = a.options;
+    let o = a.spec;
     let net = PyramidNet::new(
         p,
         shape,
@@ -200,31 +133,19 @@ fn vit(
         heads,
     };
     let image = (a.input.channels, a.input.height, a.input.width);
-    let rates = (a.options.dropout, a.options.drop_path);
+    let rates = (a.spec.dropout, a.spec.drop_path);
     let net = VisionTransformer::new(p, shape, image, a.n_classes, rates)?;
     Ok(Box::new(net))
 }
 
 /// A module saved with `torch.jit.script` / `torch.jit.trace`, as it comes:
-/// no dropout or head of csam's on it.
+/// no dropout or head of csam's on it ([`ModelSpec::validate`] refuses them).
 fn torchscript(p: &nn::Path, a: &BuildArgs) -> Result<Box<dyn Network>, ModelError> {
-    let o = a.options;
-    let refuse = |what: &str| {
-        Err(ModelError::InvalidConfig(format!(
-            "a TorchScript model gives logits only, so {what} cannot apply to it"
-        )))
-    };
-    if o.dropout != 0.0 {
-        return refuse("csam's dropout (the module has its own layers)");
-    }
-    if o.head != Head::Linear {
-        return refuse(&format!("the {} head (it reads features)", o.head.name()));
-    }
-    let Some(file) = &o.script else {
-        return Err(ModelError::InvalidConfig(
-            "model torchscript needs its file: torchscript:FILE".into(),
-        ));
-    };
+    let file = a.spec.script.as_ref().ok_or_else(|| ModelError::Option {
+        field: "script",
+        value: String::new(),
+        reason: "model torchscript needs its file".to_string(),
+    })?;
     let net = TorchScriptNetwork::load(p, file, a.input, a.n_classes)?;
     Ok(Box::new(net))
 }
@@ -244,8 +165,9 @@ static ARCHITECTURES: &[Architecture] = &[
         convolutional: false,
         stochastic_depth: StochasticDepth::None,
         build: |p, a| {
-            let o = a.options;
-            let shape = (a.input.features(), o.mlp_hidden.as_slice(), a.n_classes);
+            let o = a.spec;
+            let hidden = o.hidden_widths();
+            let shape = (a.input.features(), hidden.as_slice(), a.n_classes);
             let net = Mlp::with_members(p, shape, o.dropout, a.members())?;
             Ok(Box::new(net))
         },
@@ -259,7 +181,7 @@ static ARCHITECTURES: &[Architecture] = &[
         convolutional: true,
         stochastic_depth: StochasticDepth::None,
         build: |p, a| {
-            let o = a.options;
+            let o = a.spec;
             let shape = (a.input.channels, a.n_classes);
             let net = SmallCnn::with_members(p, shape, o.dropout, a.members());
             Ok(Box::new(net))
@@ -500,6 +422,40 @@ static ARCHITECTURES: &[Architecture] = &[
     },
 ];
 
+/// What the registry answers about an architecture: which options it reads
+/// beyond those every architecture reads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ModelTrait {
+    /// Made of convolutions over feature maps (channels_last lays them out;
+    /// they are also those with BatchNorm layers, which sync_batch_norm
+    /// synchronises): [`ModelKind::is_convolutional`].
+    Convolutional,
+    /// Built with members (BatchEnsemble, MIMO) or mean-field Gaussian
+    /// layers: [`ModelKind::takes_members`].
+    Members,
+    /// Reads a stochastic-depth regulariser: [`ModelKind::stochastic_depth`].
+    Reads(StochasticDepth),
+}
+
+impl ModelTrait {
+    /// Whether `kind` has the trait.
+    pub fn holds(self, kind: ModelKind) -> bool {
+        match self {
+            ModelTrait::Convolutional => kind.is_convolutional(),
+            ModelTrait::Members => kind.takes_members(),
+            ModelTrait::Reads(depth) => kind.stochastic_depth() == depth,
+        }
+    }
+
+    /// The architectures with the trait, in registry order.
+    pub fn names(self) -> Vec<&'static str> {
+        ModelKind::all()
+            .filter(|&kind| self.holds(kind))
+            .map(|kind| kind.name())
+            .collect()
+    }
+}
+
 /// A registered architecture, parsed from its name (`mlp`, `cnn`, `resnet20`,
 /// `resnet32`, `resnet44`, `resnet56`, `resnet110`, `resnet18`, `resnet34`,
 /// `resnet50`, `resnet18-cifar`, `resnet34-cifar`, `resnet50-cifar`,
@@ -531,14 +487,14 @@ impl ModelKind {
     }
 
     /// Whether the architecture builds members, BatchEnsemble or MIMO
-    /// ([`ModelOptions::ensemble`]), and Gaussian layers
-    /// ([`ModelOptions::bayesian`]).
+    /// ([`ModelSpec::ensemble`]), and Gaussian layers
+    /// ([`ModelSpec::bayesian`]).
     pub fn takes_members(&self) -> bool {
         self.0.members
     }
 
     /// Whether the architecture is made of convolutions over feature maps,
-    /// which [`ModelOptions::memory_format`] can lay out in channels_last.
+    /// which [`ModelSpec::memory_format`] can lay out in channels_last.
     pub fn is_convolutional(&self) -> bool {
         self.0.convolutional
     }
@@ -604,24 +560,65 @@ impl<'de> serde::Deserialize<'de> for ModelKind {
     }
 }
 
-/// Builds `kind` with [`ModelOptions::default`] (MLP hidden `[256, 256]`, no dropout).
+/// Builds `kind` with its default options ([`ModelSpec::of`]: MLP hidden
+/// `[256, 256]`, no dropout).
 pub fn build_model(
     kind: ModelKind,
     p: &nn::Path,
     input: InputShape,
     n_classes: i64,
 ) -> Result<Model, ModelError> {
-    build_model_with(kind, p, input, n_classes, &ModelOptions::default())
+    build_model_with(&ModelSpec::of(kind), p, input, n_classes)
 }
 
-/// Builds `kind` under `p` for inputs of shape `input` and `n_classes` outputs.
-/// The variables are created on the device and kind of `p`'s `VarStore`.
+/// Builds the model `spec` describes under `p`, for inputs of shape `input`
+/// and `n_classes` outputs, after [`ModelSpec::validate`]. The variables are
+/// created on the device and kind of `p`'s `VarStore`. `spec.init` is not
+/// read here: loading initial weights is [`super::weights`]' job.
 pub fn build_model_with(
-    kind: ModelKind,
+    spec: &ModelSpec,
     p: &nn::Path,
     input: InputShape,
     n_classes: i64,
-    options: &ModelOptions,
+) -> Result<Model, ModelError> {
+    build(spec, p, (input, n_classes), None)
+}
+
+/// [`build_model_with`] on the root of `vs`, with the 4-D weights then laid
+/// out in [`ModelSpec::memory_format`] ([`super::memory_format::MemoryFormat::convert_variables`]).
+/// The way to build a model in channels_last: [`build_model_with`] alone
+/// leaves the weights contiguous (its forward passes still convert the
+/// inputs, and give the same values, more slowly).
+pub fn build_model_in(
+    spec: &ModelSpec,
+    vs: &nn::VarStore,
+    input: InputShape,
+    n_classes: i64,
+) -> Result<Model, ModelError> {
+    build_model_synced(spec, vs, (input, n_classes), None)
+}
+
+/// [`build_model_in`] whose BatchNorm layers, in training, normalise with the
+/// statistics of the global batch of the replicas `sync` joins
+/// (`nn.SyncBatchNorm`, [`super::batch_norm`]); `None`: each process's own
+/// batch. The handle belongs to the running job, so it is an argument here
+/// rather than an option of the spec, whose `sync_batch_norm` asks for it.
+pub fn build_model_synced(
+    spec: &ModelSpec,
+    vs: &nn::VarStore,
+    (input, n_classes): (InputShape, i64),
+    sync: Option<Arc<BatchNormSync>>,
+) -> Result<Model, ModelError> {
+    let model = build(spec, &vs.root(), (input, n_classes), sync)?;
+    spec.memory_format.convert_variables(vs);
+    Ok(model)
+}
+
+fn build(
+    spec: &ModelSpec,
+    p: &nn::Path,
+    (input, n_classes): (InputShape, i64),
+    sync: Option<Arc<BatchNormSync>>,
 ) -> Result<Model, ModelError> {
     input.validate()?;
     if n_classes < 2 {
@@ -629,44 +626,29 @@ pub fn build_model_with(
             "a classifier needs at least 2 classes, got {n_classes}"
         )));
     }
-    for (what, rate) in [
-        ("dropout rate", options.dropout),
-        ("stochastic depth rate (drop_path)", options.drop_path),
-        ("ShakeDrop probability (shakedrop)", options.shakedrop),
-    ] {
-        if !(0.0..1.0).contains(&rate) {
-            return Err(ModelError::InvalidConfig(format!(
-                "{what} must be in [0, 1), got {rate}"
-            )));
-        }
-    }
+    spec.validate()?;
+    let kind = spec.arch;
     // MIMO's network is the plain one for M images and M heads.
-    let (network_input, network_classes) = match options.ensemble {
+    let (network_input, network_classes) = match spec.ensemble {
         Ensemble::Mimo { size, .. } => mimo::network_shape(input, n_classes, size),
         Ensemble::Single | Ensemble::BatchEnsemble { .. } => (input, n_classes),
     };
-    options
-        .head
-        .validate()
-        .map_err(|e| ModelError::InvalidConfig(e.to_string()))?;
-    check_ensemble(kind, options)?;
-    check_bayesian(kind, options)?;
-    check_memory_format(kind, options)?;
-    let posterior = Posterior::of(&options.bayesian).map(Arc::new);
+    let posterior = Posterior::of(&spec.bayesian).map(Arc::new);
     let args = BuildArgs {
         input: network_input,
         n_classes: network_classes,
-        options,
+        spec,
         posterior: posterior.as_ref(),
     };
-    let scope = SyncScope::enter(options.sync_batch_norm.clone());
+    let synced = sync.is_some();
+    let scope = SyncScope::enter(sync);
     let network = (kind.0.build)(p, &args)?;
-    if options.sync_batch_norm.is_some() && scope.layers() == 0 {
+    if synced && scope.layers() == 0 {
         return Err(ModelError::InvalidConfig(format!(
             "sync_batch_norm synchronises BatchNorm layers, and {kind} has none"
         )));
     }
-    let balcal = match options.head {
+    let balcal = match spec.head {
         Head::Linear => None,
         Head::Balcal { lambda, .. } => Some(BalcalHead::new(
             &(p / "balcal"),
@@ -682,119 +664,10 @@ pub fn build_model_with(
         kind,
         input,
         n_classes,
-        dropout: options.dropout,
-        ensemble: options.ensemble,
+        dropout: spec.dropout,
+        ensemble: spec.ensemble,
         posterior,
-        precision: options.precision,
-        memory_format: options.memory_format,
+        precision: spec.precision,
+        memory_format: spec.memory_format,
     })
-}
-
-/// [`build_model_with`] on the root of `vs`, with the 4-D weights then laid
-/// out in [`ModelOptions::memory_format`] ([`MemoryFormat::convert_variables`]).
-/// The way to build a model in channels_last: [`build_model_with`] alone
-/// leaves the weights contiguous (its forward passes still convert the
-/// inputs, and give the same values, more slowly).
-pub fn build_model_in(
-    kind: ModelKind,
-    vs: &nn::VarStore,
-    input: InputShape,
-    n_classes: i64,
-    options: &ModelOptions,
-) -> Result<Model, ModelError> {
-    let model = build_model_with(kind, &vs.root(), input, n_classes, options)?;
-    options.memory_format.convert_variables(vs);
-    Ok(model)
-}
-
-/// The architectures made of convolutions, comma-separated.
-pub fn convolutional_models() -> String {
-    models_where(ModelKind::is_convolutional)
-}
-
-/// Refuses channels_last for an architecture that is not convolutional.
-/// PyTorch's `model.to(memory_format=torch.channels_last)` accepts any
-/// module and converts whatever 4-D parameters it has, but on these the
-/// layout would reach at most one layer (a ViT's patch embedding) or none
-/// (the MLP flattens its input; a TorchScript module's layers csam does
-/// not know), so the option would promise a speed-up it cannot give.
-fn check_memory_format(kind: ModelKind, options: &ModelOptions) -> Result<(), ModelError> {
-    if options.memory_format == MemoryFormat::Contiguous || kind.is_convolutional() {
-        return Ok(());
-    }
-    Err(ModelError::InvalidConfig(format!(
-        "memory_format {} applies to the convolutional models {}, not {kind}",
-        options.memory_format.name(),
-        convolutional_models()
-    )))
-}
-
-/// The architectures for which `has` holds, comma-separated.
-fn models_where(has: fn(&ModelKind) -> bool) -> String {
-    let names: Vec<&str> = ModelKind::all().filter(has).map(|k| k.name()).collect();
-    names.join(", ")
-}
-
-/// The architectures that build members and Gaussian layers, comma-separated.
-fn member_models() -> String {
-    models_where(ModelKind::takes_members)
-}
-
-/// Refuses a posterior outside its definition, on an architecture that does
-/// not build Gaussian layers, or with members (or without them) or a head
-/// it does not combine with.
-fn check_bayesian(kind: ModelKind, options: &ModelOptions) -> Result<(), ModelError> {
-    let bayesian = options.bayesian;
-    if bayesian.is_none() {
-        return Ok(());
-    }
-    let refuse = |why: String| {
-        Err(ModelError::InvalidConfig(format!(
-            "bayesian {} {why}",
-            bayesian.name()
-        )))
-    };
-    bayesian
-        .validate()
-        .map_err(|e| ModelError::InvalidConfig(e.to_string()))?;
-    if !kind.takes_members() {
-        return refuse(format!("applies to models {}, not {kind}", member_models()));
-    }
-    if let Some(why) = bayesian.ensemble_conflict(&options.ensemble) {
-        return refuse(why);
-    }
-    if !options.head.is_linear() {
-        return refuse(format!(
-            "samples the linear classifier's weights; head {} cannot apply to it",
-            options.head.name()
-        ));
-    }
-    Ok(())
-}
-
-/// Refuses an ensemble the architecture does not build, or with a head it
-/// does not combine with.
-fn check_ensemble(kind: ModelKind, options: &ModelOptions) -> Result<(), ModelError> {
-    let ensemble = options.ensemble;
-    if ensemble.is_single() {
-        return Ok(());
-    }
-    ensemble
-        .validate()
-        .map_err(|e| ModelError::InvalidConfig(e.to_string()))?;
-    if !kind.takes_members() {
-        return Err(ModelError::InvalidConfig(format!(
-            "ensemble {} applies to models {}, not {kind}",
-            ensemble.name(),
-            member_models()
-        )));
-    }
-    if !options.head.is_linear() {
-        return Err(ModelError::InvalidConfig(format!(
-            "ensemble {} gives each member its own linear classifier; head {} cannot apply to it",
-            ensemble.name(),
-            options.head.name()
-        )));
-    }
-    Ok(())
 }

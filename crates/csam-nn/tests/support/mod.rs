@@ -11,7 +11,7 @@ use std::sync::{Mutex, MutexGuard};
 
 use csam_nn::loss::{CsamLoss, TrainingLoss};
 use csam_nn::mixing::TrainBatch;
-use csam_nn::model::{build_model_with, InputShape, Model, ModelOptions};
+use csam_nn::model::{build_model_with, InputShape, Model, ModelSpec};
 use tch::nn::VarStore;
 use tch::{Device, Tensor};
 
@@ -41,11 +41,10 @@ pub fn build_f64(
     arch: &str,
     input: InputShape,
     classes: i64,
-    options: &ModelOptions,
+    options: &ModelSpec,
 ) -> (VarStore, Model) {
     let mut vs = VarStore::new(Device::Cpu);
-    let model =
-        build_model_with(arch.parse().unwrap(), &vs.root(), input, classes, options).unwrap();
+    let model = build_model_with(&of_arch(arch, options), &vs.root(), input, classes).unwrap();
     vs.double();
     (vs, model)
 }
@@ -167,17 +166,31 @@ pub fn with_gradients(value: Tensor, vs: &VarStore) -> (Tensor, Vec<(String, Ten
     (value.detach(), named.collect())
 }
 
+/// `options` on the architecture `arch`, their hidden widths kept only where
+/// they shape it (the MLP), so that one set of options serves every
+/// architecture of a test.
+pub fn of_arch(arch: &str, options: &ModelSpec) -> ModelSpec {
+    let arch: csam_nn::model::ModelKind = arch.parse().unwrap();
+    ModelSpec {
+        arch,
+        mlp_hidden: options
+            .mlp_hidden
+            .clone()
+            .filter(|_| arch.takes_hidden_widths()),
+        ..options.clone()
+    }
+}
+
 /// The one-line message with which building `arch` with `options` for
 /// `3x8x8` inputs and 4 classes is refused.
-pub fn refusal(arch: &str, options: &csam_nn::model::ModelOptions) -> String {
+pub fn refusal(arch: &str, options: &ModelSpec) -> String {
     let vs = VarStore::new(tch::Device::Cpu);
     let input = csam_nn::model::InputShape {
         channels: 3,
         height: 8,
         width: 8,
     };
-    let kind = arch.parse().unwrap();
-    let built = csam_nn::model::build_model_with(kind, &vs.root(), input, 4, options);
+    let built = build_model_with(&of_arch(arch, options), &vs.root(), input, 4);
     let message = built.unwrap_err().to_string();
     assert!(!message.contains('\n'), "{message}");
     message
@@ -187,7 +200,7 @@ pub fn refusal(arch: &str, options: &csam_nn::model::ModelOptions) -> String {
 /// samples one network per seed and that a SAM step of radius 0 on it is the
 /// plain step exactly: both passes of the SAM step at the same weights give
 /// the plain step's gradient only if they sample the same network.
-pub fn sam_at_radius_zero_is_the_plain_step(options: &ModelOptions) {
+pub fn sam_at_radius_zero_is_the_plain_step(options: &ModelSpec) {
     use csam_nn::model::Mode;
     use csam_nn::optim::{plain_step, Perturbation, SamConfig, SamStep, Sgd, SgdConfig};
     let _generator = lock_generator();

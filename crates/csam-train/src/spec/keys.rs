@@ -5,7 +5,7 @@
 //! `csam train`, which the command line builds from this table; so a new
 //! setting is a field in its branch and one line here.
 
-use csam_nn::model::{ModelKind, StochasticDepth};
+use csam_nn::model::{ModelKind, ModelTrait, StochasticDepth};
 
 /// What a key's value is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -48,39 +48,12 @@ pub enum Values {
     Models(ModelTrait),
 }
 
-/// What the model registry answers about an architecture.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ModelTrait {
-    /// Made of convolutions over feature maps (channels_last lays them out;
-    /// they are also those with BatchNorm layers, which sync_batch_norm
-    /// synchronises): [`ModelKind::is_convolutional`].
-    Convolutional,
-    /// Built with members (BatchEnsemble, MIMO) or mean-field Gaussian
-    /// layers: [`ModelKind::takes_members`].
-    Members,
-    /// Reads a stochastic-depth regulariser: [`ModelKind::stochastic_depth`].
-    Reads(StochasticDepth),
-}
-
-impl ModelTrait {
-    fn holds(self, kind: ModelKind) -> bool {
-        match self {
-            ModelTrait::Convolutional => kind.is_convolutional(),
-            ModelTrait::Members => kind.takes_members(),
-            ModelTrait::Reads(depth) => kind.stochastic_depth() == depth,
-        }
-    }
-}
-
 impl Values {
     /// The branch names, in the registry's order for models.
     pub fn names(self) -> Vec<&'static str> {
         match self {
             Values::Named(names) => names.to_vec(),
-            Values::Models(model_trait) => ModelKind::all()
-                .filter(|&kind| model_trait.holds(kind))
-                .map(|kind| kind.name())
-                .collect(),
+            Values::Models(model_trait) => model_trait.names(),
         }
     }
 

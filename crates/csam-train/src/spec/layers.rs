@@ -170,6 +170,9 @@ impl SpecLayers {
                     .to_string(),
             });
         }
+        if let Some(toml::Value::Table(model)) = self.nested.get_mut("model") {
+            super::model::split_torchscript_name(model)?;
+        }
         let spec = RunSpec::deserialize(toml::Value::Table(self.nested)).map_err(|e| {
             ConfigError::Parse {
                 origin: if origin.is_empty() {

@@ -235,7 +235,7 @@ impl RunSpec {
         check::at_least_one("batch_size", self.batch_size)?;
         check::at_least_one("bins", self.metrics.n_bins)?;
         self.data.validate()?;
-        self.model.validate()?;
+        model::validate(&self.model)?;
         loss::validate(&self.loss)?;
         mixing::validate(&self.mixing)?;
         self.optim.validate(self.epochs, self.batch_size)?;

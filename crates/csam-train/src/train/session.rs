@@ -6,6 +6,7 @@
 //! the data while the trainer steps.
 
 use std::path::Path;
+use std::sync::Arc;
 
 use tch::{nn::VarStore, Device, Tensor};
 
@@ -26,7 +27,7 @@ use csam_nn::model::balcal::HeadLogits;
 use csam_nn::model::bayesian::kl_weight;
 use csam_nn::model::precision::Precision;
 use csam_nn::model::weights::{load_safetensors_file_with, LoadOptions, WeightsError};
-use csam_nn::model::{build_model_in, Head, InputShape, Mode, Model, ModelKind, ModelOptions};
+use csam_nn::model::{build_model_synced, BatchNormSync, Head, InputShape, Mode, Model};
 use csam_nn::optim::{
     plain_step, AdamW, AdamWConfig, BaseOptimizer, BsamConfig, BsamStep, Horizon, LossScaleConfig,
     LossScaled, LrSchedule, OptimError, SamRun, SamState, SamStep, Sgd, SgdConfig, StepStats,
@@ -236,20 +237,20 @@ impl Trainer {
         replica: Option<&Replica>,
     ) -> Result<Trainer> {
         let vs = VarStore::new(device);
-        let mut options = model.options();
-        if model.sync_batch_norm {
-            let Some(replica) = replica else {
+        let sync = match (model.sync_batch_norm, replica) {
+            (false, _) => None,
+            (true, Some(replica)) => Some(replica.batch_norm_sync()),
+            (true, None) => {
                 return Err(ConfigError::invalid(
                     "sync_batch_norm",
                     true,
                     "synchronises BatchNorm over the processes of a data-parallel run \
                      (csam launch, torchrun); this run has one process",
                 )
-                .into());
-            };
-            options.sync_batch_norm = Some(replica.batch_norm_sync());
-        }
-        let network = build_network(model.arch, &vs, input, n_classes, &options)?;
+                .into())
+            }
+        };
+        let network = build_network(model, &vs, (input, n_classes), sync)?;
         let updater = match build_bsam(optim, &objective.loss, &vs, n_train)? {
             Some(bsam) => Updater::Bsam(bsam),
             None => Updater::Base {
@@ -525,15 +526,20 @@ pub fn input_shape(dataset: &Dataset) -> InputShape {
     }
 }
 
-/// Builds model `kind` in `vs`, its weights in the options' memory format.
+/// Builds the model `spec` describes in `vs`, its weights in the spec's
+/// memory format, its BatchNorm layers synchronised over `sync` when given.
 pub fn build_network(
-    kind: ModelKind,
+    spec: &ModelSpec,
     vs: &VarStore,
-    input: InputShape,
-    n_classes: usize,
-    options: &ModelOptions,
+    (input, n_classes): (InputShape, usize),
+    sync: Option<Arc<BatchNormSync>>,
 ) -> Result<Model> {
-    Ok(build_model_in(kind, vs, input, n_classes as i64, options)?)
+    Ok(build_model_synced(
+        spec,
+        vs,
+        (input, n_classes as i64),
+        sync,
+    )?)
 }
 
 /// A model's predictions in `mode` on a whole data set, in file order, one

@@ -75,13 +75,7 @@ impl TrainedRun {
     ) -> Result<(VarStore, Model)> {
         let weights = self.weights(which)?;
         let vs = VarStore::new(device);
-        let model = build_network(
-            self.spec.model.arch,
-            &vs,
-            input,
-            n_classes,
-            &self.spec.model.options(),
-        )?;
+        let model = build_network(&self.spec.model, &vs, (input, n_classes), None)?;
         load_safetensors_file(&vs, &weights)?;
         Ok((vs, model))
     }
