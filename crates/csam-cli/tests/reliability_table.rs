@@ -372,6 +372,7 @@ const CASES: &[Case] = &[
     case("eval", "--force", "a value", &["{eval}", "--force=yes"]),
     case("eval", "--device", "tpu", &["{eval}", "--device", "tpu"]),
     case("eval", "--workers", "0", &["{eval}", "--workers", "0"]),
+    case("eval", "--threads", "0", &["{eval}", "--threads", "0"]),
     case("eval", "--batch-size", "0", &["{eval}", "--batch-size", "0"]),
     case("eval", "--corruptions", "missing directory", &["{eval}", "--corruptions", "{dir}/missing"]),
     case("eval", "--corruptions", "directory without .npy files", &["{eval}", "--corruptions", "{dir}/empty"]),

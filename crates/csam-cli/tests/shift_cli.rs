@@ -274,6 +274,8 @@ fn corrupt_writes_what_eval_reads_back_per_corruption_and_severity() {
         "digits",
         "--device",
         "cpu",
+        "--threads",
+        "1",
         "--json",
     ]);
     let report: serde_json::Value = serde_json::from_str(&out).unwrap();

@@ -101,10 +101,7 @@ pub struct BenchArgs {
 
 /// Runs `csam bench`.
 pub fn run(args: BenchArgs) -> anyhow::Result<()> {
-    if let Some(threads) = args.threads {
-        anyhow::ensure!(threads > 0, "--threads must be at least 1");
-        tch::set_num_threads(threads as i32);
-    }
+    super::set_cpu_threads(args.threads)?;
     if let Some(dir) = &args.data {
         return run_data_pipeline(dir, &args);
     }

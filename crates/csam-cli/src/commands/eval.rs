@@ -52,6 +52,9 @@ pub struct EvalArgs {
     /// cpu, cuda or cuda:N (default: cuda when available).
     #[arg(long)]
     device: Option<String>,
+    /// CPU threads of libtorch (default: libtorch's, one per core).
+    #[arg(long, value_name = "N")]
+    threads: Option<usize>,
     /// Evaluation batch size.
     #[arg(long, default_value_t = 256)]
     batch_size: usize,
@@ -65,6 +68,7 @@ pub struct EvalArgs {
 pub fn run(args: EvalArgs) -> anyhow::Result<()> {
     anyhow::ensure!(args.batch_size > 0, "--batch-size must be at least 1");
     anyhow::ensure!(args.workers != Some(0), "--workers must be at least 1");
+    super::set_cpu_threads(args.threads)?;
     let request = EvalRequest {
         runs: args.run,
         data: args.data,

@@ -80,6 +80,16 @@ pub fn run(command: Command, cli: fn() -> clap::Command) -> anyhow::Result<()> {
     }
 }
 
+/// Sets libtorch's CPU threads to `--threads` when given (else libtorch's
+/// default, one per core); 0 is refused.
+pub fn set_cpu_threads(threads: Option<usize>) -> anyhow::Result<()> {
+    if let Some(threads) = threads {
+        anyhow::ensure!(threads > 0, "--threads must be at least 1");
+        tch::set_num_threads(i32::try_from(threads).unwrap_or(i32::MAX));
+    }
+    Ok(())
+}
+
 /// Writes a command's result to standard output. A reader that went away
 /// (`csam ... | head`) is not an error: there is nobody left to tell.
 pub fn print_stdout(text: &str) -> anyhow::Result<()> {
