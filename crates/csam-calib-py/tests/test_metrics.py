@@ -158,13 +158,32 @@ def test_tce_is_the_ece_after_the_nll_temperature(predictions):
     assert got == pytest.approx(expected, abs=1e-6)
 
 
-def test_bootstrap_interval_is_the_percentile_interval_of_resampled_metrics(predictions):
+def test_bootstrap_interval_brackets_a_large_sets_ece_and_is_deterministic(predictions):
+    # 3000 rows: the ECE's bias on resamples is small beside its spread, so the
+    # BCa interval (BC here: more rows than resamples) holds the estimate.
     _, probs, labels = predictions
     estimate, lower, upper = cc.bootstrap("ece", probs, labels, resamples=200, seed=3)
     assert estimate == cc.ece(probs, labels)
     assert lower < estimate < upper
     assert cc.bootstrap("ece", probs, labels, resamples=200, seed=3) == (estimate, lower, upper)
     assert cc.bootstrap("ece", probs, labels, resamples=200, seed=4) != (estimate, lower, upper)
+
+
+def test_bootstrap_has_no_interval_for_an_estimate_below_every_resample():
+    # 40 rows calibrated exactly (dyadic confidences, each bin's accuracy equal
+    # to its confidence): the ECE is 0, every resample's is positive, so BCa
+    # cannot place the estimate and says so; a mean (NLL) keeps its interval.
+    rows, labels = [], []
+    for confidence, count, right in [(0.625, 16, 10), (0.75, 8, 6), (0.875, 16, 14)]:
+        rows += [[confidence, 1.0 - confidence]] * count
+        labels += [0] * right + [1] * (count - right)
+    probs, labels = np.array(rows), np.array(labels)
+    assert cc.ece(probs, labels) == 0.0
+    for metric in ["ece", "mce", "classwise_ece"]:
+        with pytest.raises(cc.CalibrationError, match="outside all 200 resampled values"):
+            cc.bootstrap(metric, probs, labels, resamples=200)
+    estimate, lower, upper = cc.bootstrap("nll", probs, labels, resamples=200)
+    assert lower < estimate < upper
 
 
 def test_summary_holds_every_metric(predictions):
