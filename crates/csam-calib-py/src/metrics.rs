@@ -360,8 +360,14 @@ fn summarize<'py>(
     tolerance: f64,
 ) -> PyResult<Bound<'py, PyAny>> {
     let options = metric_options(n_bins, edges, variant, tolerance)?;
+    // In the array's own type, as the single metrics are: the NLL's clip
+    // depends on it (float32's epsilon, not float64's).
     let summary = on_predictions(probs, labels, tolerance, |view, labels| {
-        metrics::summary::summarize(view.to_f64().view(), labels, &options)
+        with_view!(view, |v| metrics::summary::summarize(
+            v.view(),
+            labels,
+            &options
+        ))
     })?;
     let json = serde_json::to_string(&summary)
         .map_err(|e| crate::errors::calibration_error(e.to_string()))?;

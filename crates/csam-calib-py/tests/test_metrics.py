@@ -4,7 +4,7 @@ their definitions, and against scikit-learn where it has the metric."""
 import numpy as np
 import pytest
 from sklearn.calibration import calibration_curve
-from sklearn.metrics import roc_auc_score
+from sklearn.metrics import log_loss, roc_auc_score
 
 import csam_calib as cc
 from conftest import rows_with_confidence
@@ -134,6 +134,29 @@ def test_scoring_rules_follow_their_definitions(predictions):
     one_hot = np.eye(probs.shape[1])[labels]
     assert cc.brier(probs, labels) == pytest.approx(((probs - one_hot) ** 2).sum(axis=1).mean(), abs=1e-12)
     assert cc.accuracy(probs, labels) == pytest.approx((probs.argmax(axis=1) == labels).mean(), abs=0)
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+@pytest.mark.parametrize("method, n_val", [("isotonic", 1500), ("histogram", 300)])
+def test_nll_is_scikit_learns_log_loss_also_on_zeros_and_ones(predictions, method, n_val, dtype):
+    # Isotonic regression and histogram binning put exactly 0 on a class where
+    # no validation row of that region had it: the case where a clip at the
+    # smallest float costs 708.
+    logits, _, labels = predictions
+    val, test = slice(0, n_val), slice(1500, None)
+    calibrated = cc.Calibrator(method).fit(logits[val], labels[val]).transform(logits[test])
+    rows = np.arange(len(labels[test]))
+    assert (calibrated[rows, labels[test]] == 0).any()
+    certain = np.array([[1.0, 0.0, 0.0, 0.0, 0.0], [0.0, 1.0, 0.0, 0.0, 0.0]])
+    probs = np.vstack([calibrated, certain]).astype(dtype)
+    y = np.concatenate([labels[test], [0, 0]])
+    expected = log_loss(y, probs, labels=range(5))
+    # float64: both sides sum 1502 logs in float64, ~1e-13 apart. float32:
+    # scikit-learn takes the logs and the mean in float32 (2^-24 relative each,
+    # ~11 levels of pairwise summation), csam in float64: ~1e-6 relative.
+    tolerance = 1e-12 if dtype == np.float64 else 2e-6
+    assert cc.nll(probs, y) == pytest.approx(expected, rel=tolerance)
+    assert cc.summarize(probs, y)["nll"] == cc.nll(probs, y)
 
 
 def test_tce_is_the_ece_after_the_nll_temperature(predictions):

@@ -77,7 +77,9 @@ pub struct MetricSummary {
     pub adaece: f64,
     /// Classwise ECE, equal-width bins.
     pub classwise_ece: f64,
-    /// Negative log-likelihood (probabilities clamped at `f64::MIN_POSITIVE`).
+    /// Negative log-likelihood, probabilities clipped to `[eps, 1 - eps]` with
+    /// `eps` the machine epsilon of their type (scikit-learn's `log_loss`; see
+    /// [`nll`]).
     pub nll: f64,
     /// Multi-class Brier score, summed over classes.
     pub brier: f64,
