@@ -144,12 +144,14 @@ impl Calibrator {
         write_atomically(&path, self.to_json()?.as_bytes()).map_err(from_calib)
     }
 
-    /// A calibrator saved by [`Calibrator::save`] (or `csam calibrate`).
+    /// A calibrator saved by [`Calibrator::save`] (or `csam metrics
+    /// --save-calibrators`). Only a regular file of at most 64 MiB is read
+    /// (`FittedCalibrator::load`): `/dev/zero` or a stray large file is a
+    /// CalibrationError, not a read that fills memory.
     #[staticmethod]
     fn load(path: PathBuf) -> PyResult<Self> {
-        let text = std::fs::read_to_string(&path)
-            .map_err(|e| calibration_error(format!("reading {}: {e}", path.display())))?;
-        Self::from_json(&text)
+        let fitted = FittedCalibrator::load(&path).map_err(from_calib)?;
+        Ok(Calibrator::with(fitted.kind(), Some(fitted)))
     }
 
     fn __repr__(&self) -> PyResult<String> {

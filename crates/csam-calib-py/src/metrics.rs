@@ -303,11 +303,17 @@ fn resample_count(value: &Bound<'_, PyAny>) -> PyResult<usize> {
     count("resamples", value, 2, MAX_RESAMPLES)
 }
 
-/// A percentile bootstrap interval of the metric named `metric` (`ece`,
-/// `rms_ce`, `mce`, `adaptive_ece`, `classwise_ece`, `nll`, `brier`,
-/// `accuracy`, `auroc_misclassification`, `auroc_ovr`): rows resampled with
-/// replacement `resamples` times from `seed` (the same interval on every
-/// platform). Returns `(estimate, lower, upper)`.
+/// A bootstrap interval of the metric named `metric` (`ece`, `rms_ce`, `mce`,
+/// `adaptive_ece`, `classwise_ece`, `nll`, `brier`, `accuracy`,
+/// `auroc_misclassification`, `auroc_ovr`): rows resampled with replacement
+/// `resamples` times from `seed` (the same interval on every platform), and
+/// the bias-corrected and accelerated (BCa) interval of the resampled values,
+/// `scipy.stats.bootstrap`'s default (BC, without the jackknife's
+/// acceleration, above `resamples` rows). A metric biased upwards on
+/// resamples (a binned error on a small set) gets an interval moved down by
+/// the bias, which can lie below the estimate; an estimate below every
+/// resampled value has no interval (a CalibrationError). Returns
+/// `(estimate, lower, upper)`.
 #[pyfunction]
 #[pyo3(signature = (metric, probs, labels, *, resamples=1000, level=0.95, seed=0, n_bins=15, edges="right-closed", variant="interpolated", tolerance=1e-3))]
 #[allow(clippy::too_many_arguments)]
@@ -354,8 +360,14 @@ fn summarize<'py>(
     tolerance: f64,
 ) -> PyResult<Bound<'py, PyAny>> {
     let options = metric_options(n_bins, edges, variant, tolerance)?;
+    // In the array's own type, as the single metrics are: the NLL's clip
+    // depends on it (float32's epsilon, not float64's).
     let summary = on_predictions(probs, labels, tolerance, |view, labels| {
-        metrics::summary::summarize(view.to_f64().view(), labels, &options)
+        with_view!(view, |v| metrics::summary::summarize(
+            v.view(),
+            labels,
+            &options
+        ))
     })?;
     let json = serde_json::to_string(&summary)
         .map_err(|e| crate::errors::calibration_error(e.to_string()))?;

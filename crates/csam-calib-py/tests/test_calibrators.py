@@ -2,6 +2,7 @@
 and against their formulas."""
 
 import json
+import os
 
 import numpy as np
 import pytest
@@ -56,6 +57,21 @@ def test_save_and_load_round_trip_and_never_overwrite_silently(predictions, tmp_
     assert json.loads(path.read_text())["method"] == "vector"
     cc.Calibrator("temperature").fit(logits, labels).save(str(path), overwrite=True)
     assert cc.Calibrator.load(str(path)).method == "temperature"
+
+
+def test_load_refuses_what_is_not_a_calibrator_file_without_reading_it(tmp_path):
+    # /dev/zero never ends: reading it whole would fill memory.
+    for device in ["/dev/zero", "/dev/urandom"]:
+        if os.path.exists(device):
+            with pytest.raises(ValueError, match=f"{device}: not a regular file"):
+                cc.Calibrator.load(device)
+    with pytest.raises(cc.CalibrationError, match="not a regular file"):
+        cc.Calibrator.load(str(tmp_path))
+    huge = tmp_path / "huge.json"
+    with open(huge, "wb") as f:
+        f.truncate(64 * 2**20 + 1)  # sparse: no disk, and refused on its length
+    with pytest.raises(cc.CalibrationError, match="67108865 bytes, more than a calibrator file holds"):
+        cc.Calibrator.load(str(huge))
 
 
 def test_misuse_is_refused(predictions):

@@ -4,7 +4,7 @@ their definitions, and against scikit-learn where it has the metric."""
 import numpy as np
 import pytest
 from sklearn.calibration import calibration_curve
-from sklearn.metrics import roc_auc_score
+from sklearn.metrics import log_loss, roc_auc_score
 
 import csam_calib as cc
 from conftest import rows_with_confidence
@@ -136,6 +136,29 @@ def test_scoring_rules_follow_their_definitions(predictions):
     assert cc.accuracy(probs, labels) == pytest.approx((probs.argmax(axis=1) == labels).mean(), abs=0)
 
 
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+@pytest.mark.parametrize("method, n_val", [("isotonic", 1500), ("histogram", 300)])
+def test_nll_is_scikit_learns_log_loss_also_on_zeros_and_ones(predictions, method, n_val, dtype):
+    # Isotonic regression and histogram binning put exactly 0 on a class where
+    # no validation row of that region had it: the case where a clip at the
+    # smallest float costs 708.
+    logits, _, labels = predictions
+    val, test = slice(0, n_val), slice(1500, None)
+    calibrated = cc.Calibrator(method).fit(logits[val], labels[val]).transform(logits[test])
+    rows = np.arange(len(labels[test]))
+    assert (calibrated[rows, labels[test]] == 0).any()
+    certain = np.array([[1.0, 0.0, 0.0, 0.0, 0.0], [0.0, 1.0, 0.0, 0.0, 0.0]])
+    probs = np.vstack([calibrated, certain]).astype(dtype)
+    y = np.concatenate([labels[test], [0, 0]])
+    expected = log_loss(y, probs, labels=range(5))
+    # float64: both sides sum 1502 logs in float64, ~1e-13 apart. float32:
+    # scikit-learn takes the logs and the mean in float32 (2^-24 relative each,
+    # ~11 levels of pairwise summation), csam in float64: ~1e-6 relative.
+    tolerance = 1e-12 if dtype == np.float64 else 2e-6
+    assert cc.nll(probs, y) == pytest.approx(expected, rel=tolerance)
+    assert cc.summarize(probs, y)["nll"] == cc.nll(probs, y)
+
+
 def test_tce_is_the_ece_after_the_nll_temperature(predictions):
     logits, _, labels = predictions
     val, test = slice(0, 1500), slice(1500, None)
@@ -158,13 +181,32 @@ def test_tce_is_the_ece_after_the_nll_temperature(predictions):
     assert got == pytest.approx(expected, abs=1e-6)
 
 
-def test_bootstrap_interval_is_the_percentile_interval_of_resampled_metrics(predictions):
+def test_bootstrap_interval_brackets_a_large_sets_ece_and_is_deterministic(predictions):
+    # 3000 rows: the ECE's bias on resamples is small beside its spread, so the
+    # BCa interval (BC here: more rows than resamples) holds the estimate.
     _, probs, labels = predictions
     estimate, lower, upper = cc.bootstrap("ece", probs, labels, resamples=200, seed=3)
     assert estimate == cc.ece(probs, labels)
     assert lower < estimate < upper
     assert cc.bootstrap("ece", probs, labels, resamples=200, seed=3) == (estimate, lower, upper)
     assert cc.bootstrap("ece", probs, labels, resamples=200, seed=4) != (estimate, lower, upper)
+
+
+def test_bootstrap_has_no_interval_for_an_estimate_below_every_resample():
+    # 40 rows calibrated exactly (dyadic confidences, each bin's accuracy equal
+    # to its confidence): the ECE is 0, every resample's is positive, so BCa
+    # cannot place the estimate and says so; a mean (NLL) keeps its interval.
+    rows, labels = [], []
+    for confidence, count, right in [(0.625, 16, 10), (0.75, 8, 6), (0.875, 16, 14)]:
+        rows += [[confidence, 1.0 - confidence]] * count
+        labels += [0] * right + [1] * (count - right)
+    probs, labels = np.array(rows), np.array(labels)
+    assert cc.ece(probs, labels) == 0.0
+    for metric in ["ece", "mce", "classwise_ece"]:
+        with pytest.raises(cc.CalibrationError, match="outside all 200 resampled values"):
+            cc.bootstrap(metric, probs, labels, resamples=200)
+    estimate, lower, upper = cc.bootstrap("nll", probs, labels, resamples=200)
+    assert lower < estimate < upper
 
 
 def test_summary_holds_every_metric(predictions):

@@ -7,9 +7,12 @@
 //! ```
 //!
 //! Reading JSON validates the parameters (shapes such as a `K x K` matrix, finiteness,
-//! monotone isotonic curves), so a loaded calibrator is always usable.
+//! monotone isotonic curves), so a loaded calibrator is always usable. Reading a file
+//! ([`FittedCalibrator::load`]) is bounded by [`MAX_CALIBRATOR_FILE_BYTES`].
 
 use std::fmt;
+use std::io::Read;
+use std::path::Path;
 use std::str::FromStr;
 
 use ndarray::{Array2, ArrayView2};
@@ -23,6 +26,7 @@ use super::platt::PlattScaling;
 use super::vector::VectorScaling;
 use super::Calibrator;
 use crate::error::{CalibError, Result};
+use crate::io::{format_error, io_error, open_regular_file};
 
 /// Declares the calibrators once: `Variant => "name", Type;` adds the variant to
 /// [`CalibratorKind`] and [`FittedCalibrator`] and to every dispatch below. `Type`
@@ -161,6 +165,64 @@ impl FittedCalibrator {
         serde_json::from_str(json)
             .map_err(|e| CalibError::InvalidArgument(format!("invalid calibrator JSON: {e}")))
     }
+}
+
+/// The largest calibrator file [`FittedCalibrator::load`] reads: 64 MiB.
+///
+/// The largest calibrators the CLI and the Python package save, in their
+/// pretty-printed JSON at most 34 bytes a number (24 characters of the
+/// shortest round-trip form, up to 8 of indentation, `,` and a newline):
+///
+/// * matrix scaling and Dirichlet calibration, `K^2 + K` numbers: 32 MB for
+///   ImageNet's `K = 1000`, and up to `K = 1400` under the cap;
+/// * isotonic regression, at most `4 (N + K)` numbers for `N` validation
+///   rows (a class's curve keeps at most two thresholds, `x` and `y` each, per
+///   pooled block, and every block after the first holds a row of that
+///   class): up to `N + K = 490 000` under the cap;
+/// * histogram binning, `K M` bin values (`M = 15`): up to `K = 130 000`;
+/// * temperature, vector and Platt scaling: a few numbers, or `2 K`.
+///
+/// A file longer than this is refused before it is read, so a wrong path
+/// cannot make a loader read gigabytes.
+pub const MAX_CALIBRATOR_FILE_BYTES: u64 = 64 << 20;
+
+impl FittedCalibrator {
+    /// Reads a calibrator saved as [`to_json`](Self::to_json) writes it (`csam
+    /// metrics --save-calibrators`, the Python package's `save`).
+    ///
+    /// Only a regular file is read: a device such as `/dev/zero`, a FIFO or
+    /// a directory has no length to check and is refused. So is a file over
+    /// [`MAX_CALIBRATOR_FILE_BYTES`], before any of it is read; and at most one
+    /// byte past the cap is read, should the file grow meanwhile.
+    pub fn load(path: &Path) -> Result<Self> {
+        let (file, len) = open_regular_file(path)?;
+        check_calibrator_size(path, len)?;
+        let mut text = String::with_capacity(usize::try_from(len).unwrap_or(0));
+        file.take(MAX_CALIBRATOR_FILE_BYTES + 1)
+            .read_to_string(&mut text)
+            .map_err(|e| match e.kind() {
+                std::io::ErrorKind::InvalidData => {
+                    format_error(path, "not a calibrator: the file is not UTF-8 text".into())
+                }
+                _ => io_error(path, e),
+            })?;
+        check_calibrator_size(path, text.len() as u64)?;
+        Self::from_json(&text).map_err(|e| format_error(path, e.to_string()))
+    }
+}
+
+/// Refuses a calibrator file of `len` bytes over [`MAX_CALIBRATOR_FILE_BYTES`].
+fn check_calibrator_size(path: &Path, len: u64) -> Result<()> {
+    if len > MAX_CALIBRATOR_FILE_BYTES {
+        return Err(format_error(
+            path,
+            format!(
+                "{len} bytes, more than a calibrator file holds (at most \
+                 {MAX_CALIBRATOR_FILE_BYTES} bytes, 64 MiB); is this a calibrator?"
+            ),
+        ));
+    }
+    Ok(())
 }
 
 impl Calibrator for FittedCalibrator {

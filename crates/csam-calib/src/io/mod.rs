@@ -26,6 +26,7 @@ use std::path::Path;
 
 use ndarray::Array2;
 
+pub(crate) use array::{format_error, io_error, open_regular_file};
 pub use array::{Elements, LoadedArray, Scores};
 pub use atomic::{is_temporary_name, write_atomically, write_atomically_with, AtomicWriteError};
 pub use npy_error::{NpyError, NpyProblem};

@@ -19,7 +19,8 @@
 //! * [`scoring`]: NLL, Brier, accuracy, mean confidence, mean entropy, the
 //!   per-row entropies and the mean binary entropy of the true-class probability;
 //! * [`histogram`]: the confidence histogram;
-//! * [`bootstrap`](mod@bootstrap): percentile intervals for any metric;
+//! * [`bootstrap`](mod@bootstrap): bias-corrected and accelerated (BCa) intervals
+//!   for any metric;
 //! * [`tce`](mod@tce): ECE after temperature scaling fitted on validation data;
 //! * [`summary`]: all of the above in one serialisable record.
 
@@ -28,6 +29,7 @@ pub mod bootstrap;
 pub mod calibration_error;
 mod classwise;
 pub mod histogram;
+mod normal;
 pub mod scoring;
 pub mod summary;
 pub mod tce;
