@@ -289,7 +289,7 @@ fn bootstrap_shows_intervals_in_the_table() {
     assert!(out.status.success(), "{}", text(&out));
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(
-        stdout.contains("95% bootstrap percentile interval, 20 resamples, seed 0"),
+        stdout.contains("95% bootstrap BCa interval, 20 resamples, seed 0"),
         "{stdout}"
     );
     let accuracy = stdout.lines().find(|l| l.starts_with("accuracy")).unwrap();

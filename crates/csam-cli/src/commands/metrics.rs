@@ -46,7 +46,7 @@ BF16) predictions are widened to float32 once; float32 predictions are measured 
 (logits softmaxed in float32), float64 ones in float64. With --val-preds/--val-labels it also \
 reports TCE (ECE after temperature scaling fitted on the validation set) and fits the \
 --calibrate methods on the validation set (in float64), reporting the test metrics after each. \
---bootstrap N adds a percentile confidence interval to every metric.",
+--bootstrap N adds a bias-corrected and accelerated (BCa) bootstrap interval to every metric.",
     after_long_help = JSON_SCHEMA
 )]
 pub struct MetricsArgs {
@@ -95,7 +95,7 @@ pub struct MetricsArgs {
     /// Largest accepted |row sum - 1| of --probs input
     #[arg(long, value_name = "TOL", default_value_t = MetricOptions::default().tolerance)]
     tolerance: f64,
-    /// Add a bootstrap percentile interval to every metric, from N resamples
+    /// Add a bootstrap BCa interval to every metric, from N resamples
     /// of the test rows (at least 2; 1000 is usual)
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(2..=csam_calib::metrics::bootstrap::MAX_RESAMPLES as u64))]
     bootstrap: Option<u64>,

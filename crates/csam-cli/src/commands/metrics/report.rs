@@ -127,7 +127,7 @@ pub fn table_caption(meta: &Meta) -> String {
     );
     if let Some(b) = &meta.bootstrap {
         caption += &format!(
-            "; [lower, upper]: {}% bootstrap percentile interval, {} resamples, seed {}",
+            "; [lower, upper]: {}% bootstrap BCa interval, {} resamples, seed {}",
             100.0 * b.level,
             b.resamples,
             b.seed
