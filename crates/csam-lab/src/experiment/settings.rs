@@ -4,10 +4,12 @@
 //! one with different settings is refused, and a directory of other files is
 //! never written into.
 
+use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
+use serde_json::Value;
 
 use csam_calib::metrics::summary::MetricOptions;
 
@@ -167,18 +169,45 @@ pub(crate) fn check_grid_axis(key: &'static str, values: &[f64]) -> Result<()> {
     }
 }
 
-/// The top-level keys in which the JSON forms of `ours` and `theirs` differ.
+/// The keys in which the JSON forms of `ours` and `theirs` differ, a nested
+/// key by its dotted path (`base.optim.lr`), so that a refusal names the
+/// setting itself rather than the whole branch it sits in. A key that only
+/// one side has counts as changed.
 pub fn differences<S: Serialize>(ours: &S, theirs: &S) -> Vec<String> {
     let (Ok(ours), Ok(theirs)) = (serde_json::to_value(ours), serde_json::to_value(theirs)) else {
         return vec!["(settings)".to_string()];
     };
-    let (Some(ours), Some(theirs)) = (ours.as_object(), theirs.as_object()) else {
-        return vec!["(settings)".to_string()];
+    let mut changed = Vec::new();
+    changed_paths(&ours, &theirs, &mut Vec::new(), &mut changed);
+    changed
+}
+
+/// Pushes onto `changed` the dotted paths, below `path`, at which `ours` and
+/// `theirs` differ, descending into the objects both have.
+fn changed_paths<'a>(
+    ours: &'a Value,
+    theirs: &'a Value,
+    path: &mut Vec<&'a str>,
+    changed: &mut Vec<String>,
+) {
+    let (Value::Object(ours), Value::Object(theirs)) = (ours, theirs) else {
+        if ours != theirs {
+            changed.push(match path.is_empty() {
+                true => "(settings)".to_string(),
+                false => path.join("."),
+            });
+        }
+        return;
     };
-    ours.iter()
-        .filter(|(key, value)| theirs.get(*key) != Some(*value))
-        .map(|(key, _)| key.clone())
-        .collect()
+    let keys: BTreeSet<&String> = ours.keys().chain(theirs.keys()).collect();
+    for key in keys {
+        path.push(key);
+        match (ours.get(key), theirs.get(key)) {
+            (Some(a), Some(b)) => changed_paths(a, b, path, changed),
+            _ => changed.push(path.join(".")),
+        }
+        path.pop();
+    }
 }
 
 /// A directory that holds one experiment, identified by its settings file.
@@ -298,17 +327,26 @@ mod tests {
     use super::*;
 
     #[test]
-    fn differences_name_the_changed_keys() {
+    fn differences_name_the_changed_keys_by_their_dotted_paths() {
         let a = SharedSettings::default();
-        let b = SharedSettings {
+        let mut b = SharedSettings {
             epochs: 9,
             seeds: vec![0],
             ..a.clone()
         };
+        b.metrics.n_bins = 10;
         assert!(differences(&a, &a).is_empty());
         let mut changed = differences(&a, &b);
         changed.sort();
-        assert_eq!(changed, vec!["epochs", "seeds"]);
+        assert_eq!(changed, vec!["epochs", "metrics.n_bins", "seeds"]);
+        // A key on one side only, at any depth, is named too.
+        let ours = serde_json::json!({"base": {"optim": {"lr": 0.05}}, "rho": 0.05});
+        let theirs = serde_json::json!({"base": {"optim": {"lr": 0.05, "clip": 1.0}}});
+        assert_eq!(differences(&ours, &theirs), vec!["base.optim.clip", "rho"]);
+        assert_eq!(
+            differences(&serde_json::json!(1), &serde_json::json!(2)),
+            vec!["(settings)"]
+        );
     }
 
     #[test]
