@@ -14,9 +14,9 @@
 //!   `report.html`.
 //!
 //! The experiments share [`base`] (the run every run starts from, nested
-//! as `base` in each settings file), [`settings`] (the directory identified
-//! by its settings file) and [`runs`] (train a run or reuse it when it
-//! finished).
+//! as `base` in each settings file, and read from the flat keys of earlier
+//! releases), [`settings`] (the directory identified by its settings file)
+//! and [`runs`] (train a run or reuse it when it finished).
 //!
 //! A comparison directory holds:
 //! - `compare.json`: the [`compare_settings::CompareSettings`]; it identifies the

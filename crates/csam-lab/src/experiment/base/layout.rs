@@ -1,4 +1,5 @@
-//! The base in a settings file: nested as the one key `base`.
+//! The base in a settings file: nested as the one key `base`, or, in the
+//! files of earlier releases, flat keys at the top level (`legacy`).
 //!
 //! The base's `seed` and its update rule (`optim.rule`, with its SAM policy
 //! `optim.policy`) are read by no run: each run takes one of the
@@ -14,7 +15,7 @@ use serde_json::{Map, Value};
 
 use csam_train::spec::RunSpec;
 
-use super::default_base;
+use super::{default_base, legacy};
 
 /// The key of the base in a settings file.
 const KEY: &str = "base";
@@ -28,7 +29,8 @@ pub(crate) const RUN_OWN: [KeyPath; 3] = [&["seed"], &["optim", "rule"], &["opti
 
 /// Serde `with` module of an experiment's flattened base (compare, sweep):
 /// written as the one key `base`, without the settings every run sets
-/// itself (see the module doc), and read from it.
+/// itself (see the module doc); read from it, or from the flat keys of the
+/// files written before it.
 pub mod file {
     use super::*;
 
@@ -37,7 +39,7 @@ pub mod file {
         write(base, &RUN_OWN, serializer)
     }
 
-    /// The base from `base`.
+    /// The base from `base`, or from the flat keys.
     pub fn deserialize<'de, D: Deserializer<'de>>(deserializer: D) -> Result<RunSpec, D::Error> {
         read(deserializer, &RUN_OWN)
     }
@@ -59,16 +61,21 @@ pub(crate) fn write<S: Serializer>(
     map.end()
 }
 
-/// Reads the base from the settings' key `base`. The settings at `omitted`
-/// are [`default_base`]'s, whatever the file says.
+/// Reads the base from the settings' keys: `base`, or the flat keys of the
+/// earlier layout when there is no `base` ([`legacy::base`]). The settings
+/// at `omitted` are [`default_base`]'s, whatever the file says.
 pub(crate) fn read<'de, D: Deserializer<'de>>(
     deserializer: D,
     omitted: &[KeyPath],
 ) -> std::result::Result<RunSpec, D::Error> {
     let mut keys = Map::<String, Value>::deserialize(deserializer)?;
-    let mut value = keys
-        .remove(KEY)
-        .ok_or_else(|| D::Error::missing_field(KEY))?;
+    let mut value = match keys.remove(KEY) {
+        Some(value) => value,
+        None => {
+            let base = legacy::base(keys).map_err(D::Error::custom)?;
+            serde_json::to_value(base).map_err(D::Error::custom)?
+        }
+    };
     let defaults = serde_json::to_value(default_base()).map_err(D::Error::custom)?;
     for path in omitted {
         match path

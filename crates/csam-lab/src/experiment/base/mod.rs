@@ -1,10 +1,12 @@
 //! The run every run of an experiment starts from: a [`RunSpec`], the
-//! `base` of `compare.json`, `sweep.json` and `grid.json` ([`layout`]). Each
-//! run is the base with the experiment's own settings over it: its seed and
-//! update rule ([`run_of`]), and a comparison method's loss, mixing and
-//! model branches. Here: the defaults, and the names the base is shown by.
+//! `base` of `compare.json`, `sweep.json` and `grid.json` ([`layout`]; the
+//! flat layout of earlier releases in `legacy`). Each run is the base with
+//! the experiment's own settings over it: its seed and update rule
+//! ([`run_of`]), and a comparison method's loss, mixing and model branches.
+//! Here: the defaults, and the names the base is shown by.
 
 pub mod layout;
+mod legacy;
 
 use csam_data::{DatasetSpec, DEFAULT_DATA};
 use csam_train::spec::{DataSpec, ModelSpec, RunSpec, UpdateRule, ValSize};
