@@ -47,8 +47,8 @@ fn check_artefacts(out: &Path) {
     let results: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(out.join("results.json")).unwrap()).unwrap();
     assert_eq!(results["schema"], "csam-compare/1");
-    assert_eq!(results["settings"]["data"], "digits");
-    assert_eq!(results["settings"]["epochs"], 2);
+    assert_eq!(results["settings"]["base"]["data"]["source"], "digits");
+    assert_eq!(results["settings"]["base"]["epochs"], 2);
     let runs = results["runs"].as_array().unwrap();
     assert_eq!(runs.len(), 6, "2 seeds x 3 methods");
     for (i, run) in runs.iter().enumerate() {
@@ -636,8 +636,9 @@ fn compare_defaults_to_the_whole_bundled_fashion_mnist() {
     run(&[]);
     let settings: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(out.join("compare.json")).unwrap()).unwrap();
-    assert_eq!(settings["data"], "fashion-mnist-full");
-    assert_eq!(settings["val_size"], 12_000, "20% of 60,000");
+    let data = &settings["base"]["data"];
+    assert_eq!(data["source"], "fashion-mnist-full");
+    assert_eq!(data["val_size"], 12_000, "20% of 60,000");
     let summary: serde_json::Value = serde_json::from_str(
         &std::fs::read_to_string(out.join("runs/sgd-seed0/summary.json")).unwrap(),
     )

@@ -42,7 +42,11 @@ fn grid_chooses_the_most_accurate_pair_and_reuses_its_runs() {
 
     let json = results(&out);
     assert_eq!(json["schema"], "csam-grid/1");
-    assert!(json["settings"].get("lr").is_none(), "{json}");
+    let optim = &json["settings"]["base"]["optim"];
+    assert!(
+        optim.get("lr").is_none() && optim.get("weight_decay").is_none(),
+        "{json}"
+    );
     let runs = json["runs"].as_array().unwrap();
     assert_eq!(runs.len(), 2);
     for (run, lr) in runs.iter().zip(["0.01", "0.1"]) {

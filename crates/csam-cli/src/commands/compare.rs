@@ -67,8 +67,9 @@ pub struct CompareArgs {
 }
 
 impl CompareArgs {
-    /// The defaults overlaid by the given flags.
-    fn settings(&self) -> anyhow::Result<CompareSettings> {
+    /// The defaults overlaid by the given flags; `experiment` is the context
+    /// of a refused data set or model name (see [`SharedArgs::base`]).
+    fn settings(&self, experiment: &dyn Fn() -> String) -> anyhow::Result<CompareSettings> {
         let defaults = CompareSettings::default();
         let methods = self.methods.clone().unwrap_or(defaults.methods);
         let mut method_settings = MethodSettings::builtin();
@@ -79,7 +80,8 @@ impl CompareArgs {
             method_settings = method_settings.overridden_by(file);
         }
         let settings = CompareSettings {
-            shared: self.shared.settings()?,
+            base: self.shared.base(defaults.base, experiment)?,
+            seeds: self.shared.seeds(defaults.seeds)?,
             method_settings: method_settings.of(&methods),
             methods,
             rho: self.rho.unwrap_or(defaults.rho),
@@ -114,8 +116,9 @@ impl CompareArgs {
 pub fn run(args: CompareArgs) -> anyhow::Result<()> {
     let started = std::time::Instant::now();
     let jobs = args.shared.jobs()?;
-    let settings = args.settings()?;
-    let out = args.shared.out("compare", &settings.shared);
+    let out = args.shared.out("compare", &CompareSettings::default().base);
+    let context = || format!("comparing into {}", out.display());
+    let settings = args.settings(&context)?;
     let request = CompareRequest {
         settings,
         out: out.clone(),
@@ -126,7 +129,6 @@ pub fn run(args: CompareArgs) -> anyhow::Result<()> {
             ood: args.ood.clone(),
         },
     };
-    let context = || format!("comparing into {}", out.display());
     let unfinished = compare::plan(&request).with_context(context)?;
     let Some(trained_ahead) = args
         .shared

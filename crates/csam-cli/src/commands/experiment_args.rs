@@ -1,16 +1,18 @@
 //! The flags the experiments share: data, model, length, seeds, device and
 //! output directory ([`RunArgs`], every experiment), and the shared
-//! hyperparameters ([`SharedArgs`], those that do not tune them).
+//! hyperparameters ([`SharedArgs`], those that do not tune them). They set
+//! the branches of the experiment's base run ([`csam_lab::experiment::base`]).
 
 use std::path::{Path, PathBuf};
 
+use anyhow::Context;
 use clap::Args;
 use csam_data::DatasetSpec;
+use csam_lab::experiment::base::{data_name, model_name, model_named, source_named};
 use csam_lab::experiment::compare_settings::{default_out, default_val_size};
 use csam_lab::experiment::runs::PlannedRun;
-use csam_lab::experiment::settings::SharedSettings;
 use csam_nn::device::parse_device;
-use csam_train::spec::Runtime;
+use csam_train::spec::{ModelSpec, RunSpec, Runtime, ValSize};
 
 use super::choices::{self, Choices};
 use super::cluster;
@@ -122,20 +124,31 @@ pub struct SharedArgs {
 }
 
 impl SharedArgs {
-    /// The defaults overlaid by the given flags.
-    pub fn settings(&self) -> anyhow::Result<SharedSettings> {
-        let defaults = SharedSettings::default();
-        let data = match self.full {
-            true => DatasetSpec::FashionMnistFull.to_string(),
-            false => defaults.data.clone(),
-        };
-        let settings = self.run.settings(SharedSettings { data, ..defaults })?;
-        Ok(SharedSettings {
-            lr: self.lr.unwrap_or(settings.lr),
-            weight_decay: self.weight_decay.unwrap_or(settings.weight_decay),
-            track_theory: self.track_theory,
-            ..settings
-        })
+    /// The base `defaults` with the given flags over it (see
+    /// [`RunArgs::base`]).
+    pub fn base(
+        &self,
+        defaults: RunSpec,
+        experiment: &dyn Fn() -> String,
+    ) -> anyhow::Result<RunSpec> {
+        let mut base = self.run.base(self.full_data(defaults), experiment)?;
+        base.optim.lr = self.lr.unwrap_or(base.optim.lr);
+        base.optim.weight_decay = self.weight_decay.unwrap_or(base.optim.weight_decay);
+        base.track_theory = self.track_theory;
+        Ok(base)
+    }
+
+    /// `defaults` on the whole of Fashion-MNIST with `--full`.
+    fn full_data(&self, mut defaults: RunSpec) -> RunSpec {
+        if self.full {
+            defaults.data.source = DatasetSpec::FashionMnistFull;
+        }
+        defaults
+    }
+
+    /// See [`RunArgs::seeds`].
+    pub fn seeds(&self, defaults: Vec<u64>) -> anyhow::Result<Vec<u64>> {
+        self.run.seeds(defaults)
     }
 
     /// See [`RunArgs::runtime`].
@@ -159,39 +172,56 @@ impl SharedArgs {
     }
 
     /// See [`RunArgs::out`].
-    pub fn out(&self, kind: &str, settings: &SharedSettings) -> PathBuf {
-        self.run.out(kind, settings)
+    pub fn out(&self, kind: &str, defaults: &RunSpec) -> PathBuf {
+        self.run.out(kind, &self.full_data(defaults.clone()))
     }
 }
 
 impl RunArgs {
-    /// `defaults` overlaid by the given flags.
-    pub fn settings(&self, defaults: SharedSettings) -> anyhow::Result<SharedSettings> {
-        let data = self.data.clone().unwrap_or(defaults.data);
+    /// The base `defaults` with the given flags over it: `--data` and its
+    /// validation size (`--val-size`, or [`default_val_size`] of the data),
+    /// `--model` (with its default options) and `--precision`, `--epochs`,
+    /// `--batch-size`, `--augment` / `--no-augment`. A data set or model
+    /// name that does not parse is refused in the context `experiment`
+    /// ("comparing into DIR"), as the experiment's own checks refuse every
+    /// other setting of its runs.
+    pub fn base(
+        &self,
+        defaults: RunSpec,
+        experiment: &dyn Fn() -> String,
+    ) -> anyhow::Result<RunSpec> {
+        let mut base = defaults;
+        let data = self.data.clone().unwrap_or_else(|| data_name(&base));
         let val_size = match self.val_size {
             Some(size) => size,
             None => default_val_size(&data)?,
         };
-        let seeds = match (&self.seeds, self.n_seeds) {
+        base.data.val_size = ValSize::Count(val_size);
+        base.data.source = source_named(&data).with_context(experiment)?;
+        if let Some(name) = &self.model {
+            base.model = ModelSpec {
+                precision: base.model.precision,
+                ..model_named(name).with_context(experiment)?
+            };
+        }
+        base.model.precision = self.precision.unwrap_or(base.model.precision);
+        base.epochs = self.epochs.unwrap_or(base.epochs);
+        base.batch_size = self.batch_size.unwrap_or(base.batch_size);
+        base.data.augment = match (self.augment, self.no_augment) {
+            (true, _) => true,
+            (_, true) => false,
+            _ => base.data.augment,
+        };
+        Ok(base.normalized())
+    }
+
+    /// The seeds: `--seeds`, `--n-seeds` N (0..N), or `defaults`.
+    pub fn seeds(&self, defaults: Vec<u64>) -> anyhow::Result<Vec<u64>> {
+        Ok(match (&self.seeds, self.n_seeds) {
             (Some(seeds), _) => seeds.clone(),
             (None, Some(0)) => anyhow::bail!("--n-seeds must be at least 1"),
             (None, Some(n)) => (0..n).collect(),
-            (None, None) => defaults.seeds,
-        };
-        Ok(SharedSettings {
-            data,
-            model: self.model.clone().unwrap_or(defaults.model),
-            epochs: self.epochs.unwrap_or(defaults.epochs),
-            seeds,
-            val_size,
-            batch_size: self.batch_size.unwrap_or(defaults.batch_size),
-            augment: match (self.augment, self.no_augment) {
-                (true, _) => true,
-                (_, true) => false,
-                _ => defaults.augment,
-            },
-            precision: self.precision.unwrap_or(defaults.precision),
-            ..defaults
+            (None, None) => defaults,
         })
     }
 
@@ -265,11 +295,14 @@ impl RunArgs {
         Ok(Some(Vec::new()))
     }
 
-    /// `--out`, or `runs/<kind>-<data>-<model>`.
-    pub fn out(&self, kind: &str, settings: &SharedSettings) -> PathBuf {
-        self.out
-            .clone()
-            .unwrap_or_else(|| default_out(kind, settings))
+    /// `--out`, or `runs/<kind>-<data>-<model>` with the data set and model
+    /// as `--data` and `--model` name them (else as `defaults` do).
+    pub fn out(&self, kind: &str, defaults: &RunSpec) -> PathBuf {
+        self.out.clone().unwrap_or_else(|| {
+            let data = self.data.clone().unwrap_or_else(|| data_name(defaults));
+            let model = self.model.clone().unwrap_or_else(|| model_name(defaults));
+            default_out(kind, &data, &model)
+        })
     }
 }
 
@@ -277,6 +310,7 @@ impl RunArgs {
 mod tests {
     use super::*;
     use clap::Parser;
+    use csam_lab::experiment::base::default_base;
 
     #[derive(Parser)]
     struct Experiment {
@@ -284,15 +318,54 @@ mod tests {
         run: RunArgs,
     }
 
+    /// The flags `args` after `csam`.
+    fn run_args(args: &[&str]) -> RunArgs {
+        Experiment::try_parse_from(["csam"].iter().chain(args))
+            .unwrap()
+            .run
+    }
+
     fn augment(args: &[&str]) -> bool {
-        let given = ["csam", "--val-size", "100"].iter().chain(args);
-        let run = Experiment::try_parse_from(given).unwrap().run;
-        run.settings(SharedSettings::default()).unwrap().augment
+        let run = run_args(&[&["--val-size", "100"], args].concat());
+        run.base(default_base(), &String::new).unwrap().data.augment
+    }
+
+    #[test]
+    fn flags_set_the_base_and_a_model_that_does_not_parse_is_refused_in_context() {
+        let base = |args: &[&str]| {
+            let run = run_args(&[&["--val-size", "100"], args].concat());
+            run.base(default_base(), &|| "comparing into out".to_string())
+        };
+        let mut expected = default_base();
+        expected.data.val_size = ValSize::Count(100);
+        assert_eq!(base(&[]).unwrap(), expected);
+        assert_eq!(base(&["--model", "mlp"]).unwrap(), expected);
+        let cnn = base(&["--model", "cnn", "--precision", "bf16", "--epochs", "3"]).unwrap();
+        assert_eq!((cnn.model.arch.name(), cnn.model.mlp_hidden), ("cnn", None));
+        assert_eq!((cnn.model.precision.name(), cnn.epochs), ("bf16", 3));
+        let error = format!("{:#}", base(&["--model", "resnet7"]).unwrap_err());
+        assert!(
+            error.starts_with("comparing into out: invalid model = \"resnet7\""),
+            "{error}"
+        );
+    }
+
+    #[test]
+    fn the_default_directory_names_the_data_and_model_as_given() {
+        let out = |args: &[&str]| run_args(args).out("compare", &default_base());
+        assert_eq!(
+            out(&[]),
+            PathBuf::from("runs/compare-fashion-mnist-full-mlp")
+        );
+        assert_eq!(
+            out(&["--data", "idx:/data/fm", "--model", "torchscript:net.pt"]),
+            PathBuf::from("runs/compare-idx--data-fm-torchscript:net.pt")
+        );
     }
 
     #[test]
     fn augment_and_no_augment_set_the_runs_augmentation_and_the_last_one_wins() {
-        let default = SharedSettings::default().augment;
+        let default = default_base().data.augment;
         assert_eq!(augment(&[]), default);
         assert!(augment(&["--augment"]));
         assert!(!augment(&["--no-augment"]));

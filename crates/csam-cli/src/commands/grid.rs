@@ -4,11 +4,12 @@
 
 use anyhow::Context;
 use clap::Args;
+use csam_lab::experiment::base::{data_name, model_name};
 use csam_lab::experiment::compare_settings::CompareSettings;
 use csam_lab::experiment::grid::settings::{short, GridPoint};
 use csam_lab::experiment::grid::{self, GridRequest, GridSettings};
 use csam_lab::experiment::method::Method;
-use csam_lab::experiment::settings::SharedSettings;
+use csam_train::spec::RunSpec;
 
 use crate::progress::Terminal;
 
@@ -38,11 +39,16 @@ pub struct GridArgs {
 }
 
 impl GridArgs {
-    /// The defaults overlaid by the given flags.
-    fn settings(&self) -> anyhow::Result<GridSettings> {
-        let defaults = GridSettings::default();
+    /// `defaults` overlaid by the given flags; `experiment` is the context
+    /// of a refused data set or model name (see [`RunArgs::base`]).
+    fn settings(
+        &self,
+        defaults: GridSettings,
+        experiment: &dyn Fn() -> String,
+    ) -> anyhow::Result<GridSettings> {
         Ok(GridSettings {
-            shared: self.run.settings(defaults.shared.clone())?,
+            base: self.run.base(defaults.base, experiment)?,
+            seeds: self.run.seeds(defaults.seeds)?,
             method: self.method.unwrap_or(defaults.method),
             lrs: self.lrs.clone().map_or(defaults.lrs, |l| l.0),
             weight_decays: self
@@ -81,15 +87,16 @@ fn list(text: &str) -> Result<List, String> {
 pub fn run(args: GridArgs) -> anyhow::Result<()> {
     let started = std::time::Instant::now();
     let jobs = args.run.jobs()?;
-    let settings = args.settings()?;
-    let out = args.run.out("grid", &settings.shared);
+    let defaults = GridSettings::default();
+    let out = args.run.out("grid", &defaults.base);
+    let context = || format!("searching the grid into {}", out.display());
+    let settings = args.settings(defaults, &context)?;
     let request = GridRequest {
         settings,
         out: out.clone(),
         runtime: args.run.runtime(),
         started,
     };
-    let context = || format!("searching the grid into {}", out.display());
     let unfinished = grid::plan(&request).with_context(context)?;
     let Some(trained_ahead) = args
         .run
@@ -116,7 +123,7 @@ pub fn run(args: GridArgs) -> anyhow::Result<()> {
     );
     println!(
         "use it: {}",
-        compare_line(&results.settings.shared, &args.run, best)
+        compare_line(&results.settings.base, &args.run, best)
     );
     println!(
         "wrote {} (results.json, table.md, runs/) in {:.1}s",
@@ -127,43 +134,40 @@ pub fn run(args: GridArgs) -> anyhow::Result<()> {
 }
 
 /// The `csam compare` command that shares the chosen pair: `--lr` and
-/// `--weight-decay`, and the grid's settings that differ from the
-/// comparison's defaults, so that it trains what the grid tuned for.
-fn compare_line(shared: &SharedSettings, run: &RunArgs, best: GridPoint) -> String {
-    let compare = CompareSettings::default().shared;
+/// `--weight-decay`, and the settings of the grid's base that differ from
+/// the comparison's defaults, so that it trains what the grid tuned for.
+fn compare_line(base: &RunSpec, run: &RunArgs, best: GridPoint) -> String {
+    let compare = CompareSettings::default().base;
     let mut line = format!(
         "csam compare --lr {} --weight-decay {}",
         short(best.lr),
         short(best.weight_decay)
     );
+    let (data, model) = (data_name(base), model_name(base));
     let flags = [
-        ("--data", shared.data != compare.data, shared.data.clone()),
-        (
-            "--model",
-            shared.model != compare.model,
-            shared.model.clone(),
-        ),
+        ("--data", data != data_name(&compare), data),
+        ("--model", model != model_name(&compare), model),
         (
             "--epochs",
-            shared.epochs != compare.epochs,
-            shared.epochs.to_string(),
+            base.epochs != compare.epochs,
+            base.epochs.to_string(),
         ),
         (
             "--batch-size",
-            shared.batch_size != compare.batch_size,
-            shared.batch_size.to_string(),
+            base.batch_size != compare.batch_size,
+            base.batch_size.to_string(),
         ),
         (
             "--val-size",
             run.val_size_given(),
-            shared.val_size.to_string(),
+            base.data.val_size.to_string(),
         ),
     ];
     for (flag, _, value) in flags.iter().filter(|(_, differs, _)| *differs) {
         line.push_str(&format!(" {flag} {value}"));
     }
-    if shared.augment != compare.augment {
-        line.push_str(match shared.augment {
+    if base.data.augment != compare.data.augment {
+        line.push_str(match base.data.augment {
             true => " --augment",
             false => " --no-augment",
         });

@@ -36,8 +36,11 @@ pub fn run(args: SweepArgs) -> anyhow::Result<()> {
     let started = std::time::Instant::now();
     let jobs = args.shared.jobs()?;
     let defaults = SweepSettings::default();
+    let out = args.shared.out("sweep", &defaults.base);
+    let context = || format!("sweeping into {}", out.display());
     let settings = SweepSettings {
-        shared: args.shared.settings()?,
+        base: args.shared.base(defaults.base, &context)?,
+        seeds: args.shared.seeds(defaults.seeds)?,
         rhos: args.rho.clone().unwrap_or(defaults.rhos),
         gammas: args.gamma.clone().unwrap_or(defaults.gammas),
         policy: match &args.sam_policy {
@@ -48,14 +51,12 @@ pub fn run(args: SweepArgs) -> anyhow::Result<()> {
             })?,
         },
     };
-    let out = args.shared.out("sweep", &settings.shared);
     let request = SweepRequest {
         settings,
         out: out.clone(),
         runtime: args.shared.runtime(),
         started,
     };
-    let context = || format!("sweeping into {}", out.display());
     let unfinished = sweep::plan(&request).with_context(context)?;
     let Some(trained_ahead) = args
         .shared

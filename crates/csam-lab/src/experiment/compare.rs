@@ -236,7 +236,7 @@ impl Comparison<'_> {
     /// One record per method and seed, seed-major, from the finished runs.
     fn method_records(&self, members: &[MemberRecord], device: Device) -> Result<Vec<RunRecord>> {
         let mut records = Vec::new();
-        for &seed in &self.settings.shared.seeds {
+        for &seed in &self.settings.seeds {
             for &method in &self.settings.methods {
                 let of_method: Vec<&MemberRecord> = (0..method.prediction.members())
                     .map(|member| {
@@ -265,7 +265,7 @@ impl Comparison<'_> {
         device: Device,
     ) -> Result<RunRecord> {
         let shift = &self.shift;
-        let options = &self.settings.shared.metrics;
+        let options = &self.settings.base.metrics;
         let train_wall_time_s = members.iter().map(|m| m.summary.wall_time_s).sum();
         let second_pass = mean_of(members.iter().map(|m| m.second_pass));
         let dirs: Vec<PathBuf> = members.iter().map(|m| self.dir(m.run)).collect();
@@ -328,7 +328,7 @@ impl Experiment for Comparison<'_> {
 
     fn runs(&self) -> Vec<MemberRun> {
         let mut runs: Vec<MemberRun> = Vec::new();
-        for &seed in &self.settings.shared.seeds {
+        for &seed in &self.settings.seeds {
             for &method in &self.settings.methods {
                 for member in 0..method.prediction.members() {
                     let run = MemberRun {
@@ -390,10 +390,10 @@ fn mean_of(values: impl Iterator<Item = Option<f64>>) -> Option<f64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::experiment::base::{model_named, source_named};
     use crate::experiment::compare_settings::MEMBER_SEED_STRIDE;
     use crate::experiment::method::MC_DROPOUT_RATE;
     use crate::experiment::method_settings::MethodSettings;
-    use crate::experiment::settings::SharedSettings;
     use csam_train::spec::OptimizerFamily;
     use csam_train::spec::UpdateRule;
 
@@ -407,7 +407,10 @@ mod tests {
             ..CompareSettings::default()
         };
         let json = serde_json::to_value(&settings).unwrap();
-        assert_eq!(json["lr"], 0.05, "shared keys at the top level: {json}");
+        assert_eq!(
+            json["base"]["optim"]["lr"], 0.05,
+            "the shared keys in the base: {json}"
+        );
         let sgd = settings
             .run_spec(Method::cross_entropy(OptimizerFamily::Sgd), 0, 0)
             .unwrap();
@@ -431,13 +434,8 @@ mod tests {
         ));
         assert_eq!(csam.seed, 2);
         settings.validate().unwrap();
-        let tracked = CompareSettings {
-            shared: SharedSettings {
-                track_theory: true,
-                ..settings.shared.clone()
-            },
-            ..settings
-        };
+        let mut tracked = settings;
+        tracked.base.track_theory = true;
         assert!(
             !tracked
                 .run_spec(Method::cross_entropy(OptimizerFamily::Sgd), 0, 0)
@@ -461,10 +459,7 @@ mod tests {
     fn ensembles_share_their_first_member_and_split_and_mc_dropout_trains_with_dropout() {
         let settings = CompareSettings {
             methods: methods("csam,csam-ensemble3,mc-dropout2,sgd,mc-dropout5"),
-            shared: SharedSettings {
-                seeds: vec![0, 7],
-                ..SharedSettings::default()
-            },
+            seeds: vec![0, 7],
             ..CompareSettings::default()
         };
         settings.validate().unwrap();
@@ -537,6 +532,8 @@ mod tests {
 
     #[test]
     fn repeated_or_missing_methods_and_seeds_and_unknown_names_are_refused() {
+        let mut no_lr = CompareSettings::default();
+        no_lr.base.optim.lr = 0.0;
         let bad = [
             CompareSettings {
                 methods: vec![],
@@ -550,54 +547,34 @@ mod tests {
                 ..CompareSettings::default()
             },
             CompareSettings {
-                shared: SharedSettings {
-                    seeds: vec![1, 2, 1],
-                    ..SharedSettings::default()
-                },
+                seeds: vec![1, 2, 1],
                 ..CompareSettings::default()
             },
-            CompareSettings {
-                shared: SharedSettings {
-                    lr: 0.0,
-                    ..SharedSettings::default()
-                },
-                ..CompareSettings::default()
-            },
-            CompareSettings {
-                shared: SharedSettings {
-                    model: "mpl".into(),
-                    ..SharedSettings::default()
-                },
-                ..CompareSettings::default()
-            },
-            CompareSettings {
-                shared: SharedSettings {
-                    data: "nonsense".into(),
-                    ..SharedSettings::default()
-                },
-                ..CompareSettings::default()
-            },
+            no_lr,
         ];
         for settings in bad {
             assert!(settings.validate().is_err(), "{settings:?}");
         }
+        // A name that does not parse never makes a base: it is refused
+        // as the setting it names.
+        let model = model_named("mpl").unwrap_err().to_string();
+        assert!(model.contains("invalid model = \"mpl\""), "{model}");
+        let data = source_named("nonsense").unwrap_err().to_string();
+        assert!(data.contains("invalid data = \"nonsense\""), "{data}");
     }
 
     #[test]
     fn differences_name_the_changed_keys() {
         let a = CompareSettings::default();
-        let b = CompareSettings {
+        let mut b = CompareSettings {
             gamma: 2.0,
-            shared: SharedSettings {
-                epochs: 9,
-                ..a.shared.clone()
-            },
             ..a.clone()
         };
+        b.base.epochs = 9;
         assert!(a.differences(&a).is_empty());
         let mut changed = a.differences(&b);
         changed.sort();
-        assert_eq!(changed, vec!["epochs", "gamma"]);
+        assert_eq!(changed, vec!["base.epochs", "gamma"]);
     }
 
     #[test]

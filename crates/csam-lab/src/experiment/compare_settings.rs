@@ -7,12 +7,13 @@ use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
 
+use super::base::{default_base, run_of};
 use super::compare_dir::CompareDir;
 use super::method::{Method, MC_DROPOUT_RATE};
 use super::method_settings::MethodSettings;
-use super::settings::{invalid, repeated, SharedSettings};
+use super::settings::{check_seeds, invalid, repeated};
 use csam_data::{self as data, DatasetSpec};
-use csam_train::spec::{OptimizerFamily, RunSpec};
+use csam_train::spec::{OptimizerFamily, RunSpec, UpdateRule};
 
 use crate::error::{LabError, Result};
 
@@ -25,15 +26,19 @@ pub const DEFAULT_VAL_FRACTION: f64 = 0.2;
 /// members of small seeds do not reuse another replicate's seed).
 pub const MEMBER_SEED_STRIDE: u64 = 1_000_000;
 
-/// What identifies a comparison: the runs it trains and their shared
-/// settings. Every run uses the same lr and weight decay (docs/conventions.md, "Experiment protocol":
-/// tuned on SGD, reused for the SAM family). Saved as `compare.json`, the
-/// shared keys at the top level.
+/// What identifies a comparison: the run every run starts from, and what
+/// each method sets over it. Every run uses the base's lr and weight decay
+/// (docs/conventions.md, "Experiment protocol": tuned on SGD, reused for the
+/// SAM family). Saved as `compare.json`, the base nested under `base`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct CompareSettings {
-    /// Data, model, epochs, seeds and the shared hyperparameters.
-    #[serde(flatten)]
-    pub shared: SharedSettings,
+    /// Data, model, epochs and the shared hyperparameters of every run;
+    /// each run sets its seed, its update rule and its method's objective
+    /// over it ([`CompareSettings::run_spec`]).
+    #[serde(flatten, with = "super::base::layout::file")]
+    pub base: RunSpec,
+    /// The seeds of every method.
+    pub seeds: Vec<u64>,
     /// The methods, in table order.
     pub methods: Vec<Method>,
     /// Perturbation radius of the SAM family's methods without their own.
@@ -47,12 +52,14 @@ pub struct CompareSettings {
 }
 
 impl Default for CompareSettings {
-    /// The default comparison of `csam compare`: [`SharedSettings`]'
-    /// defaults, SGD, SAM and CSAM, rho 0.05 and gamma 1 from the paper
-    /// (docs/conventions.md, "Experiment protocol").
+    /// The default comparison of `csam compare`: the default base
+    /// ([`default_base`]), seeds 0, 1 and 2, SGD, SAM and CSAM, rho 0.05
+    /// and gamma 1 from the paper (docs/conventions.md, "Experiment
+    /// protocol").
     fn default() -> Self {
         CompareSettings {
-            shared: SharedSettings::default(),
+            base: default_base(),
+            seeds: vec![0, 1, 2],
             methods: vec![
                 Method::cross_entropy(OptimizerFamily::Sgd),
                 Method::cross_entropy(OptimizerFamily::Sam),
@@ -85,9 +92,8 @@ impl CompareSettings {
                     "too large for an ensemble's member seeds",
                 )
             })?;
-        let mut spec = self
-            .shared
-            .run_spec(method.rule, self.rho, self.gamma, member_seed)?;
+        let rule = UpdateRule::of_family(method.rule, self.rho, self.gamma);
+        let mut spec = run_of(&self.base, rule, member_seed);
         method.objective().apply(&mut spec);
         spec.optim.policy = method.policy();
         if member > 0 {
@@ -119,8 +125,8 @@ impl CompareSettings {
                 "a method is listed twice",
             ));
         }
-        self.shared.validate()?;
-        let seed = self.shared.seeds[0];
+        check_seeds(&self.seeds)?;
+        let seed = self.seeds[0];
         for (index, &method) in self.methods.iter().enumerate() {
             let spec = self.run_spec(method, seed, 0)?;
             spec.validate()?;
@@ -158,7 +164,7 @@ impl CompareSettings {
     pub fn runs_read(&self, change: impl FnOnce(&mut CompareSettings)) -> Result<bool> {
         let mut changed = self.clone();
         change(&mut changed);
-        let Some(&seed) = self.shared.seeds.first() else {
+        let Some(&seed) = self.seeds.first() else {
             return Ok(false);
         };
         for &method in &self.methods {
@@ -189,11 +195,12 @@ pub fn default_val_size(data: &str) -> Result<usize> {
     Ok(((n_train as f64 * DEFAULT_VAL_FRACTION) as usize).max(1))
 }
 
-/// The default directory of an experiment: `runs/<kind>-<data>-<model>`,
-/// with the data spec made file-name safe.
-pub fn default_out(kind: &str, shared: &SharedSettings) -> PathBuf {
-    let data = crate::eval::report_name(&shared.data);
-    PathBuf::from("runs").join(format!("{kind}-{data}-{}", shared.model))
+/// The default directory of an experiment on the data set named `data`
+/// and the model named `model`, as the user named them:
+/// `runs/<kind>-<data>-<model>`, with the data spec made file-name safe.
+pub fn default_out(kind: &str, data: &str, model: &str) -> PathBuf {
+    let data = crate::eval::report_name(data);
+    PathBuf::from("runs").join(format!("{kind}-{data}-{model}"))
 }
 
 /// Data to evaluate every method on besides the test split: corrupted test
@@ -243,13 +250,8 @@ mod tests {
 
     #[test]
     fn default_out_is_file_safe() {
-        let settings = SharedSettings {
-            data: "idx:/data/fm".into(),
-            model: "mlp".into(),
-            ..SharedSettings::default()
-        };
         assert_eq!(
-            default_out("compare", &settings),
+            default_out("compare", "idx:/data/fm", "mlp"),
             PathBuf::from("runs/compare-idx--data-fm-mlp")
         );
     }

@@ -161,15 +161,15 @@ fn check_key(name: &str, method: Method) -> std::result::Result<(), String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::experiment::base::{default_base, run_of};
     use csam_nn::loss::{Focal, TrainingLoss};
     use csam_nn::model::{Ensemble, Head};
     use csam_train::spec::{OptimizerFamily, UpdateRule};
 
     fn spec_of(method: &str) -> (Method, RunSpec) {
         let method: Method = method.parse().unwrap();
-        let mut spec = super::super::settings::SharedSettings::default()
-            .run_spec(method.rule, 0.05, 1.0, 0)
-            .unwrap();
+        let rule = UpdateRule::of_family(method.rule, 0.05, 1.0);
+        let mut spec = run_of(&default_base(), rule, 0);
         method.objective().apply(&mut spec);
         spec.optim.policy = method.policy();
         (method, spec)

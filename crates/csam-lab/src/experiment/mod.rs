@@ -13,9 +13,10 @@
 //! - [`report`] writes each experiment's figures and self-contained
 //!   `report.html`.
 //!
-//! The experiments share [`settings`] (the settings every run shares, the
-//! directory identified by its settings file) and [`runs`] (train a run or
-//! reuse it when it finished).
+//! The experiments share [`base`] (the run every run starts from, nested
+//! as `base` in each settings file, and read from the flat keys of earlier
+//! releases), [`settings`] (the directory identified by its settings file)
+//! and [`runs`] (train a run or reuse it when it finished).
 //!
 //! A comparison directory holds:
 //! - `compare.json`: the [`compare_settings::CompareSettings`]; it identifies the
@@ -31,6 +32,7 @@
 //!   [`report::compare`]);
 //! - `report.html`: all of it on one self-contained page.
 
+pub mod base;
 pub mod cluster;
 pub mod combined;
 pub mod compare;

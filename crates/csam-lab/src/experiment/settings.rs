@@ -1,145 +1,21 @@
-//! What every experiment over many runs shares: the training settings common
-//! to all its runs ([`SharedSettings`]), and a directory identified by a
-//! settings file ([`ExperimentDir`]): a rerun with the same settings resumes,
-//! one with different settings is refused, and a directory of other files is
-//! never written into.
+//! What every experiment over many runs shares besides its base run
+//! ([`super::base`]): the checks of its lists of seeds and values, and a
+//! directory identified by a settings file ([`ExperimentDir`]): a rerun with
+//! the same settings resumes, one with different settings is refused with
+//! the keys that differ, and a directory of other files is never written
+//! into.
 
+use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
 use serde::de::DeserializeOwned;
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
+use serde_json::Value;
 
-use csam_calib::metrics::summary::MetricOptions;
-
-use csam_data::{DatasetSpec, DEFAULT_DATA};
-use csam_nn::model::precision::Precision;
-use csam_train::spec::{DataSpec, ModelSpec, OptimizerFamily, RunSpec, UpdateRule, ValSize};
 use csam_train::train::atomic::write_atomic;
 use csam_train::train::{self, Remedy, TrainError};
 
 use crate::error::{LabError, Result};
-
-/// The settings every run of an experiment shares: data, model, length, seeds
-/// and the hyperparameters tuned on SGD and reused for the SAM family
-/// (docs/conventions.md, "Experiment protocol"). The other training settings are [`RunSpec`]'s
-/// defaults (SGD momentum 0.9, cosine decay to 0, best checkpoint by
-/// validation NLL). Experiments flatten it into their own settings file, so
-/// its keys sit at the top level of `compare.json` and `sweep.json`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct SharedSettings {
-    /// Data set spec.
-    pub data: String,
-    /// Model name.
-    pub model: String,
-    /// Epochs of every run.
-    pub epochs: usize,
-    /// The seeds of every setting.
-    pub seeds: Vec<u64>,
-    /// Training examples held out for validation (early stopping and
-    /// post-hoc calibration).
-    pub val_size: usize,
-    /// Mini-batch size.
-    pub batch_size: usize,
-    /// Peak learning rate (cosine decay).
-    pub lr: f64,
-    /// Weight decay of the base SGD.
-    pub weight_decay: f64,
-    /// Training augmentation (random crop with padding, flip where the data
-    /// set allows it).
-    pub augment: bool,
-    /// Log the theory diagnostics (`theory.jsonl`) of the SAM and CSAM runs;
-    /// the other methods have no perturbed point to track (see
-    /// [`csam_train::theory`]). Absent in older settings files: off.
-    #[serde(default)]
-    pub track_theory: bool,
-    /// Precision of every run's forward passes (autocast to bfloat16 or
-    /// float16, or float32). Float32 is left out of the settings file, so
-    /// experiments written before it resume and compare equal.
-    #[serde(default, skip_serializing_if = "is_fp32")]
-    pub precision: Precision,
-    /// Binning of every calibration metric: per-epoch validation, the
-    /// table, post-hoc columns and the report's figures. Absent in older
-    /// settings files: the default (15 bins, right-closed edges).
-    #[serde(default)]
-    pub metrics: MetricOptions,
-}
-
-impl Default for SharedSettings {
-    /// The defaults of `csam compare` and `csam sweep`: the whole of the
-    /// bundled Fashion-MNIST ([`DEFAULT_DATA`]); lr and weight decay from the
-    /// SGD grid on the validation split recorded in
-    /// `docs/compare-defaults.md`; `val_size` is 20%
-    /// ([`super::compare_settings::DEFAULT_VAL_FRACTION`]) of its 60,000 training
-    /// images.
-    fn default() -> Self {
-        SharedSettings {
-            data: DEFAULT_DATA.to_string(),
-            model: "mlp".to_string(),
-            epochs: 20,
-            seeds: vec![0, 1, 2],
-            val_size: 12_000,
-            batch_size: 128,
-            lr: 0.05,
-            weight_decay: 5e-4,
-            augment: false,
-            track_theory: false,
-            precision: Precision::Fp32,
-            metrics: MetricOptions::default(),
-        }
-    }
-}
-
-impl SharedSettings {
-    /// The spec of one run: `optimizer` with radius `rho` and exponent
-    /// `gamma` (where they apply) on `seed`. Refuses a data set or model
-    /// name that does not parse.
-    pub fn run_spec(
-        &self,
-        optimizer: OptimizerFamily,
-        rho: f64,
-        gamma: f64,
-        seed: u64,
-    ) -> Result<RunSpec> {
-        let source: DatasetSpec = self.data.parse().map_err(|e: csam_data::DataError| {
-            invalid("data", self.data.clone(), &e.to_string())
-        })?;
-        let model = ModelSpec::named(&self.model)
-            .map_err(|reason| invalid("model", self.model.clone(), &reason.to_string()))?;
-        let mut spec = RunSpec::new(DataSpec {
-            val_size: ValSize::Count(self.val_size),
-            augment: self.augment,
-            ..DataSpec::new(source)
-        });
-        spec.seed = seed;
-        spec.epochs = self.epochs;
-        spec.batch_size = self.batch_size;
-        spec.model = ModelSpec {
-            precision: self.precision,
-            ..model
-        };
-        spec.optim.lr = self.lr;
-        spec.optim.weight_decay = self.weight_decay;
-        spec.optim.rule = UpdateRule::of_family(optimizer, rho, gamma);
-        spec.track_theory = self.track_theory && spec.optim.rule.has_sam_point();
-        spec.metrics = self.metrics;
-        Ok(spec.normalized())
-    }
-
-    /// Refuses an empty or repeated seed list.
-    pub fn validate(&self) -> Result<()> {
-        if self.seeds.is_empty() {
-            return Err(invalid("seeds", String::new(), "name at least one seed"));
-        }
-        if let Some(s) = repeated(&self.seeds) {
-            return Err(invalid("seeds", s.to_string(), "a seed is listed twice"));
-        }
-        Ok(())
-    }
-}
-
-fn is_fp32(precision: &Precision) -> bool {
-    *precision == Precision::Fp32
-}
 
 /// A configuration error for `key`.
 pub(crate) fn invalid(key: &'static str, value: String, reason: &str) -> LabError {
@@ -155,6 +31,18 @@ pub(crate) fn repeated<T: PartialEq + Copy>(items: &[T]) -> Option<T> {
         .map(|(_, item)| *item)
 }
 
+/// Refuses an empty or repeated seed list: every setting of an experiment
+/// runs on each seed once.
+pub(crate) fn check_seeds(seeds: &[u64]) -> Result<()> {
+    if seeds.is_empty() {
+        return Err(invalid("seeds", String::new(), "name at least one seed"));
+    }
+    match repeated(seeds) {
+        Some(s) => Err(invalid("seeds", s.to_string(), "a seed is listed twice")),
+        None => Ok(()),
+    }
+}
+
 /// Refuses an empty list of grid values for `key`, or one that names a value
 /// twice (its runs would share a directory and count twice in a cell).
 pub(crate) fn check_grid_axis(key: &'static str, values: &[f64]) -> Result<()> {
@@ -167,18 +55,45 @@ pub(crate) fn check_grid_axis(key: &'static str, values: &[f64]) -> Result<()> {
     }
 }
 
-/// The top-level keys in which the JSON forms of `ours` and `theirs` differ.
+/// The keys in which the JSON forms of `ours` and `theirs` differ, a nested
+/// key by its dotted path (`base.optim.lr`), so that a refusal names the
+/// setting itself rather than the whole branch it sits in. A key that only
+/// one side has counts as changed.
 pub fn differences<S: Serialize>(ours: &S, theirs: &S) -> Vec<String> {
     let (Ok(ours), Ok(theirs)) = (serde_json::to_value(ours), serde_json::to_value(theirs)) else {
         return vec!["(settings)".to_string()];
     };
-    let (Some(ours), Some(theirs)) = (ours.as_object(), theirs.as_object()) else {
-        return vec!["(settings)".to_string()];
+    let mut changed = Vec::new();
+    changed_paths(&ours, &theirs, &mut Vec::new(), &mut changed);
+    changed
+}
+
+/// Pushes onto `changed` the dotted paths, below `path`, at which `ours` and
+/// `theirs` differ, descending into the objects both have.
+fn changed_paths<'a>(
+    ours: &'a Value,
+    theirs: &'a Value,
+    path: &mut Vec<&'a str>,
+    changed: &mut Vec<String>,
+) {
+    let (Value::Object(ours), Value::Object(theirs)) = (ours, theirs) else {
+        if ours != theirs {
+            changed.push(match path.is_empty() {
+                true => "(settings)".to_string(),
+                false => path.join("."),
+            });
+        }
+        return;
     };
-    ours.iter()
-        .filter(|(key, value)| theirs.get(*key) != Some(*value))
-        .map(|(key, _)| key.clone())
-        .collect()
+    let keys: BTreeSet<&String> = ours.keys().chain(theirs.keys()).collect();
+    for key in keys {
+        path.push(key);
+        match (ours.get(key), theirs.get(key)) {
+            (Some(a), Some(b)) => changed_paths(a, b, path, changed),
+            _ => changed.push(path.join(".")),
+        }
+        path.pop();
+    }
 }
 
 /// A directory that holds one experiment, identified by its settings file.
@@ -296,75 +211,57 @@ pub fn write_json(path: &Path, value: &impl Serialize) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::experiment::compare_settings::CompareSettings;
 
     #[test]
-    fn differences_name_the_changed_keys() {
-        let a = SharedSettings::default();
-        let b = SharedSettings {
-            epochs: 9,
+    fn differences_name_the_changed_keys_by_their_dotted_paths() {
+        let a = CompareSettings::default();
+        let mut b = CompareSettings {
             seeds: vec![0],
             ..a.clone()
         };
+        b.base.epochs = 9;
         assert!(differences(&a, &a).is_empty());
         let mut changed = differences(&a, &b);
         changed.sort();
-        assert_eq!(changed, vec!["epochs", "seeds"]);
-    }
-
-    #[test]
-    fn a_torchscript_model_name_carries_its_file_into_every_run() {
-        let settings = SharedSettings {
-            model: "torchscript:models/net.pt".to_string(),
-            ..SharedSettings::default()
-        };
-        let spec = settings
-            .run_spec(OptimizerFamily::Csam, 0.05, 1.0, 3)
-            .unwrap();
-        assert_eq!(spec.model.arch.name(), "torchscript");
+        assert_eq!(changed, vec!["base.epochs", "seeds"]);
+        // A key on one side only, at any depth, is named too.
+        let ours = serde_json::json!({"base": {"optim": {"lr": 0.05}}, "rho": 0.05});
+        let theirs = serde_json::json!({"base": {"optim": {"lr": 0.05, "clip": 1.0}}});
+        assert_eq!(differences(&ours, &theirs), vec!["base.optim.clip", "rho"]);
         assert_eq!(
-            spec.model.script.as_deref(),
-            Some(std::path::Path::new("models/net.pt"))
+            differences(&serde_json::json!(1), &serde_json::json!(2)),
+            vec!["(settings)"]
         );
-        let unknown = SharedSettings {
-            model: "torchscrypt:net.pt".to_string(),
-            ..SharedSettings::default()
-        };
-        let error = unknown
-            .run_spec(OptimizerFamily::Sgd, 0.0, 0.0, 0)
-            .unwrap_err();
-        assert!(error.to_string().contains("unknown model"), "{error}");
     }
 
     #[test]
     fn seeds_must_be_given_once_each() {
         for seeds in [vec![], vec![1, 2, 1]] {
-            let settings = SharedSettings {
-                seeds,
-                ..SharedSettings::default()
-            };
-            assert!(settings.validate().is_err(), "{settings:?}");
+            assert!(check_seeds(&seeds).is_err(), "{seeds:?}");
         }
-        SharedSettings::default().validate().unwrap();
+        check_seeds(&[0, 1, 2]).unwrap();
     }
 
     #[test]
     fn directory_of_other_settings_or_foreign_files_is_refused() {
         let root = tempfile::tempdir().unwrap();
         let dir = ExperimentDir::new(root.path().join("x"), "thing.json", "thing");
-        let settings = SharedSettings::default();
+        let settings = CompareSettings::default();
         dir.open(&settings).unwrap();
         dir.open(&settings).unwrap();
-        let other = SharedSettings {
-            lr: 0.5,
-            ..settings.clone()
-        };
+        let mut other = settings.clone();
+        other.base.optim.lr = 0.5;
         // Only the settings file: nothing ran under them, so they are replaced.
         dir.open(&other).unwrap();
-        assert_eq!(read_json::<SharedSettings>(&dir.settings()).unwrap(), other);
+        assert_eq!(
+            read_json::<CompareSettings>(&dir.settings()).unwrap(),
+            other
+        );
         std::fs::create_dir(dir.join("runs")).unwrap();
         let err = dir.open(&settings).unwrap_err().to_string();
         assert!(
-            err.contains("different thing") && err.contains("lr"),
+            err.contains("different thing") && err.contains("settings differ in: base.optim.lr"),
             "{err}"
         );
 

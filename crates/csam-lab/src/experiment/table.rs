@@ -2,6 +2,7 @@
 //! `table.md`): one row per method, one column per [`Metric`], each cell
 //! `mean ± std` over seeds (docs/conventions.md, "Experiment protocol"), in percent except NLL and Brier.
 
+use super::base::{data_name, model_name};
 use super::compare_settings::{CompareSettings, ShiftRequest};
 use super::method::Method;
 use super::results::{mean_std, MeanStd, MethodAggregate, Metric, RunRecord};
@@ -19,8 +20,8 @@ pub fn counted(n: usize, noun: &str) -> String {
 /// The caption: data, model, training length, shared hyperparameters, the
 /// number of seeds and how to read the columns.
 pub fn caption(settings: &CompareSettings) -> String {
-    let shared = &settings.shared;
-    let seeds: Vec<String> = shared.seeds.iter().map(u64::to_string).collect();
+    let base = &settings.base;
+    let seeds: Vec<String> = settings.seeds.iter().map(u64::to_string).collect();
     format!(
         "Test metrics on {} ({} validation examples held out of the training part), model {}, \
          {}, batch {}, lr {}, weight decay {}, rho {}, gamma {}. Mean ± sample std over \
@@ -28,13 +29,13 @@ pub fn caption(settings: &CompareSettings) -> String {
          AdaECE: 15 equal-mass bins; TCE, ECE iso, ECE hist: ECE after temperature scaling, \
          isotonic regression, histogram binning fitted on the validation split; AUROC mis: \
          misclassification detection by confidence; AUROC ovr: one-vs-rest macro.",
-        shared.data,
-        shared.val_size,
-        shared.model,
-        counted(shared.epochs, "epoch"),
-        shared.batch_size,
-        shared.lr,
-        shared.weight_decay,
+        data_name(base),
+        base.data.val_size,
+        model_name(base),
+        counted(base.epochs, "epoch"),
+        base.batch_size,
+        base.optim.lr,
+        base.optim.weight_decay,
         settings.rho,
         settings.gamma,
         counted(seeds.len(), "seed"),
@@ -97,10 +98,10 @@ pub fn shift_caption(settings: &CompareSettings, shift: &ShiftRequest) -> String
     format!(
         "Under shift: {} ({}; {}). Mean ± sample std over {}; percent except NLL; ECE: \
          15 equal-width bins.",
-        settings.shared.data,
+        data_name(&settings.base),
         corrupted,
         ood,
-        counted(settings.shared.seeds.len(), "seed"),
+        counted(settings.seeds.len(), "seed"),
     )
 }
 
@@ -286,14 +287,11 @@ mod tests {
         assert_eq!(counted(1, "seed"), "1 seed");
         assert_eq!(counted(0, "seed"), "0 seeds");
         assert_eq!(counted(3, "epoch"), "3 epochs");
-        let one = CompareSettings {
-            shared: crate::experiment::settings::SharedSettings {
-                seeds: vec![4],
-                epochs: 1,
-                ..Default::default()
-            },
+        let mut one = CompareSettings {
+            seeds: vec![4],
             ..CompareSettings::default()
         };
+        one.base.epochs = 1;
         let text = caption(&one);
         assert!(
             text.contains("1 epoch,") && text.contains("over 1 seed (4)"),

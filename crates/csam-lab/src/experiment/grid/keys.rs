@@ -1,46 +1,34 @@
-//! The shared settings of a grid in `grid.json`: every key of
-//! [`SharedSettings`] but `lr` and `weight_decay`, which the grid varies.
-//! Saving a single lr next to the list `lrs` would read as if it were used,
-//! and a change to it would refuse a directory for a setting no run reads.
+//! The base of a grid in `grid.json`: every setting but those each run sets
+//! itself ([`layout::RUN_OWN`]) and its `optim.lr` and `optim.weight_decay`,
+//! which the grid varies. Saving a single lr next to the list `lrs` would
+//! read as if it were used, and a change to it would refuse a directory for
+//! a setting no run reads.
 
-use serde::de::Error as _;
-use serde::ser::Error as _;
-use serde::{Deserialize, Deserializer, Serialize, Serializer};
-use serde_json::{Map, Value};
+use serde::{Deserializer, Serializer};
 
-use crate::experiment::settings::SharedSettings;
+use crate::experiment::base::layout::{self, KeyPath};
+use csam_train::spec::RunSpec;
 
-/// The keys of [`SharedSettings`] that the grid varies.
-const TUNED: [&str; 2] = ["lr", "weight_decay"];
+/// The settings of the base that the grid varies.
+const TUNED: [KeyPath; 2] = [&["optim", "lr"], &["optim", "weight_decay"]];
 
-/// Serde `with` module for the flattened shared settings of a grid.
+/// The settings of the base that no run of the grid reads.
+fn unread() -> Vec<KeyPath> {
+    layout::RUN_OWN.iter().chain(&TUNED).copied().collect()
+}
+
+/// Serde `with` module for the flattened base of a grid.
 pub mod without_tuned {
     use super::*;
 
-    /// The settings' keys without [`TUNED`].
-    pub fn serialize<S: Serializer>(
-        shared: &SharedSettings,
-        serializer: S,
-    ) -> Result<S::Ok, S::Error> {
-        let mut value = serde_json::to_value(shared).map_err(S::Error::custom)?;
-        if let Some(map) = value.as_object_mut() {
-            for key in TUNED {
-                map.remove(key);
-            }
-        }
-        value.serialize(serializer)
+    /// The base without [`unread`]'s settings.
+    pub fn serialize<S: Serializer>(base: &RunSpec, serializer: S) -> Result<S::Ok, S::Error> {
+        layout::write(base, &unread(), serializer)
     }
 
-    /// The settings, [`TUNED`] taken from [`SharedSettings::default`]: no
-    /// run reads them.
-    pub fn deserialize<'de, D: Deserializer<'de>>(
-        deserializer: D,
-    ) -> Result<SharedSettings, D::Error> {
-        let mut map = Map::<String, Value>::deserialize(deserializer)?;
-        let defaults = serde_json::to_value(SharedSettings::default()).map_err(D::Error::custom)?;
-        for key in TUNED {
-            map.insert(key.to_string(), defaults[key].clone());
-        }
-        serde_json::from_value(Value::Object(map)).map_err(D::Error::custom)
+    /// The base, [`unread`]'s settings taken from the default base:
+    /// no run reads them.
+    pub fn deserialize<'de, D: Deserializer<'de>>(deserializer: D) -> Result<RunSpec, D::Error> {
+        layout::read(deserializer, &unread())
     }
 }

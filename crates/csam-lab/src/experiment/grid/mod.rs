@@ -1,9 +1,9 @@
 //! `csam grid`: the learning rate and weight decay tuned on the validation
 //! split (paper §5.1; docs/conventions.md, "Experiment protocol": tuned on
 //! SGD, then reused for every method). One method (SGD with cross entropy
-//! unless asked otherwise) trains at every (lr, weight decay) pair and seed
-//! with the settings every run shares ([`SharedSettings`]) as in `csam
-//! compare`; the pair with the highest mean validation accuracy over seeds is
+//! unless asked otherwise) trains at every (lr, weight decay) pair and seed,
+//! each run the grid's base run ([`crate::experiment::base`]) with the pair
+//! over it, as `csam compare` builds its runs; the pair with the highest mean validation accuracy over seeds is
 //! chosen ([`results::best`]). The test split is never read for the choice.
 //!
 //! A grid directory holds `grid.json` (the [`GridSettings`]: a rerun with the
@@ -145,15 +145,12 @@ impl Experiment for Grid<'_> {
 mod tests {
     use super::*;
     use crate::experiment::compare_settings::CompareSettings;
-    use crate::experiment::settings::{differences, SharedSettings};
+    use crate::experiment::settings::differences;
     use csam_train::spec::UpdateRule;
 
     fn small() -> GridSettings {
         GridSettings {
-            shared: SharedSettings {
-                seeds: vec![3, 4],
-                ..GridSettings::default().shared
-            },
+            seeds: vec![3, 4],
             lrs: vec![0.01, 0.1],
             weight_decays: vec![5e-4],
             ..GridSettings::default()
@@ -197,13 +194,9 @@ mod tests {
     fn defaults_are_the_papers_grid_on_sgd_with_one_seed() {
         let settings = GridSettings::default();
         assert_eq!(settings.runs().len(), 9);
-        assert_eq!(settings.shared.seeds, vec![0]);
+        assert_eq!(settings.seeds, vec![0]);
         assert_eq!(settings.method.to_string(), "sgd");
-        let compare = CompareSettings::default().shared;
-        assert_eq!(
-            (settings.shared.data.as_str(), settings.shared.epochs),
-            (compare.data.as_str(), compare.epochs)
-        );
+        assert_eq!(settings.base, CompareSettings::default().base);
     }
 
     #[test]
@@ -231,13 +224,14 @@ mod tests {
     fn grid_json_holds_the_lists_not_a_single_pair_and_reads_back() {
         let settings = small();
         let json = serde_json::to_value(&settings).unwrap();
-        assert!(json.get("lr").is_none() && json.get("weight_decay").is_none());
+        let optim = &json["base"]["optim"];
+        assert!(optim.get("lr").is_none() && optim.get("weight_decay").is_none());
+        assert!(json.get("lr").is_none() && json["base"].get("seed").is_none());
         assert_eq!(json["lrs"], serde_json::json!([0.01, 0.1]));
-        assert_eq!(json["data"], settings.shared.data.as_str());
+        assert_eq!(json["base"]["data"]["source"], "fashion-mnist-full");
         let back: GridSettings = serde_json::from_value(json).unwrap();
         assert!(differences(&settings, &back).is_empty());
-        assert_eq!(back.lrs, settings.lrs);
-        assert_eq!(back.shared.seeds, settings.shared.seeds);
+        assert_eq!(back, settings);
     }
 
     #[test]

@@ -13,6 +13,7 @@ use csam_calib::metrics::summary::MetricSummary;
 use serde::{Deserialize, Serialize};
 
 use super::settings::{short, GridPoint, GridSettings};
+use crate::experiment::base::{data_name, model_name};
 use crate::experiment::results::{mean_std, MeanStd};
 use crate::experiment::table::counted;
 use csam_train::train::RunSummary;
@@ -136,8 +137,8 @@ pub struct GridResults {
 /// The caption of the table.
 pub fn caption(results: &GridResults) -> String {
     let settings = &results.settings;
-    let s = &settings.shared;
-    let seeds: Vec<String> = s.seeds.iter().map(u64::to_string).collect();
+    let s = &settings.base;
+    let seeds: Vec<String> = settings.seeds.iter().map(u64::to_string).collect();
     format!(
         "{} over lr x weight decay on {} ({} validation examples held out), model {}, {}, \
          batch {}. Validation metrics of the best checkpoint (lowest validation NLL), \
@@ -145,9 +146,9 @@ pub fn caption(results: &GridResults) -> String {
          Chosen (bold): the highest mean validation accuracy, ties broken by the lower mean \
          validation NLL.",
         settings.method.to_string().to_uppercase(),
-        s.data,
-        s.val_size,
-        s.model,
+        data_name(s),
+        s.data.val_size,
+        model_name(s),
         counted(s.epochs, "epoch"),
         s.batch_size,
         counted(seeds.len(), "seed"),
@@ -215,10 +216,7 @@ mod tests {
     fn settings(seeds: Vec<u64>) -> GridSettings {
         let defaults = GridSettings::default();
         GridSettings {
-            shared: crate::experiment::settings::SharedSettings {
-                seeds,
-                ..defaults.shared.clone()
-            },
+            seeds,
             lrs: vec![0.01, 0.1],
             weight_decays: vec![1e-4, 5e-4],
             ..defaults

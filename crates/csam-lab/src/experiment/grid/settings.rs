@@ -1,5 +1,5 @@
-//! What identifies a grid (`grid.json`): its pairs, its method and the
-//! settings its runs share. Below the grid itself, so that its results read
+//! What identifies a grid (`grid.json`): its pairs, its method and the run
+//! every run starts from. Below the grid itself, so that its results read
 //! the settings from here.
 
 use serde::{Deserialize, Serialize};
@@ -7,7 +7,7 @@ use serde::{Deserialize, Serialize};
 use crate::experiment::compare_settings::CompareSettings;
 use crate::experiment::method::{Method, Prediction};
 use crate::experiment::method_settings::MethodSettings;
-use crate::experiment::settings::{check_grid_axis, invalid, SharedSettings};
+use crate::experiment::settings::{check_grid_axis, check_seeds, invalid};
 use csam_train::spec::{OptimizerFamily, RunSpec};
 
 use crate::error::Result;
@@ -31,14 +31,17 @@ pub fn short(x: f64) -> String {
     }
 }
 
-/// What identifies a grid: the pairs, the method and the settings its runs
-/// share. Saved as `grid.json`, the shared keys at the top level.
+/// What identifies a grid: the pairs, the method and the run every run
+/// starts from. Saved as `grid.json`, the base nested under `base`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct GridSettings {
-    /// Data, model, epochs, seeds and batch size. Its `lr` and
-    /// `weight_decay` are neither read nor saved: each run takes its pair's.
+    /// Data, model, epochs and batch size of every run. Its `optim.lr` and
+    /// `optim.weight_decay` are neither read nor saved: each run takes its
+    /// pair's (see `keys`).
     #[serde(flatten, with = "super::keys::without_tuned")]
-    pub shared: SharedSettings,
+    pub base: RunSpec,
+    /// The seeds of every pair.
+    pub seeds: Vec<u64>,
     /// The method tuned (SGD with cross entropy by default).
     pub method: Method,
     /// Perturbation radius, read when the method's rule is of the SAM family.
@@ -59,10 +62,8 @@ impl Default for GridSettings {
     fn default() -> Self {
         let compare = CompareSettings::default();
         GridSettings {
-            shared: SharedSettings {
-                seeds: vec![0],
-                ..compare.shared
-            },
+            base: compare.base,
+            seeds: vec![0],
             method: Method::cross_entropy(OptimizerFamily::Sgd),
             rho: compare.rho,
             gamma: compare.gamma,
@@ -77,12 +78,12 @@ impl GridSettings {
     /// `csam compare` builds its runs, so that a run of the chosen pair is
     /// the comparison's run of the method.
     pub fn run_spec(&self, point: GridPoint, seed: u64) -> Result<RunSpec> {
+        let mut base = self.base.clone();
+        base.optim.lr = point.lr;
+        base.optim.weight_decay = point.weight_decay;
         let compare = CompareSettings {
-            shared: SharedSettings {
-                lr: point.lr,
-                weight_decay: point.weight_decay,
-                ..self.shared.clone()
-            },
+            base,
+            seeds: vec![seed],
             methods: vec![self.method],
             rho: self.rho,
             gamma: self.gamma,
@@ -95,10 +96,10 @@ impl GridSettings {
 
     /// Refuses empty or repeated lists and any setting a run would refuse
     /// (an lr must be finite and positive, a weight decay finite and
-    /// non-negative; the data and model names must parse), so that a grid
-    /// is recorded only once its settings are valid.
+    /// non-negative), so that a grid is recorded only once its settings are
+    /// valid.
     pub fn validate(&self) -> Result<()> {
-        self.shared.validate()?;
+        check_seeds(&self.seeds)?;
         if self.method.prediction != Prediction::Single {
             return Err(invalid(
                 "method",
@@ -109,7 +110,7 @@ impl GridSettings {
         check_grid_axis("lrs", &self.lrs)?;
         check_grid_axis("weight_decays", &self.weight_decays)?;
         for point in self.pairs() {
-            self.run_spec(point, self.shared.seeds[0])?.validate()?;
+            self.run_spec(point, self.seeds[0])?.validate()?;
         }
         Ok(())
     }
@@ -130,8 +131,7 @@ impl GridSettings {
     /// first value before any pair has a second.
     pub fn runs(&self) -> Vec<(u64, GridPoint)> {
         let pairs = self.pairs();
-        self.shared
-            .seeds
+        self.seeds
             .iter()
             .flat_map(|&seed| pairs.iter().map(move |&point| (seed, point)))
             .collect()

@@ -17,6 +17,7 @@ use ndarray::Array2;
 use super::figure::write_figure;
 use super::html::{self, Cell};
 use super::{epochs, Report, Section};
+use crate::experiment::base::{data_name, model_name};
 use crate::experiment::compare_dir::CompareDir;
 use crate::experiment::method::Method;
 use crate::experiment::posthoc::test_probabilities;
@@ -35,7 +36,8 @@ pub fn write(dir: &CompareDir, results: &CompareResults) -> Result<()> {
     let report = Report {
         title: format!(
             "csam compare: {} on {}",
-            results.settings.shared.model, results.settings.shared.data
+            model_name(&results.settings.base),
+            data_name(&results.settings.base)
         ),
         intro: table::caption(&results.settings),
         sections: sections(dir, results)?,
@@ -54,7 +56,7 @@ struct MethodPredictions {
 /// The sections of the report, in page order. A new section (e.g. the
 /// theory diagnostics of `--track-theory` runs) is one more push here.
 pub fn sections(dir: &CompareDir, results: &CompareResults) -> Result<Vec<Section>> {
-    let seed = results.settings.shared.seeds[0];
+    let seed = results.settings.seeds[0];
     let mut predictions = Vec::new();
     for &method in &results.settings.methods {
         let record = results
@@ -76,7 +78,7 @@ pub fn sections(dir: &CompareDir, results: &CompareResults) -> Result<Vec<Sectio
     }
     let mut sections = vec![
         table_section(results),
-        calibration_section(dir, &predictions, &results.settings.shared.metrics)?,
+        calibration_section(dir, &predictions, &results.settings.base.metrics)?,
         posthoc_section(dir, results)?,
     ];
     sections.extend(cost_section(dir, results)?);

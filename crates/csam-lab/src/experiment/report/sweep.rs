@@ -8,6 +8,7 @@ use csam_calib::plot::{line_chart, LineChart, Series};
 use super::figure::write_figure;
 use super::html::{self, Cell};
 use super::{Report, Section};
+use crate::experiment::base::{data_name, model_name};
 use crate::experiment::sweep::dir::SweepDir;
 use crate::experiment::sweep::results::{caption, gamma_header, SweepMetric, SweepResults};
 use crate::experiment::table::mean_std_text;
@@ -16,9 +17,9 @@ use crate::error::Result;
 
 /// Writes the figures and `report.html` of the sweep in `dir`.
 pub fn write(dir: &SweepDir, results: &SweepResults) -> Result<()> {
-    let shared = &results.settings.shared;
+    let base = &results.settings.base;
     let report = Report {
-        title: format!("csam sweep: {} on {}", shared.model, shared.data),
+        title: format!("csam sweep: {} on {}", model_name(base), data_name(base)),
         intro: caption(results),
         sections: sections(dir, results)?,
     };

@@ -24,7 +24,7 @@ pub fn section(dir: &CompareDir, results: &CompareResults) -> Result<Option<Sect
         .filter(|m| matches!(m.rule, OptimizerFamily::Sam | OptimizerFamily::Csam))
         .filter(|m| m.prediction == Prediction::Single)
         .collect();
-    if !results.settings.shared.track_theory || tracked.is_empty() {
+    if !results.settings.base.track_theory || tracked.is_empty() {
         return Ok(None);
     }
     let percent = |x: Option<f64>| x.map_or("-".to_string(), |x| format!("{:.1}", 100.0 * x));
@@ -32,7 +32,7 @@ pub fn section(dir: &CompareDir, results: &CompareResults) -> Result<Option<Sect
     let mut rows = Vec::new();
     let mut figures = Vec::new();
     for &method in &tracked {
-        for (index, &seed) in results.settings.shared.seeds.iter().enumerate() {
+        for (index, &seed) in results.settings.seeds.iter().enumerate() {
             let records = read_theory(&dir.run(method.training(), seed, 0))?;
             let summary = TheorySummary::of(&records);
             let below =

@@ -1,8 +1,9 @@
 //! `csam sweep`: CSAM over a grid of perturbation radii rho and gammas (the
 //! paper's rho x gamma table, its rho figure and its gamma figure; Appendix
 //! "Effects of perturbation radius rho and coefficient gamma"), every cell
-//! over the same seeds, with the settings every run shares
-//! ([`SharedSettings`]) as in `csam compare`.
+//! over the same seeds, each run the sweep's base run
+//! ([`crate::experiment::base`]) with its cell's update rule, as in `csam
+//! compare`.
 //!
 //! gamma = 0 is SAM (paper §4: CSAM's loss reduces to cross entropy); those
 //! cells train with the SAM optimizer, so they are exactly SAM runs.
@@ -118,7 +119,7 @@ impl Experiment for Sweep<'_> {
     }
 
     fn spec(&self, (seed, rho, gamma): Self::Run) -> Result<RunSpec> {
-        self.settings.run_spec(rho, gamma, seed)
+        Ok(self.settings.run_spec(rho, gamma, seed))
     }
 
     fn dir(&self, (seed, rho, gamma): Self::Run) -> PathBuf {
@@ -144,7 +145,6 @@ impl Experiment for Sweep<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::experiment::settings::SharedSettings;
     use csam_nn::optim::SamPolicy;
     use csam_train::spec::OptimizerFamily;
     use csam_train::spec::UpdateRule;
@@ -152,20 +152,17 @@ mod tests {
     #[test]
     fn gamma_zero_is_sam_and_the_grid_is_seed_major() {
         let settings = SweepSettings {
-            shared: SharedSettings {
-                seeds: vec![3, 4],
-                ..SharedSettings::default()
-            },
+            seeds: vec![3, 4],
             rhos: vec![0.05, 0.1],
             gammas: vec![0.0, 1.0],
-            policy: SamPolicy::Every,
+            ..SweepSettings::default()
         };
         settings.validate().unwrap();
         assert_eq!(
-            settings.run_spec(0.05, 0.0, 3).unwrap().optim.rule.family(),
+            settings.run_spec(0.05, 0.0, 3).optim.rule.family(),
             OptimizerFamily::Sam
         );
-        let csam = settings.run_spec(0.1, 1.0, 4).unwrap();
+        let csam = settings.run_spec(0.1, 1.0, 4);
         assert!(matches!(
             csam.optim.rule,
             UpdateRule::Csam {
@@ -179,10 +176,7 @@ mod tests {
             policy: SamPolicy::named("looksam").unwrap(),
             ..settings.clone()
         };
-        assert_eq!(
-            looksam.run_spec(0.1, 1.0, 4).unwrap().optim.policy,
-            looksam.policy
-        );
+        assert_eq!(looksam.run_spec(0.1, 1.0, 4).optim.policy, looksam.policy);
         let grid = settings.grid();
         assert_eq!(grid.len(), 8);
         assert_eq!(grid[0], (3, 0.05, 0.0));

@@ -17,6 +17,7 @@ use serde::{Deserialize, Serialize};
 
 use super::settings::SweepSettings;
 use crate::error::Result;
+use crate::experiment::base::{data_name, model_name};
 use crate::experiment::posthoc::test_probabilities;
 use crate::experiment::results::{mean_std, MeanStd};
 use crate::experiment::table::{counted, mean_std_text};
@@ -207,21 +208,21 @@ pub fn gamma_header(gamma: f64) -> String {
 
 /// The caption of the table.
 pub fn caption(results: &SweepResults) -> String {
-    let s = &results.settings.shared;
-    let seeds: Vec<String> = s.seeds.iter().map(u64::to_string).collect();
+    let s = &results.settings.base;
+    let seeds: Vec<String> = results.settings.seeds.iter().map(u64::to_string).collect();
     format!(
         "CSAM over rho x gamma on {} ({} validation examples held out), model {}, {}, \
          batch {}, lr {}, weight decay {}; gamma = 0 is SAM. Test metrics of the best \
          checkpoint (validation NLL), mean ± sample std over {} ({}). Accuracy and ECE \
          (15 equal-width bins) in percent; H(p_y): binary entropy of the true-class \
          probability, averaged over test examples, in nats.",
-        s.data,
-        s.val_size,
-        s.model,
+        data_name(s),
+        s.data.val_size,
+        model_name(s),
         counted(s.epochs, "epoch"),
         s.batch_size,
-        s.lr,
-        s.weight_decay,
+        s.optim.lr,
+        s.optim.weight_decay,
         counted(seeds.len(), "seed"),
         seeds.join(", ")
     )
@@ -319,8 +320,6 @@ pub fn cells_csv(cells: &[SweepCell]) -> String {
 mod tests {
     use super::*;
     use crate::experiment::results::tests::flat_summary;
-    use crate::experiment::settings::SharedSettings;
-    use csam_nn::optim::SamPolicy;
 
     fn record(rho: f64, gamma: f64, seed: u64, accuracy: f64, h_py: f64) -> SweepRecord {
         SweepRecord {
@@ -341,13 +340,10 @@ mod tests {
 
     fn results() -> SweepResults {
         let settings = SweepSettings {
-            shared: SharedSettings {
-                seeds: vec![0, 1],
-                ..SharedSettings::default()
-            },
+            seeds: vec![0, 1],
             rhos: vec![0.05, 0.1],
             gammas: vec![0.0, 1.0],
-            policy: SamPolicy::Every,
+            ..SweepSettings::default()
         };
         let runs = vec![
             record(0.05, 0.0, 0, 0.80, 0.1),

@@ -1,22 +1,26 @@
 //! What identifies a sweep (`sweep.json`): its grid of radii and gammas and
-//! the settings its runs share. Below the sweep itself, so that its results
-//! read the settings from here.
+//! the run every cell starts from. Below the sweep itself, so that its
+//! results read the settings from here.
 
 use serde::{Deserialize, Serialize};
 
-use crate::experiment::settings::{check_grid_axis, SharedSettings};
+use crate::experiment::base::{default_base, run_of};
+use crate::experiment::settings::{check_grid_axis, check_seeds};
 use csam_nn::optim::SamPolicy;
-use csam_train::spec::{OptimizerFamily, RunSpec};
+use csam_train::spec::{OptimizerFamily, RunSpec, UpdateRule};
 
 use crate::error::Result;
 
-/// What identifies a sweep: the grid and the settings its runs share. Saved
-/// as `sweep.json`, the shared keys at the top level.
+/// What identifies a sweep: the grid and the run every cell starts from.
+/// Saved as `sweep.json`, the base nested under `base`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct SweepSettings {
-    /// Data, model, epochs, seeds and the shared hyperparameters.
-    #[serde(flatten)]
-    pub shared: SharedSettings,
+    /// Data, model, epochs and the shared hyperparameters of every run;
+    /// each run sets its seed and its cell's update rule over it.
+    #[serde(flatten, with = "crate::experiment::base::layout::file")]
+    pub base: RunSpec,
+    /// The seeds of every cell.
+    pub seeds: Vec<u64>,
     /// Perturbation radii, in table order.
     pub rhos: Vec<f64>,
     /// CSAM gammas, in table order (0 is SAM).
@@ -32,10 +36,12 @@ fn is_every(policy: &SamPolicy) -> bool {
 
 impl Default for SweepSettings {
     /// The paper's grid: rho from 0.02 to 0.2 (its rho figure), gamma
-    /// 0 to 2 in steps of 0.5 (its rho x gamma table).
+    /// 0 to 2 in steps of 0.5 (its rho x gamma table), on the default base
+    /// ([`default_base`]) and seeds 0, 1 and 2, as `csam compare`.
     fn default() -> Self {
         SweepSettings {
-            shared: SharedSettings::default(),
+            base: default_base(),
+            seeds: vec![0, 1, 2],
             rhos: vec![0.02, 0.05, 0.1, 0.2],
             gammas: vec![0.0, 0.5, 1.0, 1.5, 2.0],
             policy: SamPolicy::Every,
@@ -52,27 +58,24 @@ impl SweepSettings {
         }
     }
 
-    /// The spec of one run.
-    pub fn run_spec(&self, rho: f64, gamma: f64, seed: u64) -> Result<RunSpec> {
-        let mut spec = self
-            .shared
-            .run_spec(Self::optimizer(gamma), rho, gamma, seed)?;
+    /// The spec of one run (checked by [`SweepSettings::validate`]).
+    pub fn run_spec(&self, rho: f64, gamma: f64, seed: u64) -> RunSpec {
+        let rule = UpdateRule::of_family(Self::optimizer(gamma), rho, gamma);
+        let mut spec = run_of(&self.base, rule, seed);
         spec.optim.policy = self.policy;
-        Ok(spec)
+        spec
     }
 
     /// Refuses empty or repeated lists and any setting a run would refuse
-    /// (rho must be positive, gamma finite and non-negative; the data and
-    /// model names must parse), so that a sweep is recorded only once its
-    /// settings are valid.
+    /// (rho must be positive, gamma finite and non-negative), so that a
+    /// sweep is recorded only once its settings are valid.
     pub fn validate(&self) -> Result<()> {
-        self.shared.validate()?;
+        check_seeds(&self.seeds)?;
         check_grid_axis("rho", &self.rhos)?;
         check_grid_axis("gamma", &self.gammas)?;
         for &rho in &self.rhos {
             for &gamma in &self.gammas {
-                self.run_spec(rho, gamma, self.shared.seeds[0])?
-                    .validate()?;
+                self.run_spec(rho, gamma, self.seeds[0]).validate()?;
             }
         }
         Ok(())
@@ -82,7 +85,7 @@ impl SweepSettings {
     /// has a first value before any cell has a second.
     pub fn grid(&self) -> Vec<(u64, f64, f64)> {
         let mut grid = Vec::new();
-        for &seed in &self.shared.seeds {
+        for &seed in &self.seeds {
             for &rho in &self.rhos {
                 for &gamma in &self.gammas {
                     grid.push((seed, rho, gamma));
