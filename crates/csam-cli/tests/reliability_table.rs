@@ -97,6 +97,7 @@ const CASES: &[Case] = &[
     case("train", "--model", "resnet7", &["{train}", "--model", "resnet7"]),
     case("train", "--model", "vit-s16 on 8x8 images", &["{train}", "--model", "vit-s16"]),
     case("train", "--mlp-hidden", "0", &["{train}", "--mlp-hidden", "64,0"]),
+    case("train", "--mlp-hidden", "weights beyond the memory", &["{train}", "--mlp-hidden", "100000000000,256"]),
     case("train", "--dropout", "1", &["{train}", "--dropout", "1"]),
     case("train", "--precision", "fp64", &["{train}", "--precision", "fp64"]),
     case("train", "--precision", "fp16 (bSAM)", &["{train}", "--precision", "fp16", "--optimizer", "bsam"]),
@@ -201,6 +202,7 @@ const CASES: &[Case] = &[
     case("train", "--ensemble", "batch-ensemble with balcal", &["{train}", "--ensemble", "batch-ensemble", "--head", "balcal"]),
     case("train", "--ensemble-size", "0 (BatchEnsemble)", &["{train}", "--ensemble", "batch-ensemble", "--ensemble-size", "0"]),
     case("train", "--ensemble-size", "with one network (not read)", &["{train}", "--ensemble-size", "4"]),
+    case("train", "--ensemble-size", "weights beyond the memory", &["{train}", "--ensemble", "batch-ensemble", "--ensemble-size", "100000000000"]),
     case("train", "--random-sign-init", "1.5 (BatchEnsemble)", &["{train}", "--ensemble", "batch-ensemble", "--random-sign-init", "1.5"]),
     case("train", "--ensemble", "mimo on resnet18 (not read)", &["{train}", "--model", "resnet18", "--ensemble", "mimo"]),
     case("train", "--ensemble", "mimo with crl", &["{train}", "--ensemble", "mimo", "--loss", "crl"]),
@@ -666,7 +668,7 @@ impl Places {
                 t.replace(&*path.to_string_lossy(), short)
             })
             .replace(&LockOwner::current().to_string(), "pid $PID on host $HOST");
-        unstamped(&text)
+        unstamped(&without_memory(&text))
     }
 }
 
@@ -682,6 +684,20 @@ fn unstamped(text: &str) -> String {
         rest = &rest[rest.find([':', ' ']).unwrap_or(rest.len())..];
     }
     out + rest
+}
+
+/// `text` with the machine's memory, which a refusal of a model too large
+/// for it names, as `$MEMORY`.
+fn without_memory(text: &str) -> String {
+    const BEFORE: &str = "more than this machine's ";
+    const AFTER: &str = " of memory";
+    let Some((head, tail)) = text.split_once(BEFORE) else {
+        return text.to_string();
+    };
+    match tail.split_once(AFTER) {
+        Some((_, rest)) => format!("{head}{BEFORE}$MEMORY{AFTER}{rest}"),
+        None => text.to_string(),
+    }
 }
 
 /// The arguments of case number `index`, placeholders replaced.
@@ -915,7 +931,7 @@ same error. Paths: `$TMP` the test's directory of bad files, `$OUT` a fresh run 
 `$CONFIG` the row's config file (a valid small run plus the key shown) or methods file, `$RUN` a finished run,
 `$FIXTURES` `crates/csam-cli/tests/fixtures`, `$CALIB_FIXTURES` `crates/csam-calib/fixtures/io`.
 `$PID` / `$HOST`: the process (the test) that holds the lock of a run directory.
-`$STAMP`: the time, host and pid in the name of an event file.
+`$STAMP`: the time, host and pid in the name of an event file. `$MEMORY`: the machine's memory.
 
 Crash safety is tested separately (`crates/csam-cli/tests/crash_safety.rs`): SIGKILL at seeded
 random moments and inside every kind of checkpoint write, then `--resume`, ends bit-identical to

@@ -46,6 +46,7 @@ mod pyramidnet;
 pub mod rank1;
 pub mod registry;
 mod resnet;
+mod size;
 pub mod spec;
 mod torchscript;
 mod vit;
@@ -93,6 +94,14 @@ pub enum ModelError {
         field: &'static str,
         value: String,
         reason: String,
+    },
+    /// The weights the spec asks for would not fit in the machine's memory
+    /// (checked before any is allocated, [`size`]).
+    #[error("the model's weights would take {weights} ({sizes}), more than this machine's {memory} of memory")]
+    TooLarge {
+        weights: String,
+        memory: String,
+        sizes: String,
     },
     /// A parameter of the spec's head, ensemble or posterior (`field`, of
     /// kind `name`) is outside its definition.

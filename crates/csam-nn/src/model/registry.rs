@@ -627,6 +627,7 @@ fn build(
         )));
     }
     spec.validate()?;
+    super::size::check_fits(spec, input, n_classes)?;
     let kind = spec.arch;
     // MIMO's network is the plain one for M images and M heads.
     let (network_input, network_classes) = match spec.ensemble {
