@@ -360,8 +360,8 @@ fn summarize<'py>(
     tolerance: f64,
 ) -> PyResult<Bound<'py, PyAny>> {
     let options = metric_options(n_bins, edges, variant, tolerance)?;
-    // In the array's own type, as the single metrics are: the NLL's clip
-    // depends on it (float32's epsilon, not float64's).
+    // In the array's own type, as the single metrics are (float32 stays
+    // float32).
     let summary = on_predictions(probs, labels, tolerance, |view, labels| {
         with_view!(view, |v| metrics::summary::summarize(
             v.view(),

@@ -150,11 +150,12 @@ def test_nll_is_scikit_learns_log_loss_also_on_zeros_and_ones(predictions, metho
     certain = np.array([[1.0, 0.0, 0.0, 0.0, 0.0], [0.0, 1.0, 0.0, 0.0, 0.0]])
     probs = np.vstack([calibrated, certain]).astype(dtype)
     y = np.concatenate([labels[test], [0, 0]])
-    expected = log_loss(y, probs, labels=range(5))
-    # float64: both sides sum 1502 logs in float64, ~1e-13 apart. float32:
-    # scikit-learn takes the logs and the mean in float32 (2^-24 relative each,
-    # ~11 levels of pairwise summation), csam in float64: ~1e-6 relative.
-    tolerance = 1e-12 if dtype == np.float64 else 2e-6
+    # csam clips float32 probabilities as their float64 values (at 2^-52, not
+    # at float32's 2^-23 where scikit-learn clips float32 input), so the
+    # reference is log_loss of the same values in float64.
+    expected = log_loss(y, probs.astype(np.float64), labels=range(5))
+    # Both sides sum 1502 logs in float64, ~1e-13 apart.
+    tolerance = 1e-12
     assert cc.nll(probs, y) == pytest.approx(expected, rel=tolerance)
     assert cc.summarize(probs, y)["nll"] == cc.nll(probs, y)
 

@@ -9,6 +9,7 @@ pub mod layout;
 mod legacy;
 
 use csam_data::{DatasetSpec, DEFAULT_DATA};
+use csam_nn::model::spec::TORCHSCRIPT_PREFIX;
 use csam_train::spec::{DataSpec, ModelSpec, RunSpec, UpdateRule, ValSize};
 
 use super::settings::invalid;
@@ -73,10 +74,9 @@ pub fn data_name(base: &RunSpec) -> String {
 /// The base's model as it is named on the command line: its architecture,
 /// or `torchscript:FILE` for a TorchScript file.
 pub fn model_name(base: &RunSpec) -> String {
-    let arch = base.model.arch;
     match &base.model.script {
-        Some(file) => format!("{arch}:{}", file.display()),
-        None => arch.to_string(),
+        Some(file) => format!("{TORCHSCRIPT_PREFIX}{}", file.display()),
+        None => base.model.arch.to_string(),
     }
 }
 
