@@ -163,6 +163,21 @@ pub enum DataError {
         allowed: u64,
     },
 
+    /// An image whose header declares more pixels than a streamed image may
+    /// decode to ([`crate::streaming::loader::MAX_DECODED_BYTES`]), refused
+    /// before its pixels are allocated.
+    #[error(
+        "image {path} declares {width}x{height} pixels, {bytes} bytes as RGB: more than the {limit} \
+         bytes one image may decode to"
+    )]
+    ImageTooLarge {
+        path: PathBuf,
+        width: usize,
+        height: usize,
+        bytes: u128,
+        limit: u64,
+    },
+
     /// An image file the `image` crate cannot decode.
     #[error("cannot decode image {path}: {source}")]
     Decode {

@@ -216,8 +216,33 @@ impl StreamingLoader {
     }
 }
 
+/// The most bytes one streamed image may decode to as 8-bit RGB: 512 MiB,
+/// the `image` crate's own default allocation limit, which bounds its
+/// decoded buffer but not the RGB copy made of a greyscale or palette image
+/// (a 389 KB PNG declaring 20000x20000 grey pixels took 2.8 GB). About 179
+/// million pixels: far above any photograph a classifier is trained on, and
+/// each decoding thread may hold one.
+pub const MAX_DECODED_BYTES: u64 = 512 * 1024 * 1024;
+
+/// Refuses an image of `width` x `height` pixels whose RGB pixels would take
+/// more than [`MAX_DECODED_BYTES`], from its header, before decoding it.
+fn check_decoded_size(path: &Path, width: usize, height: usize) -> Result<()> {
+    let bytes = width as u128 * height as u128 * 3;
+    if bytes <= u128::from(MAX_DECODED_BYTES) {
+        return Ok(());
+    }
+    Err(DataError::ImageTooLarge {
+        path: path.to_path_buf(),
+        width,
+        height,
+        bytes,
+        limit: MAX_DECODED_BYTES,
+    })
+}
+
 /// Decodes an image file (format from its bytes) to 8-bit RGB; greyscale
-/// and CMYK images are converted, as Pillow's `convert("RGB")` does.
+/// and CMYK images are converted, as Pillow's `convert("RGB")` does. The
+/// header's size is checked first ([`MAX_DECODED_BYTES`]).
 ///
 /// JPEGs go to zune-jpeg (the decoder inside the `image` crate) in strict
 /// mode, so that a truncated or corrupt file is an error rather than an
@@ -238,6 +263,10 @@ pub fn decode_rgb(path: &Path) -> Result<Pixels> {
                 image::error::DecodingError::new(image::ImageFormat::Jpeg.into(), e.to_string()),
             ))
         };
+        decoder.decode_headers().map_err(jpeg_error)?;
+        if let Some((width, height)) = decoder.dimensions() {
+            check_decoded_size(path, width, height)?;
+        }
         let data = decoder.decode().map_err(jpeg_error)?;
         // Invariant: a successful decode has read the header.
         let (width, height) = decoder.dimensions().expect("dimensions after decoding");
@@ -248,10 +277,14 @@ pub fn decode_rgb(path: &Path) -> Result<Pixels> {
             channels: 3,
         });
     }
-    let decoded = image::ImageReader::new(std::io::Cursor::new(&bytes))
+    let decoder = image::ImageReader::new(std::io::Cursor::new(&bytes))
         .with_guessed_format()
         .map_err(|e| DataError::io(path, e))?
-        .decode()
+        .into_decoder()
+        .map_err(decode_error)?;
+    let (width, height) = image::ImageDecoder::dimensions(&decoder);
+    check_decoded_size(path, width as usize, height as usize)?;
+    let decoded = image::DynamicImage::from_decoder(decoder)
         .map_err(decode_error)?
         .into_rgb8();
     let (width, height) = (decoded.width() as usize, decoded.height() as usize);
@@ -356,5 +389,60 @@ impl Drop for StreamingBatches {
             // A worker that panicked has nothing left to clean up.
             let _ = handle.join();
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A PNG of a signature, an IHDR chunk declaring `width` x `height` 8-bit
+    /// greyscale pixels, one byte of image data and IEND: enough for a
+    /// decoder to read the size, and a few dozen bytes whatever the size.
+    fn png_header(width: u32, height: u32) -> Vec<u8> {
+        let chunk = |kind: &[u8], data: &[u8]| {
+            let mut crc = flate2::Crc::new();
+            crc.update(kind);
+            crc.update(data);
+            let mut bytes = (data.len() as u32).to_be_bytes().to_vec();
+            bytes.extend_from_slice(kind);
+            bytes.extend_from_slice(data);
+            bytes.extend_from_slice(&crc.sum().to_be_bytes());
+            bytes
+        };
+        let mut ihdr = width.to_be_bytes().to_vec();
+        ihdr.extend_from_slice(&height.to_be_bytes());
+        // Bit depth 8, colour type 0 (greyscale), deflate, no filter, no interlace.
+        ihdr.extend_from_slice(&[8, 0, 0, 0, 0]);
+        let mut png = b"\x89PNG\r\n\x1a\n".to_vec();
+        png.extend(chunk(b"IHDR", &ihdr));
+        // The decoder reads the header up to the first image data chunk;
+        // this one holds no valid stream.
+        png.extend(chunk(b"IDAT", &[0]));
+        png.extend(chunk(b"IEND", &[]));
+        png
+    }
+
+    #[test]
+    fn an_image_declaring_more_pixels_than_the_limit_is_refused_from_its_header() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("huge.png");
+        std::fs::write(&path, png_header(20_000, 20_000)).unwrap();
+        match decode_rgb(&path) {
+            Err(DataError::ImageTooLarge {
+                width: 20_000,
+                height: 20_000,
+                bytes: 1_200_000_000,
+                ..
+            }) => {}
+            other => panic!("{:?}", other.map(|p| (p.width, p.height))),
+        }
+        // At the limit's side, the same header is read and decoding goes on
+        // to the missing pixel data: a decoding error, not the size.
+        std::fs::write(&path, png_header(100, 100)).unwrap();
+        let Err(error) = decode_rgb(&path) else {
+            panic!("a header without pixel data decoded");
+        };
+        assert!(matches!(error, DataError::Decode { .. }), "{error}");
     }
 }

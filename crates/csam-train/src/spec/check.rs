@@ -56,7 +56,13 @@ pub(crate) fn keyed(
     name: &str,
     checked: Result<(), LossError>,
 ) -> Result<(), ConfigError> {
-    checked.map_err(|error| match error {
+    checked.map_err(|error| keyed_error(branch, name, error))
+}
+
+/// The refusal `error` of the spec's branch at `branch` (whose kind is
+/// `name`), a bad field named by its key.
+pub(crate) fn keyed_error(branch: &[&'static str], name: &str, error: LossError) -> ConfigError {
+    match error {
         LossError::Field {
             field,
             value,
@@ -73,5 +79,5 @@ pub(crate) fn keyed(
         }
         // Invariant: callers name a branch.
         other => ConfigError::invalid(branch.last().copied().unwrap_or_default(), name, other),
-    })
+    }
 }

@@ -3,7 +3,7 @@
 //! names, each refusal named by the run specification's key; and the short
 //! form `torchscript:FILE` of a model name in a written spec.
 
-use super::check::keyed;
+use super::check::keyed_error;
 use super::keys;
 use super::ConfigError;
 use csam_nn::model::spec::{split_model_name, TORCHSCRIPT_PREFIX};
@@ -50,11 +50,7 @@ fn keyed_model_error(error: ModelError) -> ConfigError {
             field,
             name,
             source,
-        } => match keyed(&["model", field], name, Err(source)) {
-            Err(error) => error,
-            // Invariant: `keyed` keeps an error an error.
-            Ok(()) => unreachable!("a refusal stays a refusal"),
-        },
+        } => keyed_error(&["model", field], name, source),
         other => ConfigError::invalid("model", "", other),
     }
 }
