@@ -1,7 +1,8 @@
 //! The efficient SAM policies (RST, LookSAM, AE-SAM, ESAM, the sub-batch
-//! ascent) around SAM and
+//! ascent, Momentum-SAM) around SAM and
 //! CSAM on ResNet-20 (BatchNorm) against a PyTorch float64 twin written from
-//! each paper's formula (tests/fixtures/sam_policy_reference.py): eight steps
+//! each paper's formula, or its authors' optimizer where they published one
+//! (Momentum-SAM's; tests/fixtures/sam_policy_reference.py): eight steps
 //! with SGD momentum and weight decay cover every branch (SAM steps and plain
 //! ones, LookSAM's reuse steps, AE-SAM's threshold both ways, ESAM with and
 //! without its weight mask and its data selection, the first pass on part of
@@ -17,8 +18,8 @@ mod support;
 
 use csam_nn::model::{build_model, InputShape};
 use csam_nn::optim::{
-    AeSam, BaseOptimizer, Esam, Horizon, LookSam, Rst, SamConfig, SamPolicy, SamStep, SecondLoss,
-    Sgd, SgdConfig, SubBatch,
+    AeSam, BaseOptimizer, Esam, Horizon, LookSam, MomentumDirection, Msam, Rst, SamConfig,
+    SamPolicy, SamStep, SecondLoss, Sgd, SgdConfig, SubBatch,
 };
 use std::path::Path;
 use support::{python, run_twin, write_step_batches};
@@ -61,6 +62,9 @@ fn describe(policy: SamPolicy, horizon: &Horizon) -> serde_json::Value {
         }
         SamPolicy::SubBatch(sub) => {
             serde_json::json!({ "kind": "subbatch", "rows": sub.rows(BATCH) })
+        }
+        SamPolicy::Msam(msam) => {
+            serde_json::json!({ "kind": "msam", "direction": msam.direction.name() })
         }
         SamPolicy::Every => unreachable!("the every-k-th policy has its own twin test"),
     }
@@ -136,7 +140,10 @@ fn check_case(python: &Path, dir: &Path, second_loss: SecondLoss, policy: SamPol
             f64::from(u8::from(stats.perturbed.is_some()))
         })
         .collect();
-    let every_step = matches!(policy, SamPolicy::Esam(_) | SamPolicy::SubBatch(_));
+    let every_step = matches!(
+        policy,
+        SamPolicy::Esam(_) | SamPolicy::SubBatch(_) | SamPolicy::Msam(_)
+    );
     assert!(
         (taken.contains(&0.0) || every_step) && taken.contains(&1.0),
         "{label}: the case must take both branches, took {taken:?}"
@@ -226,6 +233,14 @@ fn efficient_policies_match_pytorch_on_resnet20() {
         // The ascent on ceil(0.25 * 8) = 2 of 8 rows, under SAM and CSAM.
         (SecondLoss::Plain, SamPolicy::SubBatch(SubBatch::default())),
         (CSAM, SamPolicy::SubBatch(SubBatch { fraction: 0.5 })),
+        // Along the momentum: the authors' way under CSAM, the other under SAM.
+        (CSAM, SamPolicy::Msam(Msam::default())),
+        (
+            SecondLoss::Plain,
+            SamPolicy::Msam(Msam {
+                direction: MomentumDirection::Ascent,
+            }),
+        ),
     ];
     for (second_loss, policy) in cases {
         let dir = tempfile::tempdir().unwrap();

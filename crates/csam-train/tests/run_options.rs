@@ -637,8 +637,10 @@ fn efficient_sam_policies_change_the_run_resume_bit_identically_and_log_their_sh
     }
     // ESAM's masks are a function of the seed, the step and the weight; it
     // runs the second pass on every step (on a share of the batch), as the
-    // sub-batch ascent does (its first pass on a share of the batch).
-    for name in ["esam", "subbatch"] {
+    // sub-batch ascent does (its first pass on a share of the batch) and
+    // Momentum-SAM (its only pass; its direction is SGD's momentum, which
+    // the checkpoint holds).
+    for name in ["esam", "subbatch", "msam"] {
         let option = spec(&format!("optimizer = \"csam\"\nsam_policy = \"{name}\"\n"));
         let whole = trains_and_resumes_bit_identically(&option, &dir.path().join(name), name);
         assert_ne!(last_weights(&whole), last_weights(&full), "{name}");
@@ -863,6 +865,11 @@ fn every_key_away_from_its_default_changes_the_weights() {
             "subbatch-fraction",
             "subbatch_fraction = 0.5\n",
             "optimizer = \"sam\"\nsam_policy = \"subbatch\"\n",
+        ),
+        (
+            "msam-direction",
+            "msam_direction = \"ascent\"\n",
+            "optimizer = \"sam\"\nsam_policy = \"msam\"\n",
         ),
         ("random-sign-init", "random_sign_init = 0.5\n", members),
         ("prior-std", "prior_std = 0.1\n", vi),

@@ -43,13 +43,21 @@ pub struct MethodSettings(BTreeMap<String, toml::Table>);
 /// its adaptive perturbation is measured relative to the weights, so SAM's
 /// 0.05 barely moves them. bSAM's rho is 0.01, Möllenhoff and Khan 2023's
 /// on CIFAR (their repository's README): its ascent `rho g / s` is not
-/// normalised.
+/// normalised. Momentum-SAM's is 0.3, the default of its authors' optimizer
+/// (MarlonBecker/MSAM, `optimizer/msam.py`; their CIFAR scripts take 3 with
+/// lr 0.5): its perturbation follows the momentum, not the batch's gradient.
 const BUILTIN: &str = r#"
 [asam]
 rho = 0.5
 
 [bsam]
 rho = 0.01
+
+["msam+sam"]
+rho = 0.3
+
+["msam+csam"]
+rho = 0.3
 "#;
 
 impl MethodSettings {
@@ -176,11 +184,17 @@ mod tests {
     }
 
     #[test]
-    fn builtin_gives_asam_its_own_radius_and_nothing_else() {
+    fn builtin_gives_asam_and_msam_their_own_radius_and_nothing_else() {
         let builtin = MethodSettings::builtin();
         let (asam, spec) = spec_of("asam");
         let spec = builtin.apply(asam, spec).unwrap();
         assert!(matches!(spec.optim.rule, UpdateRule::Asam { rho, .. } if rho == 0.5));
+        for name in ["msam+sam", "msam+csam"] {
+            let (msam, spec) = spec_of(name);
+            let spec = builtin.apply(msam, spec).unwrap();
+            let rho = spec.optim.rule.sharpness().map(|sharpness| sharpness.rho);
+            assert_eq!(rho, Some(0.3), "{name}");
+        }
         let (sam, spec) = spec_of("sam");
         assert_eq!(builtin.apply(sam, spec.clone()).unwrap(), spec);
         assert!(builtin

@@ -57,6 +57,14 @@ pub enum LossError {
         value: f64,
         reason: &'static str,
     },
+    /// An efficient-SAM policy that does not combine with the update rule's
+    /// perturbation.
+    #[error("sam_policy {policy} does not combine with {rule}: {reason}")]
+    Policy {
+        policy: &'static str,
+        rule: &'static str,
+        reason: &'static str,
+    },
     /// libtorch rejected an operation (for example a target outside
     /// `0..n_classes`), shown without its C++ stack trace.
     #[error("{}", crate::torch_message::message(.0))]

@@ -166,6 +166,10 @@ impl BaseOptimizer for LossScaled {
         self.inner.reduce_gradient(grads, rows)
     }
 
+    fn ascent_momentum(&self) -> Option<&Tensor> {
+        self.inner.ascent_momentum()
+    }
+
     fn reduced_backward(
         &self,
         objective: &Tensor,

@@ -29,7 +29,9 @@ pub use buffers::BufferSnapshot;
 pub use loss_scale::{LossScaleConfig, LossScaled};
 pub use params::Params;
 pub use perturbation::{weight_entries, Perturbation};
-pub use policy::{AeSam, Esam, Horizon, LookSam, Rst, SamPolicy, SubBatch};
+pub use policy::{
+    AeSam, Esam, Horizon, LookSam, MomentumDirection, Msam, Rst, SamPolicy, SubBatch,
+};
 pub use rule::{validate_clip, OptimizerFamily, SamRun, Sharpness, UpdateRule};
 pub use sam::{plain_step, SamConfig, SamStep, SecondLoss};
 pub use sam_state::SamState;
@@ -122,6 +124,15 @@ pub trait BaseOptimizer: Send {
     /// skips steps).
     fn skipped_last_step(&self) -> bool {
         false
+    }
+
+    /// The momentum Momentum-SAM perturbs along ([`Msam`]): SGD's heavy-ball
+    /// buffer, flat in [`BaseOptimizer::params`]' order. None for an
+    /// optimiser without one (SGD without momentum, AdamW) and for Nesterov
+    /// SGD, of which the authors' rule has no form; a wrapper answers for
+    /// the optimiser it wraps.
+    fn ascent_momentum(&self) -> Option<&Tensor> {
+        None
     }
 
     /// The optimiser state as `(name, tensor)` pairs. The tensors share the

@@ -25,7 +25,7 @@
 use super::buffers::BufferSnapshot;
 use super::flat::{chunk_views, flatten, scatter, FlatCopy};
 use super::params::global_norm;
-use super::policy::{AeSam, Esam, GradStatistics, Horizon, LookSam, SamPolicy, SubBatch};
+use super::policy::{AeSam, Esam, GradStatistics, Horizon, LookSam, Msam, SamPolicy, SubBatch};
 use super::sam_state::SamState;
 use super::stats::StatsAccumulator;
 use super::{weight_entries, BaseOptimizer, OptimError, Perturbation, StepStats};
@@ -138,9 +138,19 @@ impl SamConfig {
     }
 
     /// The rule against its policy: a policy other than every-k-th schedules
-    /// the second pass itself (so `every` must be 1), and the policies that
-    /// read whole-batch gradients refuse m-sharpness.
+    /// the second pass itself (so `every` must be 1), the policies that
+    /// read whole-batch gradients refuse m-sharpness, and Momentum-SAM,
+    /// whose direction is the momentum's, takes SAM's normalisation only.
     pub(crate) fn validate_policy(&self) -> Result<(), LossError> {
+        if matches!(self.policy, SamPolicy::Msam(_)) && self.perturbation != Perturbation::Sam {
+            return Err(LossError::Policy {
+                policy: self.policy.name(),
+                rule: self.perturbation.name(),
+                reason: "Momentum-SAM perturbs along the base optimiser's momentum scaled to \
+                         rho, with no gradient for ASAM's or VASSO's ascent to shape (use sam \
+                         or csam)",
+            });
+        }
         let fields = Fields(self.policy.name());
         fields.check(
             "every",
@@ -155,14 +165,15 @@ impl SamConfig {
                 | SamPolicy::AeSam(_)
                 | SamPolicy::Esam(_)
                 | SamPolicy::SubBatch(_)
+                | SamPolicy::Msam(_)
         );
         match self.m {
             Some(m) => fields.check(
                 "m",
                 m as f64,
                 !whole_batch,
-                "LookSAM, AE-SAM, ESAM and the sub-batch ascent work with one perturbation of the \
-                 whole batch: m-sharpness does not apply",
+                "LookSAM, AE-SAM, ESAM, the sub-batch ascent and Momentum-SAM work with one \
+                 perturbation of the whole batch: m-sharpness does not apply",
             ),
             None => Ok(()),
         }
@@ -334,6 +345,7 @@ impl SamStep {
             SamPolicy::AeSam(ae) => self.ae_sam_step(ae, step, model, batch, optimizer),
             SamPolicy::Esam(_) => self.full_step(model, batch, optimizer),
             SamPolicy::SubBatch(sub) => self.sub_batch_step(sub, model, batch, optimizer),
+            SamPolicy::Msam(msam) => self.momentum_step(msam, model, batch, optimizer),
         }
     }
 
@@ -390,6 +402,89 @@ impl SamStep {
         )?;
         let sharpness = self.sharpness_gradient(model, batch, &*optimizer, Some(first))?;
         self.apply_sharpness(sharpness, batch, optimizer)
+    }
+
+    /// Momentum-SAM ([`Msam`]): the base optimiser's momentum chooses the
+    /// perturbation, the one pass is the second (its loss at theta~), the
+    /// base optimiser steps at theta~ and the perturbation is added back,
+    /// also when the pass fails. The step reports that pass's loss and
+    /// accuracy, at theta~: there is no pass at theta.
+    fn momentum_step<M, O>(
+        &mut self,
+        msam: Msam,
+        model: &M,
+        batch: &TrainBatch,
+        optimizer: &mut O,
+    ) -> Result<StepStats, OptimError>
+    where
+        M: TrainingPass + ?Sized,
+        O: BaseOptimizer + ?Sized,
+    {
+        let rows = check_batch(batch)? as usize;
+        if batch.carries_correctness() {
+            return Err(OptimError::Config(
+                "Momentum-SAM predicts at theta~ only; a loss that records each example's \
+                 correct predictions at theta (CRL) needs a pass there"
+                    .into(),
+            ));
+        }
+        let momentum = optimizer.ascent_momentum().ok_or_else(|| {
+            OptimError::Config(
+                "Momentum-SAM perturbs along SGD's momentum buffer: the base optimiser has none \
+                 (it needs SGD with momentum > 0, without Nesterov)"
+                    .into(),
+            )
+        })?;
+        let perturbation = msam.perturbation(momentum, self.config.rho)?;
+        add_flat(optimizer.params().tensors(), &perturbation)?;
+        let stepped = self
+            .momentum_pass(model, batch, &*optimizer, rows)
+            .and_then(|(grads, stats)| {
+                let update = (Update::Mean(grads), batch);
+                apply(update, self.config.clip_grad_norm, optimizer, stats)
+            });
+        add_flat(optimizer.params().tensors(), &-perturbation)?;
+        stepped
+    }
+
+    /// The pass of [`SamStep::momentum_step`] at the weights as they are:
+    /// the second-pass loss's gradient, reduced over the replicas, and the
+    /// step's statistics.
+    fn momentum_pass<M, O>(
+        &self,
+        model: &M,
+        batch: &TrainBatch,
+        optimizer: &O,
+        rows: usize,
+    ) -> Result<(Vec<Tensor>, StatsAccumulator), OptimError>
+    where
+        M: TrainingPass + ?Sized,
+        O: BaseOptimizer + ?Sized,
+    {
+        let pass = batch.forward(model)?;
+        let objective =
+            pass.objective(|scores, y| self.second_loss.objective(&self.config.loss, scores, y))?;
+        let grads = gradients(
+            &objective,
+            optimizer.params().tensors(),
+            optimizer.loss_scale(),
+            Reduction::Replicas(optimizer, rows),
+        )?;
+        let (scores, y) = pass.primary();
+        let log_p = tch::no_grad(|| gather_true(&scores.log_probs, y))?;
+        let cross_entropy = tch::no_grad(|| cross_entropy_from_log_probs(&log_p));
+        let grad_norm = tch::no_grad(|| global_norm(&grads))?;
+        let mut stats = StatsAccumulator::new(false);
+        stats.add(
+            1.0,
+            &cross_entropy,
+            &scores.logits,
+            y,
+            &grad_norm,
+            Some((&objective, &cross_entropy)),
+        );
+        stats.add_heads(pass.heads(), y);
+        Ok((grads, stats))
     }
 
     /// [`apply`] with the second-pass gradient. A step skipped for a
@@ -862,6 +957,15 @@ fn apply<O: BaseOptimizer + ?Sized>(
     let update = clip(update, clip_grad_norm)?;
     optimizer.step(&update)?;
     stats.finish(optimizer.skipped_last_step())
+}
+
+/// Adds `values` (flat, in the tensors' order) to `tensors` in place.
+fn add_flat(tensors: &[Tensor], values: &Tensor) -> Result<(), OptimError> {
+    let _guard = tch::no_grad_guard();
+    for (tensor, chunk) in tensors.iter().zip(chunk_views(values, tensors)?) {
+        let _ = tensor.detach().f_add_(&chunk)?;
+    }
+    Ok(())
 }
 
 /// Whose gradient a backward pass gives.

@@ -137,6 +137,13 @@ impl BaseOptimizer for Sgd {
         )
     }
 
+    fn ascent_momentum(&self) -> Option<&Tensor> {
+        match self.config.nesterov {
+            true => None,
+            false => self.momentum_buffer.as_ref(),
+        }
+    }
+
     fn state(&self) -> Vec<(String, Tensor)> {
         let Some(buf) = &self.momentum_buffer else {
             return Vec::new();

@@ -77,6 +77,15 @@ pub(crate) fn keyed_error(branch: &[&'static str], name: &str, error: LossError)
             let key = keys::at_path(&path).map_or(field, |key| key.name);
             ConfigError::invalid(key, value, reason)
         }
+        LossError::Policy {
+            policy,
+            rule,
+            reason,
+        } => {
+            let path = ["optim", "policy", "kind"].map(String::from);
+            let key = keys::at_path(&path).map_or("sam_policy", |key| key.name);
+            ConfigError::invalid(key, policy, format!("optimizer {rule}: {reason}"))
+        }
         // Invariant: callers name a branch.
         other => ConfigError::invalid(branch.last().copied().unwrap_or_default(), name, other),
     }

@@ -366,8 +366,8 @@ pub static KEYS: &[Key] = &[
     when("sam_every", &["optim", "rule", "every"], Count, ("optimizer", SAM_FAMILY),
         "Take the sharpness-aware step on every k-th step only (default 1)"),
     when("sam_policy", &["optim", "policy", "kind"], Text, ("optimizer", SAM_FAMILY),
-        "Which steps and rows the passes run on: every, rst, looksam, aesam, esam, subbatch (default every)\n\
-         every: every sam_every-th step. rst: with probability p (Zhao et al. 2022). looksam: every k-th, reusing its direction in between (Liu et al. 2022). aesam: where ||g||^2 is high (Jiang et al. 2023). esam: every step, perturbing a random share of the weights and running the second pass on the examples whose loss rises most (Du et al. 2022). subbatch: every step, the first pass (the ascent's direction) on a share of the batch, the second on all of it."),
+        "Which steps and rows the passes run on: every, rst, looksam, aesam, esam, subbatch, msam (default every)\n\
+         every: every sam_every-th step. rst: with probability p (Zhao et al. 2022). looksam: every k-th, reusing its direction in between (Liu et al. 2022). aesam: where ||g||^2 is high (Jiang et al. 2023). esam: every step, perturbing a random share of the weights and running the second pass on the examples whose loss rises most (Du et al. 2022). subbatch: every step, the first pass (the ascent's direction) on a share of the batch, the second on all of it. msam: no first pass, the perturbation along SGD's momentum (Becker et al. 2024), one pass a step."),
     when("rst_p", &["optim", "policy", "p"], Real, ("sam_policy", &["rst"]),
         "RST's probability in [0, 1] of a SAM step (at the first step when rst_p_end is set) (default 0.5)"),
     when("rst_p_end", &["optim", "policy", "p_end"], Real, ("sam_policy", &["rst"]),
@@ -392,6 +392,9 @@ pub static KEYS: &[Key] = &[
     when("subbatch_fraction", &["optim", "policy", "fraction"], Real, ("sam_policy", &["subbatch"]),
         "The sub-batch ascent's share in (0, 1] of the batch in the first pass (default 0.25)\n\
          The first pass only chooses the perturbation's direction; its rows are the batch's first ceil(fraction B), and BatchNorm's running statistics move with them."),
+    when("msam_direction", &["optim", "policy", "direction"], Text, ("sam_policy", &["msam"]),
+        "Momentum-SAM's perturbation: descent or ascent along SGD's momentum v (default descent)\n\
+         descent: theta - rho v/||v||, the authors' rule (Becker et al. 2024). ascent: theta + rho v/||v||, SAM's ascent with the momentum in place of the batch's gradient (csam's variant, no published source). Needs SGD with momentum > 0, without Nesterov; rho is the rule's."),
     key("best_metric", &["selection"], Text,
         "Validation metric of the best checkpoint (default nll)"),
     key("bins", &["metrics", "n_bins"], Count, "Bins of every binned metric (default 15)"),

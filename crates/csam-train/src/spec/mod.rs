@@ -295,15 +295,19 @@ impl RunSpec {
                 ),
             ));
         }
-        if self.loss.needs_correctness_history()
-            && matches!(self.optim.policy, SamPolicy::SubBatch(_))
-        {
+        let at_theta = match self.optim.policy {
+            SamPolicy::SubBatch(_) => {
+                Some("the sub-batch ascent predicts at theta on part of the batch only")
+            }
+            SamPolicy::Msam(_) => Some("Momentum-SAM predicts at theta~ only"),
+            _ => None,
+        };
+        if let (true, Some(why)) = (self.loss.needs_correctness_history(), at_theta) {
             return Err(check::invalid(
                 "sam_policy",
-                "subbatch",
+                self.optim.policy.name(),
                 &format!(
-                    "loss {} records each example's correct predictions at theta; the sub-batch \
-                     ascent predicts at theta on part of the batch only",
+                    "loss {} records each example's correct predictions at theta; {why}",
                     self.loss.name()
                 ),
             ));

@@ -99,17 +99,15 @@ impl OptimSpec {
     }
 
     /// Forward-backward passes per step on average: 1 for plain SGD, 2 for
-    /// bSAM, `1 +` the share of steps that run the second pass for the SAM
-    /// family (`1/every`, or the policy's expected share): the cost of a step
-    /// relative to SGD's, for scheduling runs.
+    /// bSAM, the policy's expected passes for the SAM family
+    /// ([`SamPolicy::expected_passes_per_step`]): the cost of a step relative
+    /// to SGD's, for scheduling runs.
     pub fn passes_per_step(&self) -> f64 {
         if let UpdateRule::Bsam { .. } = self.rule {
             return 2.0;
         }
         self.rule.sharpness().map_or(1.0, |sharpness| {
-            1.0 + self
-                .policy
-                .expected_second_pass_share(sharpness.every as u64)
+            self.policy.expected_passes_per_step(sharpness.every as u64)
         })
     }
 
@@ -129,11 +127,42 @@ impl OptimSpec {
             ));
         }
         keyed(&["optim", "policy"], name, self.policy.validate())?;
+        if matches!(self.policy, SamPolicy::Msam(_)) {
+            self.validate_msam_base()?;
+        }
         keyed(
             &["optim", "rule"],
             name,
             self.rule.check_policy(&self.policy),
         )
+    }
+
+    /// Momentum-SAM perturbs along SGD's heavy-ball momentum
+    /// ([`csam_nn::optim::BaseOptimizer::ascent_momentum`]), which AdamW, SGD
+    /// without momentum and Nesterov SGD do not give.
+    fn validate_msam_base(&self) -> Result<(), ConfigError> {
+        let reason = match self.base {
+            BaseSpec::Sgd { momentum, .. } if momentum == 0.0 => Some((
+                "momentum",
+                momentum.to_string(),
+                "sam_policy msam perturbs along SGD's momentum, which momentum 0 leaves at zero",
+            )),
+            BaseSpec::Sgd { nesterov: true, .. } => Some((
+                "nesterov",
+                true.to_string(),
+                "sam_policy msam follows its authors' heavy-ball SGD, which has no Nesterov form",
+            )),
+            BaseSpec::Adamw { .. } => Some((
+                "base_optimizer",
+                "adamw".to_string(),
+                "sam_policy msam perturbs along SGD's momentum buffer; AdamW's is not implemented",
+            )),
+            BaseSpec::Sgd { .. } => None,
+        };
+        match reason {
+            Some((key, value, reason)) => Err(invalid(key, value, reason)),
+            None => Ok(()),
+        }
     }
 
     /// What a run asks of a SAM-family rule beyond the step's own checks: a

@@ -335,6 +335,10 @@ impl BaseOptimizer for DataParallel {
         self.inner.load_state(state)
     }
 
+    fn ascent_momentum(&self) -> Option<&Tensor> {
+        self.inner.ascent_momentum()
+    }
+
     /// The backward pass with the buckets armed: each bucket's all-reduce
     /// starts as soon as its gradients are computed.
     fn reduced_backward(

@@ -4,7 +4,8 @@
 //! with every perturbation rule it allows and with CSAM's second-pass loss
 //! (CSAM is SAM with another pass-2 loss, so `looksam` with the CSAM loss is
 //! LookSAM-CSAM). ESAM and the sub-batch ascent run both passes on every
-//! step and save work inside them instead.
+//! step and save work inside them instead; Momentum-SAM runs only the second
+//! pass, perturbing along the base optimiser's momentum.
 
 use crate::loss::{Fields, LossError};
 use tch::{Device, Kind, Tensor};
@@ -12,12 +13,14 @@ use tch::{Device, Kind, Tensor};
 mod aesam;
 mod esam;
 mod looksam;
+mod msam;
 mod rst;
 mod subbatch;
 
 pub use aesam::{AeSam, GradStatistics};
 pub use esam::Esam;
 pub use looksam::LookSam;
+pub use msam::{MomentumDirection, Msam};
 pub use rst::Rst;
 pub use subbatch::SubBatch;
 
@@ -41,6 +44,8 @@ pub enum SamPolicy {
     /// The ascent on a sub-batch ([`SubBatch`]).
     #[serde(rename = "subbatch")]
     SubBatch(SubBatch),
+    /// Momentum-SAM ([`Msam`]).
+    Msam(Msam),
 }
 
 /// Where a step stands in its run: what [`Rst`]'s draws and schedule and
@@ -74,11 +79,12 @@ impl SamPolicy {
             SamPolicy::AeSam(_) => "aesam",
             SamPolicy::Esam(_) => "esam",
             SamPolicy::SubBatch(_) => "subbatch",
+            SamPolicy::Msam(_) => "msam",
         }
     }
 
     /// Every policy, the efficient ones at their defaults.
-    pub fn all() -> [SamPolicy; 6] {
+    pub fn all() -> [SamPolicy; 7] {
         [
             SamPolicy::Every,
             SamPolicy::Rst(Rst::default()),
@@ -86,6 +92,7 @@ impl SamPolicy {
             SamPolicy::AeSam(AeSam::default()),
             SamPolicy::Esam(Esam::default()),
             SamPolicy::SubBatch(SubBatch::default()),
+            SamPolicy::Msam(Msam::default()),
         ]
     }
 
@@ -98,7 +105,7 @@ impl SamPolicy {
     pub fn validate(&self) -> Result<(), LossError> {
         let fields = Fields(self.name());
         match self {
-            SamPolicy::Every => Ok(()),
+            SamPolicy::Every | SamPolicy::Msam(_) => Ok(()),
             SamPolicy::Rst(rst) => rst.validate(&fields),
             SamPolicy::LookSam(look) => look.validate(&fields),
             SamPolicy::AeSam(ae) => ae.validate(&fields),
@@ -115,25 +122,29 @@ impl SamPolicy {
             SamPolicy::Every
             | SamPolicy::LookSam(_)
             | SamPolicy::Esam(_)
-            | SamPolicy::SubBatch(_) => false,
+            | SamPolicy::SubBatch(_)
+            | SamPolicy::Msam(_) => false,
         }
     }
 
-    /// The expected share of steps that run the second pass, for
-    /// scheduling runs: `p` averaged over the run for RST, `1/k` for
+    /// The expected forward-backward passes of a step, in passes over the
+    /// whole batch, for scheduling runs: one, plus the share of steps that
+    /// run the second pass, `p` averaged over the run for RST, `1/k` for
     /// LookSAM; AE-SAM's depends on the gradients: one half, what its
     /// default schedule gives for normally distributed `||g||^2` (the
     /// threshold's `P(Z >= c)` averaged over `c` from -1 to 1). ESAM runs
-    /// the second pass on every step (on `gamma B` rows: its saving is
-    /// inside the pass, not counted here), and so does the sub-batch ascent
-    /// (its saving is in the first pass).
-    pub fn expected_second_pass_share(&self, sam_every: u64) -> f64 {
+    /// both passes on every step (its second on `gamma B` rows, a saving
+    /// not counted here); the sub-batch ascent its first on `fraction` of
+    /// the batch. Momentum-SAM has no first pass: one pass a step.
+    pub fn expected_passes_per_step(&self, sam_every: u64) -> f64 {
         match self {
-            SamPolicy::Every => 1.0 / sam_every.max(1) as f64,
-            SamPolicy::Rst(rst) => rst.mean_probability(),
-            SamPolicy::LookSam(look) => 1.0 / look.k.max(1) as f64,
-            SamPolicy::AeSam(_) => 0.5,
-            SamPolicy::Esam(_) | SamPolicy::SubBatch(_) => 1.0,
+            SamPolicy::Every => 1.0 + 1.0 / sam_every.max(1) as f64,
+            SamPolicy::Rst(rst) => 1.0 + rst.mean_probability(),
+            SamPolicy::LookSam(look) => 1.0 + 1.0 / look.k.max(1) as f64,
+            SamPolicy::AeSam(_) => 1.5,
+            SamPolicy::Esam(_) => 2.0,
+            SamPolicy::SubBatch(sub) => 1.0 + sub.fraction,
+            SamPolicy::Msam(_) => 1.0,
         }
     }
 }
