@@ -6,6 +6,7 @@ mod cluster;
 pub mod compare;
 pub mod completions;
 pub mod corrupt;
+mod diverged;
 pub mod eval;
 mod experiment_args;
 mod file_url;

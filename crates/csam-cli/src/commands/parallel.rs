@@ -3,7 +3,9 @@
 //! process. The experiment then finds them finished and reuses them, so its
 //! results are those of training the runs one after the other in-process: a
 //! run's numbers depend on its spec, seed, device and thread count only, and
-//! each process is its own libtorch with its own random stream.
+//! each process is its own libtorch with its own random stream. A run that
+//! diverges leaves its record (`diverged.json`) and is no failure: the
+//! others train on, and the experiment reads the record back.
 
 use std::fs::File;
 use std::path::{Path, PathBuf};
@@ -13,6 +15,8 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, Context};
 use csam_lab::experiment::runs::PlannedRun;
 use csam_train::spec::Runtime;
+use csam_train::train::rundir::RunDir;
+use csam_train::train::Divergence;
 
 use crate::progress::{minutes, remaining_at};
 
@@ -22,6 +26,8 @@ const POLL: Duration = Duration::from_millis(200);
 /// One `csam train` process and the files it was given.
 struct Job {
     label: String,
+    /// The run directory.
+    dir: PathBuf,
     /// Its [`run_cost`].
     cost: f64,
     child: Child,
@@ -82,6 +88,7 @@ impl Job {
         );
         Ok(Job {
             label: run.label.clone(),
+            dir: run.dir.clone(),
             cost: run_cost(run),
             child,
             started: Instant::now(),
@@ -91,24 +98,28 @@ impl Job {
     }
 
     /// The outcome once the process has exited: Ok(None) while it runs.
-    fn poll(&mut self) -> anyhow::Result<Option<Result<(), String>>> {
+    fn poll(&mut self) -> anyhow::Result<Option<Ended>> {
         let Some(status) = self.child.try_wait()? else {
             return Ok(None);
         };
+        let took = self.started.elapsed().as_secs_f64();
         let outcome = match status.success() {
             true => {
-                println!(
-                    "{}: trained in {:.1}s",
-                    self.label,
-                    self.started.elapsed().as_secs_f64()
-                );
-                Ok(())
+                println!("{}: trained in {took:.1}s", self.label);
+                Ended::Trained
             }
-            false => Err(format!(
-                "{} failed ({status}): {}",
-                self.label,
-                last_line(&self.log_file)
-            )),
+            // A run that diverged wrote its record before it exited.
+            false => match Divergence::read(&RunDir::new(&self.dir))? {
+                Some(divergence) => {
+                    println!("{}: {divergence} after {took:.1}s", self.label);
+                    Ended::Diverged
+                }
+                None => Ended::Failed(format!(
+                    "{} failed ({status}): {}",
+                    self.label,
+                    last_line(&self.log_file)
+                )),
+            },
         };
         remove_quietly(&self.spec_file);
         remove_quietly(&self.log_file);
@@ -116,9 +127,19 @@ impl Job {
     }
 }
 
+/// How a `csam train` process ended.
+enum Ended {
+    Trained,
+    /// Its run diverged and left its record.
+    Diverged,
+    /// Anything else, in words.
+    Failed(String),
+}
+
 /// Trains `runs`, at most `jobs` at a time, each in its own `csam train`
 /// process with `runtime`, the longest first (epochs times passes per step)
-/// so that no core idles while one long run finishes last. After a failure
+/// so that no core idles while one long run finishes last. A run that
+/// diverges counts as done (its record is its outcome). After a failure
 /// no new run starts; the running ones finish (so that their work is kept),
 /// then the first failure is the error.
 pub fn train_in_processes(
@@ -147,10 +168,10 @@ pub fn train_in_processes(
         for mut job in running {
             match job.poll()? {
                 None => still_running.push(job),
-                Some(Ok(())) => {
+                Some(Ended::Trained | Ended::Diverged) => {
                     println!("{}", progress.finished(job.cost, job.started.elapsed()));
                 }
-                Some(Err(message)) => {
+                Some(Ended::Failed(message)) => {
                     failure.get_or_insert(message);
                 }
             }

@@ -282,8 +282,10 @@ pub fn drain(
     }
 }
 
+/// Finished, or diverged: an outcome either way, which no worker retrains.
 fn is_finished(run: &Path) -> bool {
-    RunDir::new(run).summary().exists()
+    let run = RunDir::new(run);
+    run.summary().exists() || run.diverged().exists()
 }
 
 /// Trains (or resumes) one claimed run of the plan in `dir`.
