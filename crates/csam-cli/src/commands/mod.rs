@@ -1,6 +1,7 @@
 //! The subcommands of `csam`, one module each.
 
 pub mod bench;
+mod child;
 mod choices;
 mod cluster;
 pub mod compare;

@@ -18,6 +18,7 @@ use csam_train::spec::Runtime;
 use csam_train::train::rundir::RunDir;
 use csam_train::train::Divergence;
 
+use super::child::die_with_parent;
 use crate::progress::{minutes, remaining_at};
 
 /// How often the running processes are polled.
@@ -38,10 +39,15 @@ struct Job {
 
 impl Job {
     /// Starts `csam train` on `run` with `runtime`, quiet, its spec in a
-    /// temporary file and its stderr in another (read if it fails).
-    fn start(run: &PlannedRun, index: usize, runtime: &Runtime) -> anyhow::Result<Job> {
-        let scratch = std::env::temp_dir();
-        let stem = format!("csam-{}-{index}", std::process::id());
+    /// temporary file in `scratch` and its stderr in another (read if it
+    /// fails). The process dies with this one (see [`die_with_parent`]).
+    fn start(
+        run: &PlannedRun,
+        index: usize,
+        runtime: &Runtime,
+        scratch: &Path,
+    ) -> anyhow::Result<Job> {
+        let stem = format!("{}-{index}", std::process::id());
         let spec_file = scratch.join(format!("{stem}.toml"));
         let log_file = scratch.join(format!("{stem}.log"));
         std::fs::write(&spec_file, run.spec.to_toml())
@@ -77,7 +83,7 @@ impl Job {
             true => "--tensorboard",
             false => "--no-tensorboard",
         });
-        let child = command
+        let child = die_with_parent(&mut command)
             .spawn()
             .with_context(|| format!("starting csam train for {}", run.label))?;
         println!(
@@ -136,17 +142,26 @@ enum Ended {
     Failed(String),
 }
 
+/// Where the processes' spec and log files live while they run: a hidden
+/// folder of the experiment directory, not the system's temporary
+/// directory, so that what a killed experiment leaves stays with it.
+const SCRATCH: &str = ".jobs";
+
 /// Trains `runs`, at most `jobs` at a time, each in its own `csam train`
 /// process with `runtime`, the longest first (epochs times passes per step)
 /// so that no core idles while one long run finishes last. A run that
 /// diverges counts as done (its record is its outcome). After a failure
 /// no new run starts; the running ones finish (so that their work is kept),
-/// then the first failure is the error.
+/// then the first failure is the error. The processes' files live in
+/// `out/.jobs/`, removed once they are done.
 pub fn train_in_processes(
     runs: &[PlannedRun],
     runtime: &Runtime,
     jobs: usize,
+    out: &Path,
 ) -> anyhow::Result<()> {
+    let scratch = out.join(SCRATCH);
+    std::fs::create_dir_all(&scratch).with_context(|| format!("creating {}", scratch.display()))?;
     let mut order: Vec<(usize, &PlannedRun)> = runs.iter().enumerate().collect();
     order.sort_by(|(_, a), (_, b)| run_cost(b).total_cmp(&run_cost(a)));
     let mut progress = Progress::new(runs.iter().map(run_cost).sum(), runs.len(), jobs);
@@ -158,7 +173,7 @@ pub fn train_in_processes(
             let Some((index, run)) = waiting.next() else {
                 break;
             };
-            running.push(Job::start(run, index, runtime)?);
+            running.push(Job::start(run, index, runtime, &scratch)?);
         }
         if running.is_empty() {
             break;
@@ -178,6 +193,8 @@ pub fn train_in_processes(
         }
         running = still_running;
     }
+    // Another experiment's processes may still use it: only an empty one goes.
+    let _ = std::fs::remove_dir(&scratch);
     match failure {
         Some(message) => bail!("{message}"),
         None => Ok(()),
