@@ -15,7 +15,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use csam_train::train::lock::{LockOwner, RunLock};
-use support::{text, DIGITS_MLP};
+use support::{csam, text, DIGITS_MLP};
 
 /// One bad input: the command, the input (a flag, `config: KEY`, or a file
 /// kind), the bad value as the table shows it, and the arguments after
@@ -483,6 +483,7 @@ const CASES: &[Case] = &[
     case("compare", "--track-theory", "a value (false)", &["{compare}", "--track-theory", "false"]),
     case("compare", "--no-tensorboard", "a value", &["{compare}", "--no-tensorboard=yes"]),
     case("compare", "--plan", "with --worker", &["{compare}", "--plan", "--worker"]),
+    case("compare", "--plan", "another process writing the plan", &["{compare}", "--plan", "--out", "{dir}/planning"]),
     case("compare", "--worker", "no plan written", &["{compare}", "--worker"]),
     case("compare", "--collect", "nothing trained yet", &["{compare}", "--collect"]),
     case("sharpness", "--run", "missing directory", &["sharpness", "--run", "{dir}/missing"]),
@@ -758,9 +759,10 @@ fn merged_toml(case: &str) -> String {
     table.to_string()
 }
 
-/// Writes the bad files and directories the cases name. Returns the lock of
-/// `busy`, a directory another process (this test) trains into.
-fn prepare(dir: &Path, trained: &Path) -> RunLock {
+/// Writes the bad files and directories the cases name. Returns the locks
+/// of `busy`, a directory another process (this test) trains into, and of
+/// `planning/plan`, a comparison's plan another process writes.
+fn prepare(dir: &Path, trained: &Path) -> [RunLock; 2] {
     let write = |name: &str, content: &str| std::fs::write(dir.join(name), content).unwrap();
     write("garbage.npy", "not a numpy file");
     write("garbage.npz", "not a zip archive");
@@ -842,7 +844,24 @@ fn prepare(dir: &Path, trained: &Path) -> RunLock {
     bytes[last] ^= 1;
     std::fs::write(&events[0], bytes).unwrap();
     copy_run(&stopped, &dir.join("busy"));
-    RunLock::acquire(&dir.join("busy")).unwrap()
+    [
+        RunLock::acquire(&dir.join("busy")).unwrap(),
+        planning(&dir.join("planning")),
+    ]
+}
+
+/// The comparison of [`COMPARE`] in `out` with its plan being written: the
+/// plan folder, without `plan.json`, locked by this process.
+fn planning(out: &Path) -> RunLock {
+    let out = out.display().to_string();
+    let args = COMPARE
+        .iter()
+        .map(|&arg| if arg == "{run}" { &out } else { arg });
+    let planned = csam(&args.chain(["--plan"]).collect::<Vec<_>>());
+    assert!(planned.status.success(), "{}", text(&planned));
+    let plan = Path::new(&out).join("plan");
+    std::fs::remove_file(plan.join("plan.json")).unwrap();
+    RunLock::acquire(&plan).unwrap()
 }
 
 fn copy_run(from: &Path, to: &Path) {
