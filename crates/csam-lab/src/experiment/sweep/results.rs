@@ -286,14 +286,7 @@ pub fn markdown(results: &SweepResults) -> String {
             let cells: Vec<String> = settings
                 .gammas
                 .iter()
-                .map(|&gamma| {
-                    let cell = results.cell(rho, gamma);
-                    let text = mean_std_text(cell.and_then(|c| c.get(metric)), metric.in_percent());
-                    match cell {
-                        Some(cell) => noted(text, cell.finished(), cell.diverged_seeds.len()),
-                        None => text,
-                    }
-                })
+                .map(|&gamma| cell_text(results, rho, gamma, metric))
                 .collect();
             out.push_str(&format!(
                 "| {} | {rho} | {} |\n",
@@ -303,6 +296,18 @@ pub fn markdown(results: &SweepResults) -> String {
         }
     }
     out
+}
+
+/// The table's text of `metric` at (`rho`, `gamma`): `mean ± std`, with
+/// how many seeds diverged when some did, `diverged` when all did, `n/a`
+/// for a cell without runs.
+pub fn cell_text(results: &SweepResults, rho: f64, gamma: f64, metric: SweepMetric) -> String {
+    let cell = results.cell(rho, gamma);
+    let text = mean_std_text(cell.and_then(|c| c.get(metric)), metric.in_percent());
+    match cell {
+        Some(cell) => noted(text, cell.finished(), cell.diverged_seeds.len()),
+        None => text,
+    }
 }
 
 /// `results.csv`: one row per run (`rho,gamma,seed,optimizer,run_dir,
