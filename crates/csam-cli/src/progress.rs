@@ -91,7 +91,8 @@ impl RunObserver for Terminal {
 
 impl ExperimentObserver for Terminal {
     fn run_started(&mut self, label: &str, action: RunAction, dir: &Path) {
-        if action == RunAction::Reused && self.trained_ahead.iter().any(|d| d == dir) {
+        let read_back = matches!(action, RunAction::Reused | RunAction::Diverged);
+        if read_back && self.trained_ahead.iter().any(|d| d == dir) {
             return;
         }
         println!("{label}: {action} {}", dir.display());

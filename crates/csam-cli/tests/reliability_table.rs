@@ -15,7 +15,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use csam_train::train::lock::{LockOwner, RunLock};
-use support::{text, DIGITS_MLP};
+use support::{csam, text, DIGITS_MLP};
 
 /// One bad input: the command, the input (a flag, `config: KEY`, or a file
 /// kind), the bad value as the table shows it, and the arguments after
@@ -464,6 +464,7 @@ const CASES: &[Case] = &[
     case("compare", "--methods-file", "an unknown method", &["{compare}", "methods:[hinge]\nrho = 0.1"]),
     case("compare", "--methods-file", "a key its method does not read", &["{compare}", "--methods", "sgd,sam", "methods:[sgd]\nrho = 0.1"]),
     case("compare", "--methods-file", "a bad value", &["{compare}", "--methods", "sgd,focal", "methods:[focal]\nfocal_gamma = -1.0"]),
+    case("compare", "--methods-file", "rho = 1e30: every run diverges", &["{compare}", "--methods", "sam", "methods:[sam]\nrho = 1e30"]),
     case("compare", "--n-seeds", "0", &["compare", "--n-seeds", "0", "--data", "digits", "--out", "{run}"]),
     case("compare", "--n-seeds", "with --seeds", &["{compare}", "--n-seeds", "2"]),
     case("compare", "--data", "unknown name", &["{compare}", "--data", "nonsense"]),
@@ -490,6 +491,7 @@ const CASES: &[Case] = &[
     case("compare", "--track-theory", "a value (false)", &["{compare}", "--track-theory", "false"]),
     case("compare", "--no-tensorboard", "a value", &["{compare}", "--no-tensorboard=yes"]),
     case("compare", "--plan", "with --worker", &["{compare}", "--plan", "--worker"]),
+    case("compare", "--plan", "another process writing the plan", &["{compare}", "--plan", "--out", "{dir}/planning"]),
     case("compare", "--worker", "no plan written", &["{compare}", "--worker"]),
     case("compare", "--collect", "nothing trained yet", &["{compare}", "--collect"]),
     case("sharpness", "--run", "missing directory", &["sharpness", "--run", "{dir}/missing"]),
@@ -518,6 +520,7 @@ const CASES: &[Case] = &[
     case("corrupt", "--quiet", "a value", &["{corrupt}", "--quiet=yes"]),
     case("sweep", "--rho", "0", &["{sweep}", "--rho", "0"]),
     case("sweep", "--rho", "a", &["{sweep}", "--rho", "0.05,a"]),
+    case("sweep", "--rho", "1e30: every run diverges", &["{sweep}", "--rho", "1e30"]),
     case("sweep", "--gamma", "-1", &["{sweep}", "--gamma", "-1"]),
     case("sweep", "--sam-policy", "lookahead", &["{sweep}", "--sam-policy", "lookahead"]),
     case("sweep", "--seeds", "a", &["{sweep}", "--seeds", "0,a"]),
@@ -547,6 +550,7 @@ const CASES: &[Case] = &[
     case("grid", "--lrs", "-1", &["{grid}", "--lrs", "-1"]),
     case("grid", "--lrs", "empty list", &["{grid}", "--lrs="]),
     case("grid", "--lrs", "a", &["{grid}", "--lrs", "0.05,a"]),
+    case("grid", "--lrs", "1e30: every run diverges", &["{grid}", "--lrs", "1e30"]),
     case("grid", "--weight-decays", "-1", &["{grid}", "--weight-decays", "-1"]),
     case("grid", "--weight-decays", "listed twice", &["{grid}", "--weight-decays", "1e-4,1e-4"]),
     case("grid", "--method", "hinge", &["{grid}", "--method", "hinge"]),
@@ -763,9 +767,10 @@ fn merged_toml(case: &str) -> String {
     table.to_string()
 }
 
-/// Writes the bad files and directories the cases name. Returns the lock of
-/// `busy`, a directory another process (this test) trains into.
-fn prepare(dir: &Path, trained: &Path) -> RunLock {
+/// Writes the bad files and directories the cases name. Returns the locks
+/// of `busy`, a directory another process (this test) trains into, and of
+/// `planning/plan`, a comparison's plan another process writes.
+fn prepare(dir: &Path, trained: &Path) -> [RunLock; 2] {
     let write = |name: &str, content: &str| std::fs::write(dir.join(name), content).unwrap();
     write("garbage.npy", "not a numpy file");
     write("garbage.npz", "not a zip archive");
@@ -847,7 +852,24 @@ fn prepare(dir: &Path, trained: &Path) -> RunLock {
     bytes[last] ^= 1;
     std::fs::write(&events[0], bytes).unwrap();
     copy_run(&stopped, &dir.join("busy"));
-    RunLock::acquire(&dir.join("busy")).unwrap()
+    [
+        RunLock::acquire(&dir.join("busy")).unwrap(),
+        planning(&dir.join("planning")),
+    ]
+}
+
+/// The comparison of [`COMPARE`] in `out` with its plan being written: the
+/// plan folder, without `plan.json`, locked by this process.
+fn planning(out: &Path) -> RunLock {
+    let out = out.display().to_string();
+    let args = COMPARE
+        .iter()
+        .map(|&arg| if arg == "{run}" { &out } else { arg });
+    let planned = csam(&args.chain(["--plan"]).collect::<Vec<_>>());
+    assert!(planned.status.success(), "{}", text(&planned));
+    let plan = Path::new(&out).join("plan");
+    std::fs::remove_file(plan.join("plan.json")).unwrap();
+    RunLock::acquire(&plan).unwrap()
 }
 
 fn copy_run(from: &Path, to: &Path) {

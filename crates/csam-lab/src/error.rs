@@ -26,6 +26,18 @@ pub enum LabError {
     /// A combination of runs (an ensemble of validation predictions) got none.
     #[error("a combination needs a member")]
     NoMembers,
+    /// Every run of an experiment diverged, so there is nothing to
+    /// tabulate; each run directory keeps its record (`diverged.json`).
+    #[error(
+        "every run diverged ({runs} of them, each recorded in its diverged.json); the first, \
+         {}: {divergence}",
+        .dir.display()
+    )]
+    EveryRunDiverged {
+        runs: usize,
+        dir: PathBuf,
+        divergence: csam_train::train::Divergence,
+    },
     /// The grid finished no run, so it has no best point.
     #[error("the grid has no finished run")]
     EmptyGrid,

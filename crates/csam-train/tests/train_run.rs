@@ -11,7 +11,8 @@ use std::sync::Mutex;
 use csam_data::DatasetSpec;
 use csam_train::spec::{BaseSpec, DataSpec, ModelSpec, RunSpec, Runtime, UpdateRule, ValSize};
 use csam_train::train::metrics_log::MetricsLog;
-use csam_train::train::{RunOutcome, RunSummary, Silent, TrainError, TrainRequest};
+use csam_train::train::rundir::RunDir;
+use csam_train::train::{Divergence, RunOutcome, RunSummary, Silent, TrainError, TrainRequest};
 
 static SERIAL: Mutex<()> = Mutex::new(());
 
@@ -263,6 +264,9 @@ fn divergence_names_the_epoch_and_keeps_the_last_good_checkpoint() {
     assert_eq!(read("model.safetensors"), best);
     assert_eq!(read("metrics.jsonl"), log);
     assert!(!out.join("summary.json").exists());
+    // The run directory records the divergence, as the error says it.
+    let recorded = Divergence::read(&RunDir::new(&out)).unwrap().unwrap();
+    assert_eq!(Some(recorded), Divergence::of(&err));
 }
 
 #[test]

@@ -13,6 +13,7 @@ use csam_lab::experiment::method_settings::MethodSettings;
 use crate::progress::Terminal;
 
 use super::choices::MethodParser;
+use super::diverged::print_diverged;
 use super::experiment_args::SharedArgs;
 use super::file_url::open_line;
 
@@ -155,5 +156,6 @@ pub fn run(args: CompareArgs) -> anyhow::Result<()> {
         outcome.results.wall_time_s
     );
     println!("{}", open_line(&CompareDir::new(&out).report())?);
+    print_diverged(&out, &outcome.results.diverged);
     Ok(())
 }

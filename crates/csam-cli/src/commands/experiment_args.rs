@@ -289,7 +289,7 @@ impl RunArgs {
             return Ok(Some(Vec::new()));
         }
         if jobs > 1 && unfinished.len() > 1 {
-            train_in_processes(unfinished, &self.runtime(), jobs)?;
+            train_in_processes(unfinished, &self.runtime(), jobs, out)?;
             return Ok(Some(unfinished.iter().map(|run| run.dir.clone()).collect()));
         }
         Ok(Some(Vec::new()))

@@ -14,6 +14,7 @@ use csam_train::spec::RunSpec;
 use crate::progress::Terminal;
 
 use super::choices::MethodParser;
+use super::diverged::print_diverged;
 use super::experiment_args::RunArgs;
 
 /// Flags of `csam grid`: the lists, the method, and the settings every run
@@ -130,6 +131,7 @@ pub fn run(args: GridArgs) -> anyhow::Result<()> {
         out.display(),
         results.wall_time_s
     );
+    print_diverged(&out, &results.diverged);
     Ok(())
 }
 

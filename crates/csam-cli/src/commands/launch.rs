@@ -2,7 +2,8 @@
 //! `torchrun --nproc-per-node N` does: the same csam command N times, each
 //! with `RANK`, `WORLD_SIZE`, `LOCAL_RANK`, `MASTER_ADDR` and `MASTER_PORT`
 //! set; when one fails, the others are stopped and its exit status is
-//! returned.
+//! returned. The processes die with the launcher, however it dies (see
+//! [`super::child`]).
 
 use std::process::{Child, Command, ExitStatus};
 use std::time::Duration;
@@ -10,6 +11,8 @@ use std::time::Duration;
 use anyhow::Context;
 use clap::Args;
 use csam_dist::rendezvous::{LOCAL_RANK, MASTER_ADDR, MASTER_PORT, RANK, WORLD_SIZE};
+
+use super::child::die_with_parent;
 
 /// Flags of `csam launch`.
 #[derive(Debug, Args)]
@@ -47,7 +50,8 @@ pub fn run(args: LaunchArgs) -> anyhow::Result<()> {
     let exe = std::env::current_exe().context("finding the csam executable")?;
     let mut children = Vec::with_capacity(args.nproc);
     for rank in 0..args.nproc {
-        let child = Command::new(&exe)
+        let mut command = Command::new(&exe);
+        let child = die_with_parent(&mut command)
             .args(&args.command)
             .env(RANK, rank.to_string())
             .env(LOCAL_RANK, rank.to_string())

@@ -1,11 +1,13 @@
 //! The subcommands of `csam`, one module each.
 
 pub mod bench;
+mod child;
 mod choices;
 mod cluster;
 pub mod compare;
 pub mod completions;
 pub mod corrupt;
+mod diverged;
 pub mod eval;
 mod experiment_args;
 mod file_url;

@@ -3,7 +3,9 @@
 //! process. The experiment then finds them finished and reuses them, so its
 //! results are those of training the runs one after the other in-process: a
 //! run's numbers depend on its spec, seed, device and thread count only, and
-//! each process is its own libtorch with its own random stream.
+//! each process is its own libtorch with its own random stream. A run that
+//! diverges leaves its record (`diverged.json`) and is no failure: the
+//! others train on, and the experiment reads the record back.
 
 use std::fs::File;
 use std::path::{Path, PathBuf};
@@ -13,7 +15,10 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, Context};
 use csam_lab::experiment::runs::PlannedRun;
 use csam_train::spec::Runtime;
+use csam_train::train::rundir::RunDir;
+use csam_train::train::Divergence;
 
+use super::child::die_with_parent;
 use crate::progress::{minutes, remaining_at};
 
 /// How often the running processes are polled.
@@ -22,6 +27,8 @@ const POLL: Duration = Duration::from_millis(200);
 /// One `csam train` process and the files it was given.
 struct Job {
     label: String,
+    /// The run directory.
+    dir: PathBuf,
     /// Its [`run_cost`].
     cost: f64,
     child: Child,
@@ -32,10 +39,15 @@ struct Job {
 
 impl Job {
     /// Starts `csam train` on `run` with `runtime`, quiet, its spec in a
-    /// temporary file and its stderr in another (read if it fails).
-    fn start(run: &PlannedRun, index: usize, runtime: &Runtime) -> anyhow::Result<Job> {
-        let scratch = std::env::temp_dir();
-        let stem = format!("csam-{}-{index}", std::process::id());
+    /// temporary file in `scratch` and its stderr in another (read if it
+    /// fails). The process dies with this one (see [`die_with_parent`]).
+    fn start(
+        run: &PlannedRun,
+        index: usize,
+        runtime: &Runtime,
+        scratch: &Path,
+    ) -> anyhow::Result<Job> {
+        let stem = format!("{}-{index}", std::process::id());
         let spec_file = scratch.join(format!("{stem}.toml"));
         let log_file = scratch.join(format!("{stem}.log"));
         std::fs::write(&spec_file, run.spec.to_toml())
@@ -71,7 +83,7 @@ impl Job {
             true => "--tensorboard",
             false => "--no-tensorboard",
         });
-        let child = command
+        let child = die_with_parent(&mut command)
             .spawn()
             .with_context(|| format!("starting csam train for {}", run.label))?;
         println!(
@@ -82,6 +94,7 @@ impl Job {
         );
         Ok(Job {
             label: run.label.clone(),
+            dir: run.dir.clone(),
             cost: run_cost(run),
             child,
             started: Instant::now(),
@@ -91,24 +104,28 @@ impl Job {
     }
 
     /// The outcome once the process has exited: Ok(None) while it runs.
-    fn poll(&mut self) -> anyhow::Result<Option<Result<(), String>>> {
+    fn poll(&mut self) -> anyhow::Result<Option<Ended>> {
         let Some(status) = self.child.try_wait()? else {
             return Ok(None);
         };
+        let took = self.started.elapsed().as_secs_f64();
         let outcome = match status.success() {
             true => {
-                println!(
-                    "{}: trained in {:.1}s",
-                    self.label,
-                    self.started.elapsed().as_secs_f64()
-                );
-                Ok(())
+                println!("{}: trained in {took:.1}s", self.label);
+                Ended::Trained
             }
-            false => Err(format!(
-                "{} failed ({status}): {}",
-                self.label,
-                last_line(&self.log_file)
-            )),
+            // A run that diverged wrote its record before it exited.
+            false => match Divergence::read(&RunDir::new(&self.dir))? {
+                Some(divergence) => {
+                    println!("{}: {divergence} after {took:.1}s", self.label);
+                    Ended::Diverged
+                }
+                None => Ended::Failed(format!(
+                    "{} failed ({status}): {}",
+                    self.label,
+                    last_line(&self.log_file)
+                )),
+            },
         };
         remove_quietly(&self.spec_file);
         remove_quietly(&self.log_file);
@@ -116,16 +133,35 @@ impl Job {
     }
 }
 
+/// How a `csam train` process ended.
+enum Ended {
+    Trained,
+    /// Its run diverged and left its record.
+    Diverged,
+    /// Anything else, in words.
+    Failed(String),
+}
+
+/// Where the processes' spec and log files live while they run: a hidden
+/// folder of the experiment directory, not the system's temporary
+/// directory, so that what a killed experiment leaves stays with it.
+const SCRATCH: &str = ".jobs";
+
 /// Trains `runs`, at most `jobs` at a time, each in its own `csam train`
 /// process with `runtime`, the longest first (epochs times passes per step)
-/// so that no core idles while one long run finishes last. After a failure
+/// so that no core idles while one long run finishes last. A run that
+/// diverges counts as done (its record is its outcome). After a failure
 /// no new run starts; the running ones finish (so that their work is kept),
-/// then the first failure is the error.
+/// then the first failure is the error. The processes' files live in
+/// `out/.jobs/`, removed once they are done.
 pub fn train_in_processes(
     runs: &[PlannedRun],
     runtime: &Runtime,
     jobs: usize,
+    out: &Path,
 ) -> anyhow::Result<()> {
+    let scratch = out.join(SCRATCH);
+    std::fs::create_dir_all(&scratch).with_context(|| format!("creating {}", scratch.display()))?;
     let mut order: Vec<(usize, &PlannedRun)> = runs.iter().enumerate().collect();
     order.sort_by(|(_, a), (_, b)| run_cost(b).total_cmp(&run_cost(a)));
     let mut progress = Progress::new(runs.iter().map(run_cost).sum(), runs.len(), jobs);
@@ -137,7 +173,7 @@ pub fn train_in_processes(
             let Some((index, run)) = waiting.next() else {
                 break;
             };
-            running.push(Job::start(run, index, runtime)?);
+            running.push(Job::start(run, index, runtime, &scratch)?);
         }
         if running.is_empty() {
             break;
@@ -147,16 +183,18 @@ pub fn train_in_processes(
         for mut job in running {
             match job.poll()? {
                 None => still_running.push(job),
-                Some(Ok(())) => {
+                Some(Ended::Trained | Ended::Diverged) => {
                     println!("{}", progress.finished(job.cost, job.started.elapsed()));
                 }
-                Some(Err(message)) => {
+                Some(Ended::Failed(message)) => {
                     failure.get_or_insert(message);
                 }
             }
         }
         running = still_running;
     }
+    // Another experiment's processes may still use it: only an empty one goes.
+    let _ = std::fs::remove_dir(&scratch);
     match failure {
         Some(message) => bail!("{message}"),
         None => Ok(()),

@@ -9,6 +9,7 @@ use csam_nn::optim::SamPolicy;
 use crate::progress::Terminal;
 
 use super::choices::{self, Choices};
+use super::diverged::print_diverged;
 use super::experiment_args::SharedArgs;
 use super::file_url::open_line;
 
@@ -74,5 +75,6 @@ pub fn run(args: SweepArgs) -> anyhow::Result<()> {
         results.wall_time_s
     );
     println!("{}", open_line(&out.join("report.html"))?);
+    print_diverged(&out, &results.diverged);
     Ok(())
 }

@@ -77,7 +77,11 @@ pub struct WrittenPlan {
 /// Writes the plan of `runs` (an experiment's unfinished runs) into
 /// `out/plan/`, with commands that call the csam binary `csam` with the
 /// device and thread count of `runtime`. Refuses to replace an existing plan,
-/// which workers may be draining.
+/// which workers may be draining. One process writes a plan at a time: it
+/// holds the lock of `out/plan/` ([`RunLock`], released by the kernel if
+/// the writer dies) from the check that no plan exists until `plan.json`,
+/// written last, is renamed into place; a second writer meanwhile is
+/// refused, and one after it finds the plan.
 pub fn write_plan(
     out: &Path,
     runs: &[PlannedRun],
@@ -86,6 +90,22 @@ pub fn write_plan(
 ) -> Result<WrittenPlan> {
     let dir = out.join(PLAN_DIR);
     let plan_file = dir.join("plan.json");
+    std::fs::create_dir_all(&dir).map_err(TrainError::io("create", &dir))?;
+    let _writing = RunLock::acquire(&dir).map_err(|error| match error {
+        LockError::Busy { owner, .. } => TrainError::refused(
+            format!(
+                "{} is being written by another process ({}); refusing to write a second \
+                 plan beside it",
+                plan_file.display(),
+                owner.map_or_else(
+                    || "which has not recorded its pid yet".into(),
+                    |o| o.to_string()
+                )
+            ),
+            Remedy::MoveOrDelete,
+        ),
+        other => TrainError::from(other),
+    })?;
     if plan_file.exists() {
         return Err(TrainError::refused(
             format!(
@@ -97,7 +117,6 @@ pub fn write_plan(
         )
         .into());
     }
-    std::fs::create_dir_all(&dir).map_err(TrainError::io("create", &dir))?;
     let mut entries = Vec::with_capacity(runs.len());
     let mut commands = String::new();
     for (index, run) in runs.iter().enumerate() {
@@ -282,8 +301,10 @@ pub fn drain(
     }
 }
 
+/// Finished, or diverged: an outcome either way, which no worker retrains.
 fn is_finished(run: &Path) -> bool {
-    RunDir::new(run).summary().exists()
+    let run = RunDir::new(run);
+    run.summary().exists() || run.diverged().exists()
 }
 
 /// Trains (or resumes) one claimed run of the plan in `dir`.
@@ -322,6 +343,33 @@ mod tests {
         assert_eq!(shell_quote("my runs/x"), "'my runs/x'");
         assert_eq!(shell_quote("it's"), r"'it'\''s'");
         assert_eq!(shell_quote(""), "''");
+    }
+
+    #[test]
+    fn one_process_writes_a_plan_and_a_second_writer_is_refused() {
+        let out = tempfile::tempdir().unwrap();
+        let plan_dir = out.path().join(PLAN_DIR);
+        std::fs::create_dir_all(&plan_dir).unwrap();
+        let write = || write_plan(out.path(), &[], Path::new("csam"), &Runtime::default());
+        // Another writer holds the plan's lock (as a concurrent process would).
+        let other = RunLock::acquire(&plan_dir).unwrap();
+        let error = write().unwrap_err().to_string();
+        let plan_file = plan_dir.join("plan.json");
+        let expected = format!(
+            "{} is being written by another process (pid ",
+            plan_file.display()
+        );
+        assert!(error.starts_with(&expected), "{error}");
+        assert!(!plan_file.exists());
+        drop(other);
+        assert_eq!(write().unwrap().runs, 0);
+        assert!(plan_file.is_file());
+        // One that comes after finds the plan.
+        let error = write().unwrap_err().to_string();
+        assert!(
+            error.contains("plan.json exists: workers may be draining it"),
+            "{error}"
+        );
     }
 
     #[test]

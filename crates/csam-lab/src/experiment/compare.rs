@@ -18,11 +18,14 @@ use tch::Device;
 use super::combined::Combination;
 use super::compare_dir::CompareDir;
 use super::compare_settings::{CompareSettings, ShiftRequest};
+use super::diverged::DivergedRun;
 use super::method::{Method, Prediction, Training};
 use super::posthoc::{calibrate_run, split_probabilities};
 use super::report;
-use super::results::{aggregate, csv, CompareResults, Metric, RunRecord, ShiftRecord, SCHEMA};
-use super::runs::{self, run_all, Experiment, PlannedRun};
+use super::results::{
+    aggregate, csv, CompareResults, MethodSeed, Metric, RunRecord, ShiftRecord, SCHEMA,
+};
+use super::runs::{self, run_all, Experiment, Outcomes, PlannedRun};
 use super::settings::{invalid, write_json};
 use super::table;
 use crate::shift::cifar_c::open_corruption_set;
@@ -158,10 +161,10 @@ pub fn run<O: ExperimentObserver>(
     let comparison = request.open()?;
     let device = parse_device(request.runtime.device.as_deref())
         .map_err(|e| TrainError::Device(e.text, e.reason))?;
-    let members = run_all(&comparison, &request.runtime, observer)?;
-    let runs = comparison.method_records(&members, device)?;
+    let outcomes = run_all(&comparison, &request.runtime, observer)?;
+    let (runs, diverged) = comparison.method_records(&outcomes, device)?;
     let dir = &comparison.dir;
-    let aggregates = aggregate(&runs, &settings.methods);
+    let aggregates = aggregate(&runs, &diverged, &settings.methods);
     let table = table::markdown(&table::caption(settings), &aggregates);
     let cost_table = table::cost_markdown(&runs, &settings.methods);
     let shift_table = (!request.shift.is_empty()).then(|| {
@@ -179,6 +182,7 @@ pub fn run<O: ExperimentObserver>(
         settings: settings.clone(),
         wall_time_s: started.elapsed().as_secs_f64(),
         runs,
+        diverged,
         aggregates,
     };
     write_json(&dir.results_json(), &results)?;
@@ -233,25 +237,47 @@ struct MemberRecord {
 }
 
 impl Comparison<'_> {
-    /// One record per method and seed, seed-major, from the finished runs.
-    fn method_records(&self, members: &[MemberRecord], device: Device) -> Result<Vec<RunRecord>> {
-        let mut records = Vec::new();
+    /// One record per method and seed, seed-major, from the finished runs;
+    /// a method at a seed one of whose member runs diverged is listed apart,
+    /// with the first such member's record.
+    fn method_records(
+        &self,
+        outcomes: &Outcomes<MemberRun, MemberRecord>,
+        device: Device,
+    ) -> Result<(Vec<RunRecord>, Vec<DivergedRun<MethodSeed>>)> {
+        let (mut records, mut diverged) = (Vec::new(), Vec::new());
         for &seed in &self.settings.seeds {
             for &method in &self.settings.methods {
-                let of_method: Vec<&MemberRecord> = (0..method.prediction.members())
-                    .map(|member| {
-                        let key = (method.training(), seed, member);
-                        // Invariant: run_all trained every member of every method.
-                        members
+                let keys: Vec<_> = (0..method.prediction.members())
+                    .map(|member| (method.training(), seed, member))
+                    .collect();
+                let failed = outcomes
+                    .diverged
+                    .iter()
+                    .find(|(run, _)| keys.contains(&run.key()));
+                if let Some((run, divergence)) = failed {
+                    diverged.push(DivergedRun {
+                        run: MethodSeed { method, seed },
+                        run_dir: CompareDir::relative_run(run.method.training(), seed, run.member),
+                        divergence: divergence.clone(),
+                    });
+                    continue;
+                }
+                let of_method: Vec<&MemberRecord> = keys
+                    .iter()
+                    .map(|key| {
+                        // Invariant: run_all trained every member that did not diverge.
+                        outcomes
+                            .finished
                             .iter()
-                            .find(|record| record.run.key() == key)
+                            .find(|record| record.run.key() == *key)
                             .expect("every member run has a record")
                     })
                     .collect();
                 records.push(self.method_record((method, seed), &of_method, device)?);
             }
         }
-        Ok(records)
+        Ok((records, diverged))
     }
 
     /// The record of `method` at `seed` from its member runs: the run's own

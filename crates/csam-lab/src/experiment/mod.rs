@@ -38,6 +38,7 @@ pub mod combined;
 pub mod compare;
 pub mod compare_dir;
 pub mod compare_settings;
+pub mod diverged;
 pub mod grid;
 pub mod method;
 pub mod method_settings;

@@ -12,8 +12,13 @@
 //!   `test` (every metric of the calibration crate's `MetricSummary`; `test.tce`
 //!   set), `posthoc.{temperature,isotonic,histogram}` (test metrics after each
 //!   calibrator fitted on validation);
-//! - `aggregates[]`: `method`, `seeds`, `metrics.<key>.{mean,std,n}` for every
-//!   [`Metric`] key (`std` is the sample standard deviation, n - 1 in the
+//! - `diverged[]` (left out when no run diverged): `method`, `seed`,
+//!   `run_dir` (the member run that diverged), `epoch`, `step`, `reason`,
+//!   `last_good_epoch` (see [`super::diverged`]);
+//! - `aggregates[]`: `method`, `seeds` (those that finished),
+//!   `diverged_seeds` (left out when none diverged),
+//!   `metrics.<key>.{mean,std,n}` for every [`Metric`] key over the finished
+//!   seeds (`std` is the sample standard deviation, n - 1 in the
 //!   denominator; null for a single seed).
 
 use std::collections::BTreeMap;
@@ -22,6 +27,7 @@ use csam_calib::metrics::summary::MetricSummary;
 use serde::{Deserialize, Serialize};
 
 use super::compare_settings::CompareSettings;
+use super::diverged::DivergedRun;
 use super::method::Method;
 use super::posthoc::PosthocSummaries;
 use crate::shift::report::{CorruptionReport, OodReport};
@@ -247,8 +253,12 @@ pub fn mean_std(values: &[f64]) -> Option<MeanStd> {
 pub struct MethodAggregate {
     /// The method.
     pub method: Method,
-    /// The seeds aggregated, in run order.
+    /// The seeds aggregated (those that finished), in run order.
     pub seeds: Vec<u64>,
+    /// The seeds whose run diverged, in run order (absent from files
+    /// written before runs could diverge).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub diverged_seeds: Vec<u64>,
     /// Mean ± std per [`Metric::key`].
     pub metrics: BTreeMap<String, MeanStd>,
 }
@@ -260,14 +270,25 @@ impl MethodAggregate {
     }
 }
 
-/// Aggregates `runs` per method, in the order of `methods`; a method without
-/// runs is left out, and so is a metric undefined in every run of the method
-/// (a metric undefined in some runs is aggregated over the others: see `n`).
-pub fn aggregate(runs: &[RunRecord], methods: &[Method]) -> Vec<MethodAggregate> {
+/// Aggregates `runs` per method, in the order of `methods`, with the seeds
+/// of the method that `diverged`; a method without runs is left out, and so
+/// is a metric undefined in every run of the method (a metric undefined in
+/// some runs is aggregated over the others: see `n`). A method every seed
+/// of which diverged has no metrics.
+pub fn aggregate(
+    runs: &[RunRecord],
+    diverged: &[DivergedRun<MethodSeed>],
+    methods: &[Method],
+) -> Vec<MethodAggregate> {
     methods
         .iter()
         .filter_map(|&method| {
             let mine: Vec<&RunRecord> = runs.iter().filter(|r| r.method == method).collect();
+            let diverged_seeds: Vec<u64> = diverged
+                .iter()
+                .filter(|d| d.run.method == method)
+                .map(|d| d.run.seed)
+                .collect();
             let shift_only = Metric::SHIFT.iter().filter(|m| !Metric::ALL.contains(m));
             let metrics = Metric::ALL
                 .iter()
@@ -277,13 +298,23 @@ pub fn aggregate(runs: &[RunRecord], methods: &[Method]) -> Vec<MethodAggregate>
                     Some((metric.key().to_string(), mean_std(&values)?))
                 })
                 .collect::<BTreeMap<_, _>>();
-            (!mine.is_empty()).then(|| MethodAggregate {
+            (!mine.is_empty() || !diverged_seeds.is_empty()).then(|| MethodAggregate {
                 method,
                 seeds: mine.iter().map(|r| r.seed).collect(),
+                diverged_seeds,
                 metrics,
             })
         })
         .collect()
+}
+
+/// A method at a seed: what identifies a diverged run of a comparison.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct MethodSeed {
+    /// The method.
+    pub method: Method,
+    /// The seed (an ensemble's: its first member's).
+    pub seed: u64,
 }
 
 /// The content of `results.json` (see the module doc).
@@ -297,10 +328,23 @@ pub struct CompareResults {
     pub settings: CompareSettings,
     /// Wall time of the invocation that wrote the file (reused runs cost ~0).
     pub wall_time_s: f64,
-    /// One record per run, seed-major.
+    /// One record per finished run, seed-major.
     pub runs: Vec<RunRecord>,
+    /// The runs that diverged, seed-major (absent from files written
+    /// before runs could diverge).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub diverged: Vec<DivergedRun<MethodSeed>>,
     /// One aggregate per method, in `settings.methods` order.
     pub aggregates: Vec<MethodAggregate>,
+}
+
+impl CompareResults {
+    /// Whether the run of `method` at `seed` diverged.
+    pub fn diverged_at(&self, method: Method, seed: u64) -> bool {
+        self.diverged
+            .iter()
+            .any(|d| d.run.method == method && d.run.seed == seed)
+    }
 }
 
 /// `results.csv`: a header, then one row per run with `method`, `seed`,
@@ -401,21 +445,26 @@ pub(crate) mod tests {
         assert_eq!(mean_std(&[]), None);
     }
 
-    #[test]
-    fn aggregates_per_method_in_the_requested_order() {
-        let [sgd, sam, csam] = [
+    /// SGD, SAM and CSAM, each with cross entropy.
+    pub(crate) fn sgd_sam_csam() -> [Method; 3] {
+        [
             OptimizerFamily::Sgd,
             OptimizerFamily::Sam,
             OptimizerFamily::Csam,
         ]
-        .map(Method::cross_entropy);
+        .map(Method::cross_entropy)
+    }
+
+    #[test]
+    fn aggregates_per_method_in_the_requested_order() {
+        let [sgd, sam, csam] = sgd_sam_csam();
         let runs = vec![
             record(sgd, 0, 0.80, 0.02),
             record(csam, 0, 0.90, 0.01),
             record(sgd, 1, 0.84, 0.04),
             record(csam, 1, 0.90, 0.03),
         ];
-        let aggregates = aggregate(&runs, &[csam, sam, sgd]);
+        let aggregates = aggregate(&runs, &[], &[csam, sam, sgd]);
         let methods: Vec<_> = aggregates.iter().map(|a| a.method).collect();
         assert_eq!(methods, vec![csam, sgd], "SAM has no runs and is left out");
         let sgd = &aggregates[1];
@@ -441,7 +490,7 @@ pub(crate) mod tests {
             record(Method::cross_entropy(OptimizerFamily::Sgd), 0, 0.5, 0.1),
             perfect,
         ];
-        let sgd = &aggregate(&runs, &[Method::cross_entropy(OptimizerFamily::Sgd)])[0];
+        let sgd = &aggregate(&runs, &[], &[Method::cross_entropy(OptimizerFamily::Sgd)])[0];
         let auroc = sgd.get(Metric::AurocMisclassification).unwrap();
         assert_eq!((auroc.mean, auroc.std, auroc.n), (0.5, None, 1));
         assert_eq!(sgd.get(Metric::Accuracy).unwrap().n, 2);

@@ -1,11 +1,13 @@
 //! The runs of an experiment: [`run_all`] walks an [`Experiment`]'s runs in
 //! order, training or reusing each ([`train_or_reuse`]: a finished run, its
 //! `summary.json` there, is read back after checking that it was trained
-//! with the same configuration; an interrupted one resumes from its
-//! checkpoint; a missing one trains) and recording it. Each decision and each
-//! finished run is reported to the observer, so a rerun shows which runs
-//! were reused. `compare` and `sweep` are two [`Experiment`]s over this one
-//! loop.
+//! with the same configuration; so is a diverged one, its `diverged.json`
+//! there; an interrupted one resumes from its checkpoint; a missing one
+//! trains) and recording it. A run that diverges is an outcome, not a
+//! failure: the others train on, and the experiment shows it as diverged
+//! (see [`super::diverged`]). Each decision and each run's end is reported
+//! to the observer, so a rerun shows which runs were reused. `compare`,
+//! `sweep` and `grid` are [`Experiment`]s over this one loop.
 
 use std::path::{Path, PathBuf};
 use std::time::Instant;
@@ -14,7 +16,7 @@ use super::settings::read_json;
 use csam_train::spec::{RunSpec, Runtime};
 use csam_train::train::rundir::{RunDir, RunState};
 use csam_train::train::{
-    self, ExperimentObserver, RunAction, RunOutcome, RunSummary, TrainRequest,
+    self, Divergence, ExperimentObserver, RunAction, RunOutcome, RunSummary, TrainRequest,
 };
 
 use crate::error::{LabError, Result};
@@ -54,13 +56,15 @@ pub struct PlannedRun {
 
 /// The runs of `experiment` that have not finished, in order: what a caller
 /// may train elsewhere (in parallel processes, say) before [`run_all`]
-/// reuses them. A finished run is left out here and checked by `run_all`.
+/// reuses them. A finished or diverged run is left out here and checked by
+/// `run_all`.
 pub fn unfinished<E: Experiment>(experiment: &E) -> Result<Vec<PlannedRun>> {
     let runs = experiment.runs();
     let mut planned = Vec::new();
     for (index, &run) in runs.iter().enumerate() {
         let dir = experiment.dir(run);
-        if RunDir::new(&dir).state()? != RunState::Finished {
+        let run_dir = RunDir::new(&dir);
+        if run_dir.state()? != RunState::Finished && Divergence::read(&run_dir)?.is_none() {
             planned.push(PlannedRun {
                 label: numbered(index, runs.len(), &experiment.label(run)),
                 spec: experiment.spec(run)?,
@@ -76,64 +80,114 @@ fn numbered(index: usize, total: usize, label: &str) -> String {
     format!("[{}/{total}] {label}", index + 1)
 }
 
+/// What became of the runs of an experiment, each list in run order.
+#[derive(Debug)]
+pub struct Outcomes<Run, Record> {
+    /// The records of the runs that finished.
+    pub finished: Vec<Record>,
+    /// The runs that diverged, with their records.
+    pub diverged: Vec<(Run, Divergence)>,
+}
+
 /// Trains (or reuses) every run of `experiment` in order with `runtime` and
-/// returns their records. The observer hears each run start and finish, the
-/// finish with its training time (its own, also when it was trained
-/// earlier or by another process and is only read back here), the time
-/// since the experiment started, and the record's numbers.
+/// returns their records, and the divergence of each run that diverged (its
+/// `diverged.json` written, the other runs trained on). The observer hears
+/// each run start and end, a finished one with its training time (its own,
+/// also when it was trained earlier or by another process and is only read
+/// back here), the time since the experiment started, and the record's
+/// numbers. Refuses an experiment none of whose runs finished
+/// ([`LabError::EveryRunDiverged`]).
 pub fn run_all<E: Experiment, O: ExperimentObserver>(
     experiment: &E,
     runtime: &Runtime,
     observer: &mut O,
-) -> Result<Vec<E::Record>> {
+) -> Result<Outcomes<E::Run, E::Record>> {
     let started = Instant::now();
     // The records are made in this process (post-hoc calibration, ensembles,
     // shift), also when every run is reused.
     runtime.apply_threads();
     let runs = experiment.runs();
-    let mut records = Vec::with_capacity(runs.len());
+    let mut outcomes = Outcomes {
+        finished: Vec::with_capacity(runs.len()),
+        diverged: Vec::new(),
+    };
     for (index, &run) in runs.iter().enumerate() {
         let label = numbered(index, runs.len(), &experiment.label(run));
-        let (summary, action) = train_or_reuse(
-            experiment.spec(run)?,
-            runtime,
-            &experiment.dir(run),
-            &label,
-            observer,
-        )?;
+        let dir = experiment.dir(run);
+        let (ended, action) =
+            train_or_reuse(experiment.spec(run)?, runtime, &dir, &label, observer)?;
+        let since = started.elapsed().as_secs_f64();
+        let summary = match ended {
+            Ended::Finished(summary) => summary,
+            Ended::Diverged(divergence) => {
+                let record = RunDir::new(&dir).diverged();
+                let line = format!(
+                    "{divergence}, recorded in {}; {since:.1}s since start",
+                    record.display()
+                );
+                observer.run_finished(&label, &line);
+                outcomes.diverged.push((run, divergence));
+                continue;
+            }
+        };
         let trained_s = summary.wall_time_s;
-        let record = experiment.record(run, summary)?;
+        let record = experiment.record(run, *summary)?;
         let trained = match action {
-            RunAction::Reused => format!("read back (trained in {trained_s:.1}s)"),
+            RunAction::Reused | RunAction::Diverged => {
+                format!("read back (trained in {trained_s:.1}s)")
+            }
             RunAction::Training | RunAction::Resuming => format!("done in {trained_s:.1}s"),
         };
         let line = format!(
-            "{trained}, {:.1}s since start ({})",
-            started.elapsed().as_secs_f64(),
+            "{trained}, {since:.1}s since start ({})",
             E::describe(&record),
         );
         observer.run_finished(&label, &line);
-        records.push(record);
+        outcomes.finished.push(record);
     }
-    Ok(records)
+    match (outcomes.finished.is_empty(), outcomes.diverged.first()) {
+        (true, Some((run, divergence))) => Err(LabError::EveryRunDiverged {
+            runs: outcomes.diverged.len(),
+            dir: experiment.dir(*run),
+            divergence: divergence.clone(),
+        }),
+        _ => Ok(outcomes),
+    }
 }
 
-/// The summary of the run in `out` with `spec`: read back when it finished
+/// How a run of an experiment ended.
+#[derive(Debug, Clone)]
+pub enum Ended {
+    /// It finished: its summary (boxed: it is ten times a divergence).
+    Finished(Box<RunSummary>),
+    /// It diverged (now or earlier): its record.
+    Diverged(Divergence),
+}
+
+/// The run in `out` with `spec`: read back when it finished or diverged
 /// earlier, otherwise trained (resuming when it was interrupted), with what
-/// was done. `label` names the run to the observer (`[3/6] sam seed 0`).
+/// was done. A run that diverges leaves its record (`diverged.json`) and
+/// ends [`Ended::Diverged`]; any other error is returned. `label` names the
+/// run to the observer (`[3/6] sam seed 0`).
 pub fn train_or_reuse<O: ExperimentObserver>(
     spec: RunSpec,
     runtime: &Runtime,
     out: &Path,
     label: &str,
     observer: &mut O,
-) -> Result<(RunSummary, RunAction)> {
+) -> Result<(Ended, RunAction)> {
     let run_dir = RunDir::new(out);
     let state = run_dir.state()?;
     if state == RunState::Finished {
         check_saved_spec(&run_dir, &spec)?;
         observer.run_started(label, RunAction::Reused, out);
-        return Ok((read_json(&run_dir.summary())?, RunAction::Reused));
+        let summary = read_json(&run_dir.summary())?;
+        return Ok((Ended::Finished(Box::new(summary)), RunAction::Reused));
+    }
+    if let Some(divergence) = Divergence::read(&run_dir)? {
+        check_saved_spec(&run_dir, &spec)?;
+        observer.run_started(label, RunAction::Diverged, out);
+        return Ok((Ended::Diverged(divergence), RunAction::Diverged));
     }
     let action = match state {
         RunState::Interrupted => RunAction::Resuming,
@@ -147,10 +201,22 @@ pub fn train_or_reuse<O: ExperimentObserver>(
         resume: true,
         stop_after_epoch: None,
     };
-    match train::run(&request, observer)? {
-        RunOutcome::Finished(summary) => Ok((*summary, action)),
+    let outcome = match train::run(&request, observer) {
+        Ok(outcome) => outcome,
+        Err(error) => {
+            return match Divergence::of(&error) {
+                Some(divergence) => Ok((Ended::Diverged(divergence), action)),
+                None => Err(error.into()),
+            }
+        }
+    };
+    match outcome {
+        RunOutcome::Finished(summary) => Ok((Ended::Finished(summary), action)),
         // Finished by another process since the state was read.
-        RunOutcome::AlreadyFinished { summary } => Ok((read_json(&summary)?, RunAction::Reused)),
+        RunOutcome::AlreadyFinished { summary } => Ok((
+            Ended::Finished(Box::new(read_json(&summary)?)),
+            RunAction::Reused,
+        )),
         RunOutcome::Stopped { epoch } => Err(LabError::Stopped {
             dir: out.to_path_buf(),
             epoch,

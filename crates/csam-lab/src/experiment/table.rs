@@ -1,9 +1,14 @@
 //! The results table of a comparison, in Markdown (printed and saved as
 //! `table.md`): one row per method, one column per [`Metric`], each cell
 //! `mean ± std` over seeds (docs/conventions.md, "Experiment protocol"), in percent except NLL and Brier.
+//! A method some of whose seeds diverged is named with how many
+//! (`SAM (2 of 3 seeds; 1 diverged)`), its numbers over the others; one all
+//! of whose seeds diverged says `diverged` in every column (see
+//! [`super::diverged`]).
 
 use super::base::{data_name, model_name};
 use super::compare_settings::{CompareSettings, ShiftRequest};
+use super::diverged::{noted, DIVERGED};
 use super::method::Method;
 use super::results::{mean_std, MeanStd, MethodAggregate, Metric, RunRecord};
 use crate::shift::report::SeverityMetrics;
@@ -67,6 +72,26 @@ pub fn mean_std_text(value: Option<&MeanStd>, in_percent: bool) -> String {
             std * scale
         ),
         None => format!("{:.*}", decimals, value.mean * scale),
+    }
+}
+
+/// The row label of `aggregate`: the method, with how many of its seeds
+/// diverged when some did (`SAM (2 of 3 seeds; 1 diverged)`); every seed
+/// diverged shows in its cells instead ([`aggregate_cell`]).
+pub fn method_label(aggregate: &MethodAggregate) -> String {
+    let method = aggregate.method.to_string().to_uppercase();
+    match aggregate.seeds.len() {
+        0 => method,
+        finished => noted(method, finished, aggregate.diverged_seeds.len()),
+    }
+}
+
+/// The [`cell`] of `metric` in `aggregate`, or `diverged` when every seed
+/// of the method diverged.
+pub fn aggregate_cell(aggregate: &MethodAggregate, metric: Metric) -> String {
+    match aggregate.seeds.is_empty() {
+        true => DIVERGED.to_string(),
+        false => cell(metric, aggregate.get(metric)),
     }
 }
 
@@ -268,8 +293,8 @@ pub fn markdown_of(caption: &str, aggregates: &[MethodAggregate], metrics: &[Met
         align.join("|")
     );
     for aggregate in aggregates {
-        let cells: Vec<String> = std::iter::once(aggregate.method.to_string().to_uppercase())
-            .chain(metrics.iter().map(|&m| cell(m, aggregate.get(m))))
+        let cells: Vec<String> = std::iter::once(method_label(aggregate))
+            .chain(metrics.iter().map(|&m| aggregate_cell(aggregate, m)))
             .collect();
         out.push_str(&format!("| {} |\n", cells.join(" | ")));
     }
@@ -279,7 +304,9 @@ pub fn markdown_of(caption: &str, aggregates: &[MethodAggregate], metrics: &[Met
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::experiment::results::{aggregate, tests::record, ShiftRecord};
+    use crate::experiment::diverged::{tests::nan_at, DivergedRun};
+    use crate::experiment::results::tests::{record, sgd_sam_csam};
+    use crate::experiment::results::{aggregate, MethodSeed, ShiftRecord};
     use crate::shift::report::{CorruptionReport, ShiftMetrics};
 
     #[test]
@@ -405,6 +432,39 @@ mod tests {
     }
 
     #[test]
+    fn a_method_with_diverged_seeds_says_how_many_and_one_with_none_finished_says_diverged() {
+        let [sgd, sam, csam] = sgd_sam_csam();
+        let runs = vec![
+            record(sgd, 0, 0.80, 0.02),
+            record(sgd, 1, 0.84, 0.04),
+            record(csam, 0, 0.90, 0.01),
+        ];
+        let diverged = |method, seed| DivergedRun {
+            run: MethodSeed { method, seed },
+            run_dir: format!("runs/{method}-seed{seed}"),
+            divergence: nan_at(1, 2),
+        };
+        let failed = vec![diverged(sam, 0), diverged(csam, 1), diverged(sam, 1)];
+        let aggregates = aggregate(&runs, &failed, &[sgd, sam, csam]);
+        assert_eq!(aggregates[1].seeds, Vec::<u64>::new());
+        assert_eq!(aggregates[1].diverged_seeds, vec![0, 1]);
+        let table = markdown_of("Caption.", &aggregates, &[Metric::Accuracy, Metric::Nll]);
+        let lines: Vec<&str> = table.lines().collect();
+        assert_eq!(lines[4], "| SGD | 82.00 ± 2.83 | 0.820 ± 0.028 |");
+        assert_eq!(lines[5], "| SAM | diverged | diverged |");
+        // CSAM's numbers are those of its one finished seed.
+        assert_eq!(
+            lines[6],
+            "| CSAM (1 of 2 seeds; 1 diverged) | 90.00 | 0.900 |"
+        );
+        // Files written before runs could diverge read back without them.
+        let json = serde_json::to_value(&aggregates[0]).unwrap();
+        assert!(json.get("diverged_seeds").is_none(), "{json}");
+        let back: MethodAggregate = serde_json::from_value(json).unwrap();
+        assert_eq!(back, aggregates[0]);
+    }
+
+    #[test]
     fn table_has_one_row_per_method_and_every_column() {
         let runs = vec![
             record(Method::cross_entropy(OptimizerFamily::Sgd), 0, 0.80, 0.02),
@@ -413,6 +473,7 @@ mod tests {
         ];
         let aggregates = aggregate(
             &runs,
+            &[],
             &[
                 Method::cross_entropy(OptimizerFamily::Sgd),
                 Method::cross_entropy(OptimizerFamily::Csam),

@@ -14,6 +14,7 @@ pub mod allocator;
 pub mod atomic;
 pub mod checkpoint;
 pub mod claim;
+pub mod divergence;
 pub mod epoch_log;
 pub mod error;
 pub mod evaluate;
@@ -32,6 +33,7 @@ pub mod summary;
 pub mod trained;
 
 pub use crate::spec::ConfigError;
+pub use divergence::Divergence;
 pub use error::{Remedy, TrainError};
 pub use notice::RunNotice;
 pub use observer::{ExperimentObserver, RunAction, RunObserver, Silent};

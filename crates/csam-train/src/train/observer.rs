@@ -29,6 +29,9 @@ pub trait RunObserver {
 pub enum RunAction {
     /// Read back a run that finished earlier.
     Reused,
+    /// Keep the record of a run that diverged earlier (its
+    /// `diverged.json`) instead of training it again.
+    Diverged,
     /// Continue an interrupted run.
     Resuming,
     /// Train a new run.
@@ -39,6 +42,7 @@ impl std::fmt::Display for RunAction {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(match self {
             RunAction::Reused => "reused finished run",
+            RunAction::Diverged => "kept diverged run",
             RunAction::Resuming => "resuming into",
             RunAction::Training => "training into",
         })

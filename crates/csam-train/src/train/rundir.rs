@@ -15,6 +15,8 @@
 //!   `model-last.safetensors` (after the last epoch);
 //! - `{val,test}_logits.npy` (f32, N x K) and `{val,test}_labels.npy` of the best model;
 //! - `summary.json`: final test metrics and run facts; its presence marks a finished run;
+//! - `diverged.json`: where and why the run diverged, when it did (see
+//!   [`super::divergence`]);
 //! - `checkpoint/`: what `--resume` needs (see [`super::checkpoint`]);
 //! - `eval-NAME.json`: reports of `csam eval`;
 //! - `.lock`: there while a process trains into the directory (see
@@ -156,6 +158,11 @@ impl RunDir {
     /// `summary.json`.
     pub fn summary(&self) -> PathBuf {
         self.root.join("summary.json")
+    }
+
+    /// `diverged.json` (see [`super::divergence`]).
+    pub fn diverged(&self) -> PathBuf {
+        self.root.join("diverged.json")
     }
 
     /// `{split}_logits.npy`.

@@ -7,6 +7,7 @@ use std::time::Instant;
 
 use super::checkpoint::{self, epoch_seed, BestRecord, TrainState};
 use super::claim::Claim;
+use super::divergence::Divergence;
 use super::error::{Result, TrainError};
 use super::evaluate::Predictions;
 use super::metrics_log::{EpochRecord, MetricsLog, TrainStats};
@@ -97,9 +98,9 @@ struct Training {
     run_dir: RunDir,
     resuming: bool,
     stop_after_epoch: Option<usize>,
-    /// Held until the run returns; None on a data-parallel process that
-    /// does not write (rank 0 holds the run's claim).
-    _claim: Option<Claim>,
+    /// Held until the run's outcome is written; None on a data-parallel
+    /// process that does not write (rank 0 holds the run's claim).
+    claim: Option<Claim>,
 }
 
 /// How rank 0 tells the other processes of a data-parallel run what the
@@ -210,7 +211,7 @@ impl Training {
             run_dir,
             resuming,
             stop_after_epoch: request.stop_after_epoch,
-            _claim: claim,
+            claim,
         }
     }
 }
@@ -241,7 +242,20 @@ impl PreparedRun {
     pub fn run(self, observer: &mut dyn RunObserver) -> Result<RunOutcome> {
         match self.work {
             Work::Finished(summary) => Ok(RunOutcome::AlreadyFinished { summary }),
-            Work::Train(training) => train(*training, observer),
+            Work::Train(mut training) => {
+                // The claim is held until a divergence is recorded, and only
+                // the process that holds it (that writes the run directory)
+                // records one: every data-parallel rank sees it.
+                let claim = training.claim.take();
+                let run_dir = training.run_dir.clone();
+                let outcome = train(*training, observer);
+                if let (Err(error), Some(_)) = (&outcome, &claim) {
+                    if let Some(divergence) = Divergence::of(error) {
+                        divergence.write(&run_dir)?;
+                    }
+                }
+                outcome
+            }
         }
     }
 }
@@ -265,11 +279,13 @@ fn train(training: Training, observer: &mut dyn RunObserver) -> Result<RunOutcom
         run_dir,
         resuming,
         stop_after_epoch,
-        _claim,
+        ..
     } = training;
     let spec = session.spec.clone();
     let tensorboard = runtime.tensorboard;
     run_dir.remove_temporaries()?;
+    // This attempt replaces the record of an earlier one that diverged.
+    Divergence::clear(&run_dir)?;
     super::atomic::write_atomic(&run_dir.config(), spec.to_toml().as_bytes())?;
     let runtime = toml::to_string(&runtime).unwrap_or_default();
     super::atomic::write_atomic(&run_dir.root().join(Runtime::FILE), runtime.as_bytes())?;

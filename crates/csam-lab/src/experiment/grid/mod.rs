@@ -20,13 +20,14 @@ pub mod settings;
 use std::path::PathBuf;
 use std::time::Instant;
 
+use super::diverged::DivergedRun;
 use super::runs::{self, run_all, Experiment, PlannedRun};
 use super::settings::write_json;
 use csam_train::spec::{RunSpec, Runtime};
 use csam_train::train::atomic::write_atomic;
 use csam_train::train::{ExperimentObserver, RunSummary};
 pub use dir::GridDir;
-use results::{cells, markdown, GridRecord, GridResults, SCHEMA};
+use results::{cells, markdown, GridRecord, GridResults, GridRun, SCHEMA};
 pub use settings::GridSettings;
 use settings::{short, GridPoint};
 
@@ -75,8 +76,18 @@ pub fn run<O: ExperimentObserver>(
 ) -> Result<(GridResults, String)> {
     let grid = request.open()?;
     let settings = &request.settings;
-    let runs = run_all(&grid, &request.runtime, observer)?;
-    let cells = cells(settings, &runs);
+    let outcomes = run_all(&grid, &request.runtime, observer)?;
+    let diverged: Vec<DivergedRun<GridRun>> = outcomes
+        .diverged
+        .into_iter()
+        .map(|((seed, point), divergence)| DivergedRun {
+            run: GridRun { point, seed },
+            run_dir: GridDir::relative_run(point, seed),
+            divergence,
+        })
+        .collect();
+    let runs = outcomes.finished;
+    let cells = cells(settings, &runs, &diverged);
     let best = results::best(&cells)
         .map(|cell| cell.point)
         .ok_or(LabError::EmptyGrid)?;
@@ -86,6 +97,7 @@ pub fn run<O: ExperimentObserver>(
         settings: settings.clone(),
         wall_time_s: request.started.elapsed().as_secs_f64(),
         runs,
+        diverged,
         cells,
         best,
     };

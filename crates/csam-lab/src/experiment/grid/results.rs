@@ -5,15 +5,21 @@
 //! `results.json` ([`GridResults`], schema [`SCHEMA`]; fractions):
 //! `settings` (as in `grid.json`), `runs[]` (`lr`, `weight_decay`, `seed`,
 //! `run_dir`, `best_epoch`, `train_wall_time_s`, `val`: every metric of the
-//! calibration crate's `MetricSummary` of the best checkpoint), `cells[]`
-//! (`lr`, `weight_decay`, `accuracy`, `nll`, `ece`, `train_wall_time_s`:
-//! `{mean,std,n}`, `best_epochs`), `best` (`lr`, `weight_decay`).
+//! calibration crate's `MetricSummary` of the best checkpoint), `diverged[]`
+//! (left out when no run diverged: `lr`, `weight_decay`, `seed`, `run_dir`,
+//! `epoch`, `step`, `reason`, `last_good_epoch`; see
+//! [`crate::experiment::diverged`]), `cells[]` (`lr`, `weight_decay`,
+//! `accuracy`, `nll`, `ece`, `train_wall_time_s`: `{mean,std,n}` over the
+//! finished seeds, `best_epochs`, `diverged_seeds` when some diverged; a
+//! pair every seed of which diverged has no cell), `best` (`lr`,
+//! `weight_decay`).
 
 use csam_calib::metrics::summary::MetricSummary;
 use serde::{Deserialize, Serialize};
 
 use super::settings::{short, GridPoint, GridSettings};
 use crate::experiment::base::{data_name, model_name};
+use crate::experiment::diverged::{noted, DivergedRun, DIVERGED};
 use crate::experiment::results::{mean_std, MeanStd};
 use crate::experiment::table::counted;
 use csam_train::train::RunSummary;
@@ -54,12 +60,26 @@ impl GridRecord {
     }
 }
 
-/// One (lr, weight decay) pair over its seeds.
+/// A run of the grid: what identifies a diverged one.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct GridRun {
+    /// The pair it trained with.
+    #[serde(flatten)]
+    pub point: GridPoint,
+    /// The run's seed.
+    pub seed: u64,
+}
+
+/// One (lr, weight decay) pair over its finished seeds.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct GridCell {
     /// The pair.
     #[serde(flatten)]
     pub point: GridPoint,
+    /// The seeds whose run diverged (absent from files written before
+    /// runs could diverge).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub diverged_seeds: Vec<u64>,
     /// Validation accuracy, mean ± sample std over seeds.
     pub accuracy: MeanStd,
     /// Validation NLL.
@@ -72,9 +92,13 @@ pub struct GridCell {
     pub train_wall_time_s: MeanStd,
 }
 
-/// The cells of `runs`, lr-major in the order of the settings; a pair
-/// without runs is left out.
-pub fn cells(settings: &GridSettings, runs: &[GridRecord]) -> Vec<GridCell> {
+/// The cells of `runs`, lr-major in the order of the settings, each with
+/// its seeds that `diverged`; a pair without finished runs is left out.
+pub fn cells(
+    settings: &GridSettings,
+    runs: &[GridRecord],
+    diverged: &[DivergedRun<GridRun>],
+) -> Vec<GridCell> {
     settings
         .pairs()
         .into_iter()
@@ -85,6 +109,7 @@ pub fn cells(settings: &GridSettings, runs: &[GridRecord]) -> Vec<GridCell> {
             };
             Some(GridCell {
                 point,
+                diverged_seeds: diverged_seeds(diverged, point),
                 accuracy: of(|r| r.val.accuracy)?,
                 nll: of(|r| r.val.nll)?,
                 ece: of(|r| r.val.ece)?,
@@ -95,16 +120,28 @@ pub fn cells(settings: &GridSettings, runs: &[GridRecord]) -> Vec<GridCell> {
         .collect()
 }
 
+/// The seeds of `point` that diverged.
+fn diverged_seeds(diverged: &[DivergedRun<GridRun>], point: GridPoint) -> Vec<u64> {
+    diverged
+        .iter()
+        .filter(|d| d.run.point == point)
+        .map(|d| d.run.seed)
+        .collect()
+}
+
 /// The chosen cell: the highest mean validation accuracy (the criterion of
 /// the paper's protocol, fixed before the grid runs); among equal
 /// accuracies the lower mean validation NLL, then the first in table order.
+/// A pair that diverged on a seed is chosen only when every pair did (its
+/// mean is over the seeds that finished, and its learning rate is unsafe).
 /// None when there are no cells.
 pub fn best(cells: &[GridCell]) -> Option<&GridCell> {
     cells.iter().reduce(|chosen, cell| {
         let better = cell
-            .accuracy
-            .mean
-            .total_cmp(&chosen.accuracy.mean)
+            .diverged_seeds
+            .is_empty()
+            .cmp(&chosen.diverged_seeds.is_empty())
+            .then(cell.accuracy.mean.total_cmp(&chosen.accuracy.mean))
             .then(chosen.nll.mean.total_cmp(&cell.nll.mean))
             .is_gt();
         if better {
@@ -126,8 +163,12 @@ pub struct GridResults {
     pub settings: GridSettings,
     /// Wall time of the invocation that wrote the file (reused runs cost ~0).
     pub wall_time_s: f64,
-    /// One record per run, seed-major.
+    /// One record per finished run, seed-major.
     pub runs: Vec<GridRecord>,
+    /// The runs that diverged, seed-major (absent from files written
+    /// before runs could diverge).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub diverged: Vec<DivergedRun<GridRun>>,
     /// One cell per pair, lr-major.
     pub cells: Vec<GridCell>,
     /// The chosen pair ([`best`]).
@@ -165,24 +206,39 @@ fn number(value: &MeanStd, decimals: usize) -> String {
 }
 
 /// The table in Markdown: the caption, a blank line, then one row per pair
-/// (lr-major), the chosen pair and its accuracy in bold.
+/// (lr-major), the chosen pair and its accuracy in bold; a pair some of
+/// whose seeds diverged says how many beside its accuracy, one all of
+/// whose seeds diverged says `diverged` in every number's column.
 pub fn markdown(results: &GridResults) -> String {
     let mut out = format!(
         "{}\n\n| lr | weight decay | val accuracy | val NLL | val ECE | best epoch | seconds \
          |\n|---|---|---|---|---|---|---|\n",
         caption(results)
     );
-    for cell in &results.cells {
+    for point in results.settings.pairs() {
+        let pair = (short(point.lr), short(point.weight_decay));
+        let Some(cell) = results.cells.iter().find(|c| c.point == point) else {
+            if !diverged_seeds(&results.diverged, point).is_empty() {
+                let mut row = vec![pair.0, pair.1];
+                row.extend(vec![DIVERGED.to_string(); 5]);
+                out.push_str(&format!("| {} |\n", row.join(" | ")));
+            }
+            continue;
+        };
         let bold = |text: String| match cell.point == results.best {
             true => format!("**{text}**"),
             false => text,
         };
         let epochs: Vec<String> = cell.best_epochs.iter().map(usize::to_string).collect();
-        out.push_str(&format!(
-            "| {} | {} | {} | {} | {} | {} | {} |\n",
-            bold(short(cell.point.lr)),
-            bold(short(cell.point.weight_decay)),
+        let accuracy = noted(
             bold(number(&cell.accuracy, 4)),
+            cell.accuracy.n,
+            cell.diverged_seeds.len(),
+        );
+        out.push_str(&format!(
+            "| {} | {} | {accuracy} | {} | {} | {} | {} |\n",
+            bold(pair.0),
+            bold(pair.1),
             number(&cell.nll, 4),
             number(&cell.ece, 4),
             epochs.join(", "),
@@ -195,6 +251,7 @@ pub fn markdown(results: &GridResults) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::experiment::diverged::tests::nan_at;
     use crate::experiment::results::tests::flat_summary;
 
     fn record(lr: f64, weight_decay: f64, seed: u64, accuracy: f64, nll: f64) -> GridRecord {
@@ -224,7 +281,7 @@ mod tests {
     }
 
     fn chosen(runs: &[GridRecord], seeds: Vec<u64>) -> GridPoint {
-        best(&cells(&settings(seeds), runs)).unwrap().point
+        best(&cells(&settings(seeds), runs, &[])).unwrap().point
     }
 
     #[test]
@@ -265,13 +322,74 @@ mod tests {
         assert!(best(&[]).is_none());
     }
 
+    fn diverged(lr: f64, weight_decay: f64, seed: u64) -> DivergedRun<GridRun> {
+        let point = GridPoint { lr, weight_decay };
+        DivergedRun {
+            run: GridRun { point, seed },
+            run_dir: super::super::GridDir::relative_run(point, seed),
+            divergence: nan_at(2, 1),
+        }
+    }
+
+    #[test]
+    fn a_pair_that_diverged_is_marked_and_chosen_only_when_every_pair_did() {
+        // (0.1, 1e-4) has the best accuracy but diverged on seed 1; (0.1,
+        // 5e-4) diverged on both seeds and has no cell.
+        let runs = vec![
+            record(0.01, 1e-4, 0, 0.80, 0.5),
+            record(0.01, 1e-4, 1, 0.82, 0.5),
+            record(0.01, 5e-4, 0, 0.79, 0.5),
+            record(0.01, 5e-4, 1, 0.79, 0.5),
+            record(0.1, 1e-4, 0, 0.90, 0.5),
+        ];
+        let failed = vec![
+            diverged(0.1, 1e-4, 1),
+            diverged(0.1, 5e-4, 0),
+            diverged(0.1, 5e-4, 1),
+        ];
+        let settings = settings(vec![0, 1]);
+        let cells = cells(&settings, &runs, &failed);
+        assert_eq!(cells.len(), 3);
+        assert_eq!(cells[2].diverged_seeds, vec![1]);
+        let best = best(&cells).unwrap().point;
+        assert_eq!((best.lr, best.weight_decay), (0.01, 1e-4));
+        assert_eq!(
+            super::best(&cells[2..]).unwrap().point,
+            cells[2].point,
+            "diverged on a seed, but the only pair"
+        );
+        let results = GridResults {
+            schema: SCHEMA.into(),
+            csam_version: "0".into(),
+            settings,
+            wall_time_s: 1.0,
+            runs,
+            diverged: failed,
+            cells,
+            best,
+        };
+        let table = markdown(&results);
+        let lines: Vec<&str> = table.lines().collect();
+        assert_eq!(lines.len(), 4 + 4);
+        assert_eq!(
+            lines[6],
+            "| 0.1 | 1e-4 | 0.9000 (1 of 2 seeds; 1 diverged) | 0.5000 | 0.0200 | 3 | 2.0 |"
+        );
+        assert_eq!(
+            lines[7],
+            "| 0.1 | 5e-4 | diverged | diverged | diverged | diverged | diverged |"
+        );
+        let json = serde_json::to_string(&results).unwrap();
+        assert_eq!(serde_json::from_str::<GridResults>(&json).unwrap(), results);
+    }
+
     #[test]
     fn cells_aggregate_seeds_and_leave_out_pairs_without_runs() {
         let runs = [
             record(0.01, 1e-4, 0, 0.80, 0.5),
             record(0.01, 1e-4, 1, 0.84, 0.7),
         ];
-        let cells = cells(&settings(vec![0, 1]), &runs);
+        let cells = cells(&settings(vec![0, 1]), &runs, &[]);
         assert_eq!(cells.len(), 1);
         // Means of 2 seeds: 2 f64 roundings of values < 1.6, < 5e-16.
         assert!((cells[0].accuracy.mean - 0.82).abs() < 1e-12);
@@ -289,7 +407,7 @@ mod tests {
             record(0.1, 5e-4, 0, 0.8555, 0.3994),
         ];
         let settings = settings(vec![0]);
-        let cells = cells(&settings, &runs);
+        let cells = cells(&settings, &runs, &[]);
         let best = best(&cells).unwrap().point;
         let results = GridResults {
             schema: SCHEMA.into(),
@@ -297,6 +415,7 @@ mod tests {
             settings,
             wall_time_s: 1.0,
             runs,
+            diverged: Vec::new(),
             cells,
             best,
         };

@@ -56,9 +56,19 @@ struct MethodPredictions {
 /// The sections of the report, in page order. A new section (e.g. the
 /// theory diagnostics of `--track-theory` runs) is one more push here.
 pub fn sections(dir: &CompareDir, results: &CompareResults) -> Result<Vec<Section>> {
-    let seed = results.settings.seeds[0];
     let mut predictions = Vec::new();
     for &method in &results.settings.methods {
+        // The first seed that finished (runs are seed-major); a method
+        // every seed of which diverged has no figures.
+        let Some(seed) = results
+            .settings
+            .seeds
+            .iter()
+            .copied()
+            .find(|&seed| !results.diverged_at(method, seed))
+        else {
+            continue;
+        };
         let record = results
             .runs
             .iter()
@@ -101,7 +111,7 @@ fn table_section(results: &CompareResults) -> Section {
         .aggregates
         .iter()
         .map(|aggregate| {
-            std::iter::once(Cell::plain(aggregate.method.to_string().to_uppercase()))
+            std::iter::once(Cell::plain(table::method_label(aggregate)))
                 .chain(Metric::ALL.iter().map(|&metric| {
                     let value = aggregate.get(metric);
                     let mut data = vec![
@@ -113,7 +123,7 @@ fn table_section(results: &CompareResults) -> Section {
                         data.push(("std", value.std.map(|s| s.to_string()).unwrap_or_default()));
                     }
                     Cell {
-                        text: table::cell(metric, value),
+                        text: table::aggregate_cell(aggregate, metric),
                         data,
                     }
                 }))
@@ -186,17 +196,15 @@ fn posthoc_section(dir: &CompareDir, results: &CompareResults) -> Result<Section
         ("isotonic", Metric::EceIsotonic),
         ("histogram binning", Metric::EceHistogram),
     ];
-    let groups: Vec<String> = results
-        .aggregates
-        .iter()
+    // A method every seed of which diverged has no bars.
+    let finished = || results.aggregates.iter().filter(|a| !a.seeds.is_empty());
+    let groups: Vec<String> = finished()
         .map(|a| a.method.to_string().to_uppercase())
         .collect();
     let series: Vec<(String, Vec<f64>)> = columns
         .iter()
         .map(|(label, metric)| {
-            let values = results
-                .aggregates
-                .iter()
+            let values = finished()
                 .map(|a| a.get(*metric).map_or(0.0, |v| 100.0 * v.mean))
                 .collect();
             (label.to_string(), values)

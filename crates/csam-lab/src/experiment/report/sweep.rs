@@ -10,8 +10,9 @@ use super::html::{self, Cell};
 use super::{Report, Section};
 use crate::experiment::base::{data_name, model_name};
 use crate::experiment::sweep::dir::SweepDir;
-use crate::experiment::sweep::results::{caption, gamma_header, SweepMetric, SweepResults};
-use crate::experiment::table::mean_std_text;
+use crate::experiment::sweep::results::{
+    caption, cell_text, gamma_header, SweepMetric, SweepResults,
+};
 
 use crate::error::Result;
 
@@ -55,7 +56,7 @@ fn table_section(results: &SweepResults) -> Section {
                     data.push(("std", value.std.map(|s| s.to_string()).unwrap_or_default()));
                 }
                 row.push(Cell {
-                    text: mean_std_text(value, metric.in_percent()),
+                    text: cell_text(results, rho, gamma, metric),
                     data,
                 });
             }

@@ -32,7 +32,9 @@ pub fn section(dir: &CompareDir, results: &CompareResults) -> Result<Option<Sect
     let mut rows = Vec::new();
     let mut figures = Vec::new();
     for &method in &tracked {
-        for (index, &seed) in results.settings.seeds.iter().enumerate() {
+        let finished = (results.settings.seeds.iter().copied())
+            .filter(|&seed| !results.diverged_at(method, seed));
+        for (index, seed) in finished.enumerate() {
             let records = read_theory(&dir.run(method.training(), seed, 0))?;
             let summary = TheorySummary::of(&records);
             let below =

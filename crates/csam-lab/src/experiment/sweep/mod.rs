@@ -22,6 +22,7 @@ pub mod settings;
 use std::path::PathBuf;
 use std::time::Instant;
 
+use super::diverged::DivergedRun;
 use super::report;
 use super::runs::{self, run_all, Experiment, PlannedRun};
 use super::settings::write_json;
@@ -29,7 +30,7 @@ use csam_train::spec::{RunSpec, Runtime};
 use csam_train::train::atomic::write_atomic;
 use csam_train::train::{ExperimentObserver, RunSummary};
 pub use dir::SweepDir;
-use results::{cells, cells_csv, markdown, runs_csv, SweepRecord, SweepResults, SCHEMA};
+use results::{cells, cells_csv, markdown, runs_csv, SweepRecord, SweepResults, SweepRun, SCHEMA};
 pub use settings::SweepSettings;
 
 use crate::error::Result;
@@ -80,15 +81,26 @@ pub fn run<O: ExperimentObserver>(
     let started = request.started;
     let settings = &request.settings;
     let sweep = request.open()?;
-    let runs = run_all(&sweep, &request.runtime, observer)?;
+    let outcomes = run_all(&sweep, &request.runtime, observer)?;
+    let diverged: Vec<DivergedRun<SweepRun>> = outcomes
+        .diverged
+        .into_iter()
+        .map(|((seed, rho, gamma), divergence)| DivergedRun {
+            run: SweepRun { rho, gamma, seed },
+            run_dir: SweepDir::relative_run(rho, gamma, seed),
+            divergence,
+        })
+        .collect();
+    let runs = outcomes.finished;
     let dir = &sweep.dir;
-    let cells = cells(settings, &runs);
+    let cells = cells(settings, &runs, &diverged);
     let results = SweepResults {
         schema: SCHEMA.to_string(),
         csam_version: env!("CARGO_PKG_VERSION").to_string(),
         settings: settings.clone(),
         wall_time_s: started.elapsed().as_secs_f64(),
         runs,
+        diverged,
         cells,
     };
     let table = markdown(&results);

@@ -5,8 +5,12 @@
 //! `results.json` ([`SweepResults`], schema [`SCHEMA`]; fractions, H in
 //! nats): `settings` (as in `sweep.json`), `runs[]` (`rho`, `gamma`, `seed`,
 //! `optimizer`, `run_dir`, `best_epoch`, `train_wall_time_s`, `test`: every
-//! metric of the calibration crate's `MetricSummary`, `h_py`), `cells[]`
-//! (`rho`, `gamma`, `metrics.<key>.{mean,std,n}` for every [`SweepMetric`]).
+//! metric of the calibration crate's `MetricSummary`, `h_py`), `diverged[]`
+//! (left out when no run diverged: `rho`, `gamma`, `seed`, `run_dir`,
+//! `epoch`, `step`, `reason`, `last_good_epoch`; see
+//! [`crate::experiment::diverged`]), `cells[]` (`rho`, `gamma`,
+//! `diverged_seeds` when some diverged, `metrics.<key>.{mean,std,n}` for
+//! every [`SweepMetric`] over the finished seeds).
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -18,6 +22,7 @@ use serde::{Deserialize, Serialize};
 use super::settings::SweepSettings;
 use crate::error::Result;
 use crate::experiment::base::{data_name, model_name};
+use crate::experiment::diverged::{noted, DivergedRun};
 use crate::experiment::posthoc::test_probabilities;
 use crate::experiment::results::{mean_std, MeanStd};
 use crate::experiment::table::{counted, mean_std_text};
@@ -127,13 +132,28 @@ impl SweepMetric {
     }
 }
 
-/// One (rho, gamma) cell: every metric's mean ± std over its seeds.
+/// A run of the sweep: what identifies a diverged one.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct SweepRun {
+    /// Perturbation radius.
+    pub rho: f64,
+    /// CSAM's gamma (0: SAM).
+    pub gamma: f64,
+    /// The run's seed.
+    pub seed: u64,
+}
+
+/// One (rho, gamma) cell: every metric's mean ± std over its finished seeds.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct SweepCell {
     /// Perturbation radius.
     pub rho: f64,
     /// CSAM's gamma.
     pub gamma: f64,
+    /// The seeds whose run diverged (absent from files written before
+    /// runs could diverge); no metrics when every seed did.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub diverged_seeds: Vec<u64>,
     /// Mean ± std per [`SweepMetric::key`].
     pub metrics: BTreeMap<String, MeanStd>,
 }
@@ -143,17 +163,31 @@ impl SweepCell {
     pub fn get(&self, metric: SweepMetric) -> Option<&MeanStd> {
         self.metrics.get(metric.key())
     }
+
+    /// The number of seeds that finished (0 when every one diverged).
+    pub fn finished(&self) -> usize {
+        self.metrics.values().map(|v| v.n).max().unwrap_or(0)
+    }
 }
 
-/// The cells of `runs`, rho-major in the order of the settings; a cell
-/// without runs is left out.
-pub fn cells(settings: &SweepSettings, runs: &[SweepRecord]) -> Vec<SweepCell> {
+/// The cells of `runs` and of the runs that `diverged`, rho-major in the
+/// order of the settings; a cell without runs is left out.
+pub fn cells(
+    settings: &SweepSettings,
+    runs: &[SweepRecord],
+    diverged: &[DivergedRun<SweepRun>],
+) -> Vec<SweepCell> {
     let mut cells = Vec::new();
     for &rho in &settings.rhos {
         for &gamma in &settings.gammas {
             let mine: Vec<&SweepRecord> = runs
                 .iter()
                 .filter(|r| r.rho == rho && r.gamma == gamma)
+                .collect();
+            let diverged_seeds: Vec<u64> = diverged
+                .iter()
+                .filter(|d| d.run.rho == rho && d.run.gamma == gamma)
+                .map(|d| d.run.seed)
                 .collect();
             let metrics: BTreeMap<String, MeanStd> = SweepMetric::ALL
                 .iter()
@@ -162,10 +196,11 @@ pub fn cells(settings: &SweepSettings, runs: &[SweepRecord]) -> Vec<SweepCell> {
                     Some((m.key().to_string(), mean_std(&values)?))
                 })
                 .collect();
-            if !mine.is_empty() {
+            if !mine.is_empty() || !diverged_seeds.is_empty() {
                 cells.push(SweepCell {
                     rho,
                     gamma,
+                    diverged_seeds,
                     metrics,
                 });
             }
@@ -185,8 +220,12 @@ pub struct SweepResults {
     pub settings: SweepSettings,
     /// Wall time of the invocation that wrote the file (reused runs cost ~0).
     pub wall_time_s: f64,
-    /// One record per run, seed-major.
+    /// One record per finished run, seed-major.
     pub runs: Vec<SweepRecord>,
+    /// The runs that diverged, seed-major (absent from files written
+    /// before runs could diverge).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub diverged: Vec<DivergedRun<SweepRun>>,
     /// One cell per (rho, gamma), rho-major.
     pub cells: Vec<SweepCell>,
 }
@@ -247,10 +286,7 @@ pub fn markdown(results: &SweepResults) -> String {
             let cells: Vec<String> = settings
                 .gammas
                 .iter()
-                .map(|&gamma| {
-                    let value = results.cell(rho, gamma).and_then(|c| c.get(metric));
-                    mean_std_text(value, metric.in_percent())
-                })
+                .map(|&gamma| cell_text(results, rho, gamma, metric))
                 .collect();
             out.push_str(&format!(
                 "| {} | {rho} | {} |\n",
@@ -260,6 +296,18 @@ pub fn markdown(results: &SweepResults) -> String {
         }
     }
     out
+}
+
+/// The table's text of `metric` at (`rho`, `gamma`): `mean ± std`, with
+/// how many seeds diverged when some did, `diverged` when all did, `n/a`
+/// for a cell without runs.
+pub fn cell_text(results: &SweepResults, rho: f64, gamma: f64, metric: SweepMetric) -> String {
+    let cell = results.cell(rho, gamma);
+    let text = mean_std_text(cell.and_then(|c| c.get(metric)), metric.in_percent());
+    match cell {
+        Some(cell) => noted(text, cell.finished(), cell.diverged_seeds.len()),
+        None => text,
+    }
 }
 
 /// `results.csv`: one row per run (`rho,gamma,seed,optimizer,run_dir,
@@ -299,8 +347,7 @@ pub fn cells_csv(cells: &[SweepCell]) -> String {
     }
     out.push('\n');
     for cell in cells {
-        let n = cell.metrics.values().map(|v| v.n).max().unwrap_or(0);
-        out.push_str(&format!("{},{},{n}", cell.rho, cell.gamma));
+        out.push_str(&format!("{},{},{}", cell.rho, cell.gamma, cell.finished()));
         for metric in SweepMetric::ALL {
             match cell.get(metric) {
                 Some(v) => out.push_str(&format!(
@@ -319,6 +366,7 @@ pub fn cells_csv(cells: &[SweepCell]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::experiment::diverged::tests::nan_at;
     use crate::experiment::results::tests::flat_summary;
 
     fn record(rho: f64, gamma: f64, seed: u64, accuracy: f64, h_py: f64) -> SweepRecord {
@@ -354,10 +402,11 @@ mod tests {
         SweepResults {
             schema: SCHEMA.into(),
             csam_version: "0".into(),
-            cells: cells(&settings, &runs),
+            cells: cells(&settings, &runs, &[]),
             settings,
             wall_time_s: 1.0,
             runs,
+            diverged: Vec::new(),
         }
     }
 
@@ -394,6 +443,32 @@ mod tests {
         assert_eq!(lines[4], "| Test acc (%) | 0.05 | 82.00 ± 2.83 | 90.00 |");
         assert_eq!(lines[5], "| Test acc (%) | 0.1 | n/a | 70.00 |");
         assert_eq!(lines[8], "| H(p_y) (nats) | 0.05 | 0.200 ± 0.141 | 0.200 |");
+    }
+
+    #[test]
+    fn a_cell_with_diverged_seeds_says_how_many_and_one_with_none_finished_says_diverged() {
+        let mut results = results();
+        let diverged = |rho, gamma, seed| DivergedRun {
+            run: SweepRun { rho, gamma, seed },
+            run_dir: super::super::SweepDir::relative_run(rho, gamma, seed),
+            divergence: nan_at(1, 1),
+        };
+        results.diverged = vec![
+            diverged(0.1, 0.0, 0),
+            diverged(0.1, 0.0, 1),
+            diverged(0.1, 1.0, 0),
+        ];
+        results.cells = cells(&results.settings, &results.runs, &results.diverged);
+        assert_eq!(results.cells.len(), 4);
+        assert_eq!(results.cell(0.1, 0.0).unwrap().finished(), 0);
+        let table = markdown(&results);
+        let lines: Vec<&str> = table.lines().collect();
+        assert_eq!(
+            lines[5],
+            "| Test acc (%) | 0.1 | diverged | 70.00 (1 of 2 seeds; 1 diverged) |"
+        );
+        let cells = cells_csv(&results.cells);
+        assert!(cells.lines().any(|l| l == "0.1,0,0,,,,,,"), "{cells}");
     }
 
     #[test]
