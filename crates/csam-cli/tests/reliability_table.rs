@@ -226,6 +226,7 @@ const CASES: &[Case] = &[
     case("train", "--stddev-init", "0 (mean-field)", &["{train}", "--bayesian", "mean-field", "--weight-decay", "0", "--stddev-init", "0"]),
     case("train", "--stddev-init", "1000 (mean-field)", &["{train}", "--bayesian", "mean-field", "--weight-decay", "0", "--stddev-init", "1000"]),
     case("train", "--tied-prior-mean", "with rank1 (not read)", &["{train}", "--bayesian", "rank1", "--ensemble", "batch-ensemble", "--weight-decay", "0", "--tied-prior-mean"]),
+    case("train", "--no-tied-prior-mean", "a value", &["{train}", "--bayesian", "mean-field", "--weight-decay", "0", "--no-tied-prior-mean=yes"]),
     case("train", "--kl-annealing-epochs", "-1 (mean-field)", &["{train}", "--bayesian", "mean-field", "--weight-decay", "0", "--kl-annealing-epochs", "-1"]),
     case("train", "--shuffle", "a value (false)", &["{train}", "--shuffle", "false"]),
     case("train", "--bins", "0", &["{train}", "--bins", "0"]),
