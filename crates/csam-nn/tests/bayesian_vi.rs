@@ -26,8 +26,15 @@ const CLASSES: i64 = 4;
 const F64_CPU: (Kind, Device) = (Kind::Double, Device::Cpu);
 
 fn mean_field(prior_std: f64, samples: i64) -> Bayesian {
+    mean_field_with(prior_std, samples, false)
+}
+
+/// Mean-field VI at TFP's start of `rho`, its prior centred at 0 or tied.
+fn mean_field_with(prior_std: f64, samples: i64, tied_prior_mean: bool) -> Bayesian {
     Bayesian::MeanField {
         prior_std,
+        tied_prior_mean,
+        stddev_init: (-3f64).exp().ln_1p(),
         samples,
         kl_annealing_epochs: 0,
     }
@@ -59,17 +66,20 @@ fn mlp_and_cnn_match_the_papers_formula_in_pytorch_float64() {
         train_seed: 11,
         kl_weight: 0.25,
     };
+    // The MLP's prior is centred at 0, the CNN's tied to the posterior's mean.
     let models = [
-        ("mlp", shape(1, 2, 3), vec!["1", "3"], 1.0),
+        ("mlp", shape(1, 2, 3), vec!["1", "3"], 1.0, false),
         (
             "cnn",
             shape(2, 6, 6),
             vec!["conv1", "conv2", "conv3", "fc"],
             0.5,
+            true,
         ),
     ]
-    .map(|(arch, input, layers, prior_std)| {
-        let (vs, model) = build(arch, input, mean_field(prior_std, twin.samples));
+    .map(|(arch, input, layers, prior_std, tied_prior_mean)| {
+        let bayesian = mean_field_with(prior_std, twin.samples, tied_prior_mean);
+        let (vs, model) = build(arch, input, bayesian);
         // Posterior scales well above their start (softplus(-3)), so that
         // the perturbation weighs in the logits.
         tch::no_grad(|| {
@@ -79,7 +89,10 @@ fn mlp_and_cnn_match_the_papers_formula_in_pytorch_float64() {
                 }
             }
         });
-        let fields = serde_json::json!({ "prior_std": prior_std });
+        let fields = serde_json::json!({
+            "prior_std": prior_std,
+            "tied_prior_mean": tied_prior_mean,
+        });
         TwinModel::new((arch, input), layers, (vs, model), fields)
     });
     let noise = |m: &TwinModel, seed: u64, layer: &str| {

@@ -115,7 +115,7 @@ fn mlp_and_cnn_match_the_papers_formula_in_pytorch_float64() {
 }
 
 #[test]
-fn one_member_of_zero_posterior_scale_is_batch_ensemble_of_one() {
+fn one_member_at_the_scale_floor_is_batch_ensemble_of_one_up_to_the_floor() {
     let _generator = lock_generator();
     tch::manual_seed(2);
     let input = shape(2, 6, 6);
@@ -125,33 +125,34 @@ fn one_member_of_zero_posterior_scale_is_batch_ensemble_of_one() {
         o
     });
     let (vs, model) = build("cnn", input, 1, rank1(0.1, 3));
-    // softplus(-1000) is 0 in float64: every sample is the mean.
+    // softplus(-1000) is 0 in float64: sigma is its floor, 1e-7.
     set_rho(&vs, |rho| rho.full_like(-1000.0));
     let mut variables = vs.variables();
     tch::no_grad(|| {
-        for (name, value) in be_vs.variables() {
+        for (name, mut value) in be_vs.variables() {
+            // Factors' means of 1: each sampled factor is 1 + 1e-7 eps.
+            if name.ends_with(".r") || name.ends_with(".s") {
+                let _ = value.fill_(1.0);
+            }
             variables.get_mut(&name).unwrap().copy_(&value);
         }
     });
     let x = Tensor::randn([5, 2, 6, 6], F64_CPU);
     model.set_noise_seed(5);
     for mode in [Mode::Train, Mode::Eval] {
-        let ours = tch::no_grad(|| model.forward_mode(&x, mode));
-        let theirs = tch::no_grad(|| be.forward_mode(&x, mode));
-        close(
-            &ours.softmax(-1, None),
-            &theirs.softmax(-1, None),
-            &format!("{mode:?}"),
-        );
+        let ours = tch::no_grad(|| model.forward_mode(&x, mode)).softmax(-1, None);
+        let theirs = tch::no_grad(|| be.forward_mode(&x, mode)).softmax(-1, None);
+        let gap = (ours - theirs).abs().max().double_value(&[]);
+        // Each factor is 1 + 1e-7 eps, |eps| < 6 for these few hundred
+        // draws (P(|eps| > 6) = 2e-9 each): the 4 layers' 2 factors each
+        // scale a channel by at most 1 +- 6e-7, so the logits move by about
+        // 8 x 6e-7 relative and the probabilities (softmax is
+        // 1/2-Lipschitz) by less: 1e-4 leaves room for BatchNorm's
+        // normalising of small batch statistics. Without the floor (sigma =
+        // softplus(-1000) = 0) the ops are BatchEnsemble's on equal values
+        // and the gap is exactly 0.
+        assert!(gap > 0.0 && gap < 1e-4, "{mode:?}: {gap}");
     }
-    let train = tch::no_grad(|| model.forward_mode(&x, Mode::Train));
-    let be_train = tch::no_grad(|| be.forward_mode(&x, Mode::Train));
-    // softplus(-1000) = 0 exactly, so every sample is the mean and the
-    // layers run BatchEnsemble's ops on the same values: equal bits.
-    assert!(
-        train.equal(&be_train),
-        "a train pass is BatchEnsemble's exactly"
-    );
 }
 
 #[test]

@@ -635,6 +635,12 @@ fn efficient_sam_policies_change_the_run_resume_bit_identically_and_log_their_sh
             assert_eq!(shares, [4.0 / 18.0, 4.0 / 18.0], "{name}");
         }
     }
+    // k counts the run's steps, not the epoch's: with k = 4, steps 0, 4,
+    // ..., 16 of the first epoch's 18 and 20, ..., 32 of the second's.
+    let every_fourth = spec("optimizer = \"csam\"\nsam_policy = \"looksam\"\nlooksam_k = 4\n");
+    let out = dir.path().join("looksam-k4");
+    train(&every_fourth, &out, false, None);
+    assert_eq!(second_pass_shares(&out), [5.0 / 18.0, 4.0 / 18.0]);
     // ESAM's masks are a function of the seed, the step and the weight; it
     // runs the second pass on every step (on a share of the batch), as the
     // sub-batch ascent does (its first pass on a share of the batch) and
@@ -785,7 +791,10 @@ fn channels_last_trains_saves_the_standard_layout_and_resumes_bit_identically() 
 /// the trained weights against the same run without it, so a key that no
 /// longer reaches its branch (or reaches the wrong one) fails here.
 /// (`drop_path` and `shakedrop` act on the ViTs and PyramidNets only:
-/// `run_spec.rs` and the models' own tests hold them.)
+/// `run_spec.rs` and the models' own tests hold them. A ViT refuses digits'
+/// 8x8 images, smaller than its 16-pixel patches, and the smallest
+/// PyramidNet, 110 layers, took 18.7 s for one such two-epoch run on two
+/// shared cores, where these runs take well under one.)
 #[test]
 fn every_key_away_from_its_default_changes_the_weights() {
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
@@ -842,13 +851,21 @@ fn every_key_away_from_its_default_changes_the_weights() {
         ("adafocal-lambda", "adafocal_lambda = 10.0\n", adafocal),
         ("adafocal-bins", "adafocal_bins = 3\n", adafocal),
         // The lower clamp binds once a large update pushes a negative
-        // exponent past it (the MLP is underconfident after one epoch, so
-        // a positive exponent only shrinks and the upper clamp waits for
-        // an overconfident bin: AdaFocal's unit tests hold it).
+        // exponent past it (the MLP is underconfident after one epoch at
+        // lr 0.05, so a positive exponent only shrinks).
         (
             "adafocal-gamma-min",
             "adafocal_gamma_min = -0.5\n",
             "loss = \"adafocal\"\nadafocal_lambda = 50.0\nadafocal_initial_gamma = -0.3\n",
+        ),
+        // The upper clamp binds when an exponent starting at it meets a bin
+        // whose confidence exceeds its accuracy: g exp(lambda d) > g for
+        // d > 0. At lr 0.5 the first epoch leaves such a bin; with the
+        // default gamma_max of 20 the exponent rises instead.
+        (
+            "adafocal-gamma-max",
+            "adafocal_gamma_max = 0.2\n",
+            "loss = \"adafocal\"\nlr = 0.5\nadafocal_initial_gamma = 0.2\n",
         ),
         ("adafocal-switch", "adafocal_switch = 1.5\n", adafocal),
         ("mit-margin", "mit_margin = 0.5\n", "mixing = \"mit-l\"\n"),
@@ -858,6 +875,7 @@ fn every_key_away_from_its_default_changes_the_weights() {
             "optimizer = \"sam\"\nsam_policy = \"looksam\"\n",
         ),
         ("aesam-delta", "aesam_delta = 0.3\n", aesam),
+        ("aesam-lambda1", "aesam_lambda1 = 0.0\n", aesam),
         ("aesam-lambda2", "aesam_lambda2 = -1.0\n", aesam),
         ("esam-beta", "esam_beta = 0.3\n", esam),
         ("esam-gamma", "esam_gamma = 0.25\n", esam),
@@ -887,9 +905,11 @@ fn every_key_away_from_its_default_changes_the_weights() {
     }
 }
 
-/// The selection and metric keys change what a run reports, not its
-/// weights: the best checkpoint's value is the chosen metric's, and the
-/// test metrics are binned as `bins` and `adaptive` say.
+/// The selection and metric keys, and a posterior's prediction samples,
+/// change what a run reports, not its weights: the best checkpoint's value
+/// is the chosen metric's, the test metrics are binned as `bins`, `edges`
+/// and `adaptive` say, and a posterior's are averaged over
+/// `posterior_samples` weight samples.
 #[test]
 fn selection_and_metric_keys_change_what_the_run_reports() {
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
@@ -900,19 +920,118 @@ fn selection_and_metric_keys_change_what_the_run_reports() {
         let text = std::fs::read_to_string(out.join("summary.json")).unwrap();
         (serde_json::from_str(&text).unwrap(), last_weights(&out))
     };
-    let (plain, plain_weights) = summary("plain", "");
-    for (name, keys, field) in [
-        ("best-metric", "best_metric = \"ece\"\n", "/best_value"),
-        ("bins", "bins = 5\n", "/test/ece"),
-        ("adaptive", "adaptive = \"chunked\"\n", "/test/adaece"),
+    let vi = "bayesian = \"mean-field\"\nweight_decay = 0.0\n";
+    // (name, the run, the key's line, the number it changes)
+    for (name, base, key, field) in [
+        ("best-metric", "", "best_metric = \"ece\"\n", "/best_value"),
+        // At lr 0.05 every bin is underconfident and the ECE is the gap
+        // between mean confidence and accuracy whatever the bins; at lr 0.5
+        // and 1 the bins' gaps differ in sign, so the binning counts.
+        ("bins", "lr = 0.5\n", "bins = 5\n", "/test/ece"),
+        // At lr 1 some test confidences are 1.0 exactly: left-closed bins
+        // put them in a bin of their own, which regroups the top bin.
+        (
+            "edges",
+            "lr = 1.0\n",
+            "edges = \"left-closed-with-one-bin\"\n",
+            "/test/ece_l2",
+        ),
+        (
+            "adaptive",
+            "lr = 0.5\n",
+            "adaptive = \"chunked\"\n",
+            "/test/adaece",
+        ),
+        (
+            "posterior-samples",
+            vi,
+            "posterior_samples = 2\n",
+            "/test/nll",
+        ),
     ] {
-        let (changed, weights) = summary(name, keys);
-        assert_eq!(weights, plain_weights, "{name} trains the same weights");
-        let (ours, theirs) = (changed.pointer(field), plain.pointer(field));
+        let (plain, plain_weights) = summary(&format!("{name}-without"), base);
+        let (changed, weights) = summary(name, &format!("{base}{key}"));
+        assert!(weights == plain_weights, "{name} trains the same weights");
+        let number = |summary: &serde_json::Value| {
+            let value = summary.pointer(field).and_then(serde_json::Value::as_f64);
+            value.unwrap_or_else(|| panic!("{name}: {field} is a number"))
+        };
+        let (ours, theirs) = (number(&changed), number(&plain));
+        // A metric sums at most n_test terms of at most 1 (1 + n_test
+        // roundings of at most epsilon each): a change of what it sums
+        // must exceed that, not merely reorder the sum.
+        let n_test = plain["n_test"].as_f64().unwrap();
+        let roundoff = (n_test + 1.0) * f64::EPSILON;
         assert!(
-            ours.is_some_and(|value| value.is_number()),
-            "{name}: {field}"
+            (ours - theirs).abs() > roundoff,
+            "{name}: {field} did not change ({ours} and {theirs})"
         );
-        assert_ne!(ours, theirs, "{name}: {field} did not change");
+    }
+}
+
+/// The keys of a pair (ACLS's two lambdas, ESAM's beta and gamma, AE-SAM's
+/// lambda1 and lambda2) set their own field: the run given the flat key
+/// trains the same bytes as the run whose field is set in the nested
+/// layout (read by serde straight into the spec, as a saved config.toml)
+/// and other bytes than the run whose partner field is set to that value.
+/// Two paths swapped in the key table fail here, at the run's level
+/// (`run_spec.rs`, `paired_keys_reach_their_own_fields`, holds the spec's
+/// fields by name).
+#[test]
+fn paired_keys_set_their_own_field_not_their_partners() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let dir = tempfile::tempdir().unwrap();
+    let acls = "loss = \"acls\"\nmargin = 1.0\n";
+    let esam = "optimizer = \"sam\"\nsam_policy = \"esam\"\n";
+    let aesam = "optimizer = \"sam\"\nsam_policy = \"aesam\"\n";
+    let (loss, policy) = (&["loss"][..], &["optim", "policy"][..]);
+    // (the run, the flat key, the table of both fields, the key's field,
+    // its partner's, the value)
+    let cases = [
+        (
+            acls,
+            "acls_pos_lambda",
+            loss,
+            "pos_lambda",
+            "neg_lambda",
+            0.3,
+        ),
+        (
+            acls,
+            "acls_neg_lambda",
+            loss,
+            "neg_lambda",
+            "pos_lambda",
+            1.0,
+        ),
+        (esam, "esam_beta", policy, "beta", "gamma", 0.3),
+        (esam, "esam_gamma", policy, "gamma", "beta", 0.25),
+        (aesam, "aesam_lambda1", policy, "lambda1", "lambda2", 0.0),
+        (aesam, "aesam_lambda2", policy, "lambda2", "lambda1", 0.0),
+    ];
+    for (base, key, table, field, partner, value) in cases {
+        let nested = |field: &str| {
+            let mut tree: toml::Table = spec(base).to_toml().parse().unwrap();
+            let mut branch = &mut tree;
+            for name in table {
+                branch = branch
+                    .get_mut(*name)
+                    .and_then(toml::Value::as_table_mut)
+                    .unwrap_or_else(|| panic!("{key}: [{name}] in {table:?}"));
+            }
+            branch.insert(field.to_string(), toml::Value::Float(value));
+            RunSpec::from_saved_toml(&tree.to_string(), key).unwrap()
+        };
+        let weights = |name: &str, spec: &RunSpec| {
+            let out = dir.path().join(format!("{key}-{name}"));
+            train(spec, &out, false, None);
+            last_weights(&out)
+        };
+        let flat = weights("flat", &spec(&format!("{base}{key} = {value:?}\n")));
+        assert!(flat == weights("own", &nested(field)), "{key} sets {field}");
+        assert!(
+            flat != weights("partner", &nested(partner)),
+            "{key} does not set {partner}"
+        );
     }
 }

@@ -94,7 +94,7 @@ impl CompareSettings {
             })?;
         let rule = UpdateRule::of_family(method.rule, self.rho, self.gamma);
         let mut spec = run_of(&self.base, rule, member_seed);
-        method.objective().apply(&mut spec);
+        method.objective(spec.epochs).apply(&mut spec);
         spec.optim.policy = method.policy();
         if member > 0 {
             spec.data.split_seed = Some(seed);
@@ -246,6 +246,32 @@ mod tests {
         assert!(with("sgd,vasso").runs_read(rho).unwrap());
         assert!(!with("sam").runs_read(gamma).unwrap());
         assert!(with("sam,focal+csam").runs_read(gamma).unwrap());
+    }
+
+    #[test]
+    fn posterior_methods_anneal_over_their_authors_share_of_the_comparisons_epochs() {
+        let methods: Vec<Method> = ["rank1", "vi+csam", "sgd"]
+            .iter()
+            .map(|name| name.parse().unwrap())
+            .collect();
+        let mut settings = CompareSettings {
+            methods: methods.clone(),
+            ..CompareSettings::default()
+        };
+        settings.base.epochs = 7;
+        let annealing = |settings: &CompareSettings, method: Method| {
+            let spec = settings.run_spec(method, 0, 0).unwrap();
+            (spec.epochs, spec.model.bayesian.kl_annealing_epochs())
+        };
+        // 200 of the authors' 250 epochs: 5.6 of 7, rounded.
+        assert_eq!(annealing(&settings, methods[0]), (7, 6));
+        assert_eq!(annealing(&settings, methods[1]), (7, 6));
+        assert_eq!(annealing(&settings, methods[2]), (7, 0));
+        // A methods file's setting comes over the recipe.
+        settings.method_settings =
+            MethodSettings::parse("[rank1]\nkl_annealing_epochs = 2\n", "methods.toml").unwrap();
+        assert_eq!(annealing(&settings, methods[0]), (7, 2));
+        assert_eq!(annealing(&settings, methods[1]), (7, 6));
     }
 
     #[test]

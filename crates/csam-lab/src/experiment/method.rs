@@ -13,8 +13,10 @@
 //! `-mc-dropoutN` after any of these (`csam-ensemble5`, `focal+sam-mc-dropout5`;
 //! `ensemble5` and `mc-dropout5` alone are SGD's) predict with N members or
 //! passes ([`Prediction`]). The objectives take their default parameters
-//! (docs/losses.md); every method of a comparison shares its data, model,
-//! epochs, base optimiser and seeds.
+//! (docs/losses.md), except `rank1` and `vi`, which are their authors' CIFAR
+//! recipes with the KL annealing scaled to the run's epochs
+//! ([`authors_kl_annealing`]); every method of a comparison shares its
+//! data, model, epochs, base optimiser and seeds.
 
 use std::fmt;
 use std::str::FromStr;
@@ -60,7 +62,30 @@ impl Objective {
     }
 }
 
-type WithDefaults = fn() -> Objective;
+/// An objective for a run of this many epochs.
+type Recipe = fn(usize) -> Objective;
+
+/// The epochs over which uncertainty-baselines' CIFAR scripts of the rank-1
+/// BNN and of VI (`baselines/cifar/rank1_bnn.py`,
+/// `variational_inference.py`) anneal the KL term, `kl_annealing_epochs`,
+/// of the [`AUTHORS_TRAIN_EPOCHS`] they train.
+const AUTHORS_KL_ANNEALING_EPOCHS: usize = 200;
+
+/// The scripts' `train_epochs`.
+const AUTHORS_TRAIN_EPOCHS: usize = 250;
+
+/// The authors' KL annealing scaled to a run of `epochs`: the same share
+/// of the run, 200 / 250 of `epochs` rounded half up, at least 1 (so that a
+/// short run anneals too): 16 of 20 epochs, 1 of 1.
+pub fn authors_kl_annealing(epochs: usize) -> usize {
+    let (part, whole) = (
+        AUTHORS_KL_ANNEALING_EPOCHS as u128,
+        AUTHORS_TRAIN_EPOCHS as u128,
+    );
+    // At most `epochs`, so the conversion back is exact.
+    let scaled = (epochs as u128 * part + whole / 2) / whole;
+    (scaled as usize).max(1)
+}
 
 /// `loss` on batches as they are, with the linear classifier.
 fn plain(loss: TrainingLoss) -> Objective {
@@ -71,61 +96,81 @@ fn plain(loss: TrainingLoss) -> Objective {
 }
 
 /// The objectives a comparison pairs with update rules: the method name of
-/// each and its loss and mixing with their default parameters. A new one is
-/// one line here.
-const OBJECTIVES: &[(&str, WithDefaults)] = &[
-    ("focal", || plain(TrainingLoss::Focal(Focal::default()))),
-    ("flsd", || plain(TrainingLoss::Flsd(Flsd {}))),
-    ("adafocal", || {
+/// each and what it trains for a run of a given length: the loss, mixing,
+/// head and members at their default parameters, the posteriors at their
+/// authors' recipes. A new one is one line here.
+const OBJECTIVES: &[(&str, Recipe)] = &[
+    ("focal", |_| plain(TrainingLoss::Focal(Focal::default()))),
+    ("flsd", |_| plain(TrainingLoss::Flsd(Flsd {}))),
+    ("adafocal", |_| {
         plain(TrainingLoss::AdaFocal(AdaFocal::default()))
     }),
-    ("ls", || {
+    ("ls", |_| {
         plain(TrainingLoss::LabelSmoothing(LabelSmoothing::default()))
     }),
-    ("dual-focal", || {
+    ("dual-focal", |_| {
         plain(TrainingLoss::DualFocal(DualFocal::default()))
     }),
-    ("mbls", || {
+    ("mbls", |_| {
         plain(TrainingLoss::MarginLabelSmoothing(
             MarginLabelSmoothing::default(),
         ))
     }),
-    ("acls", || plain(TrainingLoss::Acls(Acls::default()))),
-    ("cpc", || {
+    ("acls", |_| plain(TrainingLoss::Acls(Acls::default()))),
+    ("cpc", |_| {
         plain(TrainingLoss::PairwiseConstraints(
             PairwiseConstraints::default(),
         ))
     }),
-    ("mmce", || plain(TrainingLoss::Mmce(Mmce::default()))),
-    ("mdca", || plain(TrainingLoss::Mdca(Mdca::default()))),
-    ("crl", || plain(TrainingLoss::Crl(Crl::default()))),
-    ("mixup", || Objective {
+    ("mmce", |_| plain(TrainingLoss::Mmce(Mmce::default()))),
+    ("mdca", |_| plain(TrainingLoss::Mdca(Mdca::default()))),
+    ("crl", |_| plain(TrainingLoss::Crl(Crl::default()))),
+    ("mixup", |_| Objective {
         mixing: Mixing::mixup(),
         ..Objective::default()
     }),
-    ("mit-l", || Objective {
+    ("mit-l", |_| Objective {
         mixing: Mixing::mit_l(),
         ..Objective::default()
     }),
-    ("balcal", || Objective {
+    ("balcal", |_| Objective {
         head: Head::balcal(),
         ..Objective::default()
     }),
-    ("batchensemble", || Objective {
+    ("batchensemble", |_| Objective {
         ensemble: Ensemble::batch_ensemble(),
         ..Objective::default()
     }),
-    ("mimo", || Objective {
+    ("mimo", |_| Objective {
         ensemble: Ensemble::mimo(),
         ..Objective::default()
     }),
-    ("vi", || Objective {
-        bayesian: Bayesian::mean_field(),
+    // uncertainty-baselines' baselines/cifar/variational_inference.py:
+    // prior_stddev 0.1 with the prior's mean tied to the posterior's
+    // (models/wide_resnet_variational.py), stddev_init 1e-3,
+    // num_eval_samples 5.
+    ("vi", |epochs| Objective {
+        bayesian: Bayesian::MeanField {
+            prior_std: 0.1,
+            tied_prior_mean: true,
+            stddev_init: 1e-3,
+            samples: 5,
+            kl_annealing_epochs: authors_kl_annealing(epochs),
+        },
         ..Objective::default()
     }),
-    ("rank1", || Objective {
-        ensemble: Ensemble::batch_ensemble(),
-        bayesian: Bayesian::rank1(),
+    // uncertainty-baselines' baselines/cifar/rank1_bnn.py: ensemble_size 4,
+    // random_sign_init 0.5, prior_stddev 0.1, num_eval_samples 1.
+    ("rank1", |epochs| Objective {
+        ensemble: Ensemble::BatchEnsemble {
+            size: 4,
+            random_sign_init: 0.5,
+        },
+        bayesian: Bayesian::Rank1 {
+            prior_std: 0.1,
+            samples: 1,
+            kl_annealing_epochs: authors_kl_annealing(epochs),
+        },
         ..Objective::default()
     }),
 ];
@@ -263,13 +308,13 @@ impl Method {
         }
     }
 
-    /// The training loss, the mixing and the head, with their default
-    /// parameters.
-    pub fn objective(&self) -> Objective {
+    /// What it trains in a run of `epochs` epochs: the training loss, the
+    /// mixing, the head, the members and the posterior ([`OBJECTIVES`]).
+    pub fn objective(&self, epochs: usize) -> Objective {
         OBJECTIVES
             .iter()
             .find(|(name, _)| Some(*name) == self.loss)
-            .map_or_else(|| plain(TrainingLoss::default()), |(_, made)| made())
+            .map_or_else(|| plain(TrainingLoss::default()), |(_, made)| made(epochs))
     }
 
     /// On which steps its rule runs the second pass, at the policy's defaults.
@@ -386,6 +431,45 @@ impl<'de> serde::Deserialize<'de> for Method {
 mod tests {
     use super::*;
 
+    /// The length of the runs these tests ask objectives for.
+    const EPOCHS: usize = 20;
+
+    #[test]
+    fn rank1_and_vi_are_their_authors_cifar_recipes_scaled_to_the_run() {
+        // rank1_bnn.py and variational_inference.py anneal over 200 of their
+        // 250 epochs: 4/5 of the run, rounded half up, at least 1.
+        for (epochs, annealing) in [(0, 1), (1, 1), (2, 2), (3, 2), (7, 6), (20, 16), (250, 200)] {
+            assert_eq!(authors_kl_annealing(epochs), annealing, "{epochs}");
+            for name in ["rank1", "rank1+csam"] {
+                let rank1 = name.parse::<Method>().unwrap().objective(epochs);
+                let members = Ensemble::BatchEnsemble {
+                    size: 4,
+                    random_sign_init: 0.5,
+                };
+                let posterior = Bayesian::Rank1 {
+                    prior_std: 0.1,
+                    samples: 1,
+                    kl_annealing_epochs: annealing,
+                };
+                assert_eq!((rank1.ensemble, rank1.bayesian), (members, posterior));
+            }
+            for name in ["vi", "vi+csam"] {
+                let vi = name.parse::<Method>().unwrap().objective(epochs);
+                let posterior = Bayesian::MeanField {
+                    prior_std: 0.1,
+                    tied_prior_mean: true,
+                    stddev_init: 1e-3,
+                    samples: 5,
+                    kl_annealing_epochs: annealing,
+                };
+                assert_eq!((vi.ensemble, vi.bayesian), (Ensemble::Single, posterior));
+            }
+        }
+        // The scaling cannot overflow: it is at most the run's length.
+        // usize::MAX is a multiple of 5 (2^32 - 1 and 2^64 - 1 both are).
+        assert_eq!(authors_kl_annealing(usize::MAX), usize::MAX / 5 * 4);
+    }
+
     #[test]
     fn ensemble_and_mc_dropout_names_round_trip_and_train_like_their_base() {
         for (text, base, prediction) in [
@@ -401,7 +485,7 @@ mod tests {
             assert_eq!(method.prediction, prediction, "{text}");
             let training = method.training();
             assert_eq!(training.method.to_string(), base);
-            assert_eq!(training.method.objective(), method.objective());
+            assert_eq!(training.method.objective(EPOCHS), method.objective(EPOCHS));
             let dropout = matches!(prediction, Prediction::McDropout(_));
             assert_eq!(training.dropout, dropout);
             let expected = match dropout {
@@ -444,7 +528,7 @@ mod tests {
         ] {
             let method: Method = text.parse().unwrap();
             assert_eq!(method.to_string(), text);
-            assert_eq!(method.objective().loss.name(), loss, "{text}");
+            assert_eq!(method.objective(EPOCHS).loss.name(), loss, "{text}");
             assert_eq!(
                 (method.policy().name(), method.rule),
                 (policy, rule),
@@ -491,7 +575,7 @@ mod tests {
             let method: Method = text.parse().unwrap();
             assert_eq!(method.to_string(), text);
             assert_eq!(
-                (method.objective().loss.name(), method.rule),
+                (method.objective(EPOCHS).loss.name(), method.rule),
                 (loss, rule),
                 "{text}"
             );
@@ -499,50 +583,49 @@ mod tests {
             assert_eq!(serde_json::from_str::<Method>(&json).unwrap(), method);
         }
         assert_eq!(
-            "mixup".parse::<Method>().unwrap().objective().mixing,
+            "mixup".parse::<Method>().unwrap().objective(EPOCHS).mixing,
             Mixing::mixup()
         );
         assert_eq!(
-            "mit-l+sam".parse::<Method>().unwrap().objective().mixing,
+            "mit-l+sam"
+                .parse::<Method>()
+                .unwrap()
+                .objective(EPOCHS)
+                .mixing,
             Mixing::mit_l()
         );
         assert_eq!(
-            "focal".parse::<Method>().unwrap().objective().mixing,
+            "focal".parse::<Method>().unwrap().objective(EPOCHS).mixing,
             Mixing::None
         );
         assert_eq!(
-            "balcal".parse::<Method>().unwrap().objective().head,
+            "balcal".parse::<Method>().unwrap().objective(EPOCHS).head,
             Head::balcal()
         );
         assert_eq!(
-            "focal+sam".parse::<Method>().unwrap().objective().head,
+            "focal+sam"
+                .parse::<Method>()
+                .unwrap()
+                .objective(EPOCHS)
+                .head,
             Head::Linear
         );
         assert_eq!(
             "batchensemble+sam"
                 .parse::<Method>()
                 .unwrap()
-                .objective()
+                .objective(EPOCHS)
                 .ensemble,
             Ensemble::batch_ensemble()
         );
         assert_eq!(
-            "mimo".parse::<Method>().unwrap().objective().ensemble,
+            "mimo".parse::<Method>().unwrap().objective(EPOCHS).ensemble,
             Ensemble::mimo()
-        );
-        assert_eq!(
-            "vi+csam".parse::<Method>().unwrap().objective().bayesian,
-            Bayesian::mean_field()
-        );
-        let rank1 = "rank1+csam".parse::<Method>().unwrap().objective();
-        assert_eq!(
-            (rank1.ensemble, rank1.bayesian),
-            (Ensemble::batch_ensemble(), Bayesian::rank1())
         );
         assert!("balcal"
             .parse::<Method>()
             .unwrap()
-            .objective()
+            .objective(EPOCHS)
             .ensemble
             .is_single());
         assert_eq!(

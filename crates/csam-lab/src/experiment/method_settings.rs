@@ -178,7 +178,7 @@ mod tests {
         let method: Method = method.parse().unwrap();
         let rule = UpdateRule::of_family(method.rule, 0.05, 1.0);
         let mut spec = run_of(&default_base(), rule, 0);
-        method.objective().apply(&mut spec);
+        method.objective(spec.epochs).apply(&mut spec);
         spec.optim.policy = method.policy();
         (method, spec)
     }

@@ -1,7 +1,8 @@
 //! Mean-field Gaussian convolutions and linear layers sampled with Flipout
 //! (Wen, Vicol, Ba, Tran and Grosse 2018, ICLR).
 //!
-//! A layer of weight `W ~ N(mu, sigma^2)`, `sigma = softplus(rho)`, samples
+//! A layer of weight `W ~ N(mu, sigma^2)`, `sigma = softplus(rho) + 1e-7`
+//! ([`super::bayesian::posterior_std`]), samples
 //! one perturbation `dW = sigma * eps`, `eps ~ N(0, I)`, per pass and
 //! decorrelates it across the batch with random signs: for example `i`,
 //!
@@ -27,10 +28,10 @@
 use std::sync::Arc;
 
 use rand::Rng;
-use tch::nn::{self, Init};
+use tch::nn;
 use tch::{Device, Kind, Tensor};
 
-use super::bayesian::{Posterior, RHO_INIT_MEAN, RHO_INIT_STD};
+use super::bayesian::{posterior_std, Posterior};
 use super::noise::{layer_name, layer_rng, standard_normal};
 
 /// One pass's Flipout noise for one layer.
@@ -93,22 +94,15 @@ pub(crate) struct Flipout {
 
 impl Flipout {
     /// The scale `weight_rho` of the layer under `p` whose mean is `mu`,
-    /// registered with `posterior` (prior mean 0).
+    /// registered with `posterior` (its prior and where `rho` starts).
     pub(crate) fn new(
         p: &nn::Path,
         mu: &Tensor,
         posterior: &Arc<Posterior>,
         conv: Option<(i64, i64)>,
     ) -> Flipout {
-        let rho = p.var(
-            "weight_rho",
-            &mu.size(),
-            Init::Randn {
-                mean: RHO_INIT_MEAN,
-                stdev: RHO_INIT_STD,
-            },
-        );
-        posterior.register(mu, &rho, 0.0);
+        let rho = p.var("weight_rho", &mu.size(), posterior.rho_init());
+        posterior.register(mu, &rho);
         Flipout {
             name: layer_name(p),
             rho,
@@ -128,7 +122,7 @@ impl Flipout {
             batch,
             (xs.kind(), xs.device()),
         );
-        let dw = self.rho.softplus() * noise.eps;
+        let dw = posterior_std(&self.rho) * noise.eps;
         match self.conv {
             None => (xs * noise.input_signs).matmul(&dw.tr()) * noise.output_signs,
             Some((stride, padding)) => {

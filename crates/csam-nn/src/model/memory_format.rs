@@ -259,6 +259,8 @@ mod tests {
                 Ensemble::Single,
                 Bayesian::MeanField {
                     prior_std: 1.0,
+                    tied_prior_mean: false,
+                    stddev_init: 0.05,
                     samples: 2,
                     kl_annealing_epochs: 0,
                 },

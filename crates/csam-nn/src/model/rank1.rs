@@ -6,9 +6,10 @@
 //! samples of member `m`'s posterior, reparameterised (Kingma and Welling
 //! 2014):
 //!
-//! `r = mu_r_m + softplus(rho_r_m) * eps_r`, `s = mu_s_m + softplus(rho_s_m) * eps_s`
+//! `r = mu_r_m + sigma(rho_r_m) * eps_r`, `s = mu_s_m + sigma(rho_s_m) * eps_s`
 //!
-//! with `eps ~ N(0, I)` drawn afresh for every example (the paper's
+//! with `sigma(rho) = softplus(rho) + 1e-7` ([`super::bayesian::posterior_std`],
+//! edward2's `softplus` constraint) and `eps ~ N(0, I)` drawn afresh for every example (the paper's
 //! Section 3.1 and edward2's `DenseRank1` / `Conv2DRank1`, which sample the
 //! factors once per example, `distribution.sample(examples_per_model)`), so
 //! example `i` of member `m` sees the weight `W * (s_i r_i^T)`. The noise
@@ -22,10 +23,10 @@
 
 use std::sync::Arc;
 
-use tch::nn::{self, Init};
+use tch::nn;
 use tch::{Device, Kind, Tensor};
 
-use super::bayesian::{rank1_rho_init_mean, Posterior, RANK1_PRIOR_MEAN, RHO_INIT_STD};
+use super::bayesian::{posterior_std, Posterior};
 use super::noise::{layer_name, layer_rng, standard_normal};
 
 /// One pass's rank-1 noise for one layer.
@@ -69,14 +70,11 @@ impl Rank1Scales {
     /// The scales `r_rho`, `s_rho` of the layer under `p` whose factors'
     /// means are `r` and `s`, registered with `posterior` (prior mean 1).
     pub(crate) fn new(p: &nn::Path, r: &Tensor, s: &Tensor, posterior: &Arc<Posterior>) -> Self {
-        let init = Init::Randn {
-            mean: rank1_rho_init_mean(),
-            stdev: RHO_INIT_STD,
-        };
+        let init = posterior.rho_init();
         let r_rho = p.var("r_rho", &r.size(), init);
         let s_rho = p.var("s_rho", &s.size(), init);
-        posterior.register(r, &r_rho, RANK1_PRIOR_MEAN);
-        posterior.register(s, &s_rho, RANK1_PRIOR_MEAN);
+        posterior.register(r, &r_rho);
+        posterior.register(s, &s_rho);
         Rank1Scales {
             name: layer_name(p),
             r_rho,
@@ -104,7 +102,7 @@ impl Rank1Scales {
             options,
         );
         let draw = |mu: &Tensor, rho: &Tensor, eps: Tensor| {
-            mu.unsqueeze(1) + rho.softplus().unsqueeze(1) * eps
+            mu.unsqueeze(1) + posterior_std(rho).unsqueeze(1) * eps
         };
         (draw(r, &self.r_rho, noise.r), draw(s, &self.s_rho, noise.s))
     }

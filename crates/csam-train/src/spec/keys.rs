@@ -240,19 +240,25 @@ pub static KEYS: &[Key] = &[
          Each member reads its own shuffle of the batch repeated r times; the default is uncertainty-baselines' CIFAR setting."),
     when("random_sign_init", &["model", "ensemble", "random_sign_init"], Real, ("ensemble", &["batch-ensemble"]),
         "How BatchEnsemble's fast weights start: random signs (v > 0) or N(1, v^2) (default -0.5)\n\
-         v > 0: random signs, +1 with probability v; v <= 0: N(1, v^2). With bayesian rank1 this sets their means. The default is uncertainty-baselines' CIFAR setting."),
+         v > 0: random signs, +1 with probability v; v <= 0: N(1, v^2). With bayesian rank1 this sets their means. The default is uncertainty-baselines' CIFAR setting for BatchEnsemble (batchensemble.py); its rank1_bnn.py, which compare's rank1 follows, uses 0.5."),
     when_any("bayesian", &["model", "bayesian", "kind"], Text, ("model", MEMBER_MODELS),
         "Posterior over the weights: none, mean-field or rank1 (default none)\n\
-         mean-field is variational inference with the Flipout estimator (Wen et al. 2018, as Ovadia et al. 2019): every weight N(mu, softplus(rho)^2). rank1 is the rank-1 BNN (Dusenberry et al. 2020): with ensemble batch-ensemble, each member's fast weights r, s are Gaussian, sampled per example, prior N(1, prior_std^2). Both train on the loss plus KL(q || p) / N and predict with the mean probabilities of weight samples (and members); both need weight_decay 0."),
+         mean-field is variational inference with the Flipout estimator (Wen et al. 2018, as Ovadia et al. 2019): every weight N(mu, sigma^2), sigma = softplus(rho) + 1e-7. rank1 is the rank-1 BNN (Dusenberry et al. 2020): with ensemble batch-ensemble, each member's fast weights r, s are Gaussian, sampled per example, prior N(1, prior_std^2). Both train on the loss plus KL(q || p) / N and predict with the mean probabilities of weight samples (and members); both need weight_decay 0."),
     when("prior_std", &["model", "bayesian", "prior_std"], Real, ("bayesian", &["mean-field", "rank1"]),
         "The prior's standard deviation > 0 (default 1 for mean-field, 0.1 for rank1)\n\
-         mean-field's weights are N(0, prior_std^2) (TensorFlow Probability's default prior, as Ovadia et al. 2019); rank1's factors N(1, prior_std^2) (uncertainty-baselines' rank1_bnn.py)."),
+         mean-field's weights are N(0, prior_std^2) (TensorFlow Probability's default prior, as Ovadia et al. 2019), or N(mu, prior_std^2) with tied_prior_mean; rank1's factors N(1, prior_std^2) (uncertainty-baselines' rank1_bnn.py)."),
+    when("tied_prior_mean", &["model", "bayesian", "tied_prior_mean"], Switch, ("bayesian", &["mean-field"]),
+        "Centre mean-field's prior on each weight's posterior mean (default false)\n\
+         The KL term then constrains only sigma, not the weights: edward2's NormalKLDivergenceWithTiedMean, as uncertainty-baselines' variational_inference.py. false: the prior is centred at 0 (TensorFlow Probability's, as Ovadia et al. 2019)."),
+    when("stddev_init", &["model", "bayesian", "stddev_init"], Real, ("bayesian", &["mean-field"]),
+        "Where mean-field's posterior standard deviations start, > 0 (default 0.0486)\n\
+         rho starts from N(ln(expm1(stddev_init)), 0.1^2), so sigma = softplus(rho) + 1e-7 starts near it (edward2's convention; uncertainty-baselines' variational_inference.py: 1e-3). The default is TensorFlow Probability's rho from N(-3, 0.1^2), as Ovadia et al. 2019."),
     when("posterior_samples", &["model", "bayesian", "samples"], Count, ("bayesian", &["mean-field", "rank1"]),
         "Weight samples S >= 1 averaged by a prediction (default 5 for mean-field, 1 for rank1)\n\
          A prediction is the mean probabilities of S weight samples, over the members too for rank1. The defaults are uncertainty-baselines' num_eval_samples and that of its rank1_bnn.py."),
     when("kl_annealing_epochs", &["model", "bayesian", "kl_annealing_epochs"], Count, ("bayesian", &["mean-field", "rank1"]),
         "Epochs over which the KL term's weight rises linearly to 1 (default 0)\n\
-         The weight is min(1, (step + 1) / (epochs x steps per epoch)), uncertainty-baselines' KL annealing; 0 weighs it 1 from the start, as Ovadia et al. 2019."),
+         The weight is min(1, (step + 1) / (epochs x steps per epoch)), uncertainty-baselines' KL annealing; 0 weighs it 1 from the start, as Ovadia et al. 2019. compare's vi and rank1 anneal over 4/5 of the run's epochs (the authors' 200 of 250)."),
     key("init", &["model", "init"], Text,
         "Start from these safetensors weights (PyTorch key names of the model's twin)"),
     key("init_new_classifier", &["model", "init_new_classifier"], Switch,
