@@ -316,6 +316,7 @@ const CASES: &[Case] = &[
     case("train", "config: aesam_lambda2", "inf (AE-SAM)", &["{train}", "config:optimizer = \"sam\"\nsam_policy = \"aesam\"\naesam_lambda2 = inf"]),
     case("train", "config: esam_beta", "1.5 (ESAM)", &["{train}", "config:optimizer = \"sam\"\nsam_policy = \"esam\"\nesam_beta = 1.5"]),
     case("train", "config: esam_gamma", "0.0 (ESAM)", &["{train}", "config:optimizer = \"sam\"\nsam_policy = \"esam\"\nesam_gamma = 0.0"]),
+    case("train", "config: msam_direction", "up (Momentum-SAM)", &["{train}", "config:optimizer = \"csam\"\nsam_policy = \"msam\"\nmsam_direction = \"up\""]),
     case("train", "config: subbatch_fraction", "1.5 (sub-batch ascent)", &["{train}", "config:optimizer = \"sam\"\nsam_policy = \"subbatch\"\nsubbatch_fraction = 1.5"]),
     case("train", "config: track_theory", "true (SGD)", &["{train}", "config:track_theory = true"]),
     case("train", "config: clip", "-1.0", &["{train}", "config:clip = -1.0"]),

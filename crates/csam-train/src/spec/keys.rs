@@ -372,7 +372,7 @@ pub static KEYS: &[Key] = &[
     when("sam_every", &["optim", "rule", "every"], Count, ("optimizer", SAM_FAMILY),
         "Take the sharpness-aware step on every k-th step only (default 1)"),
     when("sam_policy", &["optim", "policy", "kind"], Text, ("optimizer", SAM_FAMILY),
-        "Which steps and rows the passes run on: every, rst, looksam, aesam, esam, subbatch, msam (default every)\n\
+        "When and where SAM's passes run: every, rst, looksam, aesam, esam, subbatch, msam (default every)\n\
          every: every sam_every-th step. rst: with probability p (Zhao et al. 2022). looksam: every k-th, reusing its direction in between (Liu et al. 2022). aesam: where ||g||^2 is high (Jiang et al. 2023). esam: every step, perturbing a random share of the weights and running the second pass on the examples whose loss rises most (Du et al. 2022). subbatch: every step, the first pass (the ascent's direction) on a share of the batch, the second on all of it. msam: no first pass, the perturbation along SGD's momentum (Becker et al. 2024), one pass a step."),
     when("rst_p", &["optim", "policy", "p"], Real, ("sam_policy", &["rst"]),
         "RST's probability in [0, 1] of a SAM step (at the first step when rst_p_end is set) (default 0.5)"),
