@@ -2,7 +2,8 @@
 # The paper's comparison on a convolutional network that SGD leaves overconfident
 # (RESULTS.md section 6): ResNet-20 on the whole of Fashion-MNIST, 3 seeds.
 #
-#   scripts/cnn-study.sh [STEP...]     STEP: main sharpness baselines (default: main sharpness)
+#   scripts/cnn-study.sh [STEP...]     STEP: main sharpness baselines efficient
+#                                      (default: main sharpness)
 #
 # On the CPU (the default): no augmentation, 10 epochs, lr 0.05, weight decay 5e-4 (the
 # setting the SGD probe of section 6 chose), bfloat16 forward passes (oneDNN's AMX kernels
@@ -51,11 +52,18 @@ baselines() {
         "${shared[@]}" --out "$runs/$prefix-resnet20-baselines"
 }
 
+efficient() {
+    # The cheap CSAM variants of RESULTS.md section 5 against SGD and CSAM in
+    # this setting, one seed (its time ratios are this comparison's cost.md).
+    timed "$csam" compare --methods sgd,csam,msam+csam,subbatch+csam --rho 0.05 --gamma 1 \
+        "${shared[@]}" --seeds 0 --out "$runs/$prefix-resnet20-efficient"
+}
+
 steps=("$@")
 [ ${#steps[@]} -gt 0 ] || steps=(main sharpness)
 for step in "${steps[@]}"; do
     case $step in
-        main|sharpness|baselines) "$step" ;;
-        *) echo "unknown step $step (main, sharpness, baselines)" >&2; exit 2 ;;
+        main|sharpness|baselines|efficient) "$step" ;;
+        *) echo "unknown step $step (main, sharpness, baselines, efficient)" >&2; exit 2 ;;
     esac
 done
