@@ -44,6 +44,7 @@ fn sample_value(name: &str, kind: ValueKind) -> toml::Value {
         "schedule" => V::String("step".into()),
         "optimizer" => V::String("csam".into()),
         "sam_policy" => V::String("looksam".into()),
+        "msam_direction" => V::String("ascent".into()),
         "best_metric" => V::String("ece".into()),
         "edges" => V::String("left-closed-with-one-bin".into()),
         "adaptive" => V::String("chunked".into()),
@@ -166,7 +167,10 @@ fn every_key_on_a_branch_that_does_not_read_it_is_refused() {
                 "mixing" => ["none", "mixup", "mit-l"].as_slice(),
                 "head" => ["linear", "balcal"].as_slice(),
                 "ensemble" => ["single", "batch-ensemble", "mimo"].as_slice(),
-                "sam_policy" => ["every", "rst", "looksam", "aesam", "esam"].as_slice(),
+                "sam_policy" => [
+                    "every", "rst", "looksam", "aesam", "esam", "subbatch", "msam",
+                ]
+                .as_slice(),
                 "bayesian" => ["none", "mean-field", "rank1"].as_slice(),
                 other => panic!("selector {other} has no branch list here"),
             })
