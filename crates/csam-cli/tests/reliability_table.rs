@@ -382,6 +382,7 @@ const CASES: &[Case] = &[
     case("train", "config: (file)", "nested: gamma under optimizer sam", &["{train}", "config:schema = 2\n[data]\nsource = \"digits\"\n[optim.rule]\nkind = \"sam\"\ngamma = 1.0"]),
     case("eval", "--run", "missing directory", &["{eval}", "--run", "{dir}/missing-run"]),
     case("eval", "--run", "run without a model", &["{eval}", "--run", "{dir}/no-model"]),
+    case("eval", "--run", "truncated model.safetensors", &["{eval}", "--run", "{dir}/truncated-model"]),
     case("eval", "--data", "unknown name", &["{eval}", "--data", "nonsense"]),
     case("eval", "--data", "idx: empty directory", &["{eval}", "--data", "idx:{dir}/empty"]),
     case("eval", "--data", "images of another size", &["{eval}", "--data", "fashion-mnist"]),
@@ -820,6 +821,22 @@ fn prepare(dir: &Path, trained: &Path) -> [RunLock; 2] {
     std::fs::copy(
         trained.join("config.toml"),
         dir.join("no-model/config.toml"),
+    )
+    .unwrap();
+    // A trained run whose model.safetensors was cut in half (a full disk, a
+    // torn copy): the file is to blame, not the data.
+    let truncated = dir.join("truncated-model");
+    std::fs::create_dir(&truncated).unwrap();
+    for entry in std::fs::read_dir(trained).unwrap() {
+        let path = entry.unwrap().path();
+        if path.is_file() {
+            std::fs::copy(&path, truncated.join(path.file_name().unwrap())).unwrap();
+        }
+    }
+    let model = std::fs::read(trained.join("model.safetensors")).unwrap();
+    std::fs::write(
+        truncated.join("model.safetensors"),
+        &model[..model.len() / 2],
     )
     .unwrap();
     // Interrupted runs (checkpoint of epoch 1 of 2), each damaged one way.

@@ -17,6 +17,7 @@ use tch::Device;
 
 use crate::error::{LabError, Result};
 use csam_data::SampleShape;
+use csam_nn::model::weights::WeightsError;
 use csam_nn::model::{Mode, Model};
 use csam_train::train::error::TrainError;
 use csam_train::train::run_data::{predict_files, StreamedBatches};
@@ -46,16 +47,20 @@ fn member_network(
     let network = run
         .network(reference.network_shape(), device, Checkpoint::Best)
         .map_err(|error| match error {
-            TrainError::Weights(source) => TrainError::WeightsMismatch {
-                data: data.to_string(),
-                shape: format!(
-                    "{channels}x{height}x{width} images, {} classes",
-                    reference.n_classes()
-                ),
-                run: run.dir.root().to_path_buf(),
-                trained_on: run.spec.data.source.to_string(),
-                source,
-            },
+            // A tensor that does not fit the model is the data's doing; a
+            // file that cannot be read is the file's, named as it is.
+            TrainError::Weights(source) if matches!(*source, WeightsError::Tensor { .. }) => {
+                TrainError::WeightsMismatch {
+                    data: data.to_string(),
+                    shape: format!(
+                        "{channels}x{height}x{width} images, {} classes",
+                        reference.n_classes()
+                    ),
+                    run: run.dir.root().to_path_buf(),
+                    trained_on: run.spec.data.source.to_string(),
+                    source,
+                }
+            }
             other => other,
         })?;
     Ok(network)
