@@ -20,7 +20,8 @@
 //! others do (plain steps, or LookSAM's reuse of its last SAM direction);
 //! ESAM's masks the perturbation in step 2 and runs pass 2 on the batch's
 //! most sharpness-sensitive rows only ([`Esam`]); the sub-batch ascent runs
-//! pass 1 on the batch's first rows only ([`SubBatch`]).
+//! pass 1 on the batch's first rows only ([`SubBatch`]); Momentum-SAM has no
+//! pass 1, its perturbation following the base optimiser's momentum ([`Msam`]).
 
 use super::buffers::BufferSnapshot;
 use super::flat::{chunk_views, flatten, scatter, FlatCopy};

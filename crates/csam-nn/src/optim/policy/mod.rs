@@ -229,4 +229,21 @@ mod tests {
         let first: Vec<f64> = Vec::try_from(uniforms(3, 4, Device::Cpu).unwrap()).unwrap();
         assert_eq!(first, (0..4).map(|j| uniform(3, j)).collect::<Vec<_>>());
     }
+
+    #[test]
+    fn expected_passes_count_the_passes_each_policy_runs() {
+        let passes = |policy: SamPolicy| policy.expected_passes_per_step(1);
+        assert_eq!(passes(SamPolicy::Every), 2.0);
+        assert_eq!(SamPolicy::Every.expected_passes_per_step(4), 1.25);
+        assert_eq!(
+            passes(SamPolicy::LookSam(LookSam { k: 5, alpha: 0.7 })),
+            1.2
+        );
+        assert_eq!(passes(SamPolicy::Esam(Esam::default())), 2.0);
+        assert_eq!(
+            passes(SamPolicy::SubBatch(SubBatch { fraction: 0.25 })),
+            1.25
+        );
+        assert_eq!(passes(SamPolicy::Msam(Msam::default())), 1.0);
+    }
 }
