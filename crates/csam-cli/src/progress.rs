@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 use csam_data::corrupt::Corruption;
 use csam_lab::sharpness::SharpnessObserver;
 use csam_lab::shift::cifar_c::CorruptionObserver;
+use csam_train::spec::Warning;
 use csam_train::theory::TheorySummary;
 use csam_train::train::metrics_log::EpochRecord;
 use csam_train::train::{ExperimentObserver, RunAction, RunObserver};
@@ -100,6 +101,10 @@ impl ExperimentObserver for Terminal {
 
     fn run_finished(&mut self, label: &str, line: &str) {
         println!("{label}: {line}");
+    }
+
+    fn warning(&mut self, warning: &Warning) {
+        eprintln!("warning: {warning}");
     }
 }
 

@@ -208,3 +208,14 @@ fn a_sweep_with_an_efficient_policy_runs_every_cell_with_it() {
         serde_json::from_str(&std::fs::read_to_string(out.join("sweep.json")).unwrap()).unwrap();
     assert_eq!(settings["policy"]["kind"], "looksam");
 }
+
+#[test]
+fn a_gamma_outside_the_papers_range_is_warned_once_as_train_warns_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("sweep");
+    let swept = sweep_grid(&out, "0.05,0.1", "3", &[]);
+    assert!(swept.status.success(), "{}", text(&swept));
+    let stderr = String::from_utf8_lossy(&swept.stderr);
+    let warning = "warning: gamma = 3 lies outside [0, 2]";
+    assert_eq!(stderr.matches(warning).count(), 1, "{stderr}");
+}

@@ -35,7 +35,7 @@ use csam_train::spec::{RunSpec, Runtime};
 use csam_train::train::atomic::write_atomic;
 use csam_train::train::metrics_log::MetricsLog;
 use csam_train::train::rundir::{RunDir, Split};
-use csam_train::train::{ExperimentObserver, RunSummary, TrainError};
+use csam_train::train::{ExperimentObserver, RunSummary, Silent, TrainError};
 
 use crate::error::Result;
 
@@ -126,8 +126,10 @@ impl CompareRequest {
     /// Checks the settings and the runtime and opens the directory (nothing
     /// is created for settings a run would refuse): the comparison, ready
     /// to run.
-    fn open(&self) -> Result<Comparison<'_>> {
-        self.settings.validate()?;
+    fn open<O: ExperimentObserver>(&self, observer: &mut O) -> Result<Comparison<'_>> {
+        for warning in self.settings.validate()? {
+            observer.warning(&warning);
+        }
         self.runtime.validate()?;
         let shift = ShiftData::open(&self.shift)?;
         let dir = CompareDir::new(&self.out);
@@ -144,7 +146,7 @@ impl CompareRequest {
 /// returns the runs that have not finished (see [`runs::unfinished`]).
 /// Refuses a runtime no run could use before anything is trained.
 pub fn plan(request: &CompareRequest) -> Result<Vec<PlannedRun>> {
-    runs::unfinished(&request.open()?)
+    runs::unfinished(&request.open(&mut Silent)?)
 }
 
 /// Trains (or reuses) every run, combines the members of ensembles and
@@ -158,7 +160,7 @@ pub fn run<O: ExperimentObserver>(
 ) -> Result<CompareOutcome> {
     let started = request.started;
     let settings = &request.settings;
-    let comparison = request.open()?;
+    let comparison = request.open(observer)?;
     let device = parse_device(request.runtime.device.as_deref())
         .map_err(|e| TrainError::Device(e.text, e.reason))?;
     let outcomes = run_all(&comparison, &request.runtime, observer)?;

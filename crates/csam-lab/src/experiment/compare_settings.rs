@@ -11,9 +11,9 @@ use super::base::{default_base, run_of};
 use super::compare_dir::CompareDir;
 use super::method::{Method, MC_DROPOUT_RATE};
 use super::method_settings::MethodSettings;
-use super::settings::{check_seeds, invalid, repeated};
+use super::settings::{add_warnings, check_seeds, invalid, repeated};
 use csam_data::{self as data, DatasetSpec};
-use csam_train::spec::{OptimizerFamily, RunSpec, UpdateRule};
+use csam_train::spec::{OptimizerFamily, RunSpec, UpdateRule, Warning};
 
 use crate::error::{LabError, Result};
 
@@ -109,8 +109,9 @@ impl CompareSettings {
 
     /// Refuses an empty or repeated method or seed list and any setting a
     /// run would refuse, names (data, model) included, so that a comparison
-    /// is recorded only once its settings are valid.
-    pub fn validate(&self) -> Result<()> {
+    /// is recorded only once its settings are valid. Returns the runs'
+    /// warnings (legal but unusual settings), each once.
+    pub fn validate(&self) -> Result<Vec<Warning>> {
         if self.methods.is_empty() {
             return Err(invalid(
                 "methods",
@@ -127,9 +128,10 @@ impl CompareSettings {
         }
         check_seeds(&self.seeds)?;
         let seed = self.seeds[0];
+        let mut warnings = Vec::new();
         for (index, &method) in self.methods.iter().enumerate() {
             let spec = self.run_spec(method, seed, 0)?;
-            spec.validate()?;
+            add_warnings(&mut warnings, spec.validate()?);
             if method.training().dropout && spec.model.dropout == 0.0 {
                 return Err(invalid(
                     "methods",
@@ -154,7 +156,7 @@ impl CompareSettings {
                 }
             }
         }
-        Ok(())
+        Ok(warnings)
     }
 
     /// Whether `change` to the comparison's shared settings (its `rho`, its

@@ -12,6 +12,7 @@ use serde::de::DeserializeOwned;
 use serde::Serialize;
 use serde_json::Value;
 
+use csam_train::spec::Warning;
 use csam_train::train::atomic::write_atomic;
 use csam_train::train::{self, Remedy, TrainError};
 
@@ -20,6 +21,17 @@ use crate::error::{LabError, Result};
 /// A configuration error for `key`.
 pub(crate) fn invalid(key: &'static str, value: String, reason: &str) -> LabError {
     train::ConfigError::invalid(key, value, reason).into()
+}
+
+/// Adds the warnings of one run's spec to an experiment's, each once: the
+/// runs of a sweep share most settings, so one unusual value (a CSAM gamma
+/// above 2) would otherwise be said for every run.
+pub(crate) fn add_warnings(warnings: &mut Vec<Warning>, found: Vec<Warning>) {
+    for warning in found {
+        if !warnings.contains(&warning) {
+            warnings.push(warning);
+        }
+    }
 }
 
 /// The first item that occurs twice in `items`.

@@ -7,6 +7,7 @@
 use std::path::Path;
 
 use super::metrics_log::EpochRecord;
+use crate::spec::Warning;
 use crate::theory::TheorySummary;
 
 /// The events of one training run. Every method has an empty default.
@@ -57,6 +58,11 @@ pub trait ExperimentObserver: RunObserver {
 
     /// The run `label` is done; `line` sums it up (time, key metrics).
     fn run_finished(&mut self, _label: &str, _line: &str) {}
+
+    /// A setting of the experiment's runs is legal but probably not what
+    /// was meant (as `RunSpec::validate` warns a single run); said once,
+    /// before any run is trained.
+    fn warning(&mut self, _warning: &Warning) {}
 }
 
 /// Reports nothing.

@@ -25,7 +25,7 @@ use super::runs::{self, run_all, Experiment, PlannedRun};
 use super::settings::write_json;
 use csam_train::spec::{RunSpec, Runtime};
 use csam_train::train::atomic::write_atomic;
-use csam_train::train::{ExperimentObserver, RunSummary};
+use csam_train::train::{ExperimentObserver, RunSummary, Silent};
 pub use dir::GridDir;
 use results::{cells, markdown, GridRecord, GridResults, GridRun, SCHEMA};
 pub use settings::GridSettings;
@@ -50,8 +50,10 @@ pub struct GridRequest {
 impl GridRequest {
     /// Checks the settings and the runtime and opens the directory (nothing
     /// is created for settings a run would refuse): the grid, ready to run.
-    fn open(&self) -> Result<Grid<'_>> {
-        self.settings.validate()?;
+    fn open<O: ExperimentObserver>(&self, observer: &mut O) -> Result<Grid<'_>> {
+        for warning in self.settings.validate()? {
+            observer.warning(&warning);
+        }
         self.runtime.validate()?;
         let dir = GridDir::new(&self.out);
         dir.open(&self.settings)?;
@@ -65,7 +67,7 @@ impl GridRequest {
 /// Checks the settings, opens the grid directory (as [`run`] does) and
 /// returns the runs that have not finished (see [`runs::unfinished`]).
 pub fn plan(request: &GridRequest) -> Result<Vec<PlannedRun>> {
-    runs::unfinished(&request.open()?)
+    runs::unfinished(&request.open(&mut Silent)?)
 }
 
 /// Trains (or reuses) every run of the grid, chooses the pair, then writes
@@ -74,7 +76,7 @@ pub fn run<O: ExperimentObserver>(
     request: &GridRequest,
     observer: &mut O,
 ) -> Result<(GridResults, String)> {
-    let grid = request.open()?;
+    let grid = request.open(observer)?;
     let settings = &request.settings;
     let outcomes = run_all(&grid, &request.runtime, observer)?;
     let diverged: Vec<DivergedRun<GridRun>> = outcomes

@@ -7,8 +7,8 @@ use serde::{Deserialize, Serialize};
 use crate::experiment::compare_settings::CompareSettings;
 use crate::experiment::method::{Method, Prediction};
 use crate::experiment::method_settings::MethodSettings;
-use crate::experiment::settings::{check_grid_axis, check_seeds, invalid};
-use csam_train::spec::{OptimizerFamily, RunSpec};
+use crate::experiment::settings::{add_warnings, check_grid_axis, check_seeds, invalid};
+use csam_train::spec::{OptimizerFamily, RunSpec, Warning};
 
 use crate::error::Result;
 
@@ -98,7 +98,7 @@ impl GridSettings {
     /// (an lr must be finite and positive, a weight decay finite and
     /// non-negative), so that a grid is recorded only once its settings are
     /// valid.
-    pub fn validate(&self) -> Result<()> {
+    pub fn validate(&self) -> Result<Vec<Warning>> {
         check_seeds(&self.seeds)?;
         if self.method.prediction != Prediction::Single {
             return Err(invalid(
@@ -109,10 +109,14 @@ impl GridSettings {
         }
         check_grid_axis("lrs", &self.lrs)?;
         check_grid_axis("weight_decays", &self.weight_decays)?;
+        let mut warnings = Vec::new();
         for point in self.pairs() {
-            self.run_spec(point, self.seeds[0])?.validate()?;
+            add_warnings(
+                &mut warnings,
+                self.run_spec(point, self.seeds[0])?.validate()?,
+            );
         }
-        Ok(())
+        Ok(warnings)
     }
 
     /// Every (lr, weight decay), lr-major: the rows of the table.

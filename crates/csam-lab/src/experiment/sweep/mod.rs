@@ -28,7 +28,7 @@ use super::runs::{self, run_all, Experiment, PlannedRun};
 use super::settings::write_json;
 use csam_train::spec::{RunSpec, Runtime};
 use csam_train::train::atomic::write_atomic;
-use csam_train::train::{ExperimentObserver, RunSummary};
+use csam_train::train::{ExperimentObserver, RunSummary, Silent};
 pub use dir::SweepDir;
 use results::{cells, cells_csv, markdown, runs_csv, SweepRecord, SweepResults, SweepRun, SCHEMA};
 pub use settings::SweepSettings;
@@ -52,8 +52,10 @@ pub struct SweepRequest {
 impl SweepRequest {
     /// Checks the settings and the runtime and opens the directory (nothing
     /// is created for settings a run would refuse): the sweep, ready to run.
-    fn open(&self) -> Result<Sweep<'_>> {
-        self.settings.validate()?;
+    fn open<O: ExperimentObserver>(&self, observer: &mut O) -> Result<Sweep<'_>> {
+        for warning in self.settings.validate()? {
+            observer.warning(&warning);
+        }
         self.runtime.validate()?;
         let dir = SweepDir::new(&self.out);
         dir.open(&self.settings)?;
@@ -68,7 +70,7 @@ impl SweepRequest {
 /// returns the runs that have not finished (see [`runs::unfinished`]).
 /// Refuses a runtime no run could use before anything is trained.
 pub fn plan(request: &SweepRequest) -> Result<Vec<PlannedRun>> {
-    runs::unfinished(&request.open()?)
+    runs::unfinished(&request.open(&mut Silent)?)
 }
 
 /// Trains (or reuses) every run of the grid, then writes `results.json`,
@@ -80,7 +82,7 @@ pub fn run<O: ExperimentObserver>(
 ) -> Result<(SweepResults, String)> {
     let started = request.started;
     let settings = &request.settings;
-    let sweep = request.open()?;
+    let sweep = request.open(observer)?;
     let outcomes = run_all(&sweep, &request.runtime, observer)?;
     let diverged: Vec<DivergedRun<SweepRun>> = outcomes
         .diverged
@@ -197,6 +199,26 @@ mod tests {
         assert_eq!(
             SweepDir::relative_run(0.05, 1.0, 2),
             "runs/rho0.05-gamma1-seed2"
+        );
+    }
+
+    #[test]
+    fn an_unusual_gamma_is_warned_once_for_all_its_runs() {
+        let usual = SweepSettings {
+            rhos: vec![0.05, 0.1],
+            gammas: vec![0.0, 2.0],
+            ..SweepSettings::default()
+        };
+        assert_eq!(usual.validate().unwrap(), Vec::new());
+        let unusual = SweepSettings {
+            gammas: vec![1.0, 3.0],
+            ..usual
+        };
+        let warnings = unusual.validate().unwrap();
+        assert_eq!(warnings.len(), 1, "{warnings:?}");
+        assert!(
+            warnings[0].to_string().contains("gamma = 3"),
+            "{warnings:?}"
         );
     }
 

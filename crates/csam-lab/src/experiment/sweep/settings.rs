@@ -5,9 +5,9 @@
 use serde::{Deserialize, Serialize};
 
 use crate::experiment::base::{default_base, run_of};
-use crate::experiment::settings::{check_grid_axis, check_seeds};
+use crate::experiment::settings::{add_warnings, check_grid_axis, check_seeds};
 use csam_nn::optim::SamPolicy;
-use csam_train::spec::{OptimizerFamily, RunSpec, UpdateRule};
+use csam_train::spec::{OptimizerFamily, RunSpec, UpdateRule, Warning};
 
 use crate::error::Result;
 
@@ -69,16 +69,18 @@ impl SweepSettings {
     /// Refuses empty or repeated lists and any setting a run would refuse
     /// (rho must be positive, gamma finite and non-negative), so that a
     /// sweep is recorded only once its settings are valid.
-    pub fn validate(&self) -> Result<()> {
+    pub fn validate(&self) -> Result<Vec<Warning>> {
         check_seeds(&self.seeds)?;
         check_grid_axis("rho", &self.rhos)?;
         check_grid_axis("gamma", &self.gammas)?;
+        let mut warnings = Vec::new();
         for &rho in &self.rhos {
             for &gamma in &self.gammas {
-                self.run_spec(rho, gamma, self.seeds[0]).validate()?;
+                let spec = self.run_spec(rho, gamma, self.seeds[0]);
+                add_warnings(&mut warnings, spec.validate()?);
             }
         }
-        Ok(())
+        Ok(warnings)
     }
 
     /// Every (seed, rho, gamma) of the sweep, seed-major, so that every cell
