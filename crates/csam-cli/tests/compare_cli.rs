@@ -385,6 +385,53 @@ fn runs_trained_by_parallel_processes_give_the_numbers_of_sequential_ones() {
     support::assert_one_line_error(&zero, &["--jobs must be at least 1"]);
 }
 
+#[test]
+fn two_comparisons_on_one_directory_share_its_runs_and_both_finish() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("shared");
+    let start = |jobs: &str| {
+        let mut args = vec![
+            "compare",
+            "--data",
+            "digits",
+            "--model",
+            "mlp",
+            "--epochs",
+            "2",
+            "--seeds",
+            "0",
+            "--methods",
+            "sgd,sam",
+            "--jobs",
+            jobs,
+            "--quiet",
+            "--out",
+        ];
+        args.push(out.to_str().unwrap());
+        Command::new(env!("CARGO_BIN_EXE_csam"))
+            .args(&args)
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap()
+    };
+    // Both orders of in-process and parallel training meet the other's lock.
+    let (first, second) = (start("2"), start("1"));
+    for output in [first.wait_with_output(), second.wait_with_output()] {
+        let output = output.unwrap();
+        assert!(output.status.success(), "{}", text(&output));
+    }
+    for method in ["sgd", "sam"] {
+        let log = std::fs::read_to_string(out.join(format!("runs/{method}-seed0/metrics.jsonl")));
+        assert_eq!(
+            log.unwrap().lines().count(),
+            2,
+            "{method} trained once, 2 epochs"
+        );
+    }
+    assert!(out.join("table.md").is_file());
+}
+
 /// `csam compare` on digits, one epoch, quietly, with `extra` flags.
 fn one_epoch_compare(out: &Path, extra: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_csam"))
@@ -527,8 +574,9 @@ fn a_failed_comparison_leaves_no_settings_that_block_the_corrected_rerun() {
     let out = dir.path().join("cmp");
     // One SGD run of one epoch (flags of its own: a list flag given twice
     // adds to the list).
-    let one_run = |out: &Path, extra: &[&str]| {
-        Command::new(env!("CARGO_BIN_EXE_csam"))
+    let sgd_run = |out: &Path| {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_csam"));
+        command
             .args([
                 "compare",
                 "--data",
@@ -539,7 +587,11 @@ fn a_failed_comparison_leaves_no_settings_that_block_the_corrected_rerun() {
                 "sgd",
             ])
             .args(["--seeds", "0", "--epochs", "1", "--quiet", "--out"])
-            .arg(out)
+            .arg(out);
+        command
+    };
+    let one_run = |out: &Path, extra: &[&str]| {
+        sgd_run(out)
             .args(extra)
             .output()
             .expect("the csam binary runs")
@@ -561,16 +613,42 @@ fn a_failed_comparison_leaves_no_settings_that_block_the_corrected_rerun() {
     assert_opens_the_report(&fixed, &out);
 
     // Its runs train under the run directory's lock: a run that another
-    // process (here this test) holds is refused with that process named.
+    // process (here this test) holds is waited for, then resumed.
     let run = out.join("runs/sgd-seed0");
     std::fs::remove_file(run.join("summary.json")).unwrap();
     let lock = csam_train::train::lock::RunLock::acquire(&run).unwrap();
-    let busy = one_run(&out, &[]);
-    let pid = format!("pid {} on host", std::process::id());
-    support::assert_one_line_error(&busy, &["is in use by another csam process", &pid]);
+    let mut waiting = sgd_run(&out)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stdout = std::io::BufReader::new(waiting.stdout.take().unwrap());
+    let (sender, said) = std::sync::mpsc::channel();
+    let reader = std::thread::spawn(move || {
+        for line in std::io::BufRead::lines(stdout).map_while(Result::ok) {
+            let _ = sender.send(line);
+        }
+    });
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
+    loop {
+        let left = deadline.saturating_duration_since(std::time::Instant::now());
+        let line = said.recv_timeout(left).expect("compare says it waits");
+        if line.contains("waiting for the other csam process that trains") {
+            break;
+        }
+    }
+    assert!(
+        waiting.try_wait().unwrap().is_none(),
+        "it ended while the run was held"
+    );
     drop(lock);
-    let resumed = one_run(&out, &[]);
-    assert!(resumed.status.success(), "{}", text(&resumed));
+    let status = waiting.wait().unwrap();
+    reader.join().unwrap();
+    assert!(
+        status.success(),
+        "the comparison resumed the run once it was free"
+    );
+    assert!(run.join("summary.json").is_file());
 }
 
 #[test]

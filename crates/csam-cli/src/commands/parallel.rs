@@ -15,6 +15,7 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, Context};
 use csam_lab::experiment::runs::PlannedRun;
 use csam_train::spec::Runtime;
+use csam_train::train::lock::{LockError, RunLock};
 use csam_train::train::rundir::RunDir;
 use csam_train::train::Divergence;
 
@@ -120,11 +121,26 @@ impl Job {
                     println!("{}: {divergence} after {took:.1}s", self.label);
                     Ended::Diverged
                 }
-                None => Ended::Failed(format!(
-                    "{} failed ({status}): {}",
-                    self.label,
-                    last_line(&self.log_file)
-                )),
+                // Its process has exited, so a holder of the run's lock is
+                // another experiment's: this one waits for it at the end.
+                None => match RunLock::check_free(&self.dir) {
+                    Err(LockError::Busy { owner, .. }) => {
+                        let holder = owner.map_or_else(
+                            || "another csam process".to_string(),
+                            |owner| format!("another csam process ({owner})"),
+                        );
+                        println!(
+                            "{}: {holder} trains it; waiting for it after the other runs",
+                            self.label
+                        );
+                        Ended::HeldElsewhere
+                    }
+                    _ => Ended::Failed(format!(
+                        "{} failed ({status}): {}",
+                        self.label,
+                        last_line(&self.log_file)
+                    )),
+                },
             },
         };
         remove_quietly(&self.spec_file);
@@ -138,6 +154,9 @@ enum Ended {
     Trained,
     /// Its run diverged and left its record.
     Diverged,
+    /// Another process (a second experiment on the same directory) holds
+    /// the run: the experiment waits for it (see `runs::train_or_reuse`).
+    HeldElsewhere,
     /// Anything else, in words.
     Failed(String),
 }
@@ -189,6 +208,7 @@ pub fn train_in_processes(
                 Some(Ended::Failed(message)) => {
                     failure.get_or_insert(message);
                 }
+                Some(Ended::HeldElsewhere) => {}
             }
         }
         running = still_running;

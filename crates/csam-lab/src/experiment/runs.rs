@@ -14,9 +14,11 @@ use std::time::Instant;
 
 use super::settings::read_json;
 use csam_train::spec::{RunSpec, Runtime};
+use csam_train::train::lock::{LockError, RunLock};
 use csam_train::train::rundir::{RunDir, RunState};
 use csam_train::train::{
-    self, Divergence, ExperimentObserver, RunAction, RunOutcome, RunSummary, TrainRequest,
+    self, Divergence, ExperimentObserver, RunAction, RunOutcome, RunSummary, TrainError,
+    TrainRequest,
 };
 
 use crate::error::{LabError, Result};
@@ -133,7 +135,7 @@ pub fn run_all<E: Experiment, O: ExperimentObserver>(
         let trained_s = summary.wall_time_s;
         let record = experiment.record(run, *summary)?;
         let trained = match action {
-            RunAction::Reused | RunAction::Diverged => {
+            RunAction::Reused | RunAction::Diverged | RunAction::Waiting => {
                 format!("read back (trained in {trained_s:.1}s)")
             }
             RunAction::Training | RunAction::Resuming => format!("done in {trained_s:.1}s"),
@@ -203,6 +205,13 @@ pub fn train_or_reuse<O: ExperimentObserver>(
     };
     let outcome = match train::run(&request, observer) {
         Ok(outcome) => outcome,
+        // Another process (a second experiment on the same directory) trains
+        // it: wait for that one, then read the run back or resume it.
+        Err(TrainError::Lock(LockError::Busy { .. })) => {
+            observer.run_started(label, RunAction::Waiting, out);
+            RunLock::wait_until_free(out).map_err(TrainError::from)?;
+            return train_or_reuse(request.spec, runtime, out, label, observer);
+        }
         Err(error) => {
             return match Divergence::of(&error) {
                 Some(divergence) => Ok((Ended::Diverged(divergence), action)),

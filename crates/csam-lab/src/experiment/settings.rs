@@ -14,6 +14,7 @@ use serde_json::Value;
 
 use csam_train::spec::Warning;
 use csam_train::train::atomic::write_atomic;
+use csam_train::train::lock::DirectoryLock;
 use csam_train::train::{self, Remedy, TrainError};
 
 use crate::error::{LabError, Result};
@@ -150,7 +151,28 @@ impl ExperimentDir {
     /// directory that holds nothing but its settings file never started a
     /// run (its first attempt failed before that, on data that would not
     /// load, say): other settings replace them.
+    ///
+    /// The check and the write hold the directory's lock, so that two
+    /// experiments started at once on one new directory do not see each
+    /// other's settings half-written: the second finds the first's file.
     pub fn open<S: Serialize + DeserializeOwned>(&self, settings: &S) -> Result<()> {
+        let existed = self.root.exists();
+        std::fs::create_dir_all(&self.root).map_err(TrainError::io(
+            "create the experiment directory",
+            &self.root,
+        ))?;
+        let opened = DirectoryLock::hold(&self.root)
+            .map_err(|e| LabError::from(TrainError::from(e)))
+            .and_then(|_lock| self.open_held(settings));
+        if opened.is_err() && !existed {
+            // Leave no empty directory behind a refusal.
+            let _ = std::fs::remove_dir(&self.root);
+        }
+        opened
+    }
+
+    /// [`ExperimentDir::open`] with the directory's lock held.
+    fn open_held<S: Serialize + DeserializeOwned>(&self, settings: &S) -> Result<()> {
         let path = self.settings();
         let shown = self.root.display();
         if path.exists() {
@@ -172,8 +194,9 @@ impl ExperimentDir {
             };
         }
         let occupied = std::fs::read_dir(&self.root)
-            .map(|mut entries| entries.next().is_some())
-            .unwrap_or(false);
+            .map_err(TrainError::io("read directory", &self.root))?
+            .next()
+            .is_some();
         if occupied {
             return Err(TrainError::refused(
                 format!(
@@ -184,10 +207,6 @@ impl ExperimentDir {
             )
             .into());
         }
-        std::fs::create_dir_all(&self.root).map_err(TrainError::io(
-            "create the experiment directory",
-            &self.root,
-        ))?;
         write_json(&path, settings)
     }
 

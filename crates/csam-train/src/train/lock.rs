@@ -149,6 +149,85 @@ impl RunLock {
     }
 }
 
+impl RunLock {
+    /// Blocks until no process holds the lock of `dir` (at once when none
+    /// does), taking nothing: for a process that needs a run another one
+    /// is training, and will read it back (or resume it) once that one is
+    /// done or gone.
+    pub fn wait_until_free(dir: &Path) -> Result<(), LockError> {
+        let path = dir.join(LOCK_FILE);
+        match open_existing(&path)? {
+            // Closing the file when it drops releases the shared lock at once.
+            Some(file) => shared_lock(&file, 0).map_err(io("wait for the lock", &path)),
+            None => Ok(()),
+        }
+    }
+
+    /// Refuses with [`LockError::Busy`] while a live process holds the lock
+    /// of `dir`, taking nothing and writing nothing (the directory may hold
+    /// a user's files rather than a run).
+    pub fn check_free(dir: &Path) -> Result<(), LockError> {
+        let path = dir.join(LOCK_FILE);
+        let Some(mut file) = open_existing(&path)? else {
+            return Ok(());
+        };
+        match shared_lock(&file, libc::LOCK_NB) {
+            Ok(()) => Ok(()),
+            Err(error) if error.kind() == ErrorKind::WouldBlock => Err(LockError::Busy {
+                dir: dir.to_path_buf(),
+                owner: read_owner(&mut file),
+            }),
+            Err(error) => Err(io("lock", &path)(error)),
+        }
+    }
+}
+
+/// A blocking lock on a directory itself (flock(2) on its descriptor), for
+/// a short section that must not interleave with another process's: two
+/// experiments started at once on one new directory each check it and
+/// write its settings file under this lock, so that neither sees the
+/// other's half-written state. Released when dropped; writes nothing.
+#[derive(Debug)]
+pub struct DirectoryLock {
+    _directory: File,
+}
+
+impl DirectoryLock {
+    /// Waits for and takes the lock of the existing directory `dir`.
+    pub fn hold(dir: &Path) -> Result<DirectoryLock, LockError> {
+        let directory = File::open(dir).map_err(io("open the directory", dir))?;
+        // SAFETY: flock on a descriptor that `directory` keeps open.
+        if unsafe { libc::flock(directory.as_raw_fd(), libc::LOCK_EX) } != 0 {
+            return Err(io("lock the directory", dir)(
+                std::io::Error::last_os_error(),
+            ));
+        }
+        Ok(DirectoryLock {
+            _directory: directory,
+        })
+    }
+}
+
+/// The lock file at `path` opened for reading; `None` when there is none
+/// (no process holds the lock).
+fn open_existing(path: &Path) -> Result<Option<File>, LockError> {
+    match File::open(path) {
+        Ok(file) => Ok(Some(file)),
+        Err(error) if error.kind() == ErrorKind::NotFound => Ok(None),
+        Err(error) => Err(io("open the lock file", path)(error)),
+    }
+}
+
+/// A shared flock on `file` (with `flags` such as `LOCK_NB`), released when
+/// the file is closed.
+fn shared_lock(file: &File, flags: libc::c_int) -> std::io::Result<()> {
+    // SAFETY: flock on a descriptor that `file` keeps open.
+    match unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_SH | flags) } {
+        0 => Ok(()),
+        _ => Err(std::io::Error::last_os_error()),
+    }
+}
+
 impl Drop for RunLock {
     fn drop(&mut self) {
         // Remove only our own file (a user may have deleted it and another
@@ -220,6 +299,36 @@ mod tests {
         drop(first);
         assert!(!dir.path().join(LOCK_FILE).exists(), "removed when done");
         let _again = RunLock::acquire(dir.path()).unwrap();
+    }
+
+    #[test]
+    fn waiting_returns_once_the_holder_is_done() {
+        let dir = tempfile::tempdir().unwrap();
+        RunLock::wait_until_free(dir.path()).unwrap();
+        RunLock::check_free(dir.path()).unwrap();
+        assert!(
+            !dir.path().join(LOCK_FILE).exists(),
+            "checking wrote nothing"
+        );
+        let held = RunLock::acquire(dir.path()).unwrap();
+        let busy = RunLock::check_free(dir.path()).unwrap_err();
+        assert!(
+            matches!(busy, LockError::Busy { owner: Some(_), .. }),
+            "{busy:?}"
+        );
+        let (sender, receiver) = std::sync::mpsc::channel();
+        let path = dir.path().to_path_buf();
+        let waiter = std::thread::spawn(move || {
+            RunLock::wait_until_free(&path).unwrap();
+            sender.send(()).unwrap();
+        });
+        let early = receiver.recv_timeout(std::time::Duration::from_millis(300));
+        assert!(early.is_err(), "returned while the lock was held");
+        drop(held);
+        receiver
+            .recv_timeout(std::time::Duration::from_secs(30))
+            .expect("returned once the lock was released");
+        waiter.join().unwrap();
     }
 
     #[test]

@@ -35,6 +35,9 @@ pub enum RunAction {
     Diverged,
     /// Continue an interrupted run.
     Resuming,
+    /// Wait for the other process that trains the run, then read it back
+    /// or resume it.
+    Waiting,
     /// Train a new run.
     Training,
 }
@@ -45,6 +48,7 @@ impl std::fmt::Display for RunAction {
             RunAction::Reused => "reused finished run",
             RunAction::Diverged => "kept diverged run",
             RunAction::Resuming => "resuming into",
+            RunAction::Waiting => "waiting for the other csam process that trains",
             RunAction::Training => "training into",
         })
     }
