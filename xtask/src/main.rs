@@ -15,6 +15,8 @@
 //!                              # is built first and its tests run after (`python`)
 //! cargo xtask python           # build csam_calib (crates/csam-calib-py) into .venv
 //!                              # with maturin, then run its pytest suite
+//! cargo xtask wheel            # build csam_calib's wheel for distribution into
+//!                              # target/wheels: stripped, manylinux2014 (glibc 2.17)
 //! cargo xtask bench [ARGS]     # setup, then cargo bench --workspace [ARGS]
 //! cargo xtask fuzz [--seconds N] [--sanitizer address|none] [TARGET...]
 //!                              # setup, then run the cargo-fuzz targets N s each
@@ -56,12 +58,23 @@ const TEST_PACKAGES: [(&str, &str); 8] = [
 /// and test: maturin builds it, pytest runs its suite, which cross-checks it
 /// against scikit-learn, torchmetrics and netcal.
 const PYTHON_PACKAGES: [(&str, &str); 5] = [
-    ("maturin", "1.16.0"),
+    MATURIN,
     ("pytest", "9.2.0"),
     ("scikit-learn", "1.9.1"),
     ("torchmetrics", "1.9.0"),
     ("netcal", "1.4.0"),
 ];
+
+/// The maturin that builds the Python package, for tests and for a wheel.
+const MATURIN: (&str, &str) = ("maturin", "1.16.0");
+
+/// What a distributable wheel of `csam_calib` needs beside maturin: zig, as
+/// the linker that targets an old glibc from any build machine.
+const WHEEL_PACKAGES: [(&str, &str); 1] = [("ziglang", "0.17.1")];
+
+/// The oldest glibc Rust's std supports (2.17, manylinux2014): the wheel's
+/// floor, so that it installs on every Linux that can run Rust programs.
+const WHEEL_COMPATIBILITY: &str = "manylinux2014";
 
 /// The Python package's crate and tests, relative to the workspace root.
 const PYTHON_CRATE: &str = "crates/csam-calib-py";
@@ -123,6 +136,11 @@ fn run(args: &[String]) -> Result<ExitCode, String> {
             build_python_package(&root)?;
             python_tests(&root)
         }
+        "wheel" => {
+            ensure_libtorch(&root)?;
+            build_wheel(&root)?;
+            Ok(ExitCode::SUCCESS)
+        }
         "fuzz" => {
             let options = fuzz::FuzzOptions::parse(rest)?;
             ensure_libtorch(&root)?;
@@ -158,12 +176,14 @@ fn run(args: &[String]) -> Result<ExitCode, String> {
 const CARGO_DENY_VERSION: &str = "0.20.2";
 
 fn usage() -> &'static str {
-    "usage: cargo xtask setup | test [ARGS] | python | bench [ARGS] | fuzz [ARGS] | deny | <csam subcommand> [ARGS]\n\
+    "usage: cargo xtask setup | test [ARGS] | python | wheel | bench [ARGS] | fuzz [ARGS] | deny | <csam subcommand> [ARGS]\n\
      \n\
      setup   create .venv with torch==2.11.0 (libtorch) if it is missing\n\
      test    set up, then run the whole test suite (Rust, then the Python package's),\n\
      \x20       every test binary, failing where a PyTorch twin finds no python\n\
      python  set up, build the Python package csam_calib into .venv, run its tests\n\
+     wheel   build csam_calib's wheel into target/wheels, stripped, for glibc 2.17 on\n\
+     \x20       (manylinux2014; zig links it)\n\
      bench   set up, then run the benchmarks\n\
      deny    install cargo-deny if missing, check licences, duplicate versions and sources\n\
      fuzz    set up, then run every cargo-fuzz target for a bounded time:\n\
@@ -262,6 +282,36 @@ fn build_python_package(root: &Path) -> Result<(), String> {
             .args(["develop", "--release", "--quiet", "-m"])
             .arg(Path::new(PYTHON_CRATE).join("Cargo.toml")),
         "maturin develop (building the Python package csam_calib)",
+    )
+}
+
+/// Builds the distributable wheel of `csam_calib` into `target/wheels`:
+/// release, stripped of debug info, linked by zig against glibc 2.17 so that
+/// its tag is [`WHEEL_COMPATIBILITY`] whatever this machine's glibc is
+/// (maturin refuses a tag the binary's symbols do not meet).
+fn build_wheel(root: &Path) -> Result<(), String> {
+    let venv = root.join(".venv");
+    let wanted: Vec<(&str, &str)> = std::iter::once(MATURIN).chain(WHEEL_PACKAGES).collect();
+    install_missing(&venv.join("bin").join("python"), &wanted, "a minute")?;
+    // maturin finds zig through `python -m ziglang`, the venv's python.
+    let path = std::env::join_paths(
+        std::iter::once(venv.join("bin")).chain(
+            std::env::var_os("PATH")
+                .iter()
+                .flat_map(std::env::split_paths),
+        ),
+    )
+    .map_err(|e| format!("PATH: {e}"))?;
+    check(
+        Command::new(venv.join("bin").join("maturin"))
+            .current_dir(root)
+            .env("VIRTUAL_ENV", &venv)
+            .env("PATH", path)
+            .args(["build", "--release", "--strip", "--zig", "--compatibility"])
+            .arg(WHEEL_COMPATIBILITY)
+            .args(["--out", "target/wheels", "-m"])
+            .arg(Path::new(PYTHON_CRATE).join("Cargo.toml")),
+        "maturin build (the csam_calib wheel)",
     )
 }
 

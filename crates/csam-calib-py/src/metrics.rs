@@ -32,6 +32,9 @@ enum Metric {
 }
 
 impl Metric {
+    /// Each metric's Python name, the one `bootstrap` takes and `summarize`
+    /// keys it by, with the name `csam metrics` writes it under where that
+    /// differs (its JSON keeps the names of the paper's tables).
     const NAMES: [(&'static str, Metric); 10] = [
         ("ece", Metric::Ece(Norm::L1)),
         ("rms_ce", Metric::Ece(Norm::L2)),
@@ -45,18 +48,39 @@ impl Metric {
         ("auroc_ovr", Metric::AurocOvr),
     ];
 
+    /// `(csam metrics' JSON name, Python name)` where the two differ.
+    const CLI_NAMES: [(&'static str, &'static str); 2] =
+        [("ece_l2", "rms_ce"), ("adaece", "adaptive_ece")];
+
     fn named(name: &str) -> PyResult<Metric> {
-        Self::NAMES
+        if let Some(metric) = Self::NAMES
             .iter()
             .find(|(known, _)| *known == name)
             .map(|(_, metric)| *metric)
-            .ok_or_else(|| {
+        {
+            return Ok(metric);
+        }
+        let message = match Self::CLI_NAMES.iter().find(|(cli, _)| *cli == name) {
+            Some((_, python)) => format!(
+                "metric: `{name}` is the name `csam metrics` writes; csam_calib calls it `{python}`"
+            ),
+            None => {
                 let known: Vec<&str> = Self::NAMES.iter().map(|(known, _)| *known).collect();
-                crate::errors::calibration_error(format!(
+                format!(
                     "metric: unknown metric `{name}`, expected one of {}",
                     known.join(", ")
-                ))
-            })
+                )
+            }
+        };
+        Err(crate::errors::calibration_error(message))
+    }
+
+    /// The Python name of the summary value `csam metrics` names `cli_name`.
+    fn python_name(cli_name: &'static str) -> &'static str {
+        Self::CLI_NAMES
+            .iter()
+            .find(|(cli, _)| *cli == cli_name)
+            .map_or(cli_name, |(_, python)| python)
     }
 
     /// The metric's value, binned as `options` say.
@@ -347,7 +371,10 @@ fn bootstrap(
     Ok((interval.estimate, interval.lower, interval.upper))
 }
 
-/// Every metric of `csam metrics` in one dict (fractions, not percent).
+/// Every metric of `csam metrics` in one dict (fractions, not percent),
+/// keyed by the names `bootstrap` takes (`adaptive_ece` where `csam metrics`
+/// writes `adaece`, `rms_ce` for its `ece_l2`); `None` where a metric is
+/// undefined (an AUROC on a single class) or needs logits (`tce`).
 #[pyfunction]
 #[pyo3(signature = (probs, labels, *, n_bins=15, edges="right-closed", variant="interpolated", tolerance=1e-3))]
 fn summarize<'py>(
@@ -358,7 +385,7 @@ fn summarize<'py>(
     edges: &str,
     variant: &str,
     tolerance: f64,
-) -> PyResult<Bound<'py, PyAny>> {
+) -> PyResult<Bound<'py, PyDict>> {
     let options = metric_options(n_bins, edges, variant, tolerance)?;
     // In the array's own type, as the single metrics are (float32 stays
     // float32).
@@ -369,9 +396,11 @@ fn summarize<'py>(
             &options
         ))
     })?;
-    let json = serde_json::to_string(&summary)
-        .map_err(|e| crate::errors::calibration_error(e.to_string()))?;
-    py.import("json")?.call_method1("loads", (json,))
+    let out = PyDict::new(py);
+    for (cli_name, value) in summary.values() {
+        out.set_item(Metric::python_name(cli_name), value)?;
+    }
+    Ok(out)
 }
 
 /// Row-wise softmax of logits, computed stably (log-sum-exp).

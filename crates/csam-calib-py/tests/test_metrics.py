@@ -214,9 +214,23 @@ def test_summary_holds_every_metric(predictions):
     _, probs, labels = predictions
     summary = cc.summarize(probs, labels)
     assert summary["ece"] == cc.ece(probs, labels)
-    assert summary["adaece"] == cc.adaptive_ece(probs, labels)
+    assert summary["adaptive_ece"] == cc.adaptive_ece(probs, labels)
     assert summary["classwise_ece"] == cc.classwise_ece(probs, labels)
     assert summary["mce"] == cc.ece(probs, labels, norm="max")
+    assert summary["rms_ce"] == cc.ece(probs, labels, norm="l2")
+
+
+def test_summary_and_bootstrap_share_one_vocabulary(predictions):
+    _, probs, labels = predictions
+    summary = cc.summarize(probs, labels)
+    descriptive = {"mean_confidence", "mean_entropy", "tce"}
+    assert summary["tce"] is None
+    for name in sorted(set(summary) - descriptive):
+        estimate, _, _ = cc.bootstrap(name, probs, labels, resamples=20)
+        assert estimate == summary[name], name
+    for cli_name, name in [("adaece", "adaptive_ece"), ("ece_l2", "rms_ce")]:
+        with pytest.raises(cc.CalibrationError, match=f"csam_calib calls it `{name}`"):
+            cc.bootstrap(cli_name, probs, labels)
 
 
 def test_inputs_numpy_can_read_are_accepted(predictions):
