@@ -7,11 +7,14 @@ wrote, their outputs written back for it to compare.
 
 IN and OUT are raw little-endian arrays (uint8 for images, float64
 otherwise) of an H x W image or plane. One call runs every case listed in
-ARGS, their outputs concatenated in that order. Kinds:
+ARGS (or every severity 1..5), their outputs concatenated in that order.
+The severities' parameters are make_cifar_c.py's own tables (CIFAR_C
+below, copied from hendrycks/robustness), not csam's, so that a wrong
+value in csam's tables fails the twin. Kinds:
 
-- pixelate C KEEP...: PIL's two BOX resizes of the H x W x C uint8 image,
-  to (int(W * KEEP), int(H * KEEP)) and back.
-- jpeg C SUBSAMPLING QUALITY...: PIL's JPEG save at QUALITY with
+- pixelate C: PIL's two BOX resizes of the H x W x C uint8 image, to
+  (int(W * KEEP), int(H * KEEP)) and back, for the KEEP of every severity.
+- jpeg C SUBSAMPLING: PIL's JPEG save at every severity's quality with
   SUBSAMPLING (-1: PIL's default, 4:2:0 for colour; 0: 4:4:4), reopened.
 - map_coordinates: scipy.ndimage.map_coordinates(order=1, mode='reflect')
   of the H x W plane at the (y, x) points that follow it in IN.
@@ -21,12 +24,14 @@ ARGS, their outputs concatenated in that order. Kinds:
 - warp_affine: cv2.warpAffine(borderMode=BORDER_REFLECT_101) of the H x W
   plane by cv2.getAffineTransform(ANCHORS, MOVED), the 3 (x, y) points of
   each following the plane in IN.
-- glass C SIGMA DELTA ITERATIONS: the reference's glass blur of the
+- glass C SEVERITY: the reference's glass blur (that severity's sigma,
+  max_delta and iterations) of the
   H x W x C float64 image (values k / 255) with the (dx, dy) draws that
   follow it in IN: a Gaussian blur (scikit-image's: scipy's filter, nearest,
   truncated at 4, channels apart), np.uint8 of it times 255, the local pixel
   "swaps" as numpy runs them on an H x W x C array, the blur again.
-- plasma DECAY: the reference's diamond-square plasma fractal of side H
+- plasma SEVERITY: the reference's diamond-square plasma fractal, at fog's
+  wibble decay of that severity, of side H
   (= W), its uniform draws the values in IN (in [0, 1), the order numpy
   would fill each array), written with np.roll as the reference is.
 - resize_fifth: cv2.resize(fx=0.2, fy=0.2) (INTER_LINEAR) of the H x W x 3
@@ -42,21 +47,32 @@ import scipy.ndimage as ndi
 from PIL import Image
 
 
+# make_cifar_c.py's parameters per severity 1..5 (`c = [...][severity - 1]`).
+CIFAR_C = {
+    "pixelate": [0.95, 0.9, 0.85, 0.75, 0.65],
+    "jpeg_compression": [80, 65, 58, 50, 40],
+    # sigma, max_delta, iterations
+    "glass_blur": [(0.05, 1, 1), (0.25, 1, 1), (0.4, 1, 1), (0.25, 1, 2), (0.4, 1, 2)],
+    # (mixing weight, wibble decay)
+    "fog": [(.2, 3), (.5, 3), (0.75, 2.5), (1, 2), (1.5, 1.75)],
+}
+
+
 def pil_image(raw, h, w, c):
     pixels = np.frombuffer(raw, np.uint8).reshape(h, w, c)
     return Image.fromarray(pixels[:, :, 0] if c == 1 else pixels)
 
 
-def pixelate(raw, h, w, c, *keeps):
+def pixelate(raw, h, w, c):
     image = pil_image(raw, h, w, int(c))
-    for keep in map(float, keeps):
+    for keep in CIFAR_C["pixelate"]:
         small = image.resize((int(w * keep), int(h * keep)), Image.BOX)
         yield np.asarray(small.resize((w, h), Image.BOX), np.uint8).tobytes()
 
 
-def jpeg(raw, h, w, c, subsampling, *qualities):
+def jpeg(raw, h, w, c, subsampling):
     image = pil_image(raw, h, w, int(c))
-    for quality in map(int, qualities):
+    for quality in CIFAR_C["jpeg_compression"]:
         buffer = io.BytesIO()
         image.save(buffer, "JPEG", quality=quality, subsampling=int(subsampling))
         yield np.asarray(Image.open(buffer), np.uint8).tobytes()
@@ -94,8 +110,9 @@ def warp_affine(raw, h, w):
     yield cv2.warpAffine(plane, matrix, (w, h), borderMode=cv2.BORDER_REFLECT_101).tobytes()
 
 
-def glass(raw, h, w, c, sigma, delta, iterations):
-    c, sigma, delta, iterations = int(c), float(sigma), int(delta), int(iterations)
+def glass(raw, h, w, c, severity):
+    c = int(c)
+    sigma, delta, iterations = CIFAR_C["glass_blur"][int(severity) - 1]
     values = np.frombuffer(raw, np.float64)
     image = values[: h * w * c].reshape(h, w, c)
     draws = iter(values[h * w * c:].astype(int).reshape(-1, 2).tolist())
@@ -113,9 +130,9 @@ def glass(raw, h, w, c, sigma, delta, iterations):
     yield np.clip(blur(x / 255.0), 0, 1).tobytes()
 
 
-def plasma(raw, h, w, decay):
+def plasma(raw, h, w, severity):
     draws = np.frombuffer(raw, np.float64)
-    decay, used = float(decay), 0
+    decay, used = CIFAR_C["fog"][int(severity) - 1][1], 0
     m = np.zeros((h, w))
     step, wibble = h, 100.0
 
@@ -138,7 +155,7 @@ def plasma(raw, h, w, decay):
             centres + np.roll(centres, 1, axis=1) + corners + np.roll(corners, -1, axis=0))
         step //= 2
         wibble /= decay
-    assert used == draws.size
+    assert used == draws.size, "csam drew another number of values than this decay needs"
     m -= m.min()
     yield (m / m.max()).tobytes()
 
