@@ -87,7 +87,17 @@ pub fn line_chart(chart: &LineChart, format: super::ImageFormat) -> Result<Vec<u
     }
     let x = padded(points.iter().map(|p| p.0), false);
     let y = padded(points.iter().map(|p| p.1), chart.y_from_zero);
-    super::render::render(&Lines { chart, x, y }, format)
+    let y = with_legend_room(y, chart.series.len());
+    let whole_x = points.iter().all(|p| p.0.fract() == 0.0);
+    super::render::render(
+        &Lines {
+            chart,
+            x,
+            y,
+            whole_x,
+        },
+        format,
+    )
 }
 
 /// The bar chart as SVG or PNG bytes. Refuses a series whose length differs
@@ -119,6 +129,7 @@ pub fn bar_chart(chart: &BarChart, format: super::ImageFormat) -> Result<Vec<u8>
         chart.series.iter().flat_map(|(_, v)| v.iter().copied()),
         true,
     );
+    let y = with_legend_room(y, chart.series.len());
     super::render::render(&Bars { chart, y }, format)
 }
 
@@ -138,10 +149,33 @@ fn padded(values: impl Iterator<Item = f64>, from_zero: bool) -> (f64, f64) {
     (lo, hi + pad)
 }
 
+/// The y range `(lo, hi)` raised so that the legend box of `entries` lines
+/// (drawn in the upper right corner) sits above every bar and point instead
+/// of covering them: the box takes about `ENTRY_HEIGHT` pixels per entry
+/// plus its padding out of a plot area about `PLOT_HEIGHT` pixels high.
+fn with_legend_room((lo, hi): (f64, f64), entries: usize) -> (f64, f64) {
+    const PLOT_HEIGHT: f64 = 440.0;
+    const ENTRY_HEIGHT: f64 = 24.0;
+    const PADDING: f64 = 30.0;
+    let share = ((entries as f64 * ENTRY_HEIGHT + PADDING) / PLOT_HEIGHT).min(0.6);
+    // The new top t leaves `share` of (t - lo) above hi.
+    (lo, (hi - share * lo) / (1.0 - share))
+}
+
+/// Labels whole numbers only (epochs), and no tick between them.
+fn whole_number_label(x: &f64) -> String {
+    match x.fract() == 0.0 {
+        true => format!("{x:.0}"),
+        false => String::new(),
+    }
+}
+
 struct Lines<'a> {
     chart: &'a LineChart,
     x: (f64, f64),
     y: (f64, f64),
+    /// Every x is a whole number (epochs): label the axis without decimals.
+    whole_x: bool,
 }
 
 fn colour(i: usize) -> RGBColor {
@@ -161,15 +195,19 @@ impl Figure for Lines<'_> {
             .y_label_area_size(75)
             .build_cartesian_2d(self.x.0..self.x.1, self.y.0..self.y.1)
             .map_err(err)?;
-        chart
-            .configure_mesh()
-            .x_desc(self.chart.x_label.as_str())
+        let mut mesh = chart.configure_mesh();
+        mesh.x_desc(self.chart.x_label.as_str())
             .y_desc(self.chart.y_label.as_str())
             .axis_desc_style((FONT, AXIS_SIZE))
             .label_style((FONT, LABEL_SIZE))
-            .light_line_style(WHITE.mix(0.0))
-            .draw()
-            .map_err(err)?;
+            .light_line_style(WHITE.mix(0.0));
+        if self.whole_x {
+            // At most one tick per whole number, so that no label is lost.
+            let span = (self.x.1 - self.x.0).floor() as usize + 1;
+            mesh.x_labels(span.min(12))
+                .x_label_formatter(&whole_number_label);
+        }
+        mesh.draw().map_err(err)?;
         for (i, series) in self.chart.series.iter().enumerate() {
             let style = colour(i).stroke_width(3);
             chart
@@ -318,6 +356,34 @@ mod tests {
             ..bars
         };
         assert!(bar_chart(&ragged, ImageFormat::Svg).is_err());
+    }
+
+    #[test]
+    fn epochs_are_labelled_as_whole_numbers() {
+        let mut long = chart();
+        long.series[0].points = (1..=20).map(|e| (f64::from(e), 1.0)).collect();
+        for (chart, whole) in [(chart(), ["1", "2"]), (long, ["10", "20"])] {
+            let svg = String::from_utf8(line_chart(&chart, ImageFormat::Svg).unwrap()).unwrap();
+            // The SVG writes each text's content on its own line.
+            let texts: Vec<&str> = svg.lines().map(str::trim).collect();
+            for label in whole {
+                assert!(texts.contains(&label), "no tick {label}: {svg}");
+            }
+        }
+        assert_eq!(whole_number_label(&3.0), "3");
+        assert_eq!(whole_number_label(&2.5), "");
+    }
+
+    #[test]
+    fn the_legend_gets_room_above_the_data() {
+        for entries in [1, 4, 8] {
+            let (lo, top) = with_legend_room((1.0, 10.0), entries);
+            assert_eq!(lo, 1.0);
+            // The box's share of the plot's height lies above the highest value.
+            let free = (top - 10.0) / (top - lo);
+            let needed = (entries as f64 * 24.0 + 30.0) / 440.0;
+            assert!((free - needed.min(0.6)).abs() < 1e-12, "{entries}: {free}");
+        }
     }
 
     #[test]

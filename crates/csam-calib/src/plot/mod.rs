@@ -219,6 +219,18 @@ mod tests {
     }
 
     #[test]
+    fn an_underconfident_bin_gets_its_own_legend_entry() {
+        let entry = "Gap inside the bar (underconfident)";
+        let overconfident = reliability_diagram(&stats(), "raw", 0.03, ImageFormat::Svg).unwrap();
+        assert!(!String::from_utf8(overconfident).unwrap().contains(entry));
+        // Confidence about 0.35, all right: the gap lies inside the bar.
+        let pairs = (0..40).map(|i| (0.3 + 0.1 * (i as f64 / 40.0), true));
+        let under = BinStats::from_pairs(&Binning::default(), pairs).unwrap();
+        let svg = reliability_diagram(&under, "raw", 0.65, ImageFormat::Svg).unwrap();
+        assert!(String::from_utf8(svg).unwrap().contains(entry));
+    }
+
+    #[test]
     fn png_is_a_decodable_image_with_drawn_text() {
         let bytes = reliability_diagram(&stats(), "raw", 0.05, ImageFormat::Png).unwrap();
         let decoder = png::Decoder::new(std::io::Cursor::new(&bytes));

@@ -37,17 +37,26 @@ impl Figure for Reliability<'_> {
             .map_err(err)?
             .label("Accuracy")
             .legend(|(x, y)| Rectangle::new([(x, y - 6), (x + 18, y + 6)], BAR.filled()));
+        // The translucent gap shows the bar through it where the model is
+        // underconfident (the gap lies inside the accuracy bar): a darker
+        // shade, which gets its own legend entry.
+        let gap = RED.mix(GAP_OPACITY).filled();
+        let (under, over): (Vec<&Bar>, Vec<&Bar>) =
+            filled.iter().partition(|b| b.accuracy > b.confidence);
         chart
-            .draw_series(
-                filled
-                    .iter()
-                    .map(|b| Rectangle::new(b.gap(), RED.mix(GAP_OPACITY).filled())),
-            )
+            .draw_series(over.iter().map(|b| Rectangle::new(b.gap(), gap)))
             .map_err(err)?
             .label("Gap to mean confidence")
-            .legend(|(x, y)| {
-                Rectangle::new([(x, y - 6), (x + 18, y + 6)], RED.mix(GAP_OPACITY).filled())
-            });
+            .legend(move |(x, y)| Rectangle::new([(x, y - 6), (x + 18, y + 6)], gap));
+        let under_series = chart
+            .draw_series(under.iter().map(|b| Rectangle::new(b.gap(), gap)))
+            .map_err(err)?;
+        if !under.is_empty() {
+            let shade = blend(RED, GAP_OPACITY, BAR).filled();
+            under_series
+                .label("Gap inside the bar (underconfident)")
+                .legend(move |(x, y)| Rectangle::new([(x, y - 6), (x + 18, y + 6)], shade));
+        }
         chart
             .draw_series(filled.iter().map(|b| {
                 Rectangle::new(
@@ -76,6 +85,16 @@ impl Figure for Reliability<'_> {
             .legend(move |(x, y)| PathElement::new([(x, y), (x + 18, y)], diagonal));
         frame::legend(&mut chart, SeriesLabelPosition::UpperLeft)
     }
+}
+
+/// `top` at opacity `alpha` over `bottom`: the colour the two make on screen.
+fn blend(top: RGBColor, alpha: f64, bottom: RGBColor) -> RGBColor {
+    let mix = |t: u8, b: u8| (alpha * f64::from(t) + (1.0 - alpha) * f64::from(b)).round() as u8;
+    RGBColor(
+        mix(top.0, bottom.0),
+        mix(top.1, bottom.1),
+        mix(top.2, bottom.2),
+    )
 }
 
 /// A non-empty bin as drawn.

@@ -106,7 +106,7 @@ color:#222}h1{font-size:1.6em}h2{border-bottom:1px solid #ccc;padding-bottom:.2e
 caption{caption-side:bottom;text-align:left;color:#555;padding-top:.5em;max-width:100em}\
 th,td{border:1px solid #ccc;padding:.3em .6em;text-align:right;white-space:nowrap}\
 thead th{background:#f3f3f3;text-align:center}tbody th{text-align:left}\
-.grid{display:grid;grid-template-columns:repeat(auto-fill,minmax(420px,1fr));gap:1em}\
+.grid{display:grid;grid-template-columns:repeat(auto-fill,minmax(600px,1fr));gap:1em}\
 figure{margin:0}figure svg{width:100%;height:auto;display:block}\
 figcaption{font-size:.85em;color:#555;margin-top:.3em}nav li{margin:.2em 0}";
 
