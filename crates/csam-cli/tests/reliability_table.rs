@@ -407,8 +407,10 @@ const CASES: &[Case] = &[
     case("metrics", "PREDS", "empty CSV", &["metrics", "{dir}/empty.csv", "--labels", "{dir}/labels2.npy", "--logits"]),
     case("metrics", "PREDS", "not a .npz archive", &["metrics", "{dir}/garbage.npz", "--labels", "{fx}/test_labels.npy", "--logits"]),
     case("metrics", "PREDS", "not a .safetensors file", &["metrics", "{dir}/garbage.safetensors", "--logits"]),
+    case("metrics", "PREDS", "float8 .safetensors", &["metrics", "{dir}/float8.safetensors", "--logits"]),
     case("metrics", "--preds", "and PREDS", &["{metrics}", "--preds", "{fx}/test_logits.npy"]),
     case("metrics", "--labels", "left out with a .npy PREDS", &["metrics", "{fx}/test_logits.npy", "--logits"]),
+    case("metrics", "--labels", "left out, .safetensors of logits only", &["metrics", "{dir}/logits-only.safetensors", "--logits"]),
     case("metrics", "--labels", "not a .npy file", &["metrics", "{fx}/test_logits.npy", "--labels", "{dir}/garbage.npy", "--logits"]),
     case("metrics", "--labels", "label 99 of 10 classes", &["metrics", "{fx}/test_logits.npy", "--labels", "{dir}/labels99.npy", "--logits"]),
     case("metrics", "--labels", "label -1", &["metrics", "{fx}/test_logits.npy", "--labels", "{dir}/labels-negative.npy", "--logits"]),
@@ -783,6 +785,22 @@ fn prepare(dir: &Path, trained: &Path) -> [RunLock; 2] {
     write("garbage.npy", "not a numpy file");
     write("garbage.npz", "not a zip archive");
     write("garbage.safetensors", "not safetensors");
+    let safetensors = |name: &str, dtype: &str, bytes: &[u8]| {
+        let header = format!(
+            r#"{{"logits":{{"dtype":"{dtype}","shape":[2,2],"data_offsets":[0,{}]}}}}"#,
+            bytes.len()
+        );
+        let mut file = (header.len() as u64).to_le_bytes().to_vec();
+        file.extend_from_slice(header.as_bytes());
+        file.extend_from_slice(bytes);
+        std::fs::write(dir.join(name), file).unwrap();
+    };
+    let logits: Vec<u8> = [0.5f32, -1.0, 2.0, 0.0]
+        .iter()
+        .flat_map(|v| v.to_le_bytes())
+        .collect();
+    safetensors("logits-only.safetensors", "F32", &logits);
+    safetensors("float8.safetensors", "F8_E4M3", &[0x38, 0x40, 0x30, 0x00]);
     write("preds.xyz", "1,2\n");
     write("nan.csv", "NaN,1\n0,1\n");
     write("ragged.csv", "0.1,0.2\n0.3\n");

@@ -37,8 +37,15 @@ pub fn read_from(
     preferred: &[&str],
     source: &Path,
 ) -> Result<LoadedArray> {
-    let tensors = SafeTensors::deserialize(bytes)
-        .map_err(|e| format_error(source, format!("not a valid .safetensors file: {e:?}")))?;
+    let tensors = SafeTensors::deserialize(bytes).map_err(|e| {
+        let detail = match unknown_dtype(bytes) {
+            Some((tensor, dtype)) => format!(
+                "tensor '{tensor}' has dtype {dtype}, which csam does not read ({SUPPORTED})"
+            ),
+            None => format!("{e:?}"),
+        };
+        format_error(source, format!("not a valid .safetensors file: {detail}"))
+    })?;
     let mut names: Vec<String> = tensors.names().into_iter().cloned().collect();
     names.sort();
     let chosen = choose(&names, name, preferred, "the file holds no tensors")
@@ -52,6 +59,33 @@ pub fn read_from(
         shape: tensor.shape().to_vec(),
         elements,
     })
+}
+
+/// The dtypes [`decode`] reads, for messages.
+const SUPPORTED: &str = "supported: F16, BF16, F32, F64, integers, BOOL";
+
+/// The first tensor whose header dtype the safetensors reader does not know
+/// (the 8-bit floats of newer writers, `F8_E4M3`, ...) with that dtype: the
+/// reader itself only says that the header did not deserialize. `None` when
+/// the header is not JSON or names no such dtype.
+fn unknown_dtype(bytes: &[u8]) -> Option<(String, String)> {
+    let length = usize::try_from(u64::from_le_bytes(bytes.get(..8)?.try_into().ok()?)).ok()?;
+    let header = bytes.get(8..8_usize.checked_add(length)?)?;
+    let tensors: serde_json::Map<String, serde_json::Value> =
+        serde_json::from_slice(header).ok()?;
+    tensors
+        .into_iter()
+        .filter(|(name, _)| name != "__metadata__")
+        .find_map(|(name, tensor)| {
+            let dtype = tensor.get("dtype")?.clone();
+            let known = serde_json::from_value::<Dtype>(dtype.clone()).is_ok();
+            (!known).then(|| {
+                (
+                    name,
+                    dtype.as_str().map_or(dtype.to_string(), str::to_string),
+                )
+            })
+        })
 }
 
 /// The tensor's values: floats as `f32` (16- and 32-bit) or `f64`, integers
@@ -89,11 +123,7 @@ fn decode(tensor: &TensorView<'_>) -> std::result::Result<Elements, String> {
                 })
                 .collect::<std::result::Result<_, _>>()?,
         ),
-        other => {
-            return Err(format!(
-                "unsupported dtype {other:?}; supported: F16, BF16, F32, F64, integers, BOOL"
-            ))
-        }
+        other => return Err(format!("unsupported dtype {other:?}; {SUPPORTED}")),
     })
 }
 
@@ -181,6 +211,21 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(e.contains("tensor 'labels': uint64 value"), "{e}");
+    }
+
+    #[test]
+    fn a_dtype_the_reader_does_not_know_is_named() {
+        let header = br#"{"logits":{"dtype":"F8_E4M3","shape":[1,2],"data_offsets":[0,2]}}"#;
+        let mut bytes = (header.len() as u64).to_le_bytes().to_vec();
+        bytes.extend_from_slice(header);
+        bytes.extend_from_slice(&[0x38, 0x40]);
+        let e = read_from(&bytes, None, &[], Path::new("f8.safetensors"))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("tensor 'logits' has dtype F8_E4M3, which csam does not read (supported:"),
+            "{e}"
+        );
     }
 
     proptest::proptest! {

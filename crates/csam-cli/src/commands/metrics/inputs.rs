@@ -113,8 +113,14 @@ pub fn load(
             );
         }
     }
-    let raw_labels = load_labels(source.labels, source.labels_array)
-        .with_context(|| format!("{role} labels"))?;
+    // Labels read from the predictions' own file are its `labels` array: its
+    // only array would be the predictions themselves.
+    let own_file = source.labels == source.preds && source.labels_array.is_none();
+    let labels_array = source.labels_array.or(own_file.then_some("labels"));
+    let raw_labels = load_labels(source.labels, labels_array).with_context(|| match own_file {
+        true => format!("{role} labels, read from the predictions' file without --labels"),
+        false => format!("{role} labels"),
+    })?;
     if raw_labels.len() != rows {
         bail!(
             "{role} labels {labels_name} hold {} labels but {role} predictions {preds_name} have {rows} rows",
