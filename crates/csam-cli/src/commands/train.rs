@@ -111,13 +111,18 @@ pub fn run(args: TrainArgs) -> anyhow::Result<()> {
     let writes = replica.as_ref().is_none_or(Replica::writes);
     let context = || format!("training into {}", args.out.display());
     let out = args.out.display();
-    let spec_errors = |e| match e {
+    let spec_errors = |e| {
+        match e {
         TrainError::Config(config) => spec_error(config),
-        TrainError::Diverged { .. } => anyhow::anyhow!("{e} Lower --lr or add --clip."),
+        // A resumed run keeps its spec, so the remedy is a new run.
+        TrainError::Diverged { .. } => anyhow::anyhow!(
+            "{e} Train a new run with a lower --lr or with --clip (--resume keeps the run's settings)."
+        ),
         TrainError::SaveFailed { .. } => {
             anyhow::anyhow!("{e} Continue with --resume --out {out}.")
         }
         other => anyhow::Error::from(other),
+    }
     };
     let prepared = train::prepare_replica(&request, replica)
         .map_err(spec_errors)

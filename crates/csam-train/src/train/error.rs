@@ -107,8 +107,7 @@ pub enum TrainError {
     /// The loss (or another statistic) became NaN or infinite; the last good
     /// checkpoint is kept.
     #[error(
-        "training diverged at epoch {epoch}, step {step} of the epoch ({what}); {}. \
-         Lower the learning rate or clip the gradient norm.",
+        "training diverged at epoch {epoch}, step {step} of the epoch ({what}); {}.",
         kept_checkpoint(*.last_good_epoch)
     )]
     Diverged {
