@@ -149,8 +149,9 @@ fn calibration_section(
     metrics: &MetricOptions,
 ) -> Result<Section> {
     let options = metrics.equal_width();
-    let mut histograms = Vec::new();
-    let mut diagrams = Vec::new();
+    // A method's two figures side by side (or one above the other on a
+    // narrow page), so that a row never pairs two methods.
+    let mut figures = Vec::new();
     for p in predictions {
         let stats = reliability_diagram(p.probabilities.view(), &p.labels, &options).map_err(
             TrainError::metrics_of(format!("reliability of {}", p.method)),
@@ -159,13 +160,13 @@ fn calibration_section(
         let title = format!("{name}, seed {}, test", p.seed);
         let ece = stats.calibration_error(Norm::L1);
         let stem = format!("{}-seed{}", p.method, p.seed);
-        histograms.push(write_figure(
+        figures.push(write_figure(
             dir.root(),
             &format!("confidence-{stem}"),
             format!("{name}: fraction of test samples per confidence bin"),
             |format| confidence_histogram(&stats, &title, format),
         )?);
-        diagrams.push(write_figure(
+        figures.push(write_figure(
             dir.root(),
             &format!("reliability-{stem}"),
             format!("{name}: accuracy per confidence bin (15 equal-width bins)"),
@@ -176,14 +177,13 @@ fn calibration_section(
         id: "calibration".into(),
         title: "Confidence histograms and reliability diagrams".into(),
         body: format!(
-            "{}{}{}",
+            "{}{}",
             html::paragraph(
-                "The paper's Figure 1, per method: the test confidence histogram (top) and the \
-                 reliability diagram (bottom) of the first seed. A well calibrated model has \
-                 its average confidence on its accuracy and its bars on the diagonal."
+                "The paper's Figure 1, per method: the test confidence histogram beside the \
+                 reliability diagram of the first seed. A well calibrated model has its \
+                 average confidence on its accuracy and its bars on the diagonal."
             ),
-            html::grid(&histograms),
-            html::grid(&diagrams)
+            html::grid(&figures)
         ),
     })
 }
