@@ -404,15 +404,22 @@ fn divergence_stops_with_the_epoch_and_a_loadable_checkpoint() {
     let mut first = train_command(&run, None);
     let stopped = first.args(["--stop-after-epoch", "1"]).output().unwrap();
     assert!(stopped.status.success(), "{}", text(&stopped));
-    // --resume pins the saved settings, so raise the saved learning rate.
+    // --resume pins the saved settings, and the checkpoint records them (a
+    // resume refuses a config.toml that differs from the record), so raise
+    // the learning rate in both.
     let config_path = run.join("config.toml");
+    let state_path = run.join("checkpoint/state.json");
     let sane = std::fs::read_to_string(&config_path).unwrap();
+    let sane_state = std::fs::read(&state_path).unwrap();
     let mut huge: toml::Table = sane.parse().unwrap();
     huge["optim"]
         .as_table_mut()
         .expect("config.toml has an [optim] table")
         .insert("lr".into(), toml::Value::Float(1e30));
     std::fs::write(&config_path, huge.to_string()).unwrap();
+    let mut recorded: serde_json::Value = serde_json::from_slice(&sane_state).unwrap();
+    recorded["spec"] = huge.to_string().into();
+    std::fs::write(&state_path, serde_json::to_vec_pretty(&recorded).unwrap()).unwrap();
     let checkpoint = |name: &str| std::fs::read(run.join("checkpoint").join(name)).unwrap();
     let before = (
         checkpoint("state.json"),
@@ -443,6 +450,7 @@ fn divergence_stops_with_the_epoch_and_a_loadable_checkpoint() {
     assert!(assert_whole(&run, "divergence").is_empty());
 
     std::fs::write(&config_path, sane).unwrap();
+    std::fs::write(&state_path, sane_state).unwrap();
     finish(&run);
     assert_same_weights(&whole, &run, "divergence then resume");
 }

@@ -15,7 +15,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use csam_train::train::lock::{LockOwner, RunLock};
-use support::{csam, text, DIGITS_MLP};
+use support::{copy_run, csam, flip_last_byte, text, DIGITS_MLP};
 
 /// One bad input: the command, the input (a flag, `config: KEY`, or a file
 /// kind), the bad value as the table shows it, and the arguments after
@@ -82,6 +82,14 @@ const CASES: &[Case] = &[
     case("train", "--resume", "runtime.toml: tensorboard = \"maybe\"", &["{train}", "--resume", "--epochs", "2", "--out", "{dir}/bad-runtime"]),
     case("train", "--resume", "corrupt event file", &["{train}", "--resume", "--epochs", "2", "--out", "{dir}/corrupt-events"]),
     case("train", "--resume", "changed settings", &["{train}", "--resume", "--epochs", "2", "--out", "{dir}/resumable", "--lr", "0.5"]),
+    case("train", "--resume", "metrics.jsonl emptied", &["{train}", "--resume", "--epochs", "3", "--out", "{dir}/log-emptied"]),
+    case("train", "--resume", "metrics.jsonl deleted", &["{train}", "--resume", "--epochs", "3", "--out", "{dir}/log-deleted"]),
+    case("train", "--resume", "metrics.jsonl: last line repeated", &["{train}", "--resume", "--epochs", "3", "--out", "{dir}/log-repeated"]),
+    case("train", "--resume", "metrics.jsonl: an epoch renumbered", &["{train}", "--resume", "--epochs", "3", "--out", "{dir}/log-renumbered"]),
+    case("train", "--resume", "config.toml: lr edited", &["{train}", "--resume", "--epochs", "3", "--out", "{dir}/config-lr"]),
+    case("train", "--resume", "config.toml: fewer epochs than done", &["{train}", "--resume", "--epochs", "3", "--out", "{dir}/config-epochs"]),
+    case("train", "--resume", "checkpoint weights: one flipped byte", &["{train}", "--resume", "--epochs", "3", "--out", "{dir}/flipped-weights"]),
+    case("train", "--resume", "checkpoint/state.json deleted after 2 epochs", &["{train}", "--resume", "--epochs", "3", "--out", "{dir}/no-state"]),
     case("train", "--data", "unknown name", &["{train}", "--data", "nonsense"]),
     case("train", "--data", "idx: empty directory", &["{train}", "--data", "idx:{dir}/empty"]),
     case("train", "--data", "cifar10: empty directory", &["{train}", "--data", "cifar10:{dir}/empty"]),
@@ -886,13 +894,56 @@ fn prepare(dir: &Path, trained: &Path) -> [RunLock; 2] {
         copy_run(&stopped, &dir.join(name));
         std::fs::write(dir.join(name).join(file), content).unwrap();
     }
+    // Runs stopped after epoch 2 of 3 whose files no longer agree with their
+    // checkpoint: edited, emptied, deleted, a flipped byte.
+    let two = dir.join("two-done");
+    let output = train_into(&two)
+        .args(["--epochs", "3", "--stop-after-epoch", "2"])
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{}", text(&output));
+    let log = std::fs::read_to_string(two.join("metrics.jsonl")).unwrap();
+    let last = log.lines().last().unwrap();
+    let config = std::fs::read_to_string(two.join("config.toml")).unwrap();
+    let edited: [(&str, &str, Option<String>); 7] = [
+        ("log-emptied", "metrics.jsonl", Some(String::new())),
+        ("log-deleted", "metrics.jsonl", None),
+        (
+            "log-repeated",
+            "metrics.jsonl",
+            Some(format!("{log}{last}\n")),
+        ),
+        (
+            "log-renumbered",
+            "metrics.jsonl",
+            Some(log.replacen("{\"epoch\":2,", "{\"epoch\":5,", 1)),
+        ),
+        (
+            "config-lr",
+            "config.toml",
+            Some(config.replacen("\nlr = 0.05\n", "\nlr = 0.1\n", 1)),
+        ),
+        (
+            "config-epochs",
+            "config.toml",
+            Some(config.replacen("\nepochs = 3\n", "\nepochs = 1\n", 1)),
+        ),
+        ("no-state", "checkpoint/state.json", None),
+    ];
+    for (name, file, content) in edited {
+        copy_run(&two, &dir.join(name));
+        let path = dir.join(name).join(file);
+        match content {
+            Some(content) => std::fs::write(path, content).unwrap(),
+            None => std::fs::remove_file(path).unwrap(),
+        }
+    }
+    copy_run(&two, &dir.join("flipped-weights"));
+    flip_last_byte(&dir.join("flipped-weights/checkpoint/weights-2.safetensors"));
     // An event file whose last record fails its checksum.
     copy_run(&stopped, &dir.join("corrupt-events"));
     let events = csam_train::tensorboard::event_files(&dir.join("corrupt-events")).unwrap();
-    let mut bytes = std::fs::read(&events[0]).unwrap();
-    let last = bytes.len() - 1;
-    bytes[last] ^= 1;
-    std::fs::write(&events[0], bytes).unwrap();
+    flip_last_byte(&events[0]);
     copy_run(&stopped, &dir.join("busy"));
     [
         RunLock::acquire(&dir.join("busy")).unwrap(),
@@ -912,17 +963,6 @@ fn planning(out: &Path) -> RunLock {
     let plan = Path::new(&out).join("plan");
     std::fs::remove_file(plan.join("plan.json")).unwrap();
     RunLock::acquire(&plan).unwrap()
-}
-
-fn copy_run(from: &Path, to: &Path) {
-    for sub in ["", "checkpoint"] {
-        std::fs::create_dir_all(to.join(sub)).unwrap();
-        for entry in std::fs::read_dir(from.join(sub)).unwrap().flatten() {
-            if entry.path().is_file() {
-                std::fs::copy(entry.path(), to.join(sub).join(entry.file_name())).unwrap();
-            }
-        }
-    }
 }
 
 /// Runs one case; returns its table row, or why it is not a clean refusal.

@@ -226,11 +226,17 @@ fn divergence_names_the_epoch_and_keeps_the_last_good_checkpoint() {
         ..request(digits_config(3), &out)
     };
     run(&first).unwrap();
-    // Its settings are pinned for --resume, so give the saved run a huge
-    // learning rate by editing its config.toml, and resume with the same.
+    // Its settings are pinned for --resume, and its checkpoint records them
+    // (a resume refuses a config.toml that differs from the record), so give
+    // the saved run a huge learning rate in both, and resume with the same.
     let mut huge = digits_config(3);
     huge.optim.lr = 1e30;
     std::fs::write(out.join("config.toml"), huge.to_toml()).unwrap();
+    let state_path = out.join("checkpoint/state.json");
+    let mut recorded: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&state_path).unwrap()).unwrap();
+    recorded["spec"] = huge.to_toml().into();
+    std::fs::write(&state_path, serde_json::to_vec_pretty(&recorded).unwrap()).unwrap();
     let read = |name: &str| std::fs::read(out.join(name)).unwrap();
     let (state, weights, best, log) = (
         read("checkpoint/state.json"),

@@ -30,7 +30,8 @@ pub struct TrainArgs {
     #[arg(long, visible_alias = "output", value_name = "DIR")]
     out: PathBuf,
     /// Continue the unfinished run in --out from its last checkpoint, with its own
-    /// config.toml (with --config: settings that must equal it).
+    /// config.toml (with --config: settings that must equal it). A directory whose files
+    /// disagree with the checkpoint (checksums, settings, metrics.jsonl) is refused.
     #[arg(long)]
     resume: bool,
     #[command(flatten)]

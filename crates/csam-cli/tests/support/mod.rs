@@ -28,6 +28,29 @@ pub const DIGITS_MLP: &[&str] = &[
     "--quiet",
 ];
 
+/// Copies the run directory `from` (its files and `checkpoint/`) to `to`.
+#[allow(dead_code)] // only the tests that damage a run copy one
+pub fn copy_run(from: &std::path::Path, to: &std::path::Path) {
+    for sub in ["", "checkpoint"] {
+        std::fs::create_dir_all(to.join(sub)).unwrap();
+        for entry in std::fs::read_dir(from.join(sub)).unwrap().flatten() {
+            if entry.path().is_file() {
+                std::fs::copy(entry.path(), to.join(sub).join(entry.file_name())).unwrap();
+            }
+        }
+    }
+}
+
+/// Flips the lowest bit of the last byte of the file at `path` (inside a
+/// safetensors file's data, an event file's last record).
+#[allow(dead_code)] // only the tests that damage a run flip bytes
+pub fn flip_last_byte(path: &std::path::Path) {
+    let mut bytes = std::fs::read(path).unwrap();
+    let last = bytes.len() - 1;
+    bytes[last] ^= 1;
+    std::fs::write(path, bytes).unwrap();
+}
+
 /// Runs the `csam` binary with `args` to the end.
 #[allow(dead_code)] // not every test binary runs it this way
 pub fn csam(args: &[&str]) -> Output {

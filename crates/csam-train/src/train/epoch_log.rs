@@ -42,6 +42,15 @@ impl<T: Serialize + DeserializeOwned> EpochLog<T> {
             .collect()
     }
 
+    /// The epoch of each line, with its 1-based line number, in file order;
+    /// an absent file has none.
+    pub fn epochs(&self) -> Result<Vec<(usize, usize)>> {
+        self.lines()?
+            .iter()
+            .map(|(number, line)| Ok((*number, self.parse::<EpochOnly>(*number, line)?.epoch)))
+            .collect()
+    }
+
     /// Appends one record (see [`EpochLog::append_all`]).
     pub fn append(&self, record: &T) -> Result<()> {
         self.append_all(std::slice::from_ref(record))
@@ -102,7 +111,7 @@ impl<T: Serialize + DeserializeOwned> EpochLog<T> {
     }
 }
 
-/// The one field `truncate_after` needs from a line.
+/// The one field `truncate_after` and `epochs` need from a line.
 #[derive(Deserialize)]
 struct EpochOnly {
     epoch: usize,

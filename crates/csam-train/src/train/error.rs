@@ -2,6 +2,7 @@
 
 use std::path::PathBuf;
 
+use super::integrity::Inconsistency;
 use super::lock::LockError;
 use super::preflight::PreflightError;
 use super::saved_weights::Checkpoint;
@@ -43,6 +44,13 @@ pub enum TrainError {
     ResumeSettings {
         config: PathBuf,
         changed: Vec<String>,
+    },
+    /// A resume found a run file that disagrees with the checkpoint (see
+    /// [`super::integrity`]); the run directory was left as it was.
+    #[error("refusing to resume: {} {problem}; nothing was changed", .path.display())]
+    Inconsistent {
+        path: PathBuf,
+        problem: Inconsistency,
     },
     /// A run that finished no epoch has no best model to evaluate.
     #[error("no epoch finished, so there is no best model")]

@@ -7,8 +7,10 @@
 //! moment leaves a consistent directory that `--resume` continues; the
 //! resumed run ends with the same weights, bit for bit, as an uninterrupted
 //! one on the same device, because data order and libtorch's random stream
-//! are pure functions of (seed, epoch) (see [`checkpoint`]). One process
-//! trains into a run directory at a time (see [`lock`]).
+//! are pure functions of (seed, epoch) (see [`checkpoint`]); before it
+//! continues, `--resume` checks the directory against the checkpoint and
+//! refuses one that disagrees (see [`integrity`]). One process trains into
+//! a run directory at a time (see [`lock`]).
 
 pub mod allocator;
 pub mod atomic;
@@ -18,6 +20,7 @@ pub mod divergence;
 pub mod epoch_log;
 pub mod error;
 pub mod evaluate;
+pub mod integrity;
 pub mod lock;
 pub mod metrics_log;
 pub mod notice;

@@ -12,8 +12,12 @@ pub enum NoCheckpoint {
     Missing,
     /// The run directory is empty.
     Empty,
-    /// A run started there but was stopped before its first checkpoint.
+    /// A run started there but was stopped before it finished an epoch.
     NoEpochFinished,
+    /// A run started there and trained its first epoch, but has no
+    /// checkpoint of it (no `checkpoint/state.json`: a run killed while
+    /// writing it, or a file removed since).
+    NotCheckpointed,
 }
 
 /// One thing a run reports before training.
@@ -26,6 +30,13 @@ pub enum RunNotice {
         dir: PathBuf,
         /// What it holds instead.
         why: NoCheckpoint,
+    },
+    /// A resume of a checkpoint written before csam recorded the SHA-256 of
+    /// its files and the settings it was trained with: they are not checked
+    /// (see [`super::integrity`]); the next checkpoint records them.
+    Unchecked {
+        /// The run directory.
+        dir: PathBuf,
     },
     /// The batch size exceeds the training split, so every step is one
     /// full-batch step over the whole split.
@@ -45,6 +56,10 @@ impl std::fmt::Display for RunNotice {
                     NoCheckpoint::Missing => "no such directory",
                     NoCheckpoint::Empty => "the directory is empty",
                     NoCheckpoint::NoEpochFinished => "its run stopped before finishing an epoch",
+                    NoCheckpoint::NotCheckpointed => {
+                        "its run trained its first epoch but has no checkpoint of it: \
+                         checkpoint/state.json is missing"
+                    }
                 };
                 write!(
                     f,
@@ -52,6 +67,13 @@ impl std::fmt::Display for RunNotice {
                     dir.display()
                 )
             }
+            RunNotice::Unchecked { dir } => write!(
+                f,
+                "the checkpoint in {} was written by an earlier csam, which recorded neither \
+                 the SHA-256 of its files nor the settings it was trained with: resuming \
+                 without checking them",
+                dir.display()
+            ),
             RunNotice::FullBatch {
                 batch_size,
                 n_train,

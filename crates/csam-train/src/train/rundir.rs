@@ -211,7 +211,9 @@ impl RunDir {
 
     /// Decides what a training run does with this directory, without
     /// touching it: refuses foreign files, and a finished or unfinished run
-    /// unless `resume`; a resume of a finished run has nothing to train.
+    /// unless `resume`; a resume of a finished run has nothing to train; a
+    /// resume of a run without a checkpoint starts it over, unless it got
+    /// past its first epoch (see [`super::integrity::without_checkpoint`]).
     /// [`RunDir::create`] then makes the directory.
     pub fn check(&self, resume: bool) -> Result<Plan> {
         let shown = self.root.display();
@@ -232,7 +234,9 @@ impl RunDir {
                 Remedy::ResumeOrMove,
             )),
             (RunState::Interrupted, true) => Ok(Plan::Resume),
-            (RunState::Started, true) => Ok(Plan::Start(Some(NoCheckpoint::NoEpochFinished))),
+            (RunState::Started, true) => Ok(Plan::Start(Some(
+                super::integrity::without_checkpoint(self)?,
+            ))),
             (RunState::Empty, false) => Ok(Plan::Start(None)),
             (RunState::Empty, true) => Ok(Plan::Start(Some(match self.root.exists() {
                 true => NoCheckpoint::Empty,

@@ -10,6 +10,7 @@ use super::claim::Claim;
 use super::divergence::Divergence;
 use super::error::{Result, TrainError};
 use super::evaluate::Predictions;
+use super::integrity;
 use super::metrics_log::{EpochRecord, MetricsLog, TrainStats};
 use super::notice::{self, RunNotice};
 use super::observer::RunObserver;
@@ -153,6 +154,10 @@ pub fn prepare_replica(request: &TrainRequest, replica: Option<Replica>) -> Resu
     }
     let mut claim = Claim::new(&run_dir, request.resume)?;
     let plan = claim.plan();
+    let mut notices = Vec::new();
+    if plan == Plan::Resume {
+        notices.extend(integrity::check_resume(&run_dir)?);
+    }
     if matches!(plan, Plan::Resume | Plan::Finished) {
         check_resume_spec(&run_dir, spec)?;
     }
@@ -163,7 +168,6 @@ pub fn prepare_replica(request: &TrainRequest, replica: Option<Replica>) -> Resu
             Plan::Start(_) => PLAN_START,
         })?;
     }
-    let mut notices = Vec::new();
     let resuming = match plan {
         Plan::Finished => {
             return Ok(PreparedRun {
@@ -469,7 +473,8 @@ fn save_epoch(
     if let Some(events) = logs.events {
         events.append_epoch(record, theory)?;
     }
-    checkpoint::save(run_dir, state, weights, &session.trainer.optimizer_state())
+    let optimizer = session.trainer.optimizer_state();
+    checkpoint::save(run_dir, state, weights, &optimizer, &session.spec)
 }
 
 /// Refuses a resume whose spec would not continue the same run.
