@@ -32,7 +32,10 @@
 //! ([`RunSpec::to_toml`]). Settings also come as flat keys (the command line's
 //! flags, a flat `--config` file, and the `config.toml` of runs written
 //! before the schema existed): [`keys::KEYS`] maps each flat key to its place
-//! in the tree, and [`SpecLayers`] layers defaults < file < flags.
+//! in the tree, and [`SpecLayers`] layers defaults < file < flags. A new run
+//! of `csam train` starts from the default recipe ([`RunSpec::recipe`], the
+//! MLP protocol of `csam compare`); a field's serde default, what a saved
+//! `config.toml` means where it leaves the field out, is [`RunSpec::new`]'s.
 
 mod check;
 mod data;
@@ -43,6 +46,7 @@ mod loss;
 mod mixing;
 mod model;
 mod optim;
+mod recipe;
 mod selection;
 mod text;
 
@@ -55,6 +59,7 @@ pub use loss::LossSpec;
 pub use mixing::MixingSpec;
 pub use model::{ModelSpec, DEFAULT_MLP_HIDDEN};
 pub use optim::{BaseSpec, OptimSpec, OptimizerFamily, Schedule, Sharpness, UpdateRule};
+pub use recipe::DEFAULT_VAL_FRACTION;
 pub use selection::BestMetric;
 
 use csam_calib::metrics::summary::MetricOptions;
