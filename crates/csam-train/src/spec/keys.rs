@@ -422,11 +422,23 @@ pub static KEYS: &[Key] = &[
     runtime("tensorboard", Switch,
         "Write a TensorBoard event file into the run directory (default true)\n\
          events.out.tfevents.* holds every number of metrics.jsonl per epoch and, with track_theory, of theory.jsonl per step; tensorboard --logdir DIR plots it, also while the run trains. On by default: under a kilobyte per epoch, one append per epoch, and no number of the run changes."),
+    runtime("log_every_n_steps", Count,
+        "The event file's training loss and learning rate every N steps (default 50; 0: none)\n\
+         train/loss_step (the batch's mean loss at theta) and lr_step at step = the global step, from step 0, as Lightning's log_every_n_steps; read from the step's statistics, which training reads anyway. Data-parallel: rank 0's part of the batch."),
 ];
 
 /// The key named `name`.
 pub fn find(name: &str) -> Option<&'static Key> {
     KEYS.iter().find(|k| k.name == name)
+}
+
+/// The names of the runtime keys, in the table's order: the settings a
+/// resumed run may change.
+pub fn runtime_names() -> Vec<&'static str> {
+    KEYS.iter()
+        .filter(|k| k.scope == Scope::Runtime)
+        .map(|k| k.name)
+        .collect()
 }
 
 /// The key whose value lives at `path`.

@@ -143,6 +143,14 @@ pub struct Runtime {
     /// whether it is on or off. Absent in older `runtime.toml` files: on.
     #[serde(default = "default_tensorboard")]
     pub tensorboard: bool,
+    /// The event file's step points: the training loss and learning rate
+    /// of every `log_every_n_steps`-th step (0: none), at step = the global
+    /// step ([`crate::tensorboard::StepPoint`]), as Lightning's
+    /// `log_every_n_steps` (default 50). A runtime setting: read from the
+    /// step's statistics, which the loop reads anyway, so it changes no
+    /// number of the run. Absent in older `runtime.toml` files: 50.
+    #[serde(default = "default_log_every_n_steps")]
+    pub log_every_n_steps: usize,
     /// Threads that decode a streamed data set's images (`imagenet:`;
     /// None: one per available core). A runtime setting: the batches do
     /// not depend on it.
@@ -162,12 +170,17 @@ fn default_tensorboard() -> bool {
     true
 }
 
+fn default_log_every_n_steps() -> usize {
+    50
+}
+
 impl Default for Runtime {
     fn default() -> Self {
         Runtime {
             device: None,
             threads: None,
             tensorboard: default_tensorboard(),
+            log_every_n_steps: default_log_every_n_steps(),
             workers: None,
             resident_data: false,
         }
