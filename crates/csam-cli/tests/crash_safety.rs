@@ -25,7 +25,7 @@ const SIGKILL: i32 = 9;
 /// A small SAM run on the bundled digits: about 0.1 s per epoch on a CPU.
 #[rustfmt::skip]
 const RUN: &[&str] = &[
-    "--data", "digits", "--model", "mlp", "--mlp-hidden", "64", "--val-size", "300",
+    "--data", "digits", "--model", "mlp", "--mlp-hidden", "64", "--val-size", "300", "--augment",
     "--batch-size", "32", "--lr", "0.05", "--optimizer", "sam", "--dropout", "0.1", "--epochs",
     EPOCHS, "--device", "cpu", "--threads", "1", "--quiet",
 ];
@@ -209,6 +209,8 @@ fn kill_at_random_moments_then_resume_gives_identical_weights() {
         let remaining = epochs - done;
         let lines = random.below(remaining.saturating_sub(1).max(1));
         let mut stdout = BufReader::new(child.stdout.take().unwrap()).lines();
+        // The recipe line comes first, before any epoch.
+        let _recipe = stdout.next();
         let mut last_line = Instant::now();
         let mut epoch_time = MAX_DELAY;
         let mut reached = true;

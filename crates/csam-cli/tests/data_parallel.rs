@@ -34,6 +34,7 @@ const DIGITS_1024: &[&str] = &[
     "digits",
     "--model",
     "mlp",
+    "--augment",
     "--val-size",
     "418",
     "--batch-size",

@@ -147,6 +147,78 @@ fn a_trained_and_resumed_run_holds_every_epoch_and_step_once() {
     assert_matches_logs(&python, &run, 2);
 }
 
+/// The (step, value) points of `tag` in the event file of `run`, in file
+/// order, as csam's own reader reads them: every record, also a step
+/// written twice (which TensorBoard's reader would fold into one).
+fn points(run: &Path, tag: &str) -> Vec<(i64, f32)> {
+    let files = event_files(run);
+    assert_eq!(files.len(), 1, "{files:?}");
+    let bytes = std::fs::read(&files[0]).unwrap();
+    let events = csam_train::tensorboard::read_events(&bytes).unwrap().events;
+    events
+        .iter()
+        .flat_map(|event| {
+            event
+                .scalars()
+                .iter()
+                .filter(|scalar| scalar.tag == tag)
+                .map(|scalar| (event.step, scalar.value))
+        })
+        .collect()
+}
+
+#[test]
+fn the_training_loss_every_n_steps_continues_through_a_resume_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = dir.path().join("run");
+    let every = ["--log-every-n-steps", "5"];
+    train(
+        &run,
+        &[&["--epochs", "2", "--stop-after-epoch", "1"][..], &every].concat(),
+    );
+    let first = points(&run, "train/loss_step");
+    train(&run, &[&["--epochs", "2", "--resume"][..], &every].concat());
+    // SAM perturbs every step: theory.jsonl has one line per step, with
+    // p_y = exp(-loss) of the step's batch at theta.
+    let theory = lines(&run.join("theory.jsonl"));
+    let p_y: BTreeMap<i64, f64> = theory
+        .iter()
+        .map(|line| {
+            let step = line["global_step"].as_i64().unwrap();
+            (step, line["p_y"].as_f64().unwrap())
+        })
+        .collect();
+    let steps: Vec<i64> = (0..theory.len() as i64).step_by(5).collect();
+    assert!(steps.len() > 4, "{steps:?}");
+    let loss = points(&run, "train/loss_step");
+    let at: Vec<i64> = loss.iter().map(|&(step, _)| step).collect();
+    assert_eq!(at, steps, "every 5th global step from 0, each once");
+    assert!(!first.is_empty() && loss[..first.len()] == first[..]);
+    for &(step, value) in &loss {
+        let expected = -p_y[&step].ln();
+        assert!(
+            (f64::from(value) - expected).abs() < 1e-5,
+            "step {step}: {value} vs {expected}"
+        );
+    }
+    let lr = points(&run, "lr_step");
+    let lr_at: Vec<i64> = lr.iter().map(|&(step, _)| step).collect();
+    assert_eq!(lr_at, steps);
+    assert_eq!(lr[0].1, 0.05, "the peak lr at step 0");
+    assert!(
+        lr.windows(2).all(|w| w[1].1 < w[0].1),
+        "cosine decay: {lr:?}"
+    );
+    if let Some(python) = python() {
+        let scalars = read_tensorboard(&python, &run);
+        let read: Vec<(i64, f64)> = loss.iter().map(|&(s, v)| (s, f64::from(v))).collect();
+        assert_eq!(
+            scalars["train/loss_step"], read,
+            "TensorBoard reads the same points"
+        );
+    }
+}
+
 #[test]
 fn report_writes_the_event_file_of_a_run_trained_without_one() {
     let Some(python) = python() else { return };

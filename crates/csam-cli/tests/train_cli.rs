@@ -3,6 +3,8 @@
 
 mod support;
 
+use csam_lab::experiment::base::default_base;
+use csam_train::spec::{RunSpec, ValSize, DEFAULT_VAL_FRACTION};
 use std::path::Path;
 use std::process::{Command, Output};
 use support::{text, DIGITS_MLP};
@@ -122,6 +124,80 @@ fn config_file_is_overridden_by_flags_and_saved() {
         hidden,
         &vec![toml::Value::Integer(64), toml::Value::Integer(32)]
     );
+}
+
+/// A saved `config.toml`, read as the spec it holds.
+fn saved_spec(run: &Path) -> RunSpec {
+    let path = run.join("config.toml");
+    let text = std::fs::read_to_string(&path).unwrap();
+    RunSpec::from_saved_toml(&text, &path.display().to_string()).unwrap()
+}
+
+/// The first line `csam train` printed.
+fn first_line(output: &Output) -> String {
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    stdout.lines().next().unwrap_or_default().to_string()
+}
+
+#[test]
+fn a_run_without_settings_trains_the_compare_recipe_and_names_it_first() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("run");
+    let args = ["--device", "cpu", "--threads", "1", "--quiet"];
+    // One epoch to keep it short; every setting of the run but --epochs is a default.
+    let run = out.to_str().unwrap();
+    let mut command = vec!["train", "--data", "digits", "--epochs", "1", "--out", run];
+    command.extend_from_slice(&args);
+    let trained = csam(&command);
+    assert!(trained.status.success(), "{}", text(&trained));
+    assert_eq!(
+        first_line(&trained),
+        "recipe: model mlp, data digits, epochs 1, lr 0.05, batch 128, optimizer sgd, \
+         rule sgd, augmentation off, precision fp32"
+    );
+    // The base of `csam compare --data digits`, holding out its 20% as a fraction.
+    let mut compare = default_base();
+    compare.data.source = "digits".parse().unwrap();
+    compare.data.val_size = ValSize::Fraction(DEFAULT_VAL_FRACTION);
+    compare.epochs = 1;
+    assert_eq!(saved_spec(&out), compare);
+}
+
+#[test]
+fn settings_given_win_over_the_recipe_and_a_resumed_run_keeps_its_own() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("run.toml");
+    // The earlier defaults of csam train, the paper's CIFAR recipe, but the model.
+    let file = "data = \"digits\"\nepochs = 2\nlr = 0.1\naugment = true\nval_size = 0.1\n";
+    std::fs::write(&config, file).unwrap();
+    let out = dir.path().join("run");
+    let run = out.to_str().unwrap();
+    let args = ["--device", "cpu", "--threads", "1", "--quiet", "--out", run];
+    let mut first = vec![
+        "train",
+        "--config",
+        config.to_str().unwrap(),
+        "--batch-size",
+        "64",
+    ];
+    first.extend_from_slice(&args);
+    first.extend_from_slice(&["--stop-after-epoch", "1"]);
+    let stopped = csam(&first);
+    assert!(stopped.status.success(), "{}", text(&stopped));
+    let recipe = "recipe: model mlp, data digits, epochs 2, lr 0.1, batch 64, optimizer sgd, \
+                  rule sgd, augmentation on, precision fp32";
+    assert_eq!(first_line(&stopped), recipe);
+    let spec = saved_spec(&out);
+    assert_eq!(spec.data.val_size, ValSize::Fraction(0.1));
+    assert_eq!(spec.optim.weight_decay, 5e-4);
+
+    let mut again = vec!["train", "--resume"];
+    again.extend_from_slice(&args);
+    let resumed = csam(&again);
+    assert!(resumed.status.success(), "{}", text(&resumed));
+    assert_eq!(first_line(&resumed), recipe, "the run's own settings");
+    assert_eq!(saved_spec(&out), spec);
+    assert!(out.join("summary.json").exists());
 }
 
 #[test]
@@ -430,6 +506,8 @@ fn a_second_writer_is_refused_and_a_killed_writers_lock_is_taken_over() {
         .spawn()
         .unwrap();
     let mut lines = BufReader::new(first.stdout.take().unwrap()).lines();
+    let recipe = lines.next().unwrap().unwrap();
+    assert!(recipe.starts_with("recipe: model mlp"), "{recipe}");
     let line = lines.next().unwrap().unwrap();
     assert!(line.contains("epoch 1/1000"), "{line}");
 

@@ -127,6 +127,9 @@ fn every_key_round_trips_through_the_spec_and_its_toml() {
                     "tensorboard" => Some(toml::Value::Boolean(runtime.tensorboard)),
                     "resident_data" => Some(toml::Value::Boolean(runtime.resident_data)),
                     "workers" => runtime.workers.map(|t| toml::Value::Integer(t as i64)),
+                    "log_every_n_steps" => {
+                        Some(toml::Value::Integer(runtime.log_every_n_steps as i64))
+                    }
                     _ => runtime.threads.map(|t| toml::Value::Integer(t as i64)),
                 };
                 assert_eq!(got, Some(value), "{}", key.name);

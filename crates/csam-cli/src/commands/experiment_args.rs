@@ -241,6 +241,7 @@ impl RunArgs {
             // threads.
             workers: None,
             resident_data: false,
+            ..Runtime::default()
         }
     }
 

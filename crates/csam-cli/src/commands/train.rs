@@ -66,10 +66,12 @@ pub fn run(args: TrainArgs) -> anyhow::Result<()> {
         let layers = match &args.config {
             // The settings restated (as `csam compare` does for every run): the
             // run refuses any that differ from its config.toml.
-            Some(path) => SpecLayers::new().file(path).map_err(spec_error)?,
+            Some(path) => SpecLayers::over_recipe().file(path).map_err(spec_error)?,
             None => {
                 let text = std::fs::read_to_string(&saved)
                     .with_context(|| format!("reading {}", saved.display()))?;
+                // The run's own spec, every key of the recipe included: a
+                // resumed run keeps the defaults it started with.
                 let spec = RunSpec::from_saved_toml(&text, &saved.display().to_string())?;
                 SpecLayers::new().spec(&spec)
             }
@@ -90,15 +92,21 @@ pub fn run(args: TrainArgs) -> anyhow::Result<()> {
         }
     } else {
         match &args.config {
-            Some(path) => SpecLayers::new().file(path).map_err(spec_error)?,
-            None => SpecLayers::new(),
+            Some(path) => SpecLayers::over_recipe().file(path).map_err(spec_error)?,
+            None => SpecLayers::over_recipe(),
         }
     };
     let (spec, runtime) = layers
         .flags(flags)
         .and_then(SpecLayers::build)
         .map_err(spec_error)?;
-    for warning in spec.validate().map_err(spec_error)? {
+    let warnings = spec.validate().map_err(spec_error)?;
+    let replica = join_replicas(args.dist_timeout)?;
+    let writes = replica.as_ref().is_none_or(Replica::writes);
+    if writes {
+        println!("{}", spec.recipe_line());
+    }
+    for warning in warnings {
         eprintln!("warning: {warning}");
     }
     let request = TrainRequest {
@@ -108,8 +116,6 @@ pub fn run(args: TrainArgs) -> anyhow::Result<()> {
         resume: args.resume,
         stop_after_epoch: args.stop_after_epoch,
     };
-    let replica = join_replicas(args.dist_timeout)?;
-    let writes = replica.as_ref().is_none_or(Replica::writes);
     let context = || format!("training into {}", args.out.display());
     let out = args.out.display();
     let spec_errors = |e| {

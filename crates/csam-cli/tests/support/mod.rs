@@ -8,13 +8,16 @@ pub mod probabilities;
 pub mod report;
 
 /// A small valid training run: the bundled digits, an MLP, one CPU thread
-/// (seconds per epoch); tests add `--out` and `--epochs`.
+/// (seconds per epoch); tests add `--out` and `--epochs`. With augmentation
+/// (off in the default recipe), so that the runs cover its random crops and
+/// their replay on resume.
 #[allow(dead_code)] // not every test binary trains
 pub const DIGITS_MLP: &[&str] = &[
     "--data",
     "digits",
     "--model",
     "mlp",
+    "--augment",
     "--val-size",
     "300",
     "--batch-size",

@@ -18,8 +18,8 @@ use csam_train::spec::{OptimizerFamily, RunSpec, UpdateRule, Warning};
 use crate::error::{LabError, Result};
 
 /// The fraction of the training part held out for validation when no
-/// validation size is given.
-pub const DEFAULT_VAL_FRACTION: f64 = 0.2;
+/// validation size is given: the default recipe's.
+pub use csam_train::spec::DEFAULT_VAL_FRACTION;
 
 /// How far apart the seeds of a deep ensemble's members lie: member `j` of
 /// the replicate seeded `s` trains with seed `s + 1,000,000 j` (so that the
@@ -184,7 +184,9 @@ impl CompareSettings {
 }
 
 /// [`DEFAULT_VAL_FRACTION`] of the training part of `data` (rounded down, at
-/// least 1): the validation size when none is given.
+/// least 1): the validation size when none is given. (`csam train` holds out
+/// the fraction itself, rounded to the nearest count: the same count for
+/// every bundled data set.)
 pub fn default_val_size(data: &str) -> Result<usize> {
     let spec: DatasetSpec = data.parse()?;
     let source = data::load(&spec)?;

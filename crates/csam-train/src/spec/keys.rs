@@ -183,18 +183,18 @@ pub static KEYS: &[Key] = &[
         "Data set: a bundled name, or a format and its path (SOURCE:PATH)\n\
          Bundled: fashion-mnist, digits, mnist, fashion-mnist-full. From files: idx:DIR, cifar10:DIR, cifar100:DIR, npy:IMAGES,LABELS, folder:DIR, svhn:DIR, tiny-imagenet:DIR, imagenet:DIR."),
     key("val_size", &["data", "val_size"], CountOrFraction,
-        "Validation hold-out: a count (5000) or a fraction (0.1) (default 0.1)\n\
+        "Validation hold-out: a count (5000) or a fraction (0.1) (default 0.2)\n\
          Taken from the training part, stratified by class."),
     key("split_seed", &["data", "split_seed"], Count,
         "Seed of the validation hold-out (default: the run's seed; runs that share it share their split)"),
     key("augment", &["data", "augment"], Switch,
-        "Training augmentation: random crop with padding, flip where the data allows it (default true)"),
+        "Training augmentation: random crop with padding, flip where the data allows it (default false)"),
     key("shuffle", &["data", "shuffle"], Switch,
         "Reshuffle the training set every epoch (default true)"),
     key("seed", &["seed"], Count,
         "Seed of initialisation, split, data order and dropout (default 0)"),
     key("model", &["model", "arch"], Text,
-        "Model: an architecture of the registry, or torchscript:FILE (default resnet20)\n\
+        "Model: an architecture of the registry, or torchscript:FILE (default mlp)\n\
          The architectures are listed in docs/models.md; torchscript:FILE is a PyTorch model saved with torch.jit.script."),
     when("script", &["model", "script"], Text, ("model", &["torchscript"]),
         "The file of a torchscript model (--model torchscript:FILE says both)\n\
@@ -315,9 +315,9 @@ pub static KEYS: &[Key] = &[
          alpha >= 0 for mixup (0: no mixing), > 0 for MIT-L (Zhang et al. 2018; Wang et al. 2023)."),
     when("mit_margin", &["mixing", "margin"], Real, ("mixing", &["mit-l"]),
         "MIT-L's least gap l1 - l2 between its two coefficients, in [0, 1) (default 0, Wang et al. 2023)"),
-    key("epochs", &["epochs"], Count, "Number of epochs (default 200)"),
+    key("epochs", &["epochs"], Count, "Number of epochs (default 20)"),
     key("batch_size", &["batch_size"], Count, "Mini-batch size (default 128)"),
-    key("lr", &["optim", "lr"], Real, "Peak learning rate (default 0.1)"),
+    key("lr", &["optim", "lr"], Real, "Peak learning rate (default 0.05)"),
     key("weight_decay", &["optim", "weight_decay"], Real,
         "Weight decay of the base optimizer; with bSAM its delta, the prior precision over N (default 5e-4)"),
     key("clip", &["optim", "clip"], Real, "Clip the global L2 norm of the descent gradient"),
@@ -422,11 +422,23 @@ pub static KEYS: &[Key] = &[
     runtime("tensorboard", Switch,
         "Write a TensorBoard event file into the run directory (default true)\n\
          events.out.tfevents.* holds every number of metrics.jsonl per epoch and, with track_theory, of theory.jsonl per step; tensorboard --logdir DIR plots it, also while the run trains. On by default: under a kilobyte per epoch, one append per epoch, and no number of the run changes."),
+    runtime("log_every_n_steps", Count,
+        "The event file's training loss and learning rate every N steps (default 50; 0: none)\n\
+         train/loss_step (the batch's mean loss at theta) and lr_step at step = the global step, from step 0, as Lightning's log_every_n_steps; read from the step's statistics, which training reads anyway. Data-parallel: rank 0's part of the batch."),
 ];
 
 /// The key named `name`.
 pub fn find(name: &str) -> Option<&'static Key> {
     KEYS.iter().find(|k| k.name == name)
+}
+
+/// The names of the runtime keys, in the table's order: the settings a
+/// resumed run may change.
+pub fn runtime_names() -> Vec<&'static str> {
+    KEYS.iter()
+        .filter(|k| k.scope == Scope::Runtime)
+        .map(|k| k.name)
+        .collect()
 }
 
 /// The key whose value lives at `path`.

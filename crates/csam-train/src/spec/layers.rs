@@ -1,5 +1,6 @@
-//! Building a [`RunSpec`] from layers of settings: defaults < a settings
-//! file (nested, or flat keys) < flat keys from the command line. Flat keys
+//! Building a [`RunSpec`] from layers of settings: defaults (the spec's own,
+//! or the default recipe's, [`SpecLayers::over_recipe`]) < a settings file
+//! (nested, or flat keys) < flat keys from the command line. Flat keys
 //! are placed in the tree by [`keys::KEYS`]; a flat key given for a branch
 //! that does not read it (`rho` on an SGD run) is refused, never ignored.
 
@@ -9,6 +10,7 @@ use std::path::Path;
 use serde::Deserialize;
 
 use super::keys::{self, Applies, Key, Scope, ValueKind};
+use super::recipe;
 use super::ConfigError;
 use super::{DataSpec, RunSpec, Runtime, SCHEMA_VERSION};
 use csam_data::DatasetSpec;
@@ -40,6 +42,8 @@ pub struct SpecLayers {
     given: Vec<&'static Key>,
     origins: Vec<String>,
     inapplicable: Inapplicable,
+    /// The default recipe lies below the layers.
+    recipe: bool,
 }
 
 impl Default for SpecLayers {
@@ -50,14 +54,25 @@ impl Default for SpecLayers {
             given: Vec::new(),
             origins: Vec::new(),
             inapplicable: Inapplicable::Refuse,
+            recipe: false,
         }
     }
 }
 
 impl SpecLayers {
-    /// No settings yet: every key at its default.
+    /// No settings yet: every key at the spec's own default ([`RunSpec::new`]).
     pub fn new() -> SpecLayers {
         SpecLayers::default()
+    }
+
+    /// No settings yet, over the default recipe ([`RunSpec::recipe`]): each
+    /// of the recipe's keys that no layer sets takes the recipe's value, the
+    /// others the spec's own default. What `csam train` starts a run from.
+    pub fn over_recipe() -> SpecLayers {
+        SpecLayers {
+            recipe: true,
+            ..SpecLayers::default()
+        }
     }
 
     /// Layers a settings file: the nested layout of a `config.toml` (with
@@ -157,6 +172,20 @@ impl SpecLayers {
 
     /// The spec (normalised, not yet validated) and the runtime settings.
     pub fn build(mut self) -> Result<(RunSpec, Runtime), ConfigError> {
+        if self.recipe {
+            // A source that does not parse is refused below, as the data.
+            let source = lookup(&self.nested, &["data", "source"])
+                .and_then(toml::Value::as_str)
+                .and_then(|text| text.parse::<DatasetSpec>().ok())
+                .unwrap_or(DatasetSpec::Digits);
+            for (name, value) in recipe::recipe_keys(source) {
+                // Invariant: the recipe's keys are keys of the table.
+                let key = keys::find(&name).expect("the recipe's keys are keys");
+                if lookup(&self.nested, key.path).is_none() {
+                    insert(&mut self.nested, key.path, value);
+                }
+            }
+        }
         let defaults = defaults();
         self.check_applicable(&defaults)?;
         fill_default_branches(&mut self.nested, &defaults);

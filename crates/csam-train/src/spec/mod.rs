@@ -32,7 +32,10 @@
 //! ([`RunSpec::to_toml`]). Settings also come as flat keys (the command line's
 //! flags, a flat `--config` file, and the `config.toml` of runs written
 //! before the schema existed): [`keys::KEYS`] maps each flat key to its place
-//! in the tree, and [`SpecLayers`] layers defaults < file < flags.
+//! in the tree, and [`SpecLayers`] layers defaults < file < flags. A new run
+//! of `csam train` starts from the default recipe ([`RunSpec::recipe`], the
+//! MLP protocol of `csam compare`); a field's serde default, what a saved
+//! `config.toml` means where it leaves the field out, is [`RunSpec::new`]'s.
 
 mod check;
 mod data;
@@ -43,6 +46,7 @@ mod loss;
 mod mixing;
 mod model;
 mod optim;
+mod recipe;
 mod selection;
 mod text;
 
@@ -55,6 +59,7 @@ pub use loss::LossSpec;
 pub use mixing::MixingSpec;
 pub use model::{ModelSpec, DEFAULT_MLP_HIDDEN};
 pub use optim::{BaseSpec, OptimSpec, OptimizerFamily, Schedule, Sharpness, UpdateRule};
+pub use recipe::DEFAULT_VAL_FRACTION;
 pub use selection::BestMetric;
 
 use csam_calib::metrics::summary::MetricOptions;
@@ -138,6 +143,14 @@ pub struct Runtime {
     /// whether it is on or off. Absent in older `runtime.toml` files: on.
     #[serde(default = "default_tensorboard")]
     pub tensorboard: bool,
+    /// The event file's step points: the training loss and learning rate
+    /// of every `log_every_n_steps`-th step (0: none), at step = the global
+    /// step ([`crate::tensorboard::StepPoint`]), as Lightning's
+    /// `log_every_n_steps` (default 50). A runtime setting: read from the
+    /// step's statistics, which the loop reads anyway, so it changes no
+    /// number of the run. Absent in older `runtime.toml` files: 50.
+    #[serde(default = "default_log_every_n_steps")]
+    pub log_every_n_steps: usize,
     /// Threads that decode a streamed data set's images (`imagenet:`;
     /// None: one per available core). A runtime setting: the batches do
     /// not depend on it.
@@ -157,12 +170,17 @@ fn default_tensorboard() -> bool {
     true
 }
 
+fn default_log_every_n_steps() -> usize {
+    50
+}
+
 impl Default for Runtime {
     fn default() -> Self {
         Runtime {
             device: None,
             threads: None,
             tensorboard: default_tensorboard(),
+            log_every_n_steps: default_log_every_n_steps(),
             workers: None,
             resident_data: false,
         }

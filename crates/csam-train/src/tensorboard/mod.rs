@@ -1,6 +1,8 @@
 //! TensorBoard event files: every run directory's `events.out.tfevents.*`
-//! holds the numbers of its `metrics.jsonl` (step = epoch) and
-//! `theory.jsonl` (step = global step) as TensorBoard scalars, so that
+//! holds the numbers of its `metrics.jsonl` (step = epoch), of its
+//! `theory.jsonl` (step = global step) and, every few steps, the step's
+//! training loss and learning rate (step = global step; [`StepPoint`]) as
+//! TensorBoard scalars, so that
 //! `tensorboard --logdir DIR` plots a run, or every run of a comparison,
 //! while it trains.
 //!
@@ -17,6 +19,7 @@ pub mod scalars;
 
 pub use proto::{Event, Scalar, What};
 pub use run_file::{backfill, backfill_all, event_files, EventWriter, Progress, FILE_PREFIX};
+pub use scalars::StepPoint;
 
 /// Bytes that are not an event file.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

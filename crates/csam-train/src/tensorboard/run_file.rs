@@ -2,8 +2,8 @@
 //! named as PyTorch's `SummaryWriter` names its files (creation time in
 //! 10 digits, so names sort by age).
 //!
-//! Training appends each epoch's events (its theory steps, then its
-//! metrics) as whole records and syncs them before the epoch's checkpoint,
+//! Training appends each epoch's events (its theory steps, its step points,
+//! then its metrics) as whole records and syncs them before the epoch's checkpoint,
 //! so TensorBoard can read the file while the run trains. A run killed
 //! before its checkpoint may leave events of an epoch that resuming trains
 //! again, or a record cut short: [`EventWriter::for_run`] keeps only the
@@ -11,7 +11,9 @@
 //! any), so a resumed run's file holds each step once. A run without an
 //! event file (trained before this existed, or with event files off) gets
 //! one built from its `metrics.jsonl` and `theory.jsonl`, as [`backfill`]
-//! builds it for a finished run.
+//! builds it for a finished run. No log keeps the step points (a step's
+//! loss and learning rate), so the epochs a file gets from the logs lack
+//! them.
 
 use std::fs::OpenOptions;
 use std::io::Write;
@@ -21,7 +23,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use super::proto::{Event, What};
 use super::read_events;
 use super::record::frame;
-use super::scalars::{epoch_event, is_theory, theory_event};
+use super::scalars::{epoch_event, is_stepped, step_event, theory_event, StepPoint};
 use crate::theory::{theory_log, TheoryRecord};
 use crate::train::atomic::write_atomic;
 use crate::train::lock::{hostname, RunLock};
@@ -90,11 +92,17 @@ impl EventWriter {
         &self.path
     }
 
-    /// Appends an epoch's events, its theory steps' and its metrics', all
-    /// at this moment's wall time, and syncs them to disk.
-    pub fn append_epoch(&self, record: &EpochRecord, theory: &[TheoryRecord]) -> Result<()> {
+    /// Appends an epoch's events, its theory steps', its step points' and
+    /// its metrics', all at this moment's wall time, and syncs them to disk.
+    pub fn append_epoch(
+        &self,
+        record: &EpochRecord,
+        theory: &[TheoryRecord],
+        points: &[StepPoint],
+    ) -> Result<()> {
         let now = now();
         let mut events: Vec<Event> = theory.iter().map(|t| theory_event(t, now)).collect();
+        events.extend(points.iter().map(|p| step_event(p, now)));
         events.push(epoch_event(record, now));
         self.append(&events)
     }
@@ -254,10 +262,10 @@ fn keep_committed(path: &Path, done: Progress) -> Result<usize> {
     for event in read.events {
         let committed = match event.what {
             What::FileVersion(_) => true,
-            What::Summary(_) if is_theory(&event) => event.step < done.global_step as i64,
+            What::Summary(_) if is_stepped(&event) => event.step < done.global_step as i64,
             What::Summary(_) => event.step <= done.epochs as i64,
         };
-        if committed && matches!(event.what, What::Summary(_)) && !is_theory(&event) {
+        if committed && matches!(event.what, What::Summary(_)) && !is_stepped(&event) {
             last = last.max(usize::try_from(event.step).unwrap_or(0));
         }
         match committed {
@@ -354,7 +362,7 @@ mod tests {
         (dir, run)
     }
 
-    /// (step, is theory) of every summary event of the file.
+    /// (step, is stepped by the global step) of every summary event of the file.
     fn steps(path: &Path) -> Vec<(i64, bool)> {
         let read = read_events(&std::fs::read(path).unwrap()).unwrap();
         assert_eq!(
@@ -363,7 +371,7 @@ mod tests {
         );
         read.events[1..]
             .iter()
-            .map(|e| (e.step, is_theory(e)))
+            .map(|e| (e.step, is_stepped(e)))
             .collect()
     }
 
@@ -377,7 +385,15 @@ mod tests {
         let writer = EventWriter::for_run(&run, start).unwrap();
         for epoch in 1..=3 {
             let steps = [step(epoch, 2 * epoch - 2), step(epoch, 2 * epoch - 1)];
-            writer.append_epoch(&record(epoch), &steps).unwrap();
+            // A point every other step: the epoch's first.
+            let points = [StepPoint {
+                global_step: 2 * epoch - 2,
+                loss: 1.0 / epoch as f64,
+                lr: 0.1,
+            }];
+            writer
+                .append_epoch(&record(epoch), &steps, &points)
+                .unwrap();
         }
         // Killed after epoch 3's events, before its checkpoint, mid-record.
         let mut bytes = std::fs::read(writer.path()).unwrap();
@@ -392,9 +408,11 @@ mod tests {
         let expected = [
             (0, true),
             (1, true),
+            (0, true),
             (1, false),
             (2, true),
             (3, true),
+            (2, true),
             (2, false),
         ];
         assert_eq!(steps(again.path()), expected);
@@ -416,7 +434,7 @@ mod tests {
         let writer = EventWriter::for_run(&RunDir::new(run.root()), start).unwrap();
         std::fs::write(writer.path(), encode(&[Event::file_version(0.0)])).unwrap();
         writer
-            .append_epoch(&record(1), &[step(1, 0), step(1, 1)])
+            .append_epoch(&record(1), &[step(1, 0), step(1, 1)], &[])
             .unwrap();
         let done = Progress {
             epochs: 3,
@@ -443,7 +461,7 @@ mod tests {
             global_step: 0,
         };
         let writer = EventWriter::for_run(&run, start).unwrap();
-        writer.append_epoch(&record(1), &[]).unwrap();
+        writer.append_epoch(&record(1), &[], &[]).unwrap();
         let mut bytes = std::fs::read(writer.path()).unwrap();
         let last = bytes.len() - 6;
         bytes[last] ^= 1;

@@ -7,6 +7,9 @@
 //! are 1 / 0 (averaged by TensorBoard's smoothing, `theory/lemma2_holds` is
 //! the running fraction of steps where Lemma 2 held); absent and null
 //! values (a metric a run does not compute, an undefined ratio) are left out.
+//! Every few steps, the training loss and learning rate of the step
+//! ([`StepPoint`], tags [`STEP_LOSS_TAG`] and [`STEP_LR_TAG`]) at step = the
+//! global step, as Lightning's `log_every_n_steps` logs them.
 
 use serde::Serialize;
 use serde_json::Value;
@@ -17,6 +20,51 @@ use crate::train::metrics_log::EpochRecord;
 
 /// The tag prefix of the theory diagnostics.
 pub const THEORY_PREFIX: &str = "theory/";
+
+/// The tag of a step's training loss: the mean over its batch at theta
+/// (the first pass), as the epoch's `train/loss` averages it.
+pub const STEP_LOSS_TAG: &str = "train/loss_step";
+
+/// The tag of a step's learning rate, beside the epoch's `lr`.
+pub const STEP_LR_TAG: &str = "lr_step";
+
+/// The training loss and learning rate of one step, numbered as
+/// `theory.jsonl` numbers its steps (the global step, from 0). A
+/// data-parallel run records rank 0's part of the batch, as Lightning
+/// logs a step's loss without `sync_dist`.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct StepPoint {
+    /// The step's global number.
+    pub global_step: usize,
+    /// The batch's mean training loss at theta.
+    pub loss: f64,
+    /// The learning rate the step took.
+    pub lr: f64,
+}
+
+impl StepPoint {
+    /// Whether the step numbered `global_step` is recorded when a point is
+    /// taken every `every` steps (0: none): steps 0, `every`, `2 every`, ...
+    pub fn is_due(global_step: usize, every: usize) -> bool {
+        every > 0 && global_step.is_multiple_of(every)
+    }
+}
+
+/// The event of a step's point, at `wall_time`.
+pub fn step_event(point: &StepPoint, wall_time: f64) -> Event {
+    let scalar = |tag: &str, value: f64| Scalar {
+        tag: tag.to_string(),
+        value: value as f32,
+    };
+    Event {
+        wall_time,
+        step: point.global_step as i64,
+        what: What::Summary(vec![
+            scalar(STEP_LOSS_TAG, point.loss),
+            scalar(STEP_LR_TAG, point.lr),
+        ]),
+    }
+}
 
 /// The event of one epoch's `metrics.jsonl` line, at `wall_time`.
 pub fn epoch_event(record: &EpochRecord, wall_time: f64) -> Event {
@@ -36,13 +84,22 @@ pub fn theory_event(record: &TheoryRecord, wall_time: f64) -> Event {
     }
 }
 
-/// Whether `event` holds theory diagnostics (stepped by the global step)
-/// rather than an epoch's metrics (stepped by the epoch).
+/// Whether `event` holds theory diagnostics.
 pub fn is_theory(event: &Event) -> bool {
     event
         .scalars()
         .first()
         .is_some_and(|s| s.tag.starts_with(THEORY_PREFIX))
+}
+
+/// Whether `event` is stepped by the global step (theory diagnostics, a
+/// step's point) rather than by the epoch (an epoch's metrics).
+pub fn is_stepped(event: &Event) -> bool {
+    is_theory(event)
+        || event
+            .scalars()
+            .first()
+            .is_some_and(|s| s.tag == STEP_LOSS_TAG)
 }
 
 /// The numbers of `record` as scalars tagged `prefix` + their JSON path,
@@ -154,6 +211,25 @@ mod tests {
             ]
         );
         assert_eq!(value(&event, "theory/lemma2_holds"), Some(0.0));
-        assert!(is_theory(&event));
+        assert!(is_theory(&event) && is_stepped(&event));
+    }
+
+    #[test]
+    fn a_step_point_is_its_loss_and_lr_at_the_global_step() {
+        let point = StepPoint {
+            global_step: 150,
+            loss: 0.75,
+            lr: 0.025,
+        };
+        let event = step_event(&point, 1.0);
+        assert_eq!(event.step, 150);
+        assert_eq!(value(&event, "train/loss_step"), Some(0.75));
+        assert_eq!(value(&event, "lr_step"), Some(0.025));
+        assert_eq!(event.scalars().len(), 2);
+        assert!(is_stepped(&event) && !is_theory(&event));
+        assert!(!is_stepped(&epoch_event(&record(), 1.0)));
+        let due: Vec<usize> = (0..120).filter(|&s| StepPoint::is_due(s, 50)).collect();
+        assert_eq!(due, [0, 50, 100]);
+        assert!(!(0..120).any(|s| StepPoint::is_due(s, 0)));
     }
 }

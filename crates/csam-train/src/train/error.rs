@@ -36,10 +36,10 @@ pub enum TrainError {
     /// A run resumed with settings it did not start with.
     #[error(
         "resuming with settings that differ from {} ({}); a resumed run must use the settings \
-         it started with (only the runtime settings may change: device, threads, workers, \
-         resident_data, tensorboard)",
+         it started with (only the runtime settings may change: {})",
         .config.display(),
-        .changed.join(", ")
+        .changed.join(", "),
+        crate::spec::keys::runtime_names().join(", ")
     )]
     ResumeSettings {
         config: PathBuf,

@@ -21,7 +21,7 @@ use super::rundir::{Plan, RunDir, Split};
 use super::session::Session;
 use super::summary::RunSummary;
 use crate::spec::{BestMetric, RunSpec, Runtime};
-use crate::tensorboard::{EventWriter, Progress};
+use crate::tensorboard::{EventWriter, Progress, StepPoint};
 use crate::theory::{self, TheoryLog, TheoryRecord, TheorySummary};
 use csam_calib::metrics::summary::MetricSummary;
 use csam_data::Shard;
@@ -287,6 +287,10 @@ fn train(training: Training, observer: &mut dyn RunObserver) -> Result<RunOutcom
     } = training;
     let spec = session.spec.clone();
     let tensorboard = runtime.tensorboard;
+    let point_every = match tensorboard {
+        true => runtime.log_every_n_steps,
+        false => 0,
+    };
     run_dir.remove_temporaries()?;
     // This attempt replaces the record of an earlier one that diverged.
     Divergence::clear(&run_dir)?;
@@ -315,14 +319,8 @@ fn train(training: Training, observer: &mut dyn RunObserver) -> Result<RunOutcom
 
     for epoch in state.epochs_done + 1..=spec.epochs {
         let started = Instant::now();
-        let mut theory_records = Vec::new();
-        let (train, lr) = train_epoch(
-            &mut session,
-            &mut state,
-            epoch,
-            observer,
-            &mut theory_records,
-        )?;
+        let mut steps = StepRecords::every(point_every);
+        let (train, lr) = train_epoch(&mut session, &mut state, epoch, observer, &mut steps)?;
         let balcal_lambda = session.trainer.end_epoch_steps()?;
         let val = session.predict_split(Split::Val)?;
         if val.non_finite_rows() > 0 {
@@ -361,13 +359,13 @@ fn train(training: Training, observer: &mut dyn RunObserver) -> Result<RunOutcom
             theory: theory_log.as_ref(),
             events: events.as_ref(),
         };
-        save_epoch(&run_dir, logs, &theory_records, &session, &state, &record).map_err(
-            |cause| TrainError::SaveFailed {
+        save_epoch(&run_dir, logs, &steps, &session, &state, &record).map_err(|cause| {
+            TrainError::SaveFailed {
                 epoch,
                 last_good_epoch,
                 cause: Box::new(cause),
-            },
-        )?;
+            }
+        })?;
         observer.epoch_finished(&record, spec.epochs);
         if stop_after_epoch == Some(epoch) && epoch < spec.epochs {
             return Ok(RunOutcome::Stopped { epoch });
@@ -429,7 +427,8 @@ fn follow(training: Training, observer: &mut dyn RunObserver, rank: usize) -> Re
     let mut state = restore(&mut session, &run_dir, resuming)?;
     let epochs = session.spec.epochs;
     for epoch in state.epochs_done + 1..=epochs {
-        train_epoch(&mut session, &mut state, epoch, observer, &mut Vec::new())?;
+        let mut steps = StepRecords::every(0);
+        train_epoch(&mut session, &mut state, epoch, observer, &mut steps)?;
         state.epochs_done = epoch;
         if stop_after_epoch == Some(epoch) && epoch < epochs {
             return Ok(RunOutcome::Stopped { epoch });
@@ -450,6 +449,26 @@ struct EpochLogs<'a> {
     events: Option<&'a EventWriter>,
 }
 
+/// What an epoch records of its steps besides its statistics: the theory
+/// diagnostics of every perturbed step (with `track_theory`), and the
+/// event file's point of every `every`-th step (0: none).
+struct StepRecords {
+    theory: Vec<TheoryRecord>,
+    points: Vec<StepPoint>,
+    every: usize,
+}
+
+impl StepRecords {
+    /// None yet; a point every `every` steps.
+    fn every(every: usize) -> StepRecords {
+        StepRecords {
+            theory: Vec::new(),
+            points: Vec::new(),
+            every,
+        }
+    }
+}
+
 /// Writes an epoch's results: the best weights when it improved, its
 /// theory records when tracked, its log line, its events, then its
 /// checkpoint, which commits the epoch (a run killed before that repeats it
@@ -457,7 +476,7 @@ struct EpochLogs<'a> {
 fn save_epoch(
     run_dir: &RunDir,
     logs: EpochLogs<'_>,
-    theory: &[TheoryRecord],
+    steps: &StepRecords,
     session: &Session,
     state: &TrainState,
     record: &EpochRecord,
@@ -467,11 +486,11 @@ fn save_epoch(
         checkpoint::save_weights(weights, &run_dir.best_model())?;
     }
     if let Some(theory_log) = logs.theory {
-        theory_log.append_all(theory)?;
+        theory_log.append_all(&steps.theory)?;
     }
     logs.metrics.append(record)?;
     if let Some(events) = logs.events {
-        events.append_epoch(record, theory)?;
+        events.append_epoch(record, &steps.theory, &steps.points)?;
     }
     let optimizer = session.trainer.optimizer_state();
     checkpoint::save(run_dir, state, weights, &optimizer, &session.spec)
@@ -501,14 +520,15 @@ fn diverged(epoch: usize, step: usize, what: &str, state: &TrainState) -> TrainE
 
 /// One pass over the training split. Returns the epoch's training stats and
 /// its last learning rate; with `track_theory`, pushes the record of every
-/// perturbed step onto `theory` (derived from the step's own statistics: no
-/// extra forward pass).
+/// perturbed step onto `records.theory` (derived from the step's own
+/// statistics: no extra forward pass), and the point of every due step
+/// onto `records.points` (the loss the step read back anyway: no extra sync).
 fn train_epoch(
     session: &mut Session,
     state: &mut TrainState,
     epoch: usize,
     observer: &mut dyn RunObserver,
-    theory: &mut Vec<TheoryRecord>,
+    records: &mut StepRecords,
 ) -> Result<(TrainStats, f64)> {
     let spec = &session.spec;
     // Dropout and any other libtorch randomness of this epoch depend on
@@ -539,8 +559,15 @@ fn train_epoch(
             Ok(stats) => stats,
             Err(message) => return Err(diverged(epoch, step + 1, &message, state)),
         };
+        if StepPoint::is_due(state.global_step, records.every) {
+            records.points.push(StepPoint {
+                global_step: state.global_step,
+                loss: stats.loss,
+                lr,
+            });
+        }
         if spec.track_theory {
-            theory.extend(TheoryRecord::from_step(
+            records.theory.extend(TheoryRecord::from_step(
                 epoch,
                 state.global_step,
                 rho,

@@ -10,35 +10,27 @@ mod legacy;
 
 use csam_data::{DatasetSpec, DEFAULT_DATA};
 use csam_nn::model::spec::TORCHSCRIPT_PREFIX;
-use csam_train::spec::{DataSpec, ModelSpec, RunSpec, UpdateRule, ValSize};
+use csam_train::spec::{ModelSpec, RunSpec, UpdateRule, ValSize};
 
 use super::settings::invalid;
 use crate::error::Result;
 
-/// The defaults of `csam compare`, `csam sweep` and `csam grid`: the whole
-/// of the bundled Fashion-MNIST ([`DEFAULT_DATA`]) with 12,000 of its 60,000
-/// training images held out for validation (20%,
-/// [`super::compare_settings::DEFAULT_VAL_FRACTION`]), no augmentation, the
-/// MLP, 20 epochs of batch 128, and lr 0.05 and weight decay 5e-4 from the
-/// SGD grid on the validation split recorded in `docs/compare-defaults.md`.
-/// The rest is [`RunSpec`]'s (SGD momentum 0.9, cosine decay to 0, best
-/// checkpoint by validation NLL, float32, 15 bins): the docs/conventions.md
-/// "Experiment protocol".
+/// The defaults of `csam compare`, `csam sweep` and `csam grid`: the
+/// default recipe of every run ([`RunSpec::recipe`]: the MLP, 20 epochs of
+/// batch 128, lr 0.05 and weight decay 5e-4 from the SGD grid on the
+/// validation split recorded in `docs/compare-defaults.md`, no
+/// augmentation, SGD momentum 0.9, cosine decay to 0, best checkpoint by
+/// validation NLL, float32, 15 bins: the docs/conventions.md "Experiment
+/// protocol") on the whole of the bundled Fashion-MNIST ([`DEFAULT_DATA`]),
+/// with the recipe's 20% of its 60,000 training images
+/// ([`super::compare_settings::DEFAULT_VAL_FRACTION`]) held out as a count,
+/// 12,000, as [`super::compare_settings::default_val_size`] counts it.
 pub fn default_base() -> RunSpec {
-    // Invariant: the default data set and model names parse.
+    // Invariant: the default data set name parses.
     let source = DEFAULT_DATA.parse().expect("the default data set parses");
-    let model = ModelSpec::named("mlp").expect("mlp is registered");
-    let mut base = RunSpec::new(DataSpec {
-        val_size: ValSize::Count(12_000),
-        augment: false,
-        ..DataSpec::new(source)
-    });
-    base.epochs = 20;
-    base.batch_size = 128;
-    base.model = model;
-    base.optim.lr = 0.05;
-    base.optim.weight_decay = 5e-4;
-    base.normalized()
+    let mut base = RunSpec::recipe(source);
+    base.data.val_size = ValSize::Count(12_000);
+    base
 }
 
 /// The spec of the run of `base` seeded `seed` that steps with `rule`. The
