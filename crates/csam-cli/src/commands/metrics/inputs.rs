@@ -90,6 +90,13 @@ impl PredictionSet {
     }
 }
 
+/// The lowercase extension of `path`.
+fn extension(path: &Path) -> Option<String> {
+    path.extension()
+        .and_then(|e| e.to_str())
+        .map(str::to_ascii_lowercase)
+}
+
 /// Loads the files of `source` and checks them: the number of classes, one
 /// label per row, labels in `0..K`, finite logits or valid probabilities
 /// (within `tolerance`). `with_logits` keeps float64 logits for calibrators.
@@ -113,14 +120,20 @@ pub fn load(
             );
         }
     }
-    // Labels read from the predictions' own file are its `labels` array: its
-    // only array would be the predictions themselves.
-    let own_file = source.labels == source.preds && source.labels_array.is_none();
-    let labels_array = source.labels_array.or(own_file.then_some("labels"));
-    let raw_labels = load_labels(source.labels, labels_array).with_context(|| match own_file {
-        true => format!("{role} labels, read from the predictions' file without --labels"),
-        false => format!("{role} labels"),
-    })?;
+    // Labels read from the predictions' own archive are its `labels` array:
+    // its only array would be the predictions themselves.
+    let archive = matches!(
+        extension(source.preds).as_deref(),
+        Some("npz" | "safetensors")
+    );
+    let own_archive = archive && source.labels == source.preds && source.labels_array.is_none();
+    let labels_array = source.labels_array.or(own_archive.then_some("labels"));
+    let whose = match own_archive {
+        true => " (the predictions' file's 'labels' array; --labels names another file)",
+        false => "",
+    };
+    let raw_labels = load_labels(source.labels, labels_array)
+        .with_context(|| format!("{role} labels{whose}"))?;
     if raw_labels.len() != rows {
         bail!(
             "{role} labels {labels_name} hold {} labels but {role} predictions {preds_name} have {rows} rows",
