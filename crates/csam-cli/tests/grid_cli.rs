@@ -97,11 +97,11 @@ fn grid_chooses_the_most_accurate_pair_and_reuses_its_runs() {
     let rows: Vec<&str> = table.lines().filter(|l| l.starts_with("| ")).collect();
     assert_eq!(
         rows[0],
-        "| lr | weight decay | val accuracy | val NLL | val ECE | best epoch | seconds |"
+        "| lr | weight decay | val accuracy (%) | val NLL | val ECE (%) | best epoch | seconds |"
     );
     assert_eq!(rows.len(), 3, "{table}");
     for (row, run) in rows[1..].iter().zip(runs) {
-        let accuracy = format!("{:.4}", run["val"]["accuracy"].as_f64().unwrap());
+        let accuracy = format!("{:.2}", 100.0 * run["val"]["accuracy"].as_f64().unwrap());
         let chosen = run["lr"] == winner["lr"];
         let expected = match chosen {
             true => format!("| **{0}** | **5e-4** | **{accuracy}** | ", run["lr"]),

@@ -21,7 +21,7 @@ use super::settings::{short, GridPoint, GridSettings};
 use crate::experiment::base::{data_name, model_name};
 use crate::experiment::diverged::{noted, DivergedRun, DIVERGED};
 use crate::experiment::results::{mean_std, MeanStd};
-use crate::experiment::table::counted;
+use crate::experiment::table::{counted, mean_std_text};
 use csam_train::train::RunSummary;
 
 /// The `schema` tag of a grid's `results.json`.
@@ -183,9 +183,9 @@ pub fn caption(results: &GridResults) -> String {
     format!(
         "{} over lr x weight decay on {} ({} validation examples held out), model {}, {}, \
          batch {}. Validation metrics of the best checkpoint (lowest validation NLL), \
-         fractions, mean ± sample std over {} ({}); seconds: training time of a run. \
-         Chosen (bold): the highest mean validation accuracy, ties broken by the lower mean \
-         validation NLL.",
+         percent except NLL, mean ± sample std over {} ({}); seconds: training time of a \
+         run. Chosen (bold): the highest mean validation accuracy, ties broken by the lower \
+         mean validation NLL.",
         settings.method.to_string().to_uppercase(),
         data_name(s),
         s.data.val_size,
@@ -211,8 +211,8 @@ fn number(value: &MeanStd, decimals: usize) -> String {
 /// whose seeds diverged says `diverged` in every number's column.
 pub fn markdown(results: &GridResults) -> String {
     let mut out = format!(
-        "{}\n\n| lr | weight decay | val accuracy | val NLL | val ECE | best epoch | seconds \
-         |\n|---|---|---|---|---|---|---|\n",
+        "{}\n\n| lr | weight decay | val accuracy (%) | val NLL | val ECE (%) | best epoch | \
+         seconds |\n|---|---|---|---|---|---|---|\n",
         caption(results)
     );
     for point in results.settings.pairs() {
@@ -231,7 +231,7 @@ pub fn markdown(results: &GridResults) -> String {
         };
         let epochs: Vec<String> = cell.best_epochs.iter().map(usize::to_string).collect();
         let accuracy = noted(
-            bold(number(&cell.accuracy, 4)),
+            bold(mean_std_text(Some(&cell.accuracy), true)),
             cell.accuracy.n,
             cell.diverged_seeds.len(),
         );
@@ -239,8 +239,8 @@ pub fn markdown(results: &GridResults) -> String {
             "| {} | {} | {accuracy} | {} | {} | {} | {} |\n",
             bold(pair.0),
             bold(pair.1),
-            number(&cell.nll, 4),
-            number(&cell.ece, 4),
+            mean_std_text(Some(&cell.nll), false),
+            mean_std_text(Some(&cell.ece), true),
             epochs.join(", "),
             number(&cell.train_wall_time_s, 1),
         ));
@@ -373,7 +373,7 @@ mod tests {
         assert_eq!(lines.len(), 4 + 4);
         assert_eq!(
             lines[6],
-            "| 0.1 | 1e-4 | 0.9000 (1 of 2 seeds; 1 diverged) | 0.5000 | 0.0200 | 3 | 2.0 |"
+            "| 0.1 | 1e-4 | 90.00 (1 of 2 seeds; 1 diverged) | 0.500 | 2.00 | 3 | 2.0 |"
         );
         assert_eq!(
             lines[7],
@@ -425,15 +425,12 @@ mod tests {
         assert_eq!(lines.len(), 4 + 4);
         assert_eq!(
             lines[2],
-            "| lr | weight decay | val accuracy | val NLL | val ECE | best epoch | seconds |"
+            "| lr | weight decay | val accuracy (%) | val NLL | val ECE (%) | best epoch | seconds |"
         );
-        assert_eq!(
-            lines[4],
-            "| 0.01 | 1e-4 | 0.8655 | 0.3777 | 0.0200 | 3 | 2.0 |"
-        );
+        assert_eq!(lines[4], "| 0.01 | 1e-4 | 86.55 | 0.378 | 2.00 | 3 | 2.0 |");
         assert_eq!(
             lines[6],
-            "| **0.1** | **1e-4** | **0.8715** | 0.4266 | 0.0200 | 3 | 2.0 |"
+            "| **0.1** | **1e-4** | **87.15** | 0.427 | 2.00 | 3 | 2.0 |"
         );
         assert_eq!(
             (short(0.0), short(1e-3), short(0.05)),
