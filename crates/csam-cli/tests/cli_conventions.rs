@@ -50,6 +50,31 @@ fn completions_offer_the_registrys_models_in_every_shell() {
             for flag in ["--m-sharpness", "--no-augment", "--clip-grad", "--sched"] {
                 assert!(script.contains(flag), "bash lacks {flag}");
             }
+            // A data set's --data completes the bundled data sets, not file
+            // names (bench's --data is a folder of images).
+            let lines: Vec<&str> = script.lines().collect();
+            let subcommand = |i: usize| {
+                lines[..i]
+                    .iter()
+                    .rev()
+                    .find_map(|line| line.trim().strip_prefix("csam__subcmd__"))
+                    .unwrap_or_default()
+            };
+            let data: Vec<usize> = (0..lines.len())
+                .filter(|&i| lines[i].trim() == "--data)" && subcommand(i) != "bench)")
+                .collect();
+            assert!(
+                data.len() >= 6,
+                "train, compare, sweep, grid, eval, corrupt: {data:?}"
+            );
+            for i in data {
+                let case = lines[i + 1];
+                assert!(
+                    case.contains("compgen -W") && case.contains("fashion-mnist-full"),
+                    "{}: {case}",
+                    subcommand(i)
+                );
+            }
         }
     }
     let unknown = csam(&["completions", "tcsh"]);

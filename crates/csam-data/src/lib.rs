@@ -65,5 +65,5 @@ pub use error::{DataError, Result};
 pub use loader::{to_tensors, BatchLoader, Batches, LoaderOptions, Shard};
 pub use normalize::Normalization;
 pub use resident::{ResidentData, RESIDENT_DEVICE_LIMIT};
-pub use spec::{load, DatasetSpec, DEFAULT_DATA};
+pub use spec::{load, DatasetSpec, BUNDLED_NAMES, DEFAULT_DATA};
 pub use split::{split, Splits};

@@ -12,6 +12,9 @@ use super::{bundled, cifar, folder, idx, npy, svhn, tiny_imagenet, Augmentation,
 /// whole of Fashion-MNIST, bundled.
 pub const DEFAULT_DATA: &str = "fashion-mnist-full";
 
+/// The bundled data sets by name: the values of `--data` that take no path.
+pub const BUNDLED_NAMES: [&str; 4] = ["fashion-mnist", "digits", "mnist", "fashion-mnist-full"];
+
 /// Which dataset to load.
 ///
 /// | spec                          | source                                                    |
@@ -215,6 +218,18 @@ pub fn load(spec: &DatasetSpec) -> Result<DataSource> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn every_bundled_name_is_a_bundled_data_set() {
+        for name in BUNDLED_NAMES {
+            let spec: DatasetSpec = name.parse().unwrap();
+            assert_eq!(spec.to_string(), name);
+            assert!(
+                format!("{name}:x").parse::<DatasetSpec>().is_err(),
+                "{name} takes no path"
+            );
+        }
+    }
 
     #[test]
     fn specs_parse_and_print_back() {

@@ -88,6 +88,22 @@ pub fn of_key(key: &str) -> Option<Vec<&'static str>> {
     })
 }
 
+/// The common values of a key whose value is open (`data`: the bundled data
+/// sets, beside `SOURCE:PATH`), which completions offer and help leaves to
+/// the key's own text; None for other keys.
+pub fn suggested(key: &str) -> Option<Vec<&'static str>> {
+    match key {
+        "data" => Some(data_names()),
+        _ => None,
+    }
+}
+
+/// The bundled data sets, the values of `--data` that completions offer
+/// (beside them, `SOURCE:PATH` names files).
+pub fn data_names() -> Vec<&'static str> {
+    csam_data::BUNDLED_NAMES.to_vec()
+}
+
 /// The precisions of a model's forward passes.
 pub fn precision_names() -> Vec<&'static str> {
     variants::<Precision>(None)

@@ -11,7 +11,7 @@ use csam_lab::shift::cifar_c::{write_corruption_set, CorruptionPlan};
 
 use crate::progress::CountBar;
 
-use super::choices::Choices;
+use super::choices::{self, Choices};
 
 /// Which part of the dataset to corrupt.
 #[derive(Debug, Clone, Copy, ValueEnum)]
@@ -25,7 +25,12 @@ enum Part {
 #[command(args_override_self = true)]
 pub struct CorruptArgs {
     /// Dataset spec (same forms as `csam train --data`).
-    #[arg(long, value_name = "SPEC")]
+    #[arg(
+        long,
+        value_name = "SPEC",
+        value_parser = Choices::of(choices::data_names()),
+        hide_possible_values = true
+    )]
     data: String,
     /// The part of the dataset to corrupt.
     #[arg(long, value_enum, default_value = "test")]

@@ -7,6 +7,7 @@ use clap::Args;
 use csam_lab::eval::{evaluate_run, EvalReport, EvalRequest};
 use csam_lab::shift::report::{SeverityMetrics, ShiftMetrics};
 
+use super::choices::{self, Choices};
 use super::print_stdout;
 use crate::table::Table;
 
@@ -21,7 +22,12 @@ pub struct EvalArgs {
     run: Vec<PathBuf>,
     /// Data set spec whose test split is evaluated (same forms as `csam train
     /// --data`; default: the first run's training data).
-    #[arg(long, value_name = "SPEC")]
+    #[arg(
+        long,
+        value_name = "SPEC",
+        value_parser = Choices::of(choices::data_names()),
+        hide_possible_values = true
+    )]
     data: Option<String>,
     /// Also evaluate every CORRUPTION.npy of this CIFAR-10-C layout directory
     /// (written by `csam corrupt`, or the real CIFAR-10-C): accuracy, ECE and

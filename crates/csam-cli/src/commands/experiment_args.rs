@@ -38,7 +38,12 @@ pub struct RunArgs {
     /// Data set: fashion-mnist-full (the whole of Fashion-MNIST, bundled), fashion-mnist
     /// (its bundled 10,000-image subset), digits, idx:DIR, cifar10:DIR, svhn:DIR, folder:DIR, ...
     /// (default fashion-mnist-full).
-    #[arg(long, value_name = "SPEC")]
+    #[arg(
+        long,
+        value_name = "SPEC",
+        value_parser = Choices::of(choices::data_names()),
+        hide_possible_values = true
+    )]
     data: Option<String>,
     /// Model: an architecture of the model registry (default mlp).
     #[arg(long, value_name = "NAME", value_parser = Choices::of(choices::model_names()))]

@@ -105,9 +105,15 @@ fn arg(key: &Key) -> Arg {
         None => arg,
     };
     match key.value {
-        ValueKind::Text => match choices::of_key(key.name) {
-            Some(names) => arg.value_parser(Choices::of(names)).value_name("NAME"),
-            None => arg.value_name("TEXT"),
+        ValueKind::Text => match (choices::of_key(key.name), choices::suggested(key.name)) {
+            (Some(names), _) => arg.value_parser(Choices::of(names)).value_name("NAME"),
+            // Completions offer the common values; help's text describes the
+            // rest (a path after `SOURCE:`), so it lists none of them.
+            (None, Some(names)) => arg
+                .value_parser(Choices::of(names))
+                .hide_possible_values(true)
+                .value_name("TEXT"),
+            (None, None) => arg.value_name("TEXT"),
         },
         ValueKind::Count => arg.value_parser(clap::value_parser!(u64)).value_name("N"),
         ValueKind::Real => arg.value_parser(clap::value_parser!(f64)).value_name("X"),
