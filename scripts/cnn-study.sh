@@ -54,7 +54,8 @@ baselines() {
 
 efficient() {
     # The cheap CSAM variants of RESULTS.md section 5 against SGD and CSAM in
-    # this setting, one seed (its time ratios are this comparison's cost.md).
+    # this setting, one seed. Its cost.md times two runs at a time: compare
+    # the methods' times one at a time on an idle machine (RESULTS.md 5).
     timed "$csam" compare --methods sgd,csam,msam+csam,subbatch+csam --rho 0.05 --gamma 1 \
         "${shared[@]}" --seeds 0 --out "$runs/$prefix-resnet20-efficient"
 }
