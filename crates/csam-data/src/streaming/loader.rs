@@ -423,6 +423,54 @@ mod tests {
         png
     }
 
+    /// A real 8 x 8 JPEG whose baseline frame header (SOF0: marker, length,
+    /// precision, then height and width) is rewritten to declare `width` x
+    /// `height`; its scan still holds 8 x 8 pixels.
+    fn jpeg_declaring(width: u16, height: u16) -> Vec<u8> {
+        let mut bytes = Vec::new();
+        image::codecs::jpeg::JpegEncoder::new_with_quality(&mut bytes, 90)
+            .encode(&[128; 8 * 8 * 3], 8, 8, image::ExtendedColorType::Rgb8)
+            .unwrap();
+        let sof = bytes
+            .windows(2)
+            .position(|marker| marker == [0xff, 0xc0])
+            .expect("a baseline frame header");
+        bytes[sof + 5..sof + 7].copy_from_slice(&height.to_be_bytes());
+        bytes[sof + 7..sof + 9].copy_from_slice(&width.to_be_bytes());
+        bytes
+    }
+
+    #[test]
+    fn a_jpeg_declaring_more_pixels_than_the_limit_is_refused_from_its_header() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("huge.jpg");
+        // Within zune-jpeg's own limit of 16384 a side, past ours.
+        std::fs::write(&path, jpeg_declaring(16_000, 16_000)).unwrap();
+        match decode_rgb(&path) {
+            Err(DataError::ImageTooLarge {
+                width: 16_000,
+                height: 16_000,
+                bytes: 768_000_000,
+                ..
+            }) => {}
+            other => panic!("{:?}", other.map(|p| (p.width, p.height))),
+        }
+        // Within the limit the size is no reason to refuse.
+        std::fs::write(&path, jpeg_declaring(100, 100)).unwrap();
+        let decoded = decode_rgb(&path);
+        assert!(
+            !matches!(decoded, Err(DataError::ImageTooLarge { .. })),
+            "{:?}",
+            decoded.map(|p| (p.width, p.height))
+        );
+        std::fs::write(&path, jpeg_declaring(8, 8)).unwrap();
+        assert_eq!(
+            decode_rgb(&path).unwrap().width,
+            8,
+            "the unpatched size decodes"
+        );
+    }
+
     #[test]
     fn an_image_declaring_more_pixels_than_the_limit_is_refused_from_its_header() {
         let dir = tempfile::tempdir().unwrap();
