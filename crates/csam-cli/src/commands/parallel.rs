@@ -5,7 +5,9 @@
 //! run's numbers depend on its spec, seed, device and thread count only, and
 //! each process is its own libtorch with its own random stream. A run that
 //! diverges leaves its record (`diverged.json`) and is no failure: the
-//! others train on, and the experiment reads the record back.
+//! others train on, and the experiment reads the record back. Neither is a
+//! run that another csam process holds (a second experiment on the same
+//! directory): the experiment waits for that process after the others.
 
 use std::fs::File;
 use std::path::{Path, PathBuf};
