@@ -440,21 +440,28 @@ mod tests {
         bytes
     }
 
+    /// Writes `file` to `path` and asserts that decoding it is refused from
+    /// its header as `width` x `height` RGB pixels (`width * height * 3`
+    /// bytes), past [`MAX_DECODED_BYTES`].
+    fn assert_refused_for_size(path: &Path, file: Vec<u8>, width: usize, height: usize) {
+        std::fs::write(path, file).unwrap();
+        match decode_rgb(path) {
+            Err(DataError::ImageTooLarge {
+                width: w,
+                height: h,
+                bytes,
+                ..
+            }) if (w, h) == (width, height) && bytes == (width * height * 3) as u128 => {}
+            other => panic!("{:?}", other.map(|p| (p.width, p.height))),
+        }
+    }
+
     #[test]
     fn a_jpeg_declaring_more_pixels_than_the_limit_is_refused_from_its_header() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("huge.jpg");
         // Within zune-jpeg's own limit of 16384 a side, past ours.
-        std::fs::write(&path, jpeg_declaring(16_000, 16_000)).unwrap();
-        match decode_rgb(&path) {
-            Err(DataError::ImageTooLarge {
-                width: 16_000,
-                height: 16_000,
-                bytes: 768_000_000,
-                ..
-            }) => {}
-            other => panic!("{:?}", other.map(|p| (p.width, p.height))),
-        }
+        assert_refused_for_size(&path, jpeg_declaring(16_000, 16_000), 16_000, 16_000);
         // Within the limit the size is no reason to refuse.
         std::fs::write(&path, jpeg_declaring(100, 100)).unwrap();
         let decoded = decode_rgb(&path);
@@ -475,16 +482,7 @@ mod tests {
     fn an_image_declaring_more_pixels_than_the_limit_is_refused_from_its_header() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("huge.png");
-        std::fs::write(&path, png_header(20_000, 20_000)).unwrap();
-        match decode_rgb(&path) {
-            Err(DataError::ImageTooLarge {
-                width: 20_000,
-                height: 20_000,
-                bytes: 1_200_000_000,
-                ..
-            }) => {}
-            other => panic!("{:?}", other.map(|p| (p.width, p.height))),
-        }
+        assert_refused_for_size(&path, png_header(20_000, 20_000), 20_000, 20_000);
         // At the limit's side, the same header is read and decoding goes on
         // to the missing pixel data: a decoding error, not the size.
         std::fs::write(&path, png_header(100, 100)).unwrap();
