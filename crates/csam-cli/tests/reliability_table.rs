@@ -396,6 +396,7 @@ const CASES: &[Case] = &[
     case("eval", "--data", "unknown name", &["{eval}", "--data", "nonsense"]),
     case("eval", "--data", "idx: empty directory", &["{eval}", "--data", "idx:{dir}/empty"]),
     case("eval", "--data", "images of another size", &["{eval}", "--data", "fashion-mnist"]),
+    case("eval", "--data", "npy: a label of 10^9", &["{eval}", "--data", "npy:{dir}/images8x8.npy,{dir}/label-billion.npy"]),
     case("eval", "--name", "../x", &["{eval}", "--name", "../x"]),
     case("eval", "--force", "a value", &["{eval}", "--force=yes"]),
     case("eval", "--device", "tpu", &["{eval}", "--device", "tpu"]),
@@ -825,6 +826,9 @@ fn prepare(dir: &Path, trained: &Path) -> [RunLock; 2] {
     npy_labels("labels2.npy", &[0, 1]);
     npy_labels("labels99.npy", &[99; 450]);
     npy_labels("labels-negative.npy", &[-1; 450]);
+    // Two 8x8 digits-shaped images, one labelled far beyond the run's classes.
+    csam_calib::io::npy::write_u8(&dir.join("images8x8.npy"), &[2, 8, 8, 1], &[0; 128]).unwrap();
+    npy_labels("label-billion.npy", &[0, 1_000_000_000]);
     for empty in ["empty", "foreign", "no-model"] {
         std::fs::create_dir(dir.join(empty)).unwrap();
     }

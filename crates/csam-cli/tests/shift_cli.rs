@@ -452,12 +452,27 @@ fn eval_on_data_of_another_shape_is_one_short_line() {
         ],
     );
     assert!(line.len() < 600 && !line.contains("frame #"), "{line}");
-    // 8x8 images of 3 classes: the image size fits, the class count does not.
+    // 8x8 images labelled with 3 of the run's 10 classes: a subset of its
+    // classes, evaluated with the run's 10 outputs.
     let (images, labels) = (dir.path().join("x.npy"), dir.path().join("y.npy"));
     csam_calib::io::npy::write_u8(&images, &[6, 8, 8, 1], &[7; 6 * 64]).unwrap();
     csam_calib::io::npy::write_i64(&labels, &[0, 1, 2, 0, 1, 2]).unwrap();
     let spec = format!("npy:{},{}", images.display(), labels.display());
+    let report = ok(&[
+        "eval", "--run", run_s, "--data", &spec, "--name", "subset", "--json",
+    ]);
+    let report: serde_json::Value = serde_json::from_str(&report).unwrap();
+    assert_eq!(report["n"], 6, "{report}");
+    // A label beyond the run's classes is refused before a classifier of
+    // its size is built (10^9 rows would not fit in memory).
+    csam_calib::io::npy::write_i64(&labels, &[0, 1, 2, 0, 1, 1_000_000_000]).unwrap();
     let output = csam(&["eval", "--run", run_s, "--data", &spec, "--device", "cpu"]);
-    let line = support::assert_one_line_error(&output, &["(1x8x8 images, 3 classes) does not fit"]);
+    let line = support::assert_one_line_error(
+        &output,
+        &[
+            "has labels up to 1000000000 but the run",
+            "outputs 10 classes (labels 0..=9, digits)",
+        ],
+    );
     assert!(line.len() < 600 && !line.contains("frame #"), "{line}");
 }

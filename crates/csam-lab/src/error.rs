@@ -130,6 +130,21 @@ pub enum LabError {
         run_channels: usize,
         trained_on: String,
     },
+    /// Data labelled with more classes than the run's model outputs.
+    #[error(
+        "{data} has labels up to {} but the run {} outputs {run_classes} classes (labels \
+         0..={}, {trained_on})",
+        .data_classes - 1,
+        .run.display(),
+        .run_classes.saturating_sub(1)
+    )]
+    Classes {
+        data: String,
+        data_classes: usize,
+        run: PathBuf,
+        run_classes: usize,
+        trained_on: String,
+    },
     /// Data of another image shape than the model evaluates.
     #[error(
         "{data} has images of {} (CxHxW) but the model evaluates {reference} ({})",

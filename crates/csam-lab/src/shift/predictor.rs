@@ -27,7 +27,8 @@ use csam_train::train::{Checkpoint, TrainedRun};
 use super::eval_set::EvalSet;
 
 /// Checks that `run` was trained on images of `reference`'s channel count
-/// (named `data` in messages), then builds its network with its best weights.
+/// (named `data` in messages) and on at least its classes, then builds its
+/// network for the run's class count with its best weights.
 fn member_network(
     run: &TrainedRun,
     reference: &EvalSet<'_>,
@@ -44,8 +45,24 @@ fn member_network(
             trained_on: run.spec.data.source.to_string(),
         });
     }
+    let (input, data_classes) = reference.network_shape();
+    // The run's own class count, so that a stray label is refused before a
+    // classifier of its size is built; the data may hold fewer classes.
+    let n_classes = match run.n_classes(input, Checkpoint::Best)? {
+        Some(run_classes) if data_classes > run_classes => {
+            return Err(LabError::Classes {
+                data: data.to_string(),
+                data_classes,
+                run: run.dir.root().to_path_buf(),
+                run_classes,
+                trained_on: run.spec.data.source.to_string(),
+            })
+        }
+        Some(run_classes) => run_classes,
+        None => data_classes,
+    };
     let network = run
-        .network(reference.network_shape(), device, Checkpoint::Best)
+        .network((input, n_classes), device, Checkpoint::Best)
         .map_err(|error| match error {
             // A tensor that does not fit the model is the data's doing; a
             // file that cannot be read is the file's, named as it is.

@@ -14,6 +14,7 @@
 //! length, the JSON header and every tensor's byte range against the buffer
 //! before anything is allocated for the tensors.
 
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
 use safetensors::SafeTensors;
@@ -80,6 +81,29 @@ pub fn load_safetensors_file_with(
     load_safetensors_with(vs, &bytes, path, options)
 }
 
+/// The shape of every tensor in the safetensors file `path`, by name, read
+/// and checked as a load would be but copying no tensor.
+pub fn stored_shapes(path: &Path) -> Result<HashMap<String, Vec<usize>>, WeightsError> {
+    let bytes = std::fs::read(path).map_err(|source| WeightsError::Io {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    let file = deserialize(&bytes, path)?;
+    Ok(file
+        .tensors()
+        .into_iter()
+        .map(|(name, view)| (name, view.shape().to_vec()))
+        .collect())
+}
+
+/// The parsed safetensors `bytes` of `path`.
+fn deserialize<'b>(bytes: &'b [u8], path: &Path) -> Result<SafeTensors<'b>, WeightsError> {
+    SafeTensors::deserialize(bytes).map_err(|e| WeightsError::Format {
+        path: path.to_path_buf(),
+        reason: format!("{e:?}"),
+    })
+}
+
 /// Loads safetensors `bytes` into the variables of `vs`; `path` names the
 /// source in errors. Every tensor is checked before any variable is written,
 /// so a refused file leaves the model as it was.
@@ -95,10 +119,7 @@ pub fn load_safetensors_with(
     path: &Path,
     LoadOptions { kept, resample }: LoadOptions,
 ) -> Result<(), WeightsError> {
-    let file = SafeTensors::deserialize(bytes).map_err(|e| WeightsError::Format {
-        path: path.to_path_buf(),
-        reason: format!("{e:?}"),
-    })?;
+    let file = deserialize(bytes, path)?;
     let tensor_error = |name: &str, reason: String| WeightsError::Tensor {
         path: path.to_path_buf(),
         name: name.to_string(),
