@@ -368,8 +368,9 @@ fn plots_and_calibrators_are_written() {
     assert!(close(got / want, 1.0, 1e-4), "T = {got}, SciPy {want}");
 }
 
-/// Runs csam and checks it failed with a one-line message containing every `needle`.
-fn fails_with(args: &[&str], needles: &[&str]) {
+/// Runs csam and checks it failed with a one-line message containing every
+/// `needle`; returns the message.
+fn fails_with(args: &[&str], needles: &[&str]) -> String {
     let out = csam(args);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(1), "{args:?}: {stderr}");
@@ -385,6 +386,7 @@ fn fails_with(args: &[&str], needles: &[&str]) {
             "{args:?}: {stderr:?} lacks {needle:?}"
         );
     }
+    stderr.into_owned()
 }
 
 /// `csam metrics PREDS --labels LABELS KIND` fails naming every needle.
@@ -468,6 +470,20 @@ fn bad_inputs_fail_with_one_line_naming_the_file() {
         "--logits",
         &["cut.npy", "truncated", &full_length],
     );
+    // A row count that cannot agree with the labels is refused from the
+    // headers, before any data is read (an .npz member may inflate a
+    // thousandfold): the truncated copy against 449 labels names the count.
+    let count = fails_with(
+        &[
+            "metrics",
+            path_str(&cut),
+            "--labels",
+            &val_labels,
+            "--logits",
+        ],
+        &["hold 449 labels", "have 450 rows"],
+    );
+    assert!(!count.contains("truncated"), "{count}");
 
     // NaN logit, label outside 0..K, K mismatch between validation and test.
     let mut m = ndarray::Array2::<f32>::zeros((450, 10));

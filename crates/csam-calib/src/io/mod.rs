@@ -67,6 +67,43 @@ pub fn load_labels(path: impl AsRef<Path>, array_name: Option<&str>) -> Result<V
     load(path, array_name, LABEL_NAMES)?.into_labels(path)
 }
 
+/// The shape of the matrix [`load_scores`] would read, from the file's
+/// header alone (see [`header_shape`]).
+pub fn scores_shape(
+    path: impl AsRef<Path>,
+    array_name: Option<&str>,
+) -> Result<Option<Vec<usize>>> {
+    header_shape(path.as_ref(), array_name, MATRIX_NAMES)
+}
+
+/// The shape of the labels [`load_labels`] would read, from the file's
+/// header alone (see [`header_shape`]).
+pub fn labels_shape(
+    path: impl AsRef<Path>,
+    array_name: Option<&str>,
+) -> Result<Option<Vec<usize>>> {
+    header_shape(path.as_ref(), array_name, LABEL_NAMES)
+}
+
+/// The shape of the array [`load`] would read, where the format states it
+/// before the data: `.npy` and an `.npz` member. An `.npz` member may inflate
+/// up to deflate's limit, about a thousandfold (a zero-filled array does), so
+/// a caller that needs two files to agree (one label per prediction row)
+/// compares their shapes before reading either. `None` for `.safetensors` and
+/// delimited text, which are read whole and hold no more in memory than on
+/// disk.
+fn header_shape(
+    path: &Path,
+    array_name: Option<&str>,
+    preferred: &[&str],
+) -> Result<Option<Vec<usize>>> {
+    Ok(match format_for(path, array_name)? {
+        Format::Npy => Some(npy::NpyInput::open(path)?.header().shape.clone()),
+        Format::Npz => Some(npz::shape(path, array_name, preferred)?),
+        Format::Safetensors | Format::Delimited => None,
+    })
+}
+
 /// The on-disk formats, chosen by extension.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Format {
@@ -94,7 +131,8 @@ fn format_of(path: &Path) -> Result<Format> {
     }
 }
 
-fn load(path: &Path, array_name: Option<&str>, preferred: &[&str]) -> Result<LoadedArray> {
+/// The format of `path`, refused when it cannot hold the named array.
+fn format_for(path: &Path, array_name: Option<&str>) -> Result<Format> {
     let format = format_of(path)?;
     if array_name.is_some() && !matches!(format, Format::Npz | Format::Safetensors) {
         return Err(array::format_error(
@@ -102,7 +140,11 @@ fn load(path: &Path, array_name: Option<&str>, preferred: &[&str]) -> Result<Loa
             "an array name only applies to .npz and .safetensors files".into(),
         ));
     }
-    match format {
+    Ok(format)
+}
+
+fn load(path: &Path, array_name: Option<&str>, preferred: &[&str]) -> Result<LoadedArray> {
+    match format_for(path, array_name)? {
         Format::Npy => npy::read(path),
         Format::Npz => npz::read(path, array_name, preferred),
         Format::Safetensors => safetensors::read(path, array_name, preferred),

@@ -18,7 +18,9 @@
 //!
 //! What stays possible is an archive that honestly holds a large array
 //! (deflate compresses a zero-filled float32 matrix about 1000 to 1): it is
-//! read as a large `.npy` would be.
+//! read as a large `.npy` would be. [`shape`] reads a member's header alone,
+//! so that a caller checks the shape against what it needs (one label per
+//! prediction row) before the member is inflated.
 
 use std::io::{BufReader, Read, Seek};
 use std::path::Path;
@@ -49,21 +51,76 @@ pub fn read_from<R: Read + Seek>(
     preferred: &[&str],
     source: &Path,
 ) -> Result<LoadedArray> {
+    with_member(
+        reader,
+        name,
+        preferred,
+        source,
+        |entry, declared, chosen| {
+            let array =
+                npy::read_from(&mut *entry, declared, source).map_err(|e| in_member(e, chosen))?;
+            check_ends(entry, declared).map_err(|detail| member_error(source, chosen, detail))?;
+            Ok(array)
+        },
+    )
+}
+
+/// The shape of the array [`read`] would take from the `.npz` file at
+/// `path`, from its npy header alone: no more of the member is inflated
+/// than the header, so a caller can check the shape against what it needs
+/// before an array of any size is read.
+pub fn shape(path: &Path, name: Option<&str>, preferred: &[&str]) -> Result<Vec<usize>> {
+    let (file, _) = open_regular_file(path)?;
+    shape_from(BufReader::new(file), name, preferred, path)
+}
+
+/// [`shape`] of an `.npz` archive held by `reader`; `source` names the input
+/// in errors.
+pub fn shape_from<R: Read + Seek>(
+    reader: R,
+    name: Option<&str>,
+    preferred: &[&str],
+    source: &Path,
+) -> Result<Vec<usize>> {
+    with_member(
+        reader,
+        name,
+        preferred,
+        source,
+        |entry, declared, chosen| {
+            let input = npy::NpyInput::new(entry, declared, source)
+                .map_err(|e| in_member(e.into(), chosen))?;
+            Ok(input.header().shape.clone())
+        },
+    )
+}
+
+/// Opens the member [`read`] takes, bounded before anything of it is
+/// decompressed, and hands `use_member` its reader, declared size and name.
+fn with_member<R: Read + Seek, T>(
+    reader: R,
+    name: Option<&str>,
+    preferred: &[&str],
+    source: &Path,
+    use_member: impl FnOnce(&mut ZipFile<'_, R>, u64, &str) -> Result<T>,
+) -> Result<T> {
     let mut archive = ZipArchive::new(reader)
         .map_err(|e| format_error(source, format!("not a valid .npz (zip) archive: {e}")))?;
     let names = array_names(&archive);
     let chosen = choose(&names, name, preferred, "the archive holds no .npy arrays")
         .map_err(|detail| format_error(source, detail))?;
-    let member_error = |detail: String| format_error(source, format!("array '{chosen}': {detail}"));
     let mut entry = archive
         .by_name(&format!("{chosen}.npy"))
-        .map_err(|e| member_error(e.to_string()))?;
+        .map_err(|e| member_error(source, &chosen, e.to_string()))?;
     let declared = entry.size();
     check_deliverable(entry.compression(), entry.compressed_size(), declared)
-        .map_err(member_error)?;
-    let array = npy::read_from(&mut entry, declared, source).map_err(|e| in_member(e, &chosen))?;
-    check_ends(&mut entry, declared).map_err(member_error)?;
-    Ok(array)
+        .map_err(|detail| member_error(source, &chosen, detail))?;
+    use_member(&mut entry, declared, &chosen)
+}
+
+/// A format error of the member `chosen` of `source`.
+fn member_error(source: &Path, chosen: &str, detail: String) -> CalibError {
+    format_error(source, format!("array '{chosen}': {detail}"))
 }
 
 /// Deflate's largest expansion, output bytes per compressed byte: a match
@@ -346,6 +403,25 @@ mod tests {
         assert!(
             read < compressed / 2,
             "read {read} of {compressed} compressed bytes"
+        );
+    }
+
+    #[test]
+    fn the_shape_is_read_from_the_header_alone() {
+        // An honest member of 64 MiB of zero float32s: its shape comes from
+        // the npy header, inflating a small part of the stream.
+        let (bytes, compressed, _) = deflated_member("<f4", "(4194304, 4)", &[], 64 << 20);
+        let read = std::rc::Rc::new(std::cell::Cell::new(0));
+        let archive = Counted {
+            bytes: std::io::Cursor::new(bytes),
+            read: read.clone(),
+        };
+        let shape = shape_from(archive, None, &[], Path::new("zeros.npz")).unwrap();
+        assert_eq!(shape, [4194304, 4]);
+        assert!(
+            read.get() < compressed / 2,
+            "read {} of {compressed} compressed bytes",
+            read.get()
         );
     }
 

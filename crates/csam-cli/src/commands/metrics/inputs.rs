@@ -8,8 +8,8 @@
 
 use std::path::Path;
 
-use anyhow::{bail, Context};
-use csam_calib::io::{load_labels, load_scores, Scores};
+use anyhow::{anyhow, bail, Context};
+use csam_calib::io::{labels_shape, load_labels, load_scores, scores_shape, Scores};
 use csam_calib::scores::{
     labels_from_i64, log_probabilities, softmax, validate_logits, validate_probabilities,
 };
@@ -109,17 +109,6 @@ pub fn load(
     let role = source.role;
     let preds_name = source.preds.display();
     let labels_name = source.labels.display();
-    let scores = load_scores(source.preds, source.preds_array)
-        .with_context(|| format!("{role} predictions"))?;
-    let (rows, k) = scores.dim();
-    if let Some((expected, other)) = source.same_classes_as {
-        if k != expected {
-            bail!(
-                "{role} predictions {preds_name} have K = {k} classes but {} has K = {expected}",
-                other.display()
-            );
-        }
-    }
     // Labels read from the predictions' own archive are its `labels` array:
     // its only array would be the predictions themselves.
     let archive = matches!(
@@ -132,13 +121,40 @@ pub fn load(
         true => " (the predictions' file's 'labels' array; --labels names another file)",
         false => "",
     };
+    let count_differs = |labels: usize, rows: usize| {
+        anyhow!(
+            "{role} labels {labels_name} hold {labels} labels but {role} predictions {preds_name} have {rows} rows"
+        )
+    };
+    // The headers are compared before either array is read: an .npz member
+    // can inflate a thousandfold, and a count that cannot agree should cost
+    // nothing to refuse.
+    let preds_rows = scores_shape(source.preds, source.preds_array)
+        .with_context(|| format!("{role} predictions"))?
+        .and_then(|shape| shape.first().copied());
+    let labels_count = labels_shape(source.labels, labels_array)
+        .with_context(|| format!("{role} labels{whose}"))?
+        .and_then(|shape| shape.first().copied());
+    if let (Some(rows), Some(labels)) = (preds_rows, labels_count) {
+        if labels != rows {
+            return Err(count_differs(labels, rows));
+        }
+    }
+    let scores = load_scores(source.preds, source.preds_array)
+        .with_context(|| format!("{role} predictions"))?;
+    let (rows, k) = scores.dim();
+    if let Some((expected, other)) = source.same_classes_as {
+        if k != expected {
+            bail!(
+                "{role} predictions {preds_name} have K = {k} classes but {} has K = {expected}",
+                other.display()
+            );
+        }
+    }
     let raw_labels = load_labels(source.labels, labels_array)
         .with_context(|| format!("{role} labels{whose}"))?;
     if raw_labels.len() != rows {
-        bail!(
-            "{role} labels {labels_name} hold {} labels but {role} predictions {preds_name} have {rows} rows",
-            raw_labels.len(),
-        );
+        return Err(count_differs(raw_labels.len(), rows));
     }
     let labels = labels_from_i64(&raw_labels, k).with_context(|| {
         format!("{role} labels {labels_name} (the predictions have K = {k} classes)")
