@@ -81,6 +81,49 @@ fn completions_offer_the_registrys_models_in_every_shell() {
     assert!(!unknown.status.success());
 }
 
+/// What bash offers for the word `word` after `csam SUBCOMMAND FLAG`, from
+/// the script `csam completions bash` prints, driven as bash's programmable
+/// completion calls it.
+fn bash_completes(script: &Path, subcommand: &str, flag: &str, word: &str) -> Vec<String> {
+    let program = format!(
+        "source {script:?}; COMP_WORDS=(csam {subcommand} {flag} {word:?}); COMP_CWORD=3; \
+         _csam csam {word:?} {flag} 2>/dev/null; printf '%s\\n' \"${{COMPREPLY[@]}}\""
+    );
+    let output = std::process::Command::new("bash")
+        .args(["-c", &program])
+        .output()
+        .expect("bash runs");
+    assert!(output.status.success(), "{}", text(&output));
+    String::from_utf8_lossy(&output.stdout)
+        .lines()
+        .map(String::from)
+        .collect()
+}
+
+#[test]
+fn bash_completes_a_composed_method_part_by_part() {
+    let output = csam(&["completions", "bash"]);
+    assert!(output.status.success(), "{}", text(&output));
+    let dir = tempfile::tempdir().unwrap();
+    let script = dir.path().join("csam.bash");
+    std::fs::write(&script, &output.stdout).unwrap();
+    // The part after the last '+' or ',' is completed; the rest is kept.
+    let offered = bash_completes(&script, "compare", "--methods", "sgd,focal+cs");
+    assert_eq!(offered, ["sgd,focal+csam"]);
+    let offered = bash_completes(&script, "grid", "--method", "focal+");
+    assert!(
+        offered.len() > 10 && offered.iter().all(|word| word.starts_with("focal+")),
+        "{offered:?}"
+    );
+    assert!(
+        offered.iter().any(|word| word == "focal+csam"),
+        "{offered:?}"
+    );
+    // A first part is completed as before.
+    let offered = bash_completes(&script, "compare", "--methods", "foc");
+    assert_eq!(offered, ["focal"]);
+}
+
 #[test]
 fn the_man_pages_render_and_name_every_subcommand() {
     let page = csam(&["man"]);
