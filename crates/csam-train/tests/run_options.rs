@@ -790,11 +790,8 @@ fn channels_last_trains_saves_the_standard_layout_and_resumes_bit_identically() 
 /// The keys that no case above sets away from its default: each changes
 /// the trained weights against the same run without it, so a key that no
 /// longer reaches its branch (or reaches the wrong one) fails here.
-/// (`drop_path` and `shakedrop` act on the ViTs and PyramidNets only:
-/// `run_spec.rs` and the models' own tests hold them. A ViT refuses digits'
-/// 8x8 images, smaller than its 16-pixel patches, and the smallest
-/// PyramidNet, 110 layers, took 18.7 s for one such two-epoch run on two
-/// shared cores, where these runs take well under one.)
+/// (`drop_path` and `shakedrop` act on the ViTs and PyramidNets only, which
+/// digits' 8x8 images do not fit: see the next test.)
 #[test]
 fn every_key_away_from_its_default_changes_the_weights() {
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
@@ -898,6 +895,65 @@ fn every_key_away_from_its_default_changes_the_weights() {
         let without = dir.path().join(format!("{name}-without"));
         train(&spec(base), &without, false, None);
         // (Not assert_ne!: it would print both files' bytes.)
+        assert!(
+            last_weights(&with) != last_weights(&without),
+            "{name}: the key did not change the run"
+        );
+    }
+}
+
+/// Writes an IDX directory (the MNIST layout) of `side x side` images of
+/// seeded random pixels in 4 classes: `n_train` training and `n_test` test
+/// images.
+fn idx_images(dir: &Path, side: u32, n_train: u32, n_test: u32) {
+    use rand::{Rng, SeedableRng};
+    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(3);
+    std::fs::create_dir_all(dir).unwrap();
+    for (part, n) in [("train", n_train), ("t10k", n_test)] {
+        let mut images = [0, 0, 8, 3].to_vec();
+        for dim in [n, side, side] {
+            images.extend_from_slice(&dim.to_be_bytes());
+        }
+        images.extend((0..n * side * side).map(|_| rng.random::<u8>()));
+        let mut labels = [0, 0, 8, 1].to_vec();
+        labels.extend_from_slice(&n.to_be_bytes());
+        labels.extend((0..n).map(|i| (i % 4) as u8));
+        std::fs::write(dir.join(format!("{part}-images-idx3-ubyte")), images).unwrap();
+        std::fs::write(dir.join(format!("{part}-labels-idx1-ubyte")), labels).unwrap();
+    }
+}
+
+/// Stochastic depth reaches the architectures it acts on: `drop_path` a
+/// ViT's blocks and `shakedrop` a PyramidNet's units, each changing the
+/// weights of a one-epoch run against the same run without it. The images
+/// are 16x16, one ViT patch (digits' 8x8 are smaller than a patch), and few,
+/// since the smallest PyramidNet has 110 layers.
+#[test]
+fn stochastic_depth_changes_the_weights_of_its_architectures() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("images16");
+    idx_images(&data, 16, 48, 8);
+    let spec = |model: &str, key: &str| {
+        let flags: toml::Table = format!(
+            "data = \"idx:{}\"\nval_size = 8\nmodel = \"{model}\"\nepochs = 1\n\
+             batch_size = 16\naugment = false\nlr = 0.05\n{key}",
+            data.display()
+        )
+        .parse()
+        .unwrap();
+        let (spec, _) = SpecLayers::new().flags(flags).unwrap().build().unwrap();
+        spec.validate().unwrap();
+        spec
+    };
+    for (name, model, key) in [
+        ("drop-path", "vit-ti16", "drop_path = 0.5\n"),
+        ("shakedrop", "pyramidnet110-a48", "shakedrop = 0.5\n"),
+    ] {
+        let with = dir.path().join(format!("{name}-with"));
+        train(&spec(model, key), &with, false, None);
+        let without = dir.path().join(format!("{name}-without"));
+        train(&spec(model, ""), &without, false, None);
         assert!(
             last_weights(&with) != last_weights(&without),
             "{name}: the key did not change the run"
