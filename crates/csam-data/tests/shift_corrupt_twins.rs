@@ -15,6 +15,7 @@
 
 mod support;
 
+use csam_data::corrupt::blur::zoom_factor;
 use csam_data::corrupt::blur::{glass_blur, GLASS};
 use csam_data::corrupt::border::Border;
 use csam_data::corrupt::digital::{
@@ -220,10 +221,11 @@ fn the_clipped_zoom_is_scipys_zoom_of_the_central_crop() {
     };
     let dir = tempfile::tempdir().unwrap();
     let mut rng = ChaCha8Rng::seed_from_u64(4);
-    // Zoom blur's factors 1 + i / 100 and snow's 1.75, 2.25 (and 1.25).
+    // Zoom blur's factors (numpy's arange: 1.2500000000000002 grows a 26-pixel
+    // crop to 33 pixels) and snow's 1.75, 2.25 and 1.25 (which grows it to 32).
     let factors: Vec<f64> = (0..=25)
-        .map(|i| 1.0 + i as f64 * 0.01)
-        .chain([1.75, 2.25])
+        .map(zoom_factor)
+        .chain([1.75, 2.25, 1.25])
         .collect();
     for (h, w) in [(32, 32), (28, 28), (5, 7), (13, 20)] {
         let plane: Vec<f64> = (0..h * w).map(|_| rng.random()).collect();

@@ -28,12 +28,28 @@ pub const GLASS: [(f64, usize, usize); 5] = [
     (0.25, 1, 2),
     (0.4, 1, 2),
 ];
-/// The zoom blur's largest step `n` per severity 1..5: it averages zooms by
-/// `1, 1.01, ..., 1 + n / 100`. The reference writes `np.arange(1, 1.06,
-/// 0.01)`, ..., `np.arange(1, 1.26, 0.01)`, whose floating-point end points
-/// include 1.06 and 1.11 but not 1.16, 1.21 and 1.26: these are the factors
-/// numpy gives.
+/// The zoom blur's largest step `n` per severity 1..5: it averages the
+/// zooms by [`zoom_factor`]`(0..=n)`, `1, 1.01, ..., 1 + n / 100`. The
+/// reference writes `np.arange(1, 1.06, 0.01)`, ..., `np.arange(1, 1.26,
+/// 0.01)`, whose floating-point end points include 1.06 and 1.11 but not
+/// 1.16, 1.21 and 1.26: these are the factors numpy gives.
 pub const ZOOM_STEPS: [usize; 5] = [6, 11, 15, 20, 25];
+
+/// The step between zoom blur's factors as numpy's `arange(1, stop, 0.01)`
+/// takes it: the difference of its first two values, `(1 + 0.01) - 1 =
+/// 0.010000000000000009`, not `0.01`.
+const ZOOM_STEP: f64 = (1.0 + 0.01) - 1.0;
+
+/// Zoom blur's `i`-th factor, numpy's `arange` value `1 + i * ZOOM_STEP`
+/// (numpy fills an `arange` from its first two values). From `i = 13` on
+/// some factors are one ulp above `1 + i * 0.01`, and that matters:
+/// `1.2500000000000002` (not `1.25`) grows a 32-pixel image's 26-pixel
+/// crop to `round(32.500000000000004) = 33` pixels in scipy's `zoom`,
+/// where `1.25` gives 32 (ties to even), and so samples it at other
+/// positions.
+pub fn zoom_factor(i: usize) -> f64 {
+    1.0 + i as f64 * ZOOM_STEP
+}
 
 /// A square filter of odd side, row-major.
 #[derive(Debug, Clone, PartialEq)]
@@ -277,14 +293,14 @@ fn gaussian_blur(image: &Image, sigma: f64) -> Image {
     image.with_data(data)
 }
 
-/// Zoom blur: the mean of the image and its [`clipped_zoom`]s by `1, 1.01,
-/// ..., 1 + steps / 100` (factors computed as numpy's `arange`, `1 + i *
-/// 0.01`), clipped to `[0, 1]`.
+/// Zoom blur: the mean of the image and its [`clipped_zoom`]s by
+/// [`zoom_factor`]`(i)` for `i` in `0..=steps` (`1, 1.01, ..., 1 + steps /
+/// 100`, as numpy's `arange` computes them), clipped to `[0, 1]`.
 pub fn zoom_blur(image: &Image, steps: usize) -> Image {
     let size = (image.height, image.width);
     let mut out = image.data.clone();
     for i in 0..=steps {
-        let factor = 1.0 + i as f64 * 0.01;
+        let factor = zoom_factor(i);
         for (sum, plane) in out
             .chunks_exact_mut(image.plane_len())
             .zip(image.data.chunks_exact(image.plane_len()))
@@ -339,6 +355,21 @@ mod tests {
         assert!((taps.iter().map(|t| t.0).sum::<f64>() - 1.0).abs() < 1e-12);
         // A tiny image stops the streak at its border.
         assert_eq!(motion_taps(9, 2.5, 0.0, 4, 4).len(), 4);
+    }
+
+    #[test]
+    fn zoom_factors_are_numpys_arange_values() {
+        // numpy 2.4: np.arange(1, 1.26, 0.01)[[6, 12, 13, 25]], printed with repr.
+        let numpy = [
+            (6, 1.06),
+            (12, 1.12),
+            (13, 1.130_000_000_000_000_1),
+            (25, 1.250_000_000_000_000_2),
+        ];
+        for (i, value) in numpy {
+            assert_eq!(zoom_factor(i), value, "{i}");
+        }
+        assert_eq!(zoom_factor(0), 1.0);
     }
 
     #[test]
