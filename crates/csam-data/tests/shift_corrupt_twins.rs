@@ -16,14 +16,14 @@
 mod support;
 
 use csam_data::corrupt::blur::zoom_factor;
-use csam_data::corrupt::blur::{glass_blur, GLASS};
+use csam_data::corrupt::blur::{glass_blur, glass_moves, GLASS};
 use csam_data::corrupt::border::Border;
 use csam_data::corrupt::digital::{
     affine_warp, jpeg_compression, pixelate, JPEG_QUALITY, PIXELATE,
 };
 use csam_data::corrupt::filter::gaussian_filter;
 use csam_data::corrupt::frost_textures::FROST_FILES;
-use csam_data::corrupt::plasma::plasma_fractal;
+use csam_data::corrupt::plasma::{plasma_draws, plasma_fractal};
 use csam_data::corrupt::resample::{bilinear, clipped_zoom};
 use csam_data::corrupt::weather::FOG;
 use csam_data::corrupt::FrostTextures;
@@ -375,8 +375,8 @@ fn frost_photographs_shrink_as_opencvs_resize() {
 }
 
 /// Glass blur against the reference's steps in numpy and scipy, given our
-/// draws (redrawn here from the same seed, in the order the sweeps make
-/// them): this checks the sweep ranges and order, and that numpy's "swap"
+/// draws ([`glass_moves`], in the order the sweeps take them): this checks
+/// the sweep ranges and order, and that numpy's "swap"
 /// of two pixel views is the copy we make. The reference truncates
 /// `k / 255 * 255` to bytes with no guard against round-off just below `k`;
 /// ours has one ([`Image::to_bytes`]), so single values may differ by one
@@ -390,14 +390,9 @@ fn glass_blur_is_the_references_numpy_shuffle() {
     for image in real_images().iter().chain(&random_images()) {
         let (c, h, w) = (image.channels, image.height, image.width);
         for (severity, (sigma, delta, iterations)) in (1usize..).zip(GLASS) {
-            let mut rng = ChaCha8Rng::seed_from_u64(8);
-            let got = glass_blur(image, sigma, delta, iterations, &mut rng);
-            let mut rng = ChaCha8Rng::seed_from_u64(8);
-            let d = delta as i64;
-            let sweeps = (h.saturating_sub(2 * delta)) * (w.saturating_sub(2 * delta));
-            let draws: Vec<f64> = (0..iterations * sweeps * 2)
-                .map(|_| rng.random_range(-d..d) as f64)
-                .collect();
+            let moves = glass_moves(h, w, delta, iterations, &mut ChaCha8Rng::seed_from_u64(8));
+            let got = glass_blur(image, sigma, delta, &moves);
+            let draws = moves.iter().flat_map(|&(dx, dy)| [dx as f64, dy as f64]);
             let mut input: Vec<f64> = (0..h * w)
                 .flat_map(|i| (0..c).map(move |ch| image.data[ch * h * w + i]))
                 .collect();
@@ -431,9 +426,9 @@ fn glass_blur_is_the_references_numpy_shuffle() {
 }
 
 /// Fog's plasma fractal against the reference's diamond-square written with
-/// `np.roll`, fed the uniform draws ours makes (redrawn here from the same
-/// seed: three arrays of `(side / step)^2` per step, row by row). The sums
-/// of four neighbours are added in another order, hence 1e-12, not equality.
+/// `np.roll`, fed the uniform draws ours takes ([`plasma_draws`]). The sums
+/// of four neighbours are added in another order, hence 1e-12, not
+/// equality.
 #[test]
 fn the_plasma_fractal_is_the_references_diamond_square() {
     let Some(python) = python() else {
@@ -441,14 +436,9 @@ fn the_plasma_fractal_is_the_references_diamond_square() {
     };
     let dir = tempfile::tempdir().unwrap();
     for side in [2usize, 4, 32, 64] {
+        let draws = plasma_draws(side, &mut ChaCha8Rng::seed_from_u64(9));
         for (severity, (_, decay)) in (1usize..).zip(FOG) {
-            let got = plasma_fractal(side, decay, &mut ChaCha8Rng::seed_from_u64(9));
-            let mut rng = ChaCha8Rng::seed_from_u64(9);
-            // Steps side, side / 2, ..., 2: k = 1, 2, 4, ... squares a side.
-            let count: usize = (0..side.trailing_zeros())
-                .map(|t| 3 * (1usize << t).pow(2))
-                .sum();
-            let draws: Vec<f64> = (0..count).map(|_| rng.random()).collect();
+            let got = plasma_fractal(side, decay, &draws);
             let want = f64_values(&run_reference(
                 &python,
                 SCRIPT,

@@ -236,45 +236,69 @@ pub fn motion_blur_at(image: &Image, radius: usize, sigma: f64, angle: f64) -> I
     image.with_data(out.into_iter().map(|v| v.clamp(0.0, 1.0)).collect())
 }
 
+/// Glass blur's random numbers: for each of `iterations` sweeps over the
+/// pixels [`glass_blur`] visits, in its order, the offset
+/// `(dx, dy)` of the pixel whose value the visited one takes, `dx` then `dy`
+/// drawn uniform in `-max_delta..max_delta` (numpy's `randint`, which
+/// excludes the upper end: values come from above and from the left only).
+pub fn glass_moves(
+    height: usize,
+    width: usize,
+    max_delta: usize,
+    iterations: usize,
+    rng: &mut ChaCha8Rng,
+) -> Vec<(i64, i64)> {
+    let d = max_delta as i64;
+    let sweep = glass_visits(height, width, max_delta).count();
+    (0..iterations * sweep)
+        .map(|_| {
+            let dx = rng.random_range(-d..d);
+            (dx, rng.random_range(-d..d))
+        })
+        .collect()
+}
+
+/// The pixels `(y, x)` one sweep of the glass blur visits, from the
+/// bottom-right to the top-left: rows `max_delta + 1..=height - max_delta`
+/// and columns likewise (the reference's `range(32 - max_delta, max_delta,
+/// -1)` for 32 pixels).
+fn glass_visits(
+    height: usize,
+    width: usize,
+    max_delta: usize,
+) -> impl Iterator<Item = (usize, usize)> + Clone {
+    let columns = (max_delta + 1..=width.saturating_sub(max_delta)).rev();
+    (max_delta + 1..=height.saturating_sub(max_delta))
+        .rev()
+        .flat_map(move |y| columns.clone().map(move |x| (y, x)))
+}
+
 /// Glass blur: a Gaussian blur of deviation `sigma` (scikit-image's
 /// `gaussian`: scipy's filter, truncated at 4 deviations, edges repeated),
 /// quantised to bytes as the reference's `np.uint8(... * 255)` (truncating,
-/// with [`Image::to_bytes`]'s round-off guard); then `iterations` sweeps
-/// over the pixels, from the bottom-right to the top-left, rows `max_delta +
-/// 1..=height - max_delta` and columns likewise, each taking the value (all
-/// channels) of the pixel `(dy, dx)` away, `dx` then `dy` drawn uniform in
-/// `-max_delta..max_delta` (numpy's `randint`, which excludes the upper end:
-/// values come from above and from the left only); then the same Gaussian
-/// blur again, clipped to `[0, 1]`.
+/// with [`Image::to_bytes`]'s round-off guard); then sweeps over the
+/// pixels, from the bottom-right to the top-left, rows `max_delta +
+/// 1..=height - max_delta` and columns likewise, each visited pixel taking
+/// the value (all channels) of the pixel its move `(dx, dy)` away, the moves
+/// taken in order from `moves` ([`glass_moves`]; their number sets the
+/// number of sweeps); then the same Gaussian blur again, clipped to `[0,
+/// 1]`.
 ///
 /// The reference means to swap the two pixels, `x[h, w], x[h', w'] = x[h',
 /// w'], x[h, w]`, but on an `H x W x 3` array those are numpy views: the
 /// first assignment overwrites what the second would copy back, so pixel
 /// `(h', w')` keeps its value (numpy/numpy#14428). CIFAR-10-C was made that
 /// way, so this copies too, for any number of channels.
-pub fn glass_blur(
-    image: &Image,
-    sigma: f64,
-    max_delta: usize,
-    iterations: usize,
-    rng: &mut ChaCha8Rng,
-) -> Image {
+pub fn glass_blur(image: &Image, sigma: f64, max_delta: usize, moves: &[(i64, i64)]) -> Image {
     let (h, w) = (image.height, image.width);
     let blurred = gaussian_blur(image, sigma);
     let mut shuffled = Image::from_bytes(&blurred.to_bytes(), image.channels, h, w);
     let plane = image.plane_len();
-    let d = max_delta as i64;
-    for _ in 0..iterations {
-        for y in (max_delta + 1..=h.saturating_sub(max_delta)).rev() {
-            for x in (max_delta + 1..=w.saturating_sub(max_delta)).rev() {
-                let dx = rng.random_range(-d..d);
-                let dy = rng.random_range(-d..d);
-                let here = y * w + x;
-                let there = (y as i64 + dy) as usize * w + (x as i64 + dx) as usize;
-                for c in 0..image.channels {
-                    shuffled.data[c * plane + here] = shuffled.data[c * plane + there];
-                }
-            }
+    for ((y, x), &(dx, dy)) in glass_visits(h, w, max_delta).cycle().zip(moves) {
+        let here = y * w + x;
+        let there = (y as i64 + dy) as usize * w + (x as i64 + dx) as usize;
+        for c in 0..image.channels {
+            shuffled.data[c * plane + here] = shuffled.data[c * plane + there];
         }
     }
     let out = gaussian_blur(&shuffled, sigma);
