@@ -38,7 +38,9 @@
 //! corrupt` has no way to be given them yet and leaves frost out).
 //!
 //! The pieces are checked against the libraries the reference calls
-//! (`tests/shift_corrupt_twins.rs`: scipy, Pillow, OpenCV, numpy). Where
+//! (`tests/shift_corrupt_twins.rs`: scipy, Pillow, OpenCV, numpy), and the
+//! random or chained corruptions whole against the reference's functions
+//! given csam's draws (`tests/shift_corrupt_whole_twins.rs`). Where
 //! those cannot be matched byte for byte, the function's doc says how ours
 //! differs: snow's and motion blur's streak (our rendering of ImageMagick's
 //! motion blur), the elastic warp (exact positions where OpenCV rounds to
