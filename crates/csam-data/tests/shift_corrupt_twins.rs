@@ -3,11 +3,13 @@
 //! sampler of the elastic transform, the zoom of zoom blur and snow, the
 //! Gaussian filter of glass blur and the elastic transform) and OpenCV (the
 //! elastic transform's affine warp, frost's shrinking of its photographs),
-//! run by `tests/shift_fixtures/corrupt_twins.py` in the project venv.
-//! The reference holds make_cifar_c.py's parameters per severity itself
-//! (pixelate's sizes, JPEG's qualities, glass blur's, fog's decay): each
-//! twin passes a severity, never one of csam's values, so that a wrong
-//! entry in csam's tables fails.
+//! and fog's plasma fractal against make_cifar_c.py's, run by
+//! `tests/shift_fixtures/corrupt_twins.py` in the project venv. The
+//! reference holds make_cifar_c.py's parameters per severity itself
+//! (pixelate's sizes, JPEG's qualities, fog's decay): each twin passes a
+//! severity, never one of csam's values, so that a wrong entry in csam's
+//! tables fails. The whole corruptions that draw random numbers or chain
+//! these blocks are checked in `shift_corrupt_whole_twins.rs`.
 //!
 //! Needs the project venv's python with numpy, scipy, Pillow and OpenCV
 //! (`cargo xtask setup`), or `CSAM_PYTHON`; each twin is skipped with a
@@ -15,63 +17,25 @@
 
 mod support;
 
-use csam_data::corrupt::blur::{glass_blur, GLASS};
+use csam_data::corrupt::blur::zoom_factor;
 use csam_data::corrupt::border::Border;
 use csam_data::corrupt::digital::{
     affine_warp, jpeg_compression, pixelate, JPEG_QUALITY, PIXELATE,
 };
 use csam_data::corrupt::filter::gaussian_filter;
 use csam_data::corrupt::frost_textures::FROST_FILES;
-use csam_data::corrupt::plasma::plasma_fractal;
+use csam_data::corrupt::plasma::{plasma_draws, plasma_fractal};
 use csam_data::corrupt::resample::{bilinear, clipped_zoom};
 use csam_data::corrupt::weather::FOG;
 use csam_data::corrupt::FrostTextures;
 use csam_data::corrupt::Image;
-use csam_data::{load, DatasetSpec};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
-use support::{f64_bytes, f64_values, python, run_reference};
+use support::{
+    args, f64_bytes, f64_values, hwc, python, random_images, real_images, run_reference,
+};
 
 const SCRIPT: &str = "corrupt_twins.py";
-
-/// Real images: CIFAR-10 samples (3 channels) and Fashion-MNIST (1 channel).
-fn real_images() -> Vec<Image> {
-    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../data/cifar10-samples");
-    let cifar = load(&DatasetSpec::Folder(dir)).unwrap().train.unwrap();
-    let fashion = load(&DatasetSpec::FashionMnist).unwrap().test;
-    (0..4)
-        .map(|i| Image::from_bytes(cifar.image(i), 3, 32, 32))
-        .chain((0..2).map(|i| Image::from_bytes(fashion.image(i), 1, 28, 28)))
-        .collect()
-}
-
-/// Random bytes at odd sizes, 1 and 3 channels.
-fn random_images() -> Vec<Image> {
-    let mut rng = ChaCha8Rng::seed_from_u64(17);
-    [(3, 5, 7), (1, 13, 20), (3, 40, 33)]
-        .map(|(c, h, w)| {
-            let bytes: Vec<u8> = (0..c * h * w).map(|_| rng.random()).collect();
-            Image::from_bytes(&bytes, c, h, w)
-        })
-        .to_vec()
-}
-
-/// `image`'s bytes interleaved (`H x W x C`), as PIL and numpy hold them.
-fn hwc(image: &Image) -> Vec<u8> {
-    let (bytes, plane) = (image.to_bytes(), image.plane_len());
-    (0..plane)
-        .flat_map(|i| (0..image.channels).map(move |c| (c, i)))
-        .map(|(c, i)| bytes[c * plane + i])
-        .collect()
-}
-
-/// `H W` then `extra`, the reference's arguments.
-fn args(height: usize, width: usize, extra: impl IntoIterator<Item = String>) -> Vec<String> {
-    [height.to_string(), width.to_string()]
-        .into_iter()
-        .chain(extra)
-        .collect()
-}
 
 #[test]
 fn pixelate_is_pillows_box_resize_byte_for_byte() {
@@ -220,10 +184,11 @@ fn the_clipped_zoom_is_scipys_zoom_of_the_central_crop() {
     };
     let dir = tempfile::tempdir().unwrap();
     let mut rng = ChaCha8Rng::seed_from_u64(4);
-    // Zoom blur's factors 1 + i / 100 and snow's 1.75, 2.25 (and 1.25).
+    // Zoom blur's factors (numpy's arange: 1.2500000000000002 grows a 26-pixel
+    // crop to 33 pixels) and snow's 1.75, 2.25 and 1.25 (which grows it to 32).
     let factors: Vec<f64> = (0..=25)
-        .map(|i| 1.0 + i as f64 * 0.01)
-        .chain([1.75, 2.25])
+        .map(zoom_factor)
+        .chain([1.75, 2.25, 1.25])
         .collect();
     for (h, w) in [(32, 32), (28, 28), (5, 7), (13, 20)] {
         let plane: Vec<f64> = (0..h * w).map(|_| rng.random()).collect();
@@ -372,66 +337,10 @@ fn frost_photographs_shrink_as_opencvs_resize() {
     }
 }
 
-/// Glass blur against the reference's steps in numpy and scipy, given our
-/// draws (redrawn here from the same seed, in the order the sweeps make
-/// them): this checks the sweep ranges and order, and that numpy's "swap"
-/// of two pixel views is the copy we make. The reference truncates
-/// `k / 255 * 255` to bytes with no guard against round-off just below `k`;
-/// ours has one ([`Image::to_bytes`]), so single values may differ by one
-/// level, 1/255 after the final blur at most.
-#[test]
-fn glass_blur_is_the_references_numpy_shuffle() {
-    let Some(python) = python() else {
-        return;
-    };
-    let dir = tempfile::tempdir().unwrap();
-    for image in real_images().iter().chain(&random_images()) {
-        let (c, h, w) = (image.channels, image.height, image.width);
-        for (severity, (sigma, delta, iterations)) in (1usize..).zip(GLASS) {
-            let mut rng = ChaCha8Rng::seed_from_u64(8);
-            let got = glass_blur(image, sigma, delta, iterations, &mut rng);
-            let mut rng = ChaCha8Rng::seed_from_u64(8);
-            let d = delta as i64;
-            let sweeps = (h.saturating_sub(2 * delta)) * (w.saturating_sub(2 * delta));
-            let draws: Vec<f64> = (0..iterations * sweeps * 2)
-                .map(|_| rng.random_range(-d..d) as f64)
-                .collect();
-            let mut input: Vec<f64> = (0..h * w)
-                .flat_map(|i| (0..c).map(move |ch| image.data[ch * h * w + i]))
-                .collect();
-            input.extend(draws);
-            let extra = [c.to_string(), severity.to_string()];
-            let want = f64_values(&run_reference(
-                &python,
-                SCRIPT,
-                dir.path(),
-                "glass",
-                &f64_bytes(&input),
-                &args(h, w, extra),
-            ));
-            let got_hwc: Vec<f64> = (0..h * w)
-                .flat_map(|i| (0..c).map(move |ch| (ch, i)))
-                .map(|(ch, i)| got.data[ch * h * w + i])
-                .collect();
-            let max = got_hwc
-                .iter()
-                .zip(&want)
-                .map(|(a, b)| (a - b).abs())
-                .fold(0.0, f64::max);
-            // One byte level, plus the final blur's f64 round-off (< 20 taps of values
-            // <= 1: < 1e-14).
-            assert!(
-                max <= 1.0 / 255.0 + 1e-12,
-                "{c}x{h}x{w} sigma {sigma}: {max}"
-            );
-        }
-    }
-}
-
-/// Fog's plasma fractal against the reference's diamond-square written with
-/// `np.roll`, fed the uniform draws ours makes (redrawn here from the same
-/// seed: three arrays of `(side / step)^2` per step, row by row). The sums
-/// of four neighbours are added in another order, hence 1e-12, not equality.
+/// Fog's plasma fractal against make_cifar_c.py's diamond-square, written
+/// with `np.roll`, fed the uniform draws ours takes ([`plasma_draws`]).
+/// The sums of four neighbours are added in another order, hence 1e-12,
+/// not equality.
 #[test]
 fn the_plasma_fractal_is_the_references_diamond_square() {
     let Some(python) = python() else {
@@ -439,14 +348,9 @@ fn the_plasma_fractal_is_the_references_diamond_square() {
     };
     let dir = tempfile::tempdir().unwrap();
     for side in [2usize, 4, 32, 64] {
+        let draws = plasma_draws(side, &mut ChaCha8Rng::seed_from_u64(9));
         for (severity, (_, decay)) in (1usize..).zip(FOG) {
-            let got = plasma_fractal(side, decay, &mut ChaCha8Rng::seed_from_u64(9));
-            let mut rng = ChaCha8Rng::seed_from_u64(9);
-            // Steps side, side / 2, ..., 2: k = 1, 2, 4, ... squares a side.
-            let count: usize = (0..side.trailing_zeros())
-                .map(|t| 3 * (1usize << t).pow(2))
-                .sum();
-            let draws: Vec<f64> = (0..count).map(|_| rng.random()).collect();
+            let got = plasma_fractal(side, decay, &draws);
             let want = f64_values(&run_reference(
                 &python,
                 SCRIPT,

@@ -28,12 +28,28 @@ pub const GLASS: [(f64, usize, usize); 5] = [
     (0.25, 1, 2),
     (0.4, 1, 2),
 ];
-/// The zoom blur's largest step `n` per severity 1..5: it averages zooms by
-/// `1, 1.01, ..., 1 + n / 100`. The reference writes `np.arange(1, 1.06,
-/// 0.01)`, ..., `np.arange(1, 1.26, 0.01)`, whose floating-point end points
-/// include 1.06 and 1.11 but not 1.16, 1.21 and 1.26: these are the factors
-/// numpy gives.
+/// The zoom blur's largest step `n` per severity 1..5: it averages the
+/// zooms by [`zoom_factor`]`(0..=n)`, `1, 1.01, ..., 1 + n / 100`. The
+/// reference writes `np.arange(1, 1.06, 0.01)`, ..., `np.arange(1, 1.26,
+/// 0.01)`, whose floating-point end points include 1.06 and 1.11 but not
+/// 1.16, 1.21 and 1.26: these are the factors numpy gives.
 pub const ZOOM_STEPS: [usize; 5] = [6, 11, 15, 20, 25];
+
+/// The step between zoom blur's factors as numpy's `arange(1, stop, 0.01)`
+/// takes it: the difference of its first two values, `(1 + 0.01) - 1 =
+/// 0.010000000000000009`, not `0.01`.
+const ZOOM_STEP: f64 = (1.0 + 0.01) - 1.0;
+
+/// Zoom blur's `i`-th factor, numpy's `arange` value `1 + i * ZOOM_STEP`
+/// (numpy fills an `arange` from its first two values). From `i = 13` on
+/// some factors are one ulp above `1 + i * 0.01`, and that matters:
+/// `1.2500000000000002` (not `1.25`) grows a 32-pixel image's 26-pixel
+/// crop to `round(32.500000000000004) = 33` pixels in scipy's `zoom`,
+/// where `1.25` gives 32 (ties to even), and so samples it at other
+/// positions.
+pub fn zoom_factor(i: usize) -> f64 {
+    1.0 + i as f64 * ZOOM_STEP
+}
 
 /// A square filter of odd side, row-major.
 #[derive(Debug, Clone, PartialEq)]
@@ -220,45 +236,69 @@ pub fn motion_blur_at(image: &Image, radius: usize, sigma: f64, angle: f64) -> I
     image.with_data(out.into_iter().map(|v| v.clamp(0.0, 1.0)).collect())
 }
 
+/// Glass blur's random numbers: for each of `iterations` sweeps over the
+/// pixels [`glass_blur`] visits, in its order, the offset
+/// `(dx, dy)` of the pixel whose value the visited one takes, `dx` then `dy`
+/// drawn uniform in `-max_delta..max_delta` (numpy's `randint`, which
+/// excludes the upper end: values come from above and from the left only).
+pub fn glass_moves(
+    height: usize,
+    width: usize,
+    max_delta: usize,
+    iterations: usize,
+    rng: &mut ChaCha8Rng,
+) -> Vec<(i64, i64)> {
+    let d = max_delta as i64;
+    let sweep = glass_visits(height, width, max_delta).count();
+    (0..iterations * sweep)
+        .map(|_| {
+            let dx = rng.random_range(-d..d);
+            (dx, rng.random_range(-d..d))
+        })
+        .collect()
+}
+
+/// The pixels `(y, x)` one sweep of the glass blur visits, from the
+/// bottom-right to the top-left: rows `max_delta + 1..=height - max_delta`
+/// and columns likewise (the reference's `range(32 - max_delta, max_delta,
+/// -1)` for 32 pixels).
+fn glass_visits(
+    height: usize,
+    width: usize,
+    max_delta: usize,
+) -> impl Iterator<Item = (usize, usize)> + Clone {
+    let columns = (max_delta + 1..=width.saturating_sub(max_delta)).rev();
+    (max_delta + 1..=height.saturating_sub(max_delta))
+        .rev()
+        .flat_map(move |y| columns.clone().map(move |x| (y, x)))
+}
+
 /// Glass blur: a Gaussian blur of deviation `sigma` (scikit-image's
 /// `gaussian`: scipy's filter, truncated at 4 deviations, edges repeated),
 /// quantised to bytes as the reference's `np.uint8(... * 255)` (truncating,
-/// with [`Image::to_bytes`]'s round-off guard); then `iterations` sweeps
-/// over the pixels, from the bottom-right to the top-left, rows `max_delta +
-/// 1..=height - max_delta` and columns likewise, each taking the value (all
-/// channels) of the pixel `(dy, dx)` away, `dx` then `dy` drawn uniform in
-/// `-max_delta..max_delta` (numpy's `randint`, which excludes the upper end:
-/// values come from above and from the left only); then the same Gaussian
-/// blur again, clipped to `[0, 1]`.
+/// with [`Image::to_bytes`]'s round-off guard); then sweeps over the
+/// pixels, from the bottom-right to the top-left, rows `max_delta +
+/// 1..=height - max_delta` and columns likewise, each visited pixel taking
+/// the value (all channels) of the pixel its move `(dx, dy)` away, the moves
+/// taken in order from `moves` ([`glass_moves`]; their number sets the
+/// number of sweeps); then the same Gaussian blur again, clipped to `[0,
+/// 1]`.
 ///
 /// The reference means to swap the two pixels, `x[h, w], x[h', w'] = x[h',
 /// w'], x[h, w]`, but on an `H x W x 3` array those are numpy views: the
 /// first assignment overwrites what the second would copy back, so pixel
 /// `(h', w')` keeps its value (numpy/numpy#14428). CIFAR-10-C was made that
 /// way, so this copies too, for any number of channels.
-pub fn glass_blur(
-    image: &Image,
-    sigma: f64,
-    max_delta: usize,
-    iterations: usize,
-    rng: &mut ChaCha8Rng,
-) -> Image {
+pub fn glass_blur(image: &Image, sigma: f64, max_delta: usize, moves: &[(i64, i64)]) -> Image {
     let (h, w) = (image.height, image.width);
     let blurred = gaussian_blur(image, sigma);
     let mut shuffled = Image::from_bytes(&blurred.to_bytes(), image.channels, h, w);
     let plane = image.plane_len();
-    let d = max_delta as i64;
-    for _ in 0..iterations {
-        for y in (max_delta + 1..=h.saturating_sub(max_delta)).rev() {
-            for x in (max_delta + 1..=w.saturating_sub(max_delta)).rev() {
-                let dx = rng.random_range(-d..d);
-                let dy = rng.random_range(-d..d);
-                let here = y * w + x;
-                let there = (y as i64 + dy) as usize * w + (x as i64 + dx) as usize;
-                for c in 0..image.channels {
-                    shuffled.data[c * plane + here] = shuffled.data[c * plane + there];
-                }
-            }
+    for ((y, x), &(dx, dy)) in glass_visits(h, w, max_delta).cycle().zip(moves) {
+        let here = y * w + x;
+        let there = (y as i64 + dy) as usize * w + (x as i64 + dx) as usize;
+        for c in 0..image.channels {
+            shuffled.data[c * plane + here] = shuffled.data[c * plane + there];
         }
     }
     let out = gaussian_blur(&shuffled, sigma);
@@ -277,14 +317,14 @@ fn gaussian_blur(image: &Image, sigma: f64) -> Image {
     image.with_data(data)
 }
 
-/// Zoom blur: the mean of the image and its [`clipped_zoom`]s by `1, 1.01,
-/// ..., 1 + steps / 100` (factors computed as numpy's `arange`, `1 + i *
-/// 0.01`), clipped to `[0, 1]`.
+/// Zoom blur: the mean of the image and its [`clipped_zoom`]s by
+/// [`zoom_factor`]`(i)` for `i` in `0..=steps` (`1, 1.01, ..., 1 + steps /
+/// 100`, as numpy's `arange` computes them), clipped to `[0, 1]`.
 pub fn zoom_blur(image: &Image, steps: usize) -> Image {
     let size = (image.height, image.width);
     let mut out = image.data.clone();
     for i in 0..=steps {
-        let factor = 1.0 + i as f64 * 0.01;
+        let factor = zoom_factor(i);
         for (sum, plane) in out
             .chunks_exact_mut(image.plane_len())
             .zip(image.data.chunks_exact(image.plane_len()))
@@ -339,6 +379,21 @@ mod tests {
         assert!((taps.iter().map(|t| t.0).sum::<f64>() - 1.0).abs() < 1e-12);
         // A tiny image stops the streak at its border.
         assert_eq!(motion_taps(9, 2.5, 0.0, 4, 4).len(), 4);
+    }
+
+    #[test]
+    fn zoom_factors_are_numpys_arange_values() {
+        // numpy 2.4: np.arange(1, 1.26, 0.01)[[6, 12, 13, 25]], printed with repr.
+        let numpy = [
+            (6, 1.06),
+            (12, 1.12),
+            (13, 1.130_000_000_000_000_1),
+            (25, 1.250_000_000_000_000_2),
+        ];
+        for (i, value) in numpy {
+            assert_eq!(zoom_factor(i), value, "{i}");
+        }
+        assert_eq!(zoom_factor(0), 1.0);
     }
 
     #[test]

@@ -34,48 +34,74 @@ pub const PIXELATE: [f64; 5] = [0.95, 0.9, 0.85, 0.75, 0.65];
 /// JPEG quality per severity 1..5.
 pub const JPEG_QUALITY: [u8; 5] = [80, 65, 58, 50, 40];
 
+/// The elastic transform's random numbers, uniform in `[0, 1)` and drawn
+/// in this order. numpy's `uniform(low, high)` is `low + (high - low) * u`:
+/// [`elastic_transform`] makes its values from these `u` that way.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ElasticDraws {
+    /// The moves of the three anchor points, `x` then `y` of each.
+    pub affine: [f64; 6],
+    /// `height x width` each (row-major): the displacement fields `dx`,
+    /// then `dy`, before smoothing.
+    pub dx: Vec<f64>,
+    pub dy: Vec<f64>,
+}
+
+impl ElasticDraws {
+    /// The draws of the elastic transform of a `height x width` image.
+    pub fn draw(height: usize, width: usize, rng: &mut ChaCha8Rng) -> ElasticDraws {
+        let affine = std::array::from_fn(|_| rng.random());
+        let mut field = || (0..height * width).map(|_| rng.random()).collect();
+        let dx = field();
+        ElasticDraws {
+            affine,
+            dx,
+            dy: field(),
+        }
+    }
+}
+
 /// The elastic transform. With `s = min(height, width)` (32 for CIFAR-10,
 /// where this is the reference's `IMSIZE`), the fractions become pixels:
 /// `alpha * s`, `sigma * s`, `affine * s`.
 ///
 /// 1. Affine warp: the anchor points `(cx + d, cy + d)`, `(cx + d, cy -
 ///    d)`, `(cx - d, cy - d)` (`cx = width / 2`, `cy = height / 2`, `d = s /
-///    3`, integer divisions; `(x, y)` order) each move by `x` then `y` drawn
-///    uniform in `+-affine * s`; [`affine_warp`] takes the anchors to the
-///    moved points.
-/// 2. Displacement: fields `dx` then `dy` of values drawn uniform in `[-1,
-///    1)`, each smoothed by a Gaussian of deviation `sigma * s` (scipy's
-///    filter, truncated at 3 deviations, `reflect` borders) and scaled by
-///    `alpha * s`; output pixel `(y, x)` reads the warped image at `(y +
-///    dy, x + dx)` bilinearly, `reflect` borders (scipy's `map_coordinates`,
-///    order 1); clipped to `[0, 1]`.
+///    3`, integer divisions; `(x, y)` order) each move by `x` then `y`
+///    uniform in `+-affine * s` (the draws' `affine`); [`affine_warp`] takes
+///    the anchors to the moved points.
+/// 2. Displacement: fields `dx` then `dy` of values uniform in `[-1, 1)`
+///    (the draws' `dx` and `dy`), each smoothed by a Gaussian of deviation
+///    `sigma * s` (scipy's filter, truncated at 3 deviations, `reflect`
+///    borders) and scaled by `alpha * s`; output pixel `(y, x)` reads the
+///    warped image at `(y + dy, x + dx)` bilinearly, `reflect` borders
+///    (scipy's `map_coordinates`, order 1); clipped to `[0, 1]`.
 ///
 /// The reference carries `x` on the first axis of the anchors, which is the
 /// height; for square images the two agree.
 pub fn elastic_transform(
     image: &Image,
     (alpha, sigma, affine): (f64, f64, f64),
-    rng: &mut ChaCha8Rng,
+    draws: &ElasticDraws,
 ) -> Image {
     let (h, w) = (image.height, image.width);
     let side = h.min(w) as f64;
     let (alpha, sigma, affine) = (alpha * side, sigma * side, affine * side);
     let (cx, cy, d) = ((w / 2) as f64, (h / 2) as f64, (h.min(w) / 3) as f64);
     let anchors = [(cx + d, cy + d), (cx + d, cy - d), (cx - d, cy - d)];
-    let mut uniform = |half: f64| -half + 2.0 * half * rng.random::<f64>();
-    let moved = anchors.map(|(x, y)| {
-        let x = x + uniform(affine);
-        (x, y + uniform(affine))
-    });
+    let uniform = |half: f64, u: f64| -half + 2.0 * half * u;
+    let moves = draws.affine.map(|u| uniform(affine, u));
+    let moved: [(f64, f64); 3] =
+        std::array::from_fn(|k| (anchors[k].0 + moves[2 * k], anchors[k].1 + moves[2 * k + 1]));
     let warped = affine_warp(image, &anchors, &moved);
-    let mut field = || {
-        let noise: Vec<f64> = (0..h * w).map(|_| uniform(1.0)).collect();
+    let field = |draws: &[f64]| {
+        let noise: Vec<f64> = draws.iter().map(|&u| uniform(1.0, u)).collect();
         gaussian_filter(&noise, (h, w), sigma, 3.0, Border::Reflect)
             .into_iter()
             .map(|v| v * alpha)
             .collect::<Vec<f64>>()
     };
-    let (dx, dy) = (field(), field());
+    let (dx, dy) = (field(&draws.dx), field(&draws.dy));
     let displaced = |y: usize, x: usize| (y as f64 + dy[y * w + x], x as f64 + dx[y * w + x]);
     remap(&warped, (h, w), displaced, Border::Reflect).map(|v| v.clamp(0.0, 1.0))
 }
@@ -228,7 +254,8 @@ mod tests {
             width: 5,
         };
         let mut rng = ChaCha8Rng::seed_from_u64(0);
-        let out = elastic_transform(&image, (0.0, 0.0, 0.0), &mut rng);
+        let draws = ElasticDraws::draw(6, 5, &mut rng);
+        let out = elastic_transform(&image, (0.0, 0.0, 0.0), &draws);
         // Zero moves sample each pixel at itself, up to the identity affine's round-off
         // (< 1e-14 in position) times a neighbour step of <= 1/6: < 2e-15.
         for (a, b) in out.data.iter().zip(&image.data) {

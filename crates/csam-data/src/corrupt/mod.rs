@@ -17,7 +17,12 @@
 //! impulse hits that grow into a superset, the same snow layer, fog map
 //! draws, frost crop and warp), so its severities differ in strength only.
 //! numpy's random streams are not reproduced: the noise is the same
-//! distribution as CIFAR-10-C's, not the same samples.
+//! distribution as CIFAR-10-C's, not the same samples. The corruptions
+//! whose draws do not depend on the pixels draw them first, as a value of
+//! their own ([`blur::glass_moves`], [`weather::SnowDraws`],
+//! [`weather::FrostCrop`], [`weather::fog_draws`],
+//! [`digital::ElasticDraws`]), and then apply them, so that a reference
+//! can be handed the same numbers.
 //!
 //! Families: [`noise`] (Gaussian, shot, impulse), [`blur`] (defocus, glass,
 //! motion, zoom), [`weather`] (snow, frost, fog), [`intensity`] (brightness,
@@ -33,7 +38,9 @@
 //! corrupt` has no way to be given them yet and leaves frost out).
 //!
 //! The pieces are checked against the libraries the reference calls
-//! (`tests/shift_corrupt_twins.rs`: scipy, Pillow, OpenCV, numpy). Where
+//! (`tests/shift_corrupt_twins.rs`: scipy, Pillow, OpenCV, numpy), and the
+//! random or chained corruptions whole against the reference's functions
+//! given csam's draws (`tests/shift_corrupt_whole_twins.rs`). Where
 //! those cannot be matched byte for byte, the function's doc says how ours
 //! differs: snow's and motion blur's streak (our rendering of ImageMagick's
 //! motion blur), the elastic warp (exact positions where OpenCV rounds to
@@ -211,6 +218,7 @@ impl Corruption {
         frost: Option<&FrostTextures>,
     ) -> crate::error::Result<Image> {
         let s = severity.index();
+        let (h, w) = (image.height, image.width);
         Ok(match self {
             Corruption::GaussianNoise => noise::gaussian_noise(image, noise::GAUSSIAN_STD[s], rng),
             Corruption::ShotNoise => noise::shot_noise(image, noise::SHOT_PHOTONS[s], rng),
@@ -221,24 +229,30 @@ impl Corruption {
             }
             Corruption::GlassBlur => {
                 let (sigma, max_delta, iterations) = blur::GLASS[s];
-                blur::glass_blur(image, sigma, max_delta, iterations, rng)
+                let moves = blur::glass_moves(h, w, max_delta, iterations, rng);
+                blur::glass_blur(image, sigma, max_delta, &moves)
             }
             Corruption::MotionBlur => {
                 let (radius, sigma) = blur::MOTION[s];
                 blur::motion_blur(image, radius, sigma, rng)
             }
             Corruption::ZoomBlur => blur::zoom_blur(image, blur::ZOOM_STEPS[s]),
-            Corruption::Snow => weather::snow_corruption(image, &weather::SNOW[s], rng),
+            Corruption::Snow => {
+                let draws = weather::SnowDraws::draw(h, w, rng);
+                weather::snow_corruption(image, &weather::SNOW[s], &draws)
+            }
             Corruption::Frost => {
                 let textures =
                     frost.ok_or_else(|| DataError::Invalid(FROST_NEEDS_TEXTURES.into()))?;
-                weather::frost(image, textures, weather::FROST[s], rng)
+                let crop = weather::FrostCrop::draw(h, w, textures, rng);
+                weather::frost(image, textures, weather::FROST[s], &crop)
             }
-            Corruption::Fog => weather::fog(image, weather::FOG[s], rng),
+            Corruption::Fog => weather::fog(image, weather::FOG[s], &weather::fog_draws(h, w, rng)),
             Corruption::Brightness => intensity::brightness(image, intensity::BRIGHTNESS[s]),
             Corruption::Contrast => intensity::contrast(image, intensity::CONTRAST[s]),
             Corruption::ElasticTransform => {
-                digital::elastic_transform(image, digital::ELASTIC[s], rng)
+                let draws = digital::ElasticDraws::draw(h, w, rng);
+                digital::elastic_transform(image, digital::ELASTIC[s], &draws)
             }
             Corruption::Pixelate => digital::pixelate(image, digital::PIXELATE[s]),
             Corruption::JpegCompression => {

@@ -20,17 +20,21 @@ pub fn plasma_side(height: usize, width: usize) -> usize {
 /// to the mean of its 4 neighbours, the map wrapping around at its edges;
 /// each new value gets `w * U(-w, w)` added, `w` starting at 100 and divided
 /// by `decay` after each step. (`w * U(-w, w)`, not `U(-w, w)`: the
-/// reference's `wibbledmean`, kept.) The uniform draws are made in that
-/// order, row by row, and their number depends on `side` only, so every
-/// `decay` meets the same draws.
-pub fn plasma_fractal(side: usize, decay: f64, rng: &mut ChaCha8Rng) -> Vec<f64> {
+/// reference's `wibbledmean`, kept.) The uniform values `U(-w, w)` are `-w +
+/// 2 w u` (numpy's `uniform`) with `u` taken from `draws` ([`plasma_draws`])
+/// in that order, row by row; `draws` holds as many as [`plasma_draws`]
+/// makes for `side`.
+pub fn plasma_fractal(side: usize, decay: f64, draws: &[f64]) -> Vec<f64> {
     debug_assert!(side.is_power_of_two());
+    debug_assert_eq!(draws.len(), plasma_draw_count(side));
     let n = side;
     let mut map = vec![0.0; n * n];
     let mut wibble = 100.0;
     let mut step = n;
+    let mut draws = draws.iter();
     let mut wibbled = |sum: f64, wibble: f64| {
-        let u: f64 = rng.random();
+        // Invariant (asserted above in debug builds): one draw per value set.
+        let u = *draws.next().expect("plasma_draws' count for this side");
         sum / 4.0 + wibble * (-wibble + 2.0 * wibble * u)
     };
     while step >= 2 {
@@ -79,6 +83,22 @@ pub fn plasma_fractal(side: usize, decay: f64, rng: &mut ChaCha8Rng) -> Vec<f64>
         .collect()
 }
 
+/// The random numbers of a [`plasma_fractal`] of side `side`: uniform in
+/// `[0, 1)`, one for each value the map sets. Their number depends on
+/// `side` only, so every decay meets the same draws.
+pub fn plasma_draws(side: usize, rng: &mut ChaCha8Rng) -> Vec<f64> {
+    (0..plasma_draw_count(side)).map(|_| rng.random()).collect()
+}
+
+/// How many values a map of side `side` (a power of two) sets: each step of
+/// size `s` sets `3 (side / s)^2` (square centres, top and left edge
+/// midpoints).
+fn plasma_draw_count(side: usize) -> usize {
+    (0..side.trailing_zeros())
+        .map(|t| 3 * (1usize << t).pow(2))
+        .sum()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -88,7 +108,7 @@ mod tests {
     fn the_map_spans_zero_to_one_and_every_cell_is_set() {
         for side in [2, 8, 32, 64] {
             let mut rng = ChaCha8Rng::seed_from_u64(side as u64);
-            let map = plasma_fractal(side, 2.0, &mut rng);
+            let map = plasma_fractal(side, 2.0, &plasma_draws(side, &mut rng));
             assert_eq!(map.len(), side * side);
             let min = map.iter().copied().fold(f64::INFINITY, f64::min);
             let max = map.iter().copied().fold(f64::NEG_INFINITY, f64::max);
@@ -109,7 +129,7 @@ mod tests {
         // detail than with decay 1.75, so neighbours differ less.
         let roughness = |decay| {
             let mut rng = ChaCha8Rng::seed_from_u64(5);
-            let map = plasma_fractal(64, decay, &mut rng);
+            let map = plasma_fractal(64, decay, &plasma_draws(64, &mut rng));
             map.windows(2).map(|w| (w[1] - w[0]).abs()).sum::<f64>()
         };
         let (smooth, rough) = (roughness(3.0), roughness(1.75));

@@ -11,7 +11,7 @@ use rand_distr::{Distribution, StandardNormal};
 use super::blur::motion_blur_at;
 use super::frost_textures::FrostTextures;
 use super::image::Image;
-use super::plasma::{plasma_fractal, plasma_side};
+use super::plasma::{plasma_draws, plasma_fractal, plasma_side};
 use super::resample::clipped_zoom;
 
 /// The snow corruption's parameters at one severity (the reference's tuple
@@ -69,25 +69,41 @@ pub const FROST: [(f64, f64); 5] = [
 /// `(fog amount, plasma decay)` per severity 1..5.
 pub const FOG: [(f64, f64); 5] = [(0.2, 3.0), (0.5, 3.0), (0.75, 2.5), (1.0, 2.0), (1.5, 1.75)];
 
-/// Snow. A layer of `height x width` Gaussian values (`mean`, `std`) is
-/// [`clipped_zoom`]ed by `zoom`, cleared below `threshold`, clipped to `[0,
-/// 1]` and quantised to bytes (the reference makes it an 8-bit PIL image);
-/// then streaked by the motion blur ([`motion_blur_at`], our rendering of
-/// ImageMagick's `MotionBlurImage` that the reference calls) at an angle
-/// uniform in [`SNOW_ANGLE`], and quantised again, rounding (ImageMagick
-/// writes it back as an 8-bit PNG). The image is mixed with a brightened
-/// copy, `keep * x + (1 - keep) * max(x, 1.5 * grey + 0.5)` (`grey` the
-/// pixel's [`luma`]; the value itself for one channel), and the layer is
-/// added twice, as it is and turned by 180 degrees; clipped to `[0, 1]`.
-/// The Gaussian values are drawn first, then the angle.
-pub fn snow_corruption(image: &Image, p: &Snow, rng: &mut ChaCha8Rng) -> Image {
+/// Snow's random numbers, drawn in this order.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SnowDraws {
+    /// `height x width` standard normal values (row-major): the layer is
+    /// `mean + std * z`, as numpy's `normal(loc, scale)` makes it.
+    pub normals: Vec<f64>,
+    /// The flakes' streak angle in degrees, uniform in [`SNOW_ANGLE`].
+    pub angle: f64,
+}
+
+impl SnowDraws {
+    /// The draws of the snow on a `height x width` image.
+    pub fn draw(height: usize, width: usize, rng: &mut ChaCha8Rng) -> SnowDraws {
+        let normals = (0..height * width)
+            .map(|_| StandardNormal.sample(rng))
+            .collect();
+        let angle = rng.random_range(SNOW_ANGLE.0..SNOW_ANGLE.1);
+        SnowDraws { normals, angle }
+    }
+}
+
+/// Snow. A layer of `height x width` Gaussian values (`mean + std * z`, `z`
+/// the draws' normals) is [`clipped_zoom`]ed by `zoom`, cleared below
+/// `threshold`, clipped to `[0, 1]` and quantised to bytes (the reference
+/// makes it an 8-bit PIL image); then streaked by the motion blur
+/// ([`motion_blur_at`], our rendering of ImageMagick's `MotionBlurImage`
+/// that the reference calls) at the draws' angle, and quantised again,
+/// rounding (ImageMagick writes it back as an 8-bit PNG). The image is mixed
+/// with a brightened copy, `keep * x + (1 - keep) * max(x, 1.5 * grey +
+/// 0.5)` (`grey` the pixel's [`luma`]; the value itself for one channel),
+/// and the layer is added twice, as it is and turned by 180 degrees;
+/// clipped to `[0, 1]`.
+pub fn snow_corruption(image: &Image, p: &Snow, draws: &SnowDraws) -> Image {
     let (h, w) = (image.height, image.width);
-    let noise: Vec<f64> = (0..h * w)
-        .map(|_| {
-            let z: f64 = StandardNormal.sample(rng);
-            p.mean + p.std * z
-        })
-        .collect();
+    let noise: Vec<f64> = draws.normals.iter().map(|z| p.mean + p.std * z).collect();
     let layer: Vec<f64> = clipped_zoom(&noise, (h, w), p.zoom)
         .into_iter()
         .map(|v| if v < p.threshold { 0.0 } else { v })
@@ -99,8 +115,7 @@ pub fn snow_corruption(image: &Image, p: &Snow, rng: &mut ChaCha8Rng) -> Image {
         width: w,
     };
     let layer = Image::from_bytes(&layer.to_bytes(), 1, h, w);
-    let angle = rng.random_range(SNOW_ANGLE.0..SNOW_ANGLE.1);
-    let streaked = motion_blur_at(&layer, p.streak_radius, p.streak_sigma, angle)
+    let streaked = motion_blur_at(&layer, p.streak_radius, p.streak_sigma, draws.angle)
         .map(|v| (v * 255.0).round() / 255.0);
     let plane = image.plane_len();
     let grey: Vec<f64> = (0..plane)
@@ -126,27 +141,52 @@ pub fn luma(r: f64, g: f64, b: f64) -> f64 {
     0.299 * r + 0.587 * g + 0.114 * b
 }
 
-/// Frost: `clip(keep * x + weight * f, 0, 1)` with `f` a crop of one of the
-/// frost photographs ([`FrostTextures`]), the photograph drawn uniformly,
-/// then the crop's top and left offsets uniform in `0..texture side - image
-/// side` (numpy's `randint`, upper end excluded). A texture no larger than
-/// the image is read with offset 0 and repeated (tiled) past its edges,
+/// Frost's random numbers: which photograph, then the crop's top-left
+/// corner in it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FrostCrop {
+    /// Index into [`FrostTextures::textures`].
+    pub texture: usize,
+    pub top: usize,
+    pub left: usize,
+}
+
+impl FrostCrop {
+    /// The photograph drawn uniformly, then the crop's top and left offsets
+    /// uniform in `0..texture side - image side` (numpy's `randint`, upper
+    /// end excluded), for a `height x width` image; 0 where the texture is
+    /// no larger than the image (see [`frost`]).
+    pub fn draw(
+        height: usize,
+        width: usize,
+        textures: &FrostTextures,
+        rng: &mut ChaCha8Rng,
+    ) -> FrostCrop {
+        let texture = rng.random_range(0..textures.textures().len());
+        let chosen = &textures.textures()[texture];
+        let top = rng.random_range(0..chosen.height.saturating_sub(height).max(1));
+        let left = rng.random_range(0..chosen.width.saturating_sub(width).max(1));
+        FrostCrop { texture, top, left }
+    }
+}
+
+/// Frost: `clip(keep * x + weight * f, 0, 1)` with `f` the crop of the
+/// frost photograph ([`FrostTextures`]) that `crop` names. A texture no
+/// larger than the image (offset 0) is repeated (tiled) past its edges,
 /// where the reference would fail. One-channel images blend the texture's
 /// [`luma`]; the reference has colour images only.
 pub fn frost(
     image: &Image,
     textures: &FrostTextures,
     (keep, weight): (f64, f64),
-    rng: &mut ChaCha8Rng,
+    crop: &FrostCrop,
 ) -> Image {
-    let (h, w) = (image.height, image.width);
-    let texture = &textures.textures()[rng.random_range(0..textures.textures().len())];
+    let w = image.width;
+    let texture = &textures.textures()[crop.texture];
     let (th, tw) = (texture.height, texture.width);
-    let top = rng.random_range(0..th.saturating_sub(h).max(1));
-    let left = rng.random_range(0..tw.saturating_sub(w).max(1));
     let tplane = texture.plane_len();
     let at = |c: usize, y: usize, x: usize| {
-        texture.data[c * tplane + ((top + y) % th) * tw + (left + x) % tw]
+        texture.data[c * tplane + ((crop.top + y) % th) * tw + (crop.left + x) % tw]
     };
     image.map_pixels(|c, i, x| {
         let (y, xx) = (i / w, i % w);
@@ -158,13 +198,20 @@ pub fn frost(
     })
 }
 
+/// Fog's random numbers: the [`plasma_draws`] of a map of side
+/// [`plasma_side`] for a `height x width` image.
+pub fn fog_draws(height: usize, width: usize, rng: &mut ChaCha8Rng) -> Vec<f64> {
+    plasma_draws(plasma_side(height, width), rng)
+}
+
 /// Fog: `clip((x + amount * p) * m / (m + amount), 0, 1)` with `p` the
 /// top-left `height x width` of a [`plasma_fractal`] of side [`plasma_side`]
-/// and decay `decay` (the same for every channel), and `m` the image's
-/// largest value, so the fog lightens without overexposing.
-pub fn fog(image: &Image, (amount, decay): (f64, f64), rng: &mut ChaCha8Rng) -> Image {
+/// and decay `decay` made from `draws` ([`fog_draws`]; the same for every
+/// channel), and `m` the image's largest value, so the fog lightens without
+/// overexposing.
+pub fn fog(image: &Image, (amount, decay): (f64, f64), draws: &[f64]) -> Image {
     let side = plasma_side(image.height, image.width);
-    let map = plasma_fractal(side, decay, rng);
+    let map = plasma_fractal(side, decay, draws);
     let max = image.data.iter().copied().fold(0.0, f64::max);
     let w = image.width;
     image.map_pixels(|_, i, x| {
@@ -190,9 +237,9 @@ mod tests {
     #[test]
     fn fog_of_a_flat_image_is_the_plasma_map_rescaled() {
         let mut rng = ChaCha8Rng::seed_from_u64(4);
-        let out = fog(&grey(0.5, 8, 8), (1.0, 2.0), &mut rng);
-        let mut rng = ChaCha8Rng::seed_from_u64(4);
-        let map = plasma_fractal(32, 2.0, &mut rng);
+        let draws = fog_draws(8, 8, &mut rng);
+        let out = fog(&grey(0.5, 8, 8), (1.0, 2.0), &draws);
+        let map = plasma_fractal(32, 2.0, &draws);
         for y in 0..8 {
             for x in 0..8 {
                 let expected = (0.5 + map[y * 32 + x]) * 0.5 / 1.5;
@@ -201,7 +248,7 @@ mod tests {
             }
         }
         // Black stays black: its largest value is 0.
-        let black = fog(&grey(0.0, 4, 4), (1.5, 1.75), &mut rng);
+        let black = fog(&grey(0.0, 4, 4), (1.5, 1.75), &fog_draws(4, 4, &mut rng));
         assert!(black.data.iter().all(|&v| v == 0.0));
     }
 
@@ -209,7 +256,7 @@ mod tests {
     fn snow_only_brightens_and_its_layer_is_symmetric() {
         let image = grey(0.3, 16, 16);
         let mut rng = ChaCha8Rng::seed_from_u64(9);
-        let out = snow_corruption(&image, &SNOW[4], &mut rng);
+        let out = snow_corruption(&image, &SNOW[4], &SnowDraws::draw(16, 16, &mut rng));
         // keep * x + (1 - keep) * max(x, ..) >= x up to 3 roundings of values <= 1
         // (< 4e-16); the mirrored pixel adds the same two streaks in the other order
         // (2 roundings). A streak off its mirror moves a pixel by >= 1/255.
@@ -232,13 +279,25 @@ mod tests {
         };
         let textures = FrostTextures::from_scaled(vec![texture]);
         let mut rng = ChaCha8Rng::seed_from_u64(1);
-        let out = frost(&grey(0.5, 2, 3), &textures, (0.8, 0.5), &mut rng);
-        // Grey luma of a grey texture is the texture; offsets are 0..2 and 0..3.
-        let left = ((out.data[0] - 0.4) / 0.5 * 10.0).round() as usize;
-        assert!(left < 3, "{:?}", out.data);
+        let crop = FrostCrop::draw(2, 3, &textures, &mut rng);
+        // Offsets are 0..2 and 0..3.
+        assert!(
+            crop.texture == 0 && crop.top < 2 && crop.left < 3,
+            "{crop:?}"
+        );
+        let out = frost(&grey(0.5, 2, 3), &textures, (0.8, 0.5), &crop);
+        // Grey luma of a grey texture is the texture.
         for (i, v) in out.data.iter().enumerate() {
-            let f = ((left + i % 3) % 6) as f64 / 10.0;
+            let f = (crop.left + i % 3) as f64 / 10.0;
             // Luma of three equal values and a blend: <= 6 roundings of values <= 1, < 7e-16.
+            assert!((v - (0.4 + 0.5 * f)).abs() < 1e-12, "{:?}", out.data);
+        }
+        // A texture narrower than the image is read from 0 and repeated.
+        let crop = FrostCrop::draw(2, 9, &textures, &mut rng);
+        assert_eq!(crop.left, 0);
+        let out = frost(&grey(0.5, 2, 9), &textures, (0.8, 0.5), &crop);
+        for (i, v) in out.data.iter().enumerate() {
+            let f = (i % 9 % 6) as f64 / 10.0;
             assert!((v - (0.4 + 0.5 * f)).abs() < 1e-12, "{:?}", out.data);
         }
     }

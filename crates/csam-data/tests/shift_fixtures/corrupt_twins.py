@@ -1,16 +1,17 @@
 #!/usr/bin/env python3
-"""The references of tests/shift_corrupt_twins.rs: the library calls that
-Hendrycks & Dietterich's make_cifar_c.py makes, run on inputs the Rust test
-wrote, their outputs written back for it to compare.
+"""The references of tests/shift_corrupt_twins.rs and
+tests/shift_corrupt_whole_twins.rs: the library calls that Hendrycks &
+Dietterich's make_cifar_c.py makes, and its whole corruptions, run on
+inputs the Rust test wrote, their outputs written back for it to compare.
 
     corrupt_twins.py KIND IN OUT H W ARGS...
 
 IN and OUT are raw little-endian arrays (uint8 for images, float64
 otherwise) of an H x W image or plane. One call runs every case listed in
 ARGS (or every severity 1..5), their outputs concatenated in that order.
-The severities' parameters are make_cifar_c.py's own tables (CIFAR_C
-below, copied from hendrycks/robustness), not csam's, so that a wrong
-value in csam's tables fails the twin. Kinds:
+The severities' parameters are make_cifar_c.py's own tables (CIFAR_C in
+make_cifar_c.py, copied from hendrycks/robustness), not csam's, so that a
+wrong value in csam's tables fails the twin. Kinds:
 
 - pixelate C: PIL's two BOX resizes of the H x W x C uint8 image, to
   (int(W * KEEP), int(H * KEEP)) and back, for the KEEP of every severity.
@@ -24,18 +25,18 @@ value in csam's tables fails the twin. Kinds:
 - warp_affine: cv2.warpAffine(borderMode=BORDER_REFLECT_101) of the H x W
   plane by cv2.getAffineTransform(ANCHORS, MOVED), the 3 (x, y) points of
   each following the plane in IN.
-- glass C SEVERITY: the reference's glass blur (that severity's sigma,
-  max_delta and iterations) of the
-  H x W x C float64 image (values k / 255) with the (dx, dy) draws that
-  follow it in IN: a Gaussian blur (scikit-image's: scipy's filter, nearest,
-  truncated at 4, channels apart), np.uint8 of it times 255, the local pixel
-  "swaps" as numpy runs them on an H x W x C array, the blur again.
-- plasma SEVERITY: the reference's diamond-square plasma fractal, at fog's
-  wibble decay of that severity, of side H
-  (= W), its uniform draws the values in IN (in [0, 1), the order numpy
-  would fill each array), written with np.roll as the reference is.
+- plasma SEVERITY: make_cifar_c.py's plasma_fractal (the diamond-square
+  fractal, with np.roll) of side H (= W) at fog's wibble decay of that
+  severity, its uniform draws the values in IN.
 - resize_fifth: cv2.resize(fx=0.2, fy=0.2) (INTER_LINEAR) of the H x W x 3
   uint8 image.
+- whole CORRUPTION C [PH PW NAME]: make_cifar_c.py's function CORRUPTION
+  (glass_blur, zoom_blur, snow, frost, fog, elastic_transform; see
+  make_cifar_c.py beside this file) at severities 1..5 of the H x W x C
+  image, its bytes the first values of IN; then, for each severity, the
+  number of csam's draws and the draws; for frost, then the PH x PW x 3
+  photograph NAME that csam drew. Writes the function's values before the
+  final np.uint8 (floats in 0..255, H x W x C).
 """
 import io
 import math
@@ -46,16 +47,7 @@ import numpy as np
 import scipy.ndimage as ndi
 from PIL import Image
 
-
-# make_cifar_c.py's parameters per severity 1..5 (`c = [...][severity - 1]`).
-CIFAR_C = {
-    "pixelate": [0.95, 0.9, 0.85, 0.75, 0.65],
-    "jpeg_compression": [80, 65, 58, 50, 40],
-    # sigma, max_delta, iterations
-    "glass_blur": [(0.05, 1, 1), (0.25, 1, 1), (0.4, 1, 1), (0.25, 1, 2), (0.4, 1, 2)],
-    # (mixing weight, wibble decay)
-    "fog": [(.2, 3), (.5, 3), (0.75, 2.5), (1, 2), (1.5, 1.75)],
-}
+from make_cifar_c import CIFAR_C, CORRUPTIONS, Draws, plasma_fractal
 
 
 def pil_image(raw, h, w, c):
@@ -110,54 +102,11 @@ def warp_affine(raw, h, w):
     yield cv2.warpAffine(plane, matrix, (w, h), borderMode=cv2.BORDER_REFLECT_101).tobytes()
 
 
-def glass(raw, h, w, c, severity):
-    c = int(c)
-    sigma, delta, iterations = CIFAR_C["glass_blur"][int(severity) - 1]
-    values = np.frombuffer(raw, np.float64)
-    image = values[: h * w * c].reshape(h, w, c)
-    draws = iter(values[h * w * c:].astype(int).reshape(-1, 2).tolist())
-
-    def blur(a):
-        return ndi.gaussian_filter(a, (sigma, sigma, 0), mode="nearest", truncate=4.0)
-
-    x = np.uint8(blur(image) * 255)
-    for _ in range(iterations):
-        for row in range(h - delta, delta, -1):
-            for col in range(w - delta, delta, -1):
-                dx, dy = next(draws)
-                # The reference's swap, on numpy views of whole pixels.
-                x[row, col], x[row + dy, col + dx] = x[row + dy, col + dx], x[row, col]
-    yield np.clip(blur(x / 255.0), 0, 1).tobytes()
-
-
 def plasma(raw, h, w, severity):
-    draws = np.frombuffer(raw, np.float64)
-    decay, used = CIFAR_C["fog"][int(severity) - 1][1], 0
-    m = np.zeros((h, w))
-    step, wibble = h, 100.0
-
-    def noisy(total):
-        nonlocal used
-        u = draws[used:used + total.size].reshape(total.shape)
-        used += total.size
-        return total / 4 + wibble * (-wibble + 2 * wibble * u)
-
-    while step >= 2:
-        half = step // 2
-        corners = m[0::step, 0::step]
-        squares = corners + np.roll(corners, -1, axis=0)
-        squares = squares + np.roll(squares, -1, axis=1)
-        m[half::step, half::step] = noisy(squares)
-        centres, corners = m[half::step, half::step], m[0::step, 0::step]
-        m[0::step, half::step] = noisy(
-            centres + np.roll(centres, 1, axis=0) + corners + np.roll(corners, -1, axis=1))
-        m[half::step, 0::step] = noisy(
-            centres + np.roll(centres, 1, axis=1) + corners + np.roll(corners, -1, axis=0))
-        step //= 2
-        wibble /= decay
-    assert used == draws.size, "csam drew another number of values than this decay needs"
-    m -= m.min()
-    yield (m / m.max()).tobytes()
+    draws = Draws(np.frombuffer(raw, np.float64))
+    decay = CIFAR_C["fog"][int(severity) - 1][1]
+    yield plasma_fractal(draws, mapsize=h, wibbledecay=decay).tobytes()
+    draws.done()
 
 
 def resize_fifth(raw, h, w):
@@ -165,9 +114,27 @@ def resize_fifth(raw, h, w):
     yield cv2.resize(image, (0, 0), fx=0.2, fy=0.2).tobytes()
 
 
+def whole(raw, h, w, name, c, *photograph):
+    values = np.frombuffer(raw, np.float64)
+    c = int(c)
+    image, rest = values[:h * w * c].astype(np.uint8).reshape(h, w, c), values[h * w * c:]
+    severities = []
+    for _ in range(5):
+        n = int(rest[0])
+        severities.append(Draws(rest[1:1 + n]))
+        rest = rest[1 + n:]
+    extra = ()
+    if photograph:
+        ph, pw, photo_name = photograph
+        extra = (rest.astype(np.uint8).reshape(int(ph), int(pw), 3), photo_name)
+    for severity, draws in enumerate(severities, 1):
+        yield np.asarray(CORRUPTIONS[name](image, severity, draws, *extra), np.float64).tobytes()
+        draws.done()
+
+
 KINDS = {"pixelate": pixelate, "jpeg": jpeg, "map_coordinates": map_coordinates,
          "clipped_zoom": clipped_zoom, "gaussian": gaussian, "warp_affine": warp_affine,
-         "glass": glass, "plasma": plasma, "resize_fifth": resize_fifth}
+         "plasma": plasma, "resize_fifth": resize_fifth, "whole": whole}
 
 
 def main():

@@ -1,12 +1,16 @@
 //! What the tests of csam-data share: the project venv's python, running a
 //! fixture or reference script, comparing a loaded part with the `.npy` pair a script
-//! computed independently, and generated image files.
+//! computed independently, generated image files, and the images the corruption
+//! twins corrupt.
 
 #![allow(dead_code)] // each test binary uses its own share of these helpers
 
 use std::path::Path;
 
+use csam_data::corrupt::Image;
 use csam_data::{load, Dataset, DatasetSpec};
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
 
 /// The twins' python: a bare `cargo test` without it skips a twin, `cargo
 /// xtask test` fails it.
@@ -65,6 +69,45 @@ pub fn run_reference(
         String::from_utf8_lossy(&output.stderr)
     );
     std::fs::read(&target).unwrap()
+}
+
+/// Real images: CIFAR-10 samples (3 channels) and Fashion-MNIST (1 channel).
+pub fn real_images() -> Vec<Image> {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../data/cifar10-samples");
+    let cifar = load(&DatasetSpec::Folder(dir)).unwrap().train.unwrap();
+    let fashion = load(&DatasetSpec::FashionMnist).unwrap().test;
+    (0..4)
+        .map(|i| Image::from_bytes(cifar.image(i), 3, 32, 32))
+        .chain((0..2).map(|i| Image::from_bytes(fashion.image(i), 1, 28, 28)))
+        .collect()
+}
+
+/// Random bytes at odd sizes, 1 and 3 channels.
+pub fn random_images() -> Vec<Image> {
+    let mut rng = ChaCha8Rng::seed_from_u64(17);
+    [(3, 5, 7), (1, 13, 20), (3, 40, 33)]
+        .map(|(c, h, w)| {
+            let bytes: Vec<u8> = (0..c * h * w).map(|_| rng.random()).collect();
+            Image::from_bytes(&bytes, c, h, w)
+        })
+        .to_vec()
+}
+
+/// `image`'s bytes interleaved (`H x W x C`), as PIL and numpy hold them.
+pub fn hwc(image: &Image) -> Vec<u8> {
+    let (bytes, plane) = (image.to_bytes(), image.plane_len());
+    (0..plane)
+        .flat_map(|i| (0..image.channels).map(move |c| (c, i)))
+        .map(|(c, i)| bytes[c * plane + i])
+        .collect()
+}
+
+/// `H W` then `extra`, the arguments of a reference script's kind.
+pub fn args(height: usize, width: usize, extra: impl IntoIterator<Item = String>) -> Vec<String> {
+    [height.to_string(), width.to_string()]
+        .into_iter()
+        .chain(extra)
+        .collect()
 }
 
 /// `values` as raw little-endian float64.
