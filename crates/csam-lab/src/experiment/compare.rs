@@ -13,6 +13,7 @@ use std::time::Instant;
 
 use csam_calib::metrics::summary::{summarize, MetricOptions, MetricSummary};
 use csam_nn::device::parse_device;
+use csam_train::train::lock::ExperimentUse;
 use tch::Device;
 
 use super::combined::Combination;
@@ -133,10 +134,11 @@ impl CompareRequest {
         self.runtime.validate()?;
         let shift = ShiftData::open(&self.shift)?;
         let dir = CompareDir::new(&self.out);
-        dir.open(&self.settings)?;
+        let hold = dir.open(&self.settings)?;
         Ok(Comparison {
             settings: &self.settings,
             dir,
+            _hold: hold,
             shift,
         })
     }
@@ -209,6 +211,8 @@ pub fn run<O: ExperimentObserver>(
 struct Comparison<'a> {
     settings: &'a CompareSettings,
     dir: CompareDir,
+    /// The experiment's hold on its directory, kept while it runs.
+    _hold: ExperimentUse,
     /// What the methods are evaluated on besides the test split.
     shift: ShiftData<'a>,
 }
@@ -422,6 +426,7 @@ mod tests {
     use crate::experiment::compare_settings::MEMBER_SEED_STRIDE;
     use crate::experiment::method::MC_DROPOUT_RATE;
     use crate::experiment::method_settings::MethodSettings;
+    use crate::experiment::settings::read_json;
     use csam_train::spec::OptimizerFamily;
     use csam_train::spec::UpdateRule;
 
@@ -492,10 +497,12 @@ mod tests {
         };
         settings.validate().unwrap();
         let no_shift = ShiftRequest::default();
+        let scratch = tempfile::tempdir().unwrap();
         let comparison = Comparison {
             settings: &settings,
             dir: CompareDir::new("cmp"),
             shift: ShiftData::open(&no_shift).unwrap(),
+            _hold: ExperimentUse::hold(scratch.path()).unwrap(),
         };
         let runs = comparison.runs();
         let dirs: Vec<String> = runs
@@ -635,5 +642,32 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(err.contains("holds no comparison"), "{err}");
+    }
+
+    /// Two different comparisons started at once on one new directory: the
+    /// second finds only the first's settings (no run started yet), which it
+    /// would take for a failed attempt's and replace; the first's hold
+    /// refuses that. Once released, they may be replaced.
+    #[test]
+    fn settings_another_comparison_holds_are_not_replaced() {
+        let root = tempfile::tempdir().unwrap();
+        let dir = CompareDir::new(root.path().join("cmp"));
+        let settings = CompareSettings::default();
+        let other = CompareSettings {
+            gamma: 2.0,
+            ..settings.clone()
+        };
+        let first = dir.open(&settings).unwrap();
+        let err = dir.open(&other).unwrap_err().to_string();
+        assert!(
+            err.contains("which another csam process is running") && err.contains("gamma"),
+            "{err}"
+        );
+        // The same settings share the directory.
+        let _beside = dir.open(&settings).unwrap();
+        drop((first, _beside));
+        let _replaced = dir.open(&other).unwrap();
+        let saved: CompareSettings = read_json(&dir.settings()).unwrap();
+        assert!(saved.differences(&other).is_empty());
     }
 }

@@ -5,6 +5,7 @@
 
 use std::path::PathBuf;
 
+use csam_train::train::lock::ExperimentUse;
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 
@@ -103,8 +104,9 @@ impl CompareDir {
     /// comparison's, [`super::compare_settings::CompareSettings`]), or
     /// accepts an existing one whose `compare.json` holds the same settings.
     /// Refuses a different comparison and a non-empty directory without
-    /// `compare.json`.
-    pub fn open<S: Serialize + DeserializeOwned>(&self, settings: &S) -> Result<()> {
+    /// `compare.json`. The returned hold is kept while the comparison runs
+    /// (see [`ExperimentUse`]).
+    pub fn open<S: Serialize + DeserializeOwned>(&self, settings: &S) -> Result<ExperimentUse> {
         self.dir.open(settings)
     }
 }

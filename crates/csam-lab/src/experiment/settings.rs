@@ -14,7 +14,7 @@ use serde_json::Value;
 
 use csam_train::spec::Warning;
 use csam_train::train::atomic::write_atomic;
-use csam_train::train::lock::DirectoryLock;
+use csam_train::train::lock::{DirectoryLock, ExperimentUse, LOCK_FILE};
 use csam_train::train::{self, Remedy, TrainError};
 
 use crate::error::{LabError, Result};
@@ -146,24 +146,31 @@ impl ExperimentDir {
     }
 
     /// Creates the directory and its settings file, or accepts an existing
-    /// one whose settings file holds the same settings. Refuses different
-    /// settings and a non-empty directory without the settings file. A
-    /// directory that holds nothing but its settings file never started a
-    /// run (its first attempt failed before that, on data that would not
-    /// load, say): other settings replace them.
+    /// one whose settings file holds the same settings, and returns the
+    /// experiment's hold on the directory, to keep while it runs. Refuses
+    /// different settings and a non-empty directory without the settings
+    /// file. A directory that holds nothing but its settings file never
+    /// started a run (its first attempt failed before that, on data that
+    /// would not load, say): other settings replace them, unless another
+    /// process holds the directory for its own experiment.
     ///
     /// The check and the write hold the directory's lock, so that two
     /// experiments started at once on one new directory do not see each
-    /// other's settings half-written: the second finds the first's file.
-    pub fn open<S: Serialize + DeserializeOwned>(&self, settings: &S) -> Result<()> {
+    /// other's settings half-written: the second finds the first's file,
+    /// and the first's hold ([`ExperimentUse`]) if their settings differ.
+    pub fn open<S: Serialize + DeserializeOwned>(&self, settings: &S) -> Result<ExperimentUse> {
         let existed = self.root.exists();
         std::fs::create_dir_all(&self.root).map_err(TrainError::io(
             "create the experiment directory",
             &self.root,
         ))?;
+        let lock_error = |e| LabError::from(TrainError::from(e));
         let opened = DirectoryLock::hold(&self.root)
-            .map_err(|e| LabError::from(TrainError::from(e)))
-            .and_then(|_lock| self.open_held(settings));
+            .map_err(lock_error)
+            .and_then(|_lock| {
+                self.open_held(settings)?;
+                ExperimentUse::hold(&self.root).map_err(lock_error)
+            });
         if opened.is_err() && !existed {
             // Leave no empty directory behind a refusal.
             let _ = std::fs::remove_dir(&self.root);
@@ -178,25 +185,32 @@ impl ExperimentDir {
         if path.exists() {
             let saved: S = read_json(&path)?;
             let changed = differences(settings, &saved);
-            return match (changed.is_empty(), self.holds_only_settings()?) {
-                (true, _) => Ok(()),
-                (false, true) => write_json(&path, settings),
-                (false, false) => Err(TrainError::refused(
+            let refusal = |whose: &str| {
+                TrainError::refused(
                     format!(
-                        "{shown} holds a different {} (settings differ in: {}); refusing to \
-                         overwrite it",
+                        "{shown} holds a different {}{whose} (settings differ in: {}); refusing \
+                         to overwrite it",
                         self.noun,
                         changed.join(", ")
                     ),
                     Remedy::MoveOrDelete,
                 )
-                .into()),
             };
+            if changed.is_empty() {
+                return Ok(());
+            }
+            if !self.holds_only_settings()? {
+                return Err(refusal("").into());
+            }
+            if ExperimentUse::in_use(&self.root).map_err(TrainError::from)? {
+                return Err(refusal(", which another csam process is running").into());
+            }
+            return write_json(&path, settings);
         }
         let occupied = std::fs::read_dir(&self.root)
             .map_err(TrainError::io("read directory", &self.root))?
-            .next()
-            .is_some();
+            .flatten()
+            .any(|entry| entry.file_name() != LOCK_FILE);
         if occupied {
             return Err(TrainError::refused(
                 format!(
@@ -210,13 +224,14 @@ impl ExperimentDir {
         write_json(&path, settings)
     }
 
-    /// True when the directory holds its settings file and nothing else.
+    /// True when the directory holds its settings file and nothing else
+    /// (but the lock file of the experiments that hold it).
     fn holds_only_settings(&self) -> Result<bool> {
         let entries =
             std::fs::read_dir(&self.root).map_err(TrainError::io("read directory", &self.root))?;
         Ok(entries
             .flatten()
-            .all(|entry| entry.file_name() == self.file))
+            .all(|entry| entry.file_name() == self.file || entry.file_name() == LOCK_FILE))
     }
 }
 

@@ -208,6 +208,53 @@ impl DirectoryLock {
     }
 }
 
+/// A shared hold on an experiment's directory for as long as the experiment
+/// uses it: flock(2) `LOCK_SH` on the directory's [`LOCK_FILE`], which stays
+/// in place. Experiments of the same settings hold it side by side; one that
+/// would replace the directory's settings (left by an attempt that never
+/// started a run) first checks, under the [`DirectoryLock`], that no process
+/// holds it, so that two different experiments started at once on one new
+/// directory cannot both go on.
+#[derive(Debug)]
+pub struct ExperimentUse {
+    _file: File,
+}
+
+impl ExperimentUse {
+    /// Takes a shared hold on the existing directory `dir`, creating its
+    /// lock file when missing. Meant to be taken under `dir`'s
+    /// [`DirectoryLock`], like [`ExperimentUse::in_use`].
+    pub fn hold(dir: &Path) -> Result<ExperimentUse, LockError> {
+        let path = dir.join(LOCK_FILE);
+        let file = OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(&path)
+            .map_err(io("open the lock file", &path))?;
+        shared_lock(&file, 0).map_err(io("lock", &path))?;
+        Ok(ExperimentUse { _file: file })
+    }
+
+    /// Whether a process (this one included) holds `dir` through
+    /// [`ExperimentUse::hold`]: an exclusive lock tried without waiting,
+    /// released at once.
+    pub fn in_use(dir: &Path) -> Result<bool, LockError> {
+        let path = dir.join(LOCK_FILE);
+        let Some(file) = open_existing(&path)? else {
+            return Ok(false);
+        };
+        // SAFETY: flock on a descriptor that `file` keeps open.
+        match unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } {
+            0 => Ok(false),
+            _ => match std::io::Error::last_os_error() {
+                error if error.kind() == ErrorKind::WouldBlock => Ok(true),
+                error => Err(io("lock", &path)(error)),
+            },
+        }
+    }
+}
+
 /// The lock file at `path` opened for reading; `None` when there is none
 /// (no process holds the lock).
 fn open_existing(path: &Path) -> Result<Option<File>, LockError> {

@@ -2,6 +2,8 @@
 
 use std::path::PathBuf;
 
+use csam_train::train::lock::ExperimentUse;
+
 use super::settings::{short, GridPoint, GridSettings};
 use crate::experiment::settings::ExperimentDir;
 
@@ -42,8 +44,9 @@ impl GridDir {
     }
 
     /// Creates the directory and `grid.json`, or accepts an existing one
-    /// with the same settings; refuses anything else.
-    pub fn open(&self, settings: &GridSettings) -> Result<()> {
+    /// with the same settings; refuses anything else. The returned hold is
+    /// kept while the experiment runs (see [`ExperimentUse`]).
+    pub fn open(&self, settings: &GridSettings) -> Result<ExperimentUse> {
         self.dir.open(settings)
     }
 }

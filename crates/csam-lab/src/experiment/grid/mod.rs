@@ -25,6 +25,7 @@ use super::runs::{self, run_all, Experiment, PlannedRun};
 use super::settings::write_json;
 use csam_train::spec::{RunSpec, Runtime};
 use csam_train::train::atomic::write_atomic;
+use csam_train::train::lock::ExperimentUse;
 use csam_train::train::{ExperimentObserver, RunSummary, Silent};
 pub use dir::GridDir;
 use results::{cells, markdown, GridRecord, GridResults, GridRun, SCHEMA};
@@ -56,10 +57,11 @@ impl GridRequest {
         }
         self.runtime.validate()?;
         let dir = GridDir::new(&self.out);
-        dir.open(&self.settings)?;
+        let hold = dir.open(&self.settings)?;
         Ok(Grid {
             settings: &self.settings,
             dir,
+            _hold: hold,
         })
     }
 }
@@ -114,6 +116,8 @@ pub fn run<O: ExperimentObserver>(
 struct Grid<'a> {
     settings: &'a GridSettings,
     dir: GridDir,
+    /// The experiment's hold on its directory, kept while it runs.
+    _hold: ExperimentUse,
 }
 
 impl Experiment for Grid<'_> {

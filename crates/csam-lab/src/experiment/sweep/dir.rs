@@ -2,6 +2,8 @@
 
 use std::path::PathBuf;
 
+use csam_train::train::lock::ExperimentUse;
+
 use super::settings::SweepSettings;
 use crate::experiment::settings::ExperimentDir;
 
@@ -37,8 +39,9 @@ impl SweepDir {
     }
 
     /// Creates the directory and `sweep.json`, or accepts an existing one
-    /// with the same settings; refuses anything else.
-    pub fn open(&self, settings: &SweepSettings) -> Result<()> {
+    /// with the same settings; refuses anything else. The returned hold is
+    /// kept while the experiment runs (see [`ExperimentUse`]).
+    pub fn open(&self, settings: &SweepSettings) -> Result<ExperimentUse> {
         self.dir.open(settings)
     }
 }

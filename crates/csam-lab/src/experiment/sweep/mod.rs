@@ -28,6 +28,7 @@ use super::runs::{self, run_all, Experiment, PlannedRun};
 use super::settings::write_json;
 use csam_train::spec::{RunSpec, Runtime};
 use csam_train::train::atomic::write_atomic;
+use csam_train::train::lock::ExperimentUse;
 use csam_train::train::{ExperimentObserver, RunSummary, Silent};
 pub use dir::SweepDir;
 use results::{cells, cells_csv, markdown, runs_csv, SweepRecord, SweepResults, SweepRun, SCHEMA};
@@ -58,10 +59,11 @@ impl SweepRequest {
         }
         self.runtime.validate()?;
         let dir = SweepDir::new(&self.out);
-        dir.open(&self.settings)?;
+        let hold = dir.open(&self.settings)?;
         Ok(Sweep {
             settings: &self.settings,
             dir,
+            _hold: hold,
         })
     }
 }
@@ -118,6 +120,8 @@ pub fn run<O: ExperimentObserver>(
 struct Sweep<'a> {
     settings: &'a SweepSettings,
     dir: SweepDir,
+    /// The experiment's hold on its directory, kept while it runs.
+    _hold: ExperimentUse,
 }
 
 impl Experiment for Sweep<'_> {
