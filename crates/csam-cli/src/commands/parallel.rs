@@ -18,7 +18,7 @@ use anyhow::{bail, Context};
 use csam_lab::experiment::runs::PlannedRun;
 use csam_train::spec::Runtime;
 use csam_train::train::lock::{LockError, RunLock};
-use csam_train::train::rundir::RunDir;
+use csam_train::train::rundir::{RunDir, RunState};
 use csam_train::train::Divergence;
 
 use super::child::die_with_parent;
@@ -125,6 +125,9 @@ impl Job {
                 }
                 // Its process has exited, so a holder of the run's lock is
                 // another experiment's: this one waits for it at the end.
+                // A run that is finished now was trained by that holder in
+                // the meantime (the process was refused its lock), and is
+                // read back at the end.
                 None => match RunLock::check_free(&self.dir) {
                     Err(LockError::Busy { owner, .. }) => {
                         let holder = owner.map_or_else(
@@ -135,6 +138,10 @@ impl Job {
                             "{}: {holder} trains it; waiting for it after the other runs",
                             self.label
                         );
+                        Ended::HeldElsewhere
+                    }
+                    Ok(()) if RunDir::new(&self.dir).state()? == RunState::Finished => {
+                        println!("{}: another csam process trained it", self.label);
                         Ended::HeldElsewhere
                     }
                     _ => Ended::Failed(format!(
