@@ -123,6 +123,40 @@ fn mixed_objectives_match_pytorch_float64() {
     }
 }
 
+/// Mixup's coefficient follows Beta(alpha, alpha): over 4000 seeds, its mean
+/// and variance are Beta(0.4, 0.4)'s, 1/2 and 1 / (4 (2 alpha + 1)) =
+/// 0.1389, within six standard errors of each sample statistic (from the
+/// distribution's own moments: a symmetric Beta's fourth central moment is
+/// sigma^4 (3 - 6 / (2 alpha + 3))). Beta(1, 1), the default alpha, has
+/// variance 0.0833: an alpha that does not reach the draw fails.
+#[test]
+fn mixup_draws_its_coefficient_from_beta_alpha_alpha() {
+    let alpha = 0.4;
+    let mixup = Mixing::Mixup { alpha };
+    let n = 4000;
+    let draws: Vec<f64> = (0..n)
+        .map(|seed| match mixup.draw(2, seed).coefficients {
+            Coefficients::Mixup(lambda) => lambda,
+            other => panic!("mixup drew {other:?}"),
+        })
+        .collect();
+    let n = n as f64;
+    let variance = 1.0 / (4.0 * (2.0 * alpha + 1.0));
+    let fourth = variance * variance * (3.0 - 6.0 / (2.0 * alpha + 3.0));
+    let mean = draws.iter().sum::<f64>() / n;
+    let spread = draws.iter().map(|l| (l - 0.5).powi(2)).sum::<f64>() / n;
+    let mean_bar = 6.0 * (variance / n).sqrt();
+    let spread_bar = 6.0 * ((fourth - variance * variance) / n).sqrt();
+    assert!(
+        (mean - 0.5).abs() < mean_bar,
+        "mean {mean} (bar {mean_bar})"
+    );
+    assert!(
+        (spread - variance).abs() < spread_bar,
+        "variance {spread}, Beta({alpha}, {alpha})'s {variance} (bar {spread_bar})"
+    );
+}
+
 #[test]
 fn draws_keep_to_their_definitions_and_repeat_with_their_seed() {
     let is_permutation = |partner: &[i64]| {
