@@ -247,3 +247,61 @@ fn refusals_are_one_line() {
         "{message}"
     );
 }
+
+/// The fast weights start as `random_sign_init` says (uncertainty-baselines'
+/// `make_sign_initializer`): above 0, signs, `+1` with that probability;
+/// at most 0, `N(1, random_sign_init^2)`. Each statistic of the MLP's 1,088
+/// fast-weight entries is held within six of its standard errors, derived
+/// from the distribution asked for (a Bernoulli's `p (1 - p)`; a normal's
+/// variance `sigma^2` and the variance `2 sigma^4` of its squared deviations),
+/// so that another probability or deviation, or the two branches swapped,
+/// fails.
+#[test]
+fn fast_weights_start_as_random_sign_init_says() {
+    let _generator = lock_generator();
+    tch::manual_seed(11);
+    let fast_entries = |random_sign_init: f64| -> Vec<f64> {
+        let ensemble = Ensemble::BatchEnsemble {
+            size: 4,
+            random_sign_init,
+        };
+        let (vs, _model) = build("mlp", shape(1, 16, 16), ensemble);
+        let mut values = Vec::new();
+        for (name, tensor) in vs.variables() {
+            if name.ends_with(".r") || name.ends_with(".s") {
+                values.extend(Vec::<f64>::try_from(tensor.flatten(0, -1)).unwrap());
+            }
+        }
+        values
+    };
+    let six_errors = |variance: f64, n: usize| 6.0 * (variance / n as f64).sqrt();
+
+    let p = 0.75;
+    let signs = fast_entries(p);
+    // r: 4 x (256 + 6) inputs, s: 4 x (6 + 4) outputs of the two layers.
+    assert_eq!(signs.len(), 4 * (256 + 6 + 6 + 4));
+    assert!(signs.iter().all(|&v| v == 1.0 || v == -1.0), "signs only");
+    let plus = signs.iter().filter(|&&v| v == 1.0).count() as f64 / signs.len() as f64;
+    let bar = six_errors(p * (1.0 - p), signs.len());
+    assert!(
+        (plus - p).abs() < bar,
+        "+1 in {plus} of them, asked {p} (bar {bar})"
+    );
+
+    let sigma = 0.5;
+    let normal = fast_entries(-sigma);
+    let n = normal.len() as f64;
+    let mean = normal.iter().sum::<f64>() / n;
+    let spread = normal.iter().map(|v| (v - 1.0).powi(2)).sum::<f64>() / n;
+    let mean_bar = six_errors(sigma * sigma, normal.len());
+    let spread_bar = six_errors(2.0 * sigma.powi(4), normal.len());
+    assert!(
+        (mean - 1.0).abs() < mean_bar,
+        "mean {mean} (bar {mean_bar})"
+    );
+    assert!(
+        (spread - sigma * sigma).abs() < spread_bar,
+        "variance {spread}, asked {} (bar {spread_bar})",
+        sigma * sigma
+    );
+}
