@@ -509,9 +509,30 @@ fn methods_put_an_efficient_sam_policy_before_their_rule() {
         ],
     );
     assert!(output.status.success(), "{}", text(&output));
+    // LookSAM with k = 3 takes its second pass on steps 0, 3, 6, ... of the
+    // run: ceil(steps / 3) of an epoch's steps (k counted in the run's
+    // steps; the default k = 5 gives another share).
+    let looksam_share = {
+        let run = out.join("runs/looksam+csam-seed0");
+        let summary: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(run.join("summary.json")).unwrap())
+                .unwrap();
+        let config: toml::Table = std::fs::read_to_string(run.join("config.toml"))
+            .unwrap()
+            .parse()
+            .unwrap();
+        let n_train = summary["n_train"].as_u64().unwrap();
+        let batch = config["batch_size"].as_integer().unwrap() as u64;
+        let steps = n_train.div_ceil(batch);
+        assert!(
+            steps % 3 != 0 && steps % 5 != 0,
+            "{steps} steps tell k apart"
+        );
+        steps.div_ceil(3) as f64 / steps as f64
+    };
     for (method, policy, share) in [
         ("csam", None, Some(1.0)),
-        ("looksam+csam", Some("looksam"), None),
+        ("looksam+csam", Some("looksam"), Some(looksam_share)),
         ("rst+sam", Some("rst"), None),
     ] {
         let run = out.join(format!("runs/{method}-seed0"));
