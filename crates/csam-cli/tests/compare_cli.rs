@@ -524,10 +524,7 @@ fn methods_put_an_efficient_sam_policy_before_their_rule() {
         let n_train = summary["n_train"].as_u64().unwrap();
         let batch = config["batch_size"].as_integer().unwrap() as u64;
         let steps = n_train.div_ceil(batch);
-        assert!(
-            steps % 3 != 0 && steps % 5 != 0,
-            "{steps} steps tell k apart"
-        );
+        assert!(steps >= 2, "{steps} steps: every k would give one share");
         steps.div_ceil(3) as f64 / steps as f64
     };
     for (method, policy, share) in [
