@@ -360,6 +360,19 @@ fn runs_trained_by_parallel_processes_give_the_numbers_of_sequential_ones() {
     assert_eq!(stdout.matches(": trained in ").count(), 6, "{stdout}");
     // Reading back the runs it has just trained is no news: no "reused" line.
     assert_eq!(stdout.matches("reused finished run").count(), 0, "{stdout}");
+    // Where the comparison stands after each run, on stdout for logs; the
+    // bar that follows it on stderr hides itself where that is no terminal.
+    assert_eq!(stdout.matches(" runs trained").count(), 6, "{stdout}");
+    assert!(stdout.contains("\n6/6 runs trained\n"), "{stdout}");
+    for output in [&sequential, &parallel] {
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(
+            !stderr.contains("epochs ") && !stderr.contains('\r'),
+            "{stderr}"
+        );
+    }
+    // The runs read back count the time they trained ahead since the start.
+    assert!(!stdout.contains(" 0.0s since start"), "{stdout}");
     assert_eq!(run_numbers(&one), run_numbers(&two));
     // The table (results.csv differs in the runs' wall times only).
     assert_eq!(

@@ -138,7 +138,7 @@ pub fn run(args: CompareArgs) -> anyhow::Result<()> {
     else {
         return Ok(());
     };
-    let mut terminal = Terminal::new(!args.shared.quiet).with_trained_ahead(trained_ahead);
+    let mut terminal = Terminal::experiment(!args.shared.quiet, &unfinished, trained_ahead);
     let outcome = compare::run(&request, &mut terminal).with_context(context)?;
     println!("\n{}", outcome.table);
     println!("\n{}", outcome.cost_table);

@@ -123,7 +123,8 @@ pub struct SharedArgs {
     /// CSAM runs (see `csam train --track-theory`).
     #[arg(long)]
     track_theory: bool,
-    /// Hide the per-epoch progress bar.
+    /// Hide the progress bars (of each epoch and of the whole experiment); the lines on
+    /// stdout stay.
     #[arg(long)]
     pub quiet: bool,
 }
@@ -166,14 +167,14 @@ impl SharedArgs {
         self.run.jobs()
     }
 
-    /// See [`RunArgs::train_ahead`].
+    /// See [`RunArgs::train_ahead`]; bars unless `--quiet`.
     pub fn train_ahead(
         &self,
         jobs: usize,
         out: &Path,
         unfinished: &[PlannedRun],
     ) -> anyhow::Result<Option<Vec<PathBuf>>> {
-        self.run.train_ahead(jobs, out, unfinished)
+        self.run.train_ahead(jobs, out, unfinished, !self.quiet)
     }
 
     /// See [`RunArgs::out`].
@@ -275,12 +276,13 @@ impl RunArgs {
     /// `--collect` none (and an error when a run has not finished), else
     /// the unfinished runs trained `jobs` at a time in separate processes,
     /// when more than one run and more than one job make that worthwhile
-    /// (the experiment then reuses them).
+    /// (the experiment then reuses them), a bar following them when `bars`.
     pub fn train_ahead(
         &self,
         jobs: usize,
         out: &Path,
         unfinished: &[PlannedRun],
+        bars: bool,
     ) -> anyhow::Result<Option<Vec<PathBuf>>> {
         if self.plan {
             cluster::write(out, unfinished, &self.runtime())?;
@@ -295,7 +297,7 @@ impl RunArgs {
             return Ok(Some(Vec::new()));
         }
         if jobs > 1 && unfinished.len() > 1 {
-            train_in_processes(unfinished, &self.runtime(), jobs, out)?;
+            train_in_processes(unfinished, &self.runtime(), jobs, out, bars)?;
             return Ok(Some(unfinished.iter().map(|run| run.dir.clone()).collect()));
         }
         Ok(Some(Vec::new()))

@@ -34,7 +34,8 @@ pub struct GridArgs {
     method: Option<Method>,
     #[command(flatten)]
     run: RunArgs,
-    /// Hide the per-epoch progress bar.
+    /// Hide the progress bars (of each epoch and of the whole grid); the lines on stdout
+    /// stay.
     #[arg(long)]
     quiet: bool,
 }
@@ -101,12 +102,12 @@ pub fn run(args: GridArgs) -> anyhow::Result<()> {
     let unfinished = grid::plan(&request).with_context(context)?;
     let Some(trained_ahead) = args
         .run
-        .train_ahead(jobs, &out, &unfinished)
+        .train_ahead(jobs, &out, &unfinished, !args.quiet)
         .with_context(context)?
     else {
         return Ok(());
     };
-    let mut terminal = Terminal::new(!args.quiet).with_trained_ahead(trained_ahead);
+    let mut terminal = Terminal::experiment(!args.quiet, &unfinished, trained_ahead);
     let (results, table) = grid::run(&request, &mut terminal).with_context(context)?;
     println!("\n{table}");
     let best = results.best;

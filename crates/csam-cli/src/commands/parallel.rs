@@ -8,6 +8,10 @@
 //! others train on, and the experiment reads the record back. Neither is a
 //! run that another csam process holds (a second experiment on the same
 //! directory): the experiment waits for that process after the others.
+//!
+//! While they train, one bar on stderr follows them all (runs and epochs
+//! done, time left: [`OverallBar`]), from the epochs each process logs in
+//! its run directory's `metrics.jsonl`: no other channel is needed.
 
 use std::fs::File;
 use std::path::{Path, PathBuf};
@@ -15,6 +19,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context};
+use csam_lab::experiment::progress::{epochs_logged, run_cost, Tally};
 use csam_lab::experiment::runs::PlannedRun;
 use csam_train::spec::Runtime;
 use csam_train::train::lock::{LockError, RunLock};
@@ -22,7 +27,7 @@ use csam_train::train::rundir::{RunDir, RunState};
 use csam_train::train::Divergence;
 
 use super::child::die_with_parent;
-use crate::progress::{minutes, remaining_at};
+use crate::progress::{time_left, OverallBar};
 
 /// How often the running processes are polled.
 const POLL: Duration = Duration::from_millis(200);
@@ -32,8 +37,8 @@ struct Job {
     label: String,
     /// The run directory.
     dir: PathBuf,
-    /// Its [`run_cost`].
-    cost: f64,
+    /// Its index in the [`Tally`].
+    index: usize,
     child: Child,
     started: Instant,
     spec_file: PathBuf,
@@ -41,14 +46,16 @@ struct Job {
 }
 
 impl Job {
-    /// Starts `csam train` on `run` with `runtime`, quiet, its spec in a
-    /// temporary file in `scratch` and its stderr in another (read if it
-    /// fails). The process dies with this one (see [`die_with_parent`]).
+    /// Starts `csam train` on `run` (the tally's `index`) with `runtime`,
+    /// quiet, its spec in a temporary file in `scratch` and its stderr in
+    /// another (read if it fails), and says so under `bar`. The process
+    /// dies with this one (see [`die_with_parent`]).
     fn start(
         run: &PlannedRun,
         index: usize,
         runtime: &Runtime,
         scratch: &Path,
+        bar: &OverallBar,
     ) -> anyhow::Result<Job> {
         let stem = format!("{}-{index}", std::process::id());
         let spec_file = scratch.join(format!("{stem}.toml"));
@@ -89,16 +96,16 @@ impl Job {
         let child = die_with_parent(&mut command)
             .spawn()
             .with_context(|| format!("starting csam train for {}", run.label))?;
-        println!(
+        bar.println(&format!(
             "{}: {action} {} (process {})",
             run.label,
             run.dir.display(),
             child.id()
-        );
+        ));
         Ok(Job {
             label: run.label.clone(),
             dir: run.dir.clone(),
-            cost: run_cost(run),
+            index,
             child,
             started: Instant::now(),
             spec_file,
@@ -106,21 +113,22 @@ impl Job {
         })
     }
 
-    /// The outcome once the process has exited: Ok(None) while it runs.
-    fn poll(&mut self) -> anyhow::Result<Option<Ended>> {
+    /// The outcome once the process has exited, said under `bar`: Ok(None)
+    /// while it runs.
+    fn poll(&mut self, bar: &OverallBar) -> anyhow::Result<Option<Ended>> {
         let Some(status) = self.child.try_wait()? else {
             return Ok(None);
         };
         let took = self.started.elapsed().as_secs_f64();
         let outcome = match status.success() {
             true => {
-                println!("{}: trained in {took:.1}s", self.label);
+                bar.println(&format!("{}: trained in {took:.1}s", self.label));
                 Ended::Trained
             }
             // A run that diverged wrote its record before it exited.
             false => match Divergence::read(&RunDir::new(&self.dir))? {
                 Some(divergence) => {
-                    println!("{}: {divergence} after {took:.1}s", self.label);
+                    bar.println(&format!("{}: {divergence} after {took:.1}s", self.label));
                     Ended::Diverged
                 }
                 // Its process has exited, so a holder of the run's lock is
@@ -134,10 +142,10 @@ impl Job {
                             || "another csam process".to_string(),
                             |owner| format!("another csam process ({owner})"),
                         );
-                        println!(
+                        bar.println(&format!(
                             "{}: {holder} trains it; waiting for it after the other runs",
                             self.label
-                        );
+                        ));
                         Ended::HeldElsewhere
                     }
                     Ok(()) if RunDir::new(&self.dir).state()? == RunState::Finished => {
@@ -181,19 +189,24 @@ const SCRATCH: &str = ".jobs";
 /// diverges counts as done (its record is its outcome). After a failure
 /// no new run starts; the running ones finish (so that their work is kept),
 /// then the first failure is the error. The processes' files live in
-/// `out/.jobs/`, removed once they are done.
+/// `out/.jobs/`, removed once they are done. With `bars`, a bar on stderr
+/// follows the runs' epochs meanwhile.
 pub fn train_in_processes(
     runs: &[PlannedRun],
     runtime: &Runtime,
     jobs: usize,
     out: &Path,
+    bars: bool,
 ) -> anyhow::Result<()> {
     let scratch = out.join(SCRATCH);
     std::fs::create_dir_all(&scratch).with_context(|| format!("creating {}", scratch.display()))?;
-    let mut order: Vec<(usize, &PlannedRun)> = runs.iter().enumerate().collect();
-    order.sort_by(|(_, a), (_, b)| run_cost(b).total_cmp(&run_cost(a)));
-    let mut progress = Progress::new(runs.iter().map(run_cost).sum(), runs.len(), jobs);
-    let mut waiting = order.into_iter();
+    let mut order: Vec<&PlannedRun> = runs.iter().collect();
+    order.sort_by(|a, b| run_cost(b).total_cmp(&run_cost(a)));
+    // The tally's runs are in the order they start.
+    let mut tally = Tally::of_runs(order.iter().copied(), jobs);
+    // Cleared when it goes, also on an early error.
+    let mut bar = OverallBar::on_stderr(&tally, bars);
+    let mut waiting = order.into_iter().enumerate();
     let mut running: Vec<Job> = Vec::new();
     let mut failure: Option<String> = None;
     loop {
@@ -201,7 +214,14 @@ pub fn train_in_processes(
             let Some((index, run)) = waiting.next() else {
                 break;
             };
-            running.push(Job::start(run, index, runtime, &scratch)?);
+            running.push(Job::start(run, index, runtime, &scratch, &bar)?);
+            tally.start(index, Instant::now());
+        }
+        if failure.is_some() {
+            // Those that will not start leave the counts.
+            for (index, _) in waiting.by_ref() {
+                tally.leave_out(index);
+            }
         }
         if running.is_empty() {
             break;
@@ -209,19 +229,28 @@ pub fn train_in_processes(
         std::thread::sleep(POLL);
         let mut still_running = Vec::with_capacity(running.len());
         for mut job in running {
-            match job.poll()? {
+            let ended = job.poll(&bar)?;
+            // Read after the poll: a process that has exited logged all it will.
+            let now = Instant::now();
+            tally.logged(job.index, epochs_logged(&job.dir), now);
+            match ended {
                 None => still_running.push(job),
                 Some(Ended::Trained | Ended::Diverged) => {
-                    println!("{}", progress.finished(job.cost, job.started.elapsed()));
+                    tally.end(job.index, now);
+                    bar.show(&tally, now);
+                    bar.println(&finished_line(&tally, now));
                 }
                 Some(Ended::Failed(message)) => {
+                    tally.leave_out(job.index);
                     failure.get_or_insert(message);
                 }
-                Some(Ended::HeldElsewhere) => {}
+                Some(Ended::HeldElsewhere) => tally.leave_out(job.index),
             }
         }
         running = still_running;
+        bar.show(&tally, Instant::now());
     }
+    bar.finish();
     // Another experiment's processes may still use it: only an empty one goes.
     let _ = std::fs::remove_dir(&scratch);
     match failure {
@@ -230,49 +259,13 @@ pub fn train_in_processes(
     }
 }
 
-/// A run's share of the work: epochs times forward-backward passes per step.
-fn run_cost(run: &PlannedRun) -> f64 {
-    run.spec.epochs as f64 * run.spec.optim.passes_per_step()
-}
-
-/// The runs trained so far and the time the others are expected to take, at
-/// the pace of the finished ones per unit of [`run_cost`], `jobs` at a time.
-struct Progress {
-    total_cost: f64,
-    runs: usize,
-    jobs: usize,
-    done_cost: f64,
-    done_runs: usize,
-    /// Summed over the finished runs (each in its own process).
-    spent: Duration,
-}
-
-impl Progress {
-    fn new(total_cost: f64, runs: usize, jobs: usize) -> Progress {
-        Progress {
-            total_cost,
-            runs,
-            jobs: jobs.max(1),
-            done_cost: 0.0,
-            done_runs: 0,
-            spent: Duration::ZERO,
-        }
-    }
-
-    /// Counts a run of `cost` that took `took`, and says where the
-    /// experiment stands: "3/9 runs trained, about 4m10s left".
-    fn finished(&mut self, cost: f64, took: Duration) -> String {
-        self.done_cost += cost;
-        self.done_runs += 1;
-        self.spent += took;
-        let line = format!("{}/{} runs trained", self.done_runs, self.runs);
-        // The runs' summed time scaled to the work left, shared by the jobs.
-        match remaining_at(self.spent, self.done_cost, self.total_cost) {
-            Some(left) if !left.is_zero() => {
-                format!("{line}, about {} left", minutes(left / self.jobs as u32))
-            }
-            _ => line,
-        }
+/// Where the experiment stands after a run ended, for logs that see no bar:
+/// "3/9 runs trained, about 4m10s left".
+fn finished_line(tally: &Tally, now: Instant) -> String {
+    let line = format!("{}/{} runs trained", tally.runs_done(), tally.runs());
+    match tally.remaining(now) {
+        Some(left) if tally.runs_done() < tally.runs() => format!("{line}, {}", time_left(left)),
+        _ => line,
     }
 }
 
@@ -299,18 +292,26 @@ mod tests {
     use super::*;
 
     #[test]
-    fn progress_counts_runs_and_scales_the_pace_to_the_work_left() {
-        // Four runs of costs 2, 2, 1 and 1, two at a time.
-        let mut progress = Progress::new(6.0, 4, 2);
-        // 20 s for 2 units: 10 s a unit; 4 units left over 2 jobs: 20 s.
-        let line = progress.finished(2.0, Duration::from_secs(20));
-        assert_eq!(line, "1/4 runs trained, about 20s left");
-        let line = progress.finished(2.0, Duration::from_secs(40));
-        assert_eq!(line, "2/4 runs trained, about 15s left");
-        progress.finished(1.0, Duration::from_secs(10));
+    fn the_line_after_a_run_counts_the_runs_and_says_the_time_left_until_the_last() {
+        // Three runs of 4 epochs, 1 pass, two at a time.
+        let t0 = Instant::now();
+        let mut tally = Tally::new([(4, 1.0, 0), (4, 1.0, 0), (4, 1.0, 0)], 2);
+        tally.start(0, t0);
+        tally.start(1, t0);
+        let at = |s: u64| t0 + Duration::from_secs(s);
+        tally.logged(0, 4, at(40));
+        tally.logged(1, 2, at(20));
+        tally.end(0, at(40));
+        tally.start(2, at(40));
+        // 10 s an epoch: the second has 20 s left, 20 s of them spent; the
+        // third 40 s.
         assert_eq!(
-            progress.finished(1.0, Duration::from_secs(10)),
-            "4/4 runs trained"
+            finished_line(&tally, at(40)),
+            "1/3 runs trained, about 40s left"
         );
+        tally.logged(1, 4, at(60));
+        tally.end(1, at(60));
+        tally.end(2, at(80));
+        assert_eq!(finished_line(&tally, at(80)), "3/3 runs trained");
     }
 }

@@ -66,7 +66,7 @@ pub fn run(args: SweepArgs) -> anyhow::Result<()> {
     else {
         return Ok(());
     };
-    let mut terminal = Terminal::new(!args.shared.quiet).with_trained_ahead(trained_ahead);
+    let mut terminal = Terminal::experiment(!args.shared.quiet, &unfinished, trained_ahead);
     let (results, table) = sweep::run(&request, &mut terminal).with_context(context)?;
     println!("\n{table}");
     println!(

@@ -165,7 +165,7 @@ pub fn run<O: ExperimentObserver>(
     let comparison = request.open(observer)?;
     let device = parse_device(request.runtime.device.as_deref())
         .map_err(|e| TrainError::Device(e.text, e.reason))?;
-    let outcomes = run_all(&comparison, &request.runtime, observer)?;
+    let outcomes = run_all(&comparison, &request.runtime, started, observer)?;
     let (runs, diverged) = comparison.method_records(&outcomes, device)?;
     let dir = &comparison.dir;
     let aggregates = aggregate(&runs, &diverged, &settings.methods);

@@ -16,7 +16,9 @@
 //! The experiments share [`base`] (the run every run starts from, nested
 //! as `base` in each settings file, and read from the flat keys of earlier
 //! releases), [`settings`] (the directory identified by its settings file)
-//! and [`runs`] (train a run or reuse it when it finished).
+//! and [`runs`] (train a run or reuse it when it finished); [`progress`]
+//! counts the runs and epochs trained and estimates the time left, for the
+//! caller's progress bar.
 //!
 //! A comparison directory holds:
 //! - `compare.json`: the [`compare_settings::CompareSettings`]; it identifies the
@@ -43,6 +45,7 @@ pub mod grid;
 pub mod method;
 pub mod method_settings;
 pub mod posthoc;
+pub mod progress;
 pub mod report;
 pub mod results;
 pub mod runs;

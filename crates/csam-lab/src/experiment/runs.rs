@@ -96,15 +96,15 @@ pub struct Outcomes<Run, Record> {
 /// `diverged.json` written, the other runs trained on). The observer hears
 /// each run start and end, a finished one with its training time (its own,
 /// also when it was trained earlier or by another process and is only read
-/// back here), the time since the experiment started, and the record's
-/// numbers. Refuses an experiment none of whose runs finished
-/// ([`LabError::EveryRunDiverged`]).
+/// back here), the time since the invocation `started` (runs trained ahead
+/// in other processes count), and the record's numbers. Refuses an
+/// experiment none of whose runs finished ([`LabError::EveryRunDiverged`]).
 pub fn run_all<E: Experiment, O: ExperimentObserver>(
     experiment: &E,
     runtime: &Runtime,
+    started: Instant,
     observer: &mut O,
 ) -> Result<Outcomes<E::Run, E::Record>> {
-    let started = Instant::now();
     // The records are made in this process (post-hoc calibration, ensembles,
     // shift), also when every run is reused.
     runtime.apply_threads();

@@ -80,7 +80,7 @@ pub fn run<O: ExperimentObserver>(
 ) -> Result<(GridResults, String)> {
     let grid = request.open(observer)?;
     let settings = &request.settings;
-    let outcomes = run_all(&grid, &request.runtime, observer)?;
+    let outcomes = run_all(&grid, &request.runtime, request.started, observer)?;
     let diverged: Vec<DivergedRun<GridRun>> = outcomes
         .diverged
         .into_iter()

@@ -85,7 +85,7 @@ pub fn run<O: ExperimentObserver>(
     let started = request.started;
     let settings = &request.settings;
     let sweep = request.open(observer)?;
-    let outcomes = run_all(&sweep, &request.runtime, observer)?;
+    let outcomes = run_all(&sweep, &request.runtime, started, observer)?;
     let diverged: Vec<DivergedRun<SweepRun>> = outcomes
         .diverged
         .into_iter()
