@@ -149,7 +149,7 @@ impl Job {
                         Ended::HeldElsewhere
                     }
                     Ok(()) if RunDir::new(&self.dir).state()? == RunState::Finished => {
-                        println!("{}: another csam process trained it", self.label);
+                        bar.println(&format!("{}: another csam process trained it", self.label));
                         Ended::HeldElsewhere
                     }
                     _ => Ended::Failed(format!(
