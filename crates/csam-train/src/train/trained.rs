@@ -117,9 +117,12 @@ impl TrainedRun {
 }
 
 /// The class count at which a tensor of shape `at_two` for 2 classes and
-/// `at_three` for 3 has the shape `stored`: `Some(None)` when its shape does
-/// not depend on the class count, `None` when `stored` is no such shape.
+/// `at_three` for 3 has the shape `stored` in the dimensions that depend on
+/// it: `Some(None)` when none does, `None` when `stored` is no such shape.
 fn class_count(at_two: &[i64], at_three: &[i64], stored: &[usize]) -> Option<Option<usize>> {
+    if at_two == at_three {
+        return Some(None);
+    }
     if at_two.len() != stored.len() || at_three.len() != stored.len() {
         return None;
     }
@@ -127,9 +130,8 @@ fn class_count(at_two: &[i64], at_three: &[i64], stored: &[usize]) -> Option<Opt
     for ((&two, &three), &stored) in at_two.iter().zip(at_three).zip(stored) {
         let (two, three) = (usize::try_from(two).ok()?, usize::try_from(three).ok()?);
         if two == three {
-            if stored != two {
-                return None;
-            }
+            // Not the class count's: another image size (a ViT's position
+            // embedding) is the load's to fit or refuse.
             continue;
         }
         // The dimension is `base + step * classes`.
@@ -153,13 +155,17 @@ mod tests {
         // A classifier's weight [K, 64] and a MIMO head's bias [3K].
         assert_eq!(class_count(&[2, 64], &[3, 64], &[10, 64]), Some(Some(10)));
         assert_eq!(class_count(&[6], &[9], &[30]), Some(Some(10)));
-        // A tensor that does not depend on the class count.
+        // A tensor that does not depend on the class count, stored for
+        // another image size or not: the load fits or refuses it.
         assert_eq!(class_count(&[64, 3], &[64, 3], &[64, 3]), Some(None));
+        assert_eq!(class_count(&[65, 192], &[65, 192], &[197, 192]), Some(None));
+        assert_eq!(class_count(&[64, 3], &[64, 3], &[64]), Some(None));
+        // The class rows count; another feature width is the load's to refuse.
+        assert_eq!(class_count(&[2, 64], &[3, 64], &[10, 128]), Some(Some(10)));
     }
 
     #[test]
     fn a_shape_no_class_count_gives_is_none() {
-        assert_eq!(class_count(&[64, 3], &[64, 3], &[64, 4]), None);
         assert_eq!(class_count(&[6], &[9], &[31]), None);
         assert_eq!(class_count(&[2, 64], &[3, 64], &[10]), None);
         // Two dimensions that disagree on the count.
