@@ -260,9 +260,8 @@ pub fn train_in_processes(
 }
 
 /// Where the experiment stands after a run ended, for logs that see no bar:
-/// "3/9 runs trained, about 4m10s left".
-/// The line said after each run ends: `3/9 runs trained, about 1m36s left` (the
-/// estimate left out once every run has ended).
+/// `3/9 runs trained, about 1m36s left` (the estimate left out once every run
+/// has ended).
 fn finished_line(tally: &Tally, now: Instant) -> String {
     let line = format!("{}/{} runs trained", tally.runs_done(), tally.runs());
     match tally.remaining(now) {
